@@ -1,0 +1,69 @@
+package api
+
+import (
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// ProblemContentType is the media type of every HTTP error (RFC 9457).
+const ProblemContentType = "application/problem+json"
+
+// Problem is an RFC 9457 problem document; Errors lists field errors (422).
+type Problem struct {
+	Type   string              `json:"type,omitempty"`
+	Title  string              `json:"title"`
+	Status int                 `json:"status"`
+	Detail string              `json:"detail,omitempty"`
+	Errors []manent.FieldError `json:"errors,omitempty"`
+}
+
+// SubmitResult answers POST /api/v1/deployments: {"id","state"} for a deploy
+// (202), a schedule id for a recurring one (201). A dry run (validate) fills
+// Valid, Errors, Plan and Effective instead.
+type SubmitResult struct {
+	ID    string       `json:"id,omitempty"`
+	State manent.State `json:"state,omitempty"`
+	// Schedule is set for a recurring deploy (201).
+	Schedule string `json:"schedule,omitempty"`
+	// Notice carries what the server wants the submitter to know, e.g. that the
+	// environment configuration was unreachable and will be checked by the worker.
+	Notice string `json:"notice,omitempty"`
+
+	Valid     *bool               `json:"valid,omitempty"`
+	Errors    []manent.FieldError `json:"errors,omitempty"`
+	Plan      *manent.Plan        `json:"plan,omitempty"`
+	Effective map[string]any      `json:"effective,omitempty"`
+}
+
+// ListOptions filter GET /api/v1/deployments.
+type ListOptions struct {
+	Application string
+	Environment string
+	State       string
+	Limit       int
+	Cursor      string
+}
+
+// ListResult is one page of deployments, newest first.
+type ListResult struct {
+	Items      []manent.Deployment `json:"items"`
+	NextCursor string              `json:"next_cursor,omitempty"`
+}
+
+// LogsResult is the log of a deploy.
+type LogsResult struct {
+	Lines []manent.LogLine `json:"lines"`
+	State manent.State     `json:"state"`
+}
+
+// InventoryResult lists the current release and last failure per application/environment.
+type InventoryResult struct {
+	Items []manent.InventoryEntry `json:"items"`
+}
+
+// Health answers /healthz and /readyz.
+type Health struct {
+	Status string    `json:"status"`
+	Time   time.Time `json:"time"`
+}

@@ -1,0 +1,87 @@
+package manent
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Deployment is one deploy as users see it (SPEC §7, `status -o json`).
+type Deployment struct {
+	ID          string     `json:"id"`
+	Application string     `json:"application"`
+	Environment string     `json:"environment"`
+	Version     string     `json:"version"`
+	State       State      `json:"state"`
+	Requester   string     `json:"requester"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	FinishedAt  *time.Time `json:"finished_at"`
+	// Error is what a person must read to understand a failure, e.g.
+	// `step "deploy" failed: exit status 1`.
+	Error string `json:"error"`
+	// Rollback is "completed", "failed" or "" (SPEC §4).
+	Rollback string `json:"rollback"`
+	// Decision is the governance decision saved at submission.
+	Decision *Decision `json:"decision"`
+	// Reason says why a waiting deploy waits (empty when it does not).
+	Reason         string `json:"reason,omitempty"`
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	Steps          []Step `json:"steps"`
+}
+
+// Step is one recorded step of a deploy (SPEC §7).
+type Step struct {
+	Name       string          `json:"name"`
+	State      StepState       `json:"state"`
+	Attempts   int             `json:"attempts"`
+	StartedAt  *time.Time      `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	Output     json.RawMessage `json:"output,omitempty"`
+	Error      string          `json:"error"`
+}
+
+// Duration returns how long the step ran, or 0 when it has not finished.
+func (s Step) Duration() time.Duration {
+	if s.StartedAt == nil || s.FinishedAt == nil {
+		return 0
+	}
+	return s.FinishedAt.Sub(*s.StartedAt)
+}
+
+// Decision is the governance decision for a deploy (SPEC §3 check 5).
+type Decision struct {
+	Allowed           bool     `json:"allowed"`
+	Deny              []string `json:"deny,omitempty"`
+	ApprovalsRequired int      `json:"approvals_required,omitempty"`
+	Approvers         []string `json:"approvers,omitempty"`
+	ChangeRequired    bool     `json:"change_required,omitempty"`
+	Freeze            string   `json:"freeze,omitempty"`
+	Source            string   `json:"source,omitempty"`
+}
+
+// LogLine is one line of a deploy's log.
+type LogLine struct {
+	Seq  int64     `json:"seq"`
+	Time time.Time `json:"time"`
+	Step string    `json:"step,omitempty"`
+	Text string    `json:"text"`
+}
+
+// Release is an environment's current release or last failure in the inventory.
+type Release struct {
+	DeploymentID string     `json:"deployment_id"`
+	Version      string     `json:"version"`
+	SHA256       string     `json:"sha256,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at"`
+	Error        string     `json:"error,omitempty"`
+	Rollback     string     `json:"rollback,omitempty"`
+}
+
+// InventoryEntry is the current release and last failure of one
+// application/environment.
+type InventoryEntry struct {
+	Application string   `json:"application"`
+	Environment string   `json:"environment"`
+	Current     *Release `json:"current"`
+	LastFailure *Release `json:"last_failure"`
+}
