@@ -1,19 +1,257 @@
 package descriptor
 
-import "github.com/manent-io/manent/pkg/manent"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
 
 // MaxSize is the largest descriptor accepted; larger input is refused before parsing.
 const MaxSize = 1 << 20
 
+// Default values the parser fills in when a field is absent.
+const (
+	// DefaultHealthExpect is the status code a health check expects.
+	DefaultHealthExpect = 200
+)
+
+// CallbackEvents are the events a callback may ask for, in order; a
+// callback without events gets all of them.
+func CallbackEvents() []string { return []string{"started", "step", "finished"} }
+
 // Parse parses and validates a descriptor. On invalid input it returns a
 // *manent.Error with code EInvalid whose Fields list every problem (path,
-// message, line, column).
+// message, line, column), sorted by line and column; this includes input
+// that is too large, empty, not UTF-8 text or not YAML. Any other error is
+// an internal one.
 //
-// TODO(foundation): schema validation and semantic checks are being written.
+// On success the descriptor has its defaults filled in: health checks expect
+// DefaultHealthExpect, and callbacks without events get CallbackEvents.
 func Parse(data []byte) (*Descriptor, error) {
-	_ = manent.EInvalid
-	panic("descriptor.Parse: not implemented yet")
+	if len(data) > MaxSize {
+		return nil, invalid(tooLarge())
+	}
+	if fe := checkText(data); fe != nil {
+		return nil, invalid(*fe)
+	}
+	root, fe := parseYAML(data)
+	if fe != nil {
+		return nil, invalid(*fe)
+	}
+
+	conv := &converter{}
+	v, ok := conv.value(root, 0)
+	if !ok {
+		return nil, invalid(*conv.fatal)
+	}
+	doc, _ := v.(map[string]any)
+	errs := conv.errs
+	reported := make(map[string]bool)
+
+	set, err := compiled()
+	if err != nil {
+		return nil, &manent.Error{Code: manent.EInternal, Message: "descriptor schema", Err: err}
+	}
+	if err := set.schema.Validate(doc); err != nil {
+		for _, e := range schemaErrors(err, root, set) {
+			if conv.bad[e.Path] {
+				continue // the conversion already explained this value
+			}
+			reported[e.Path] = true
+			errs = append(errs, e)
+		}
+	}
+	for p := range conv.bad {
+		reported[p] = true
+	}
+
+	ck := &checker{root: root, reported: reported}
+	ck.check(doc)
+	errs = append(errs, ck.errs...)
+	if len(errs) > 0 {
+		return nil, invalid(errs...)
+	}
+	return decode(doc)
 }
 
-// Schema returns the embedded JSON Schema (draft 2020-12).
-func Schema() []byte { panic("descriptor.Schema: not implemented yet") }
+// ParseReader reads a descriptor (at most MaxSize bytes) and parses it.
+func ParseReader(r io.Reader) (*Descriptor, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read descriptor: %w", err)
+	}
+	if len(data) > MaxSize {
+		return nil, invalid(tooLarge())
+	}
+	return Parse(data)
+}
+
+func tooLarge() manent.FieldError {
+	return manent.FieldError{Message: fmt.Sprintf("the descriptor is larger than 1 MiB (%d bytes)", MaxSize)}
+}
+
+// invalid builds the EInvalid error from field errors: sorted by position,
+// without repeats.
+func invalid(errs ...manent.FieldError) *manent.Error {
+	sort.SliceStable(errs, func(i, j int) bool {
+		a, b := errs[i], errs[j]
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Column != b.Column {
+			return a.Column < b.Column
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return a.Message < b.Message
+	})
+	out := errs[:0]
+	for i, e := range errs {
+		if i > 0 && e == errs[i-1] {
+			continue
+		}
+		out = append(out, e)
+	}
+	noun := "errors"
+	if len(out) == 1 {
+		noun = "error"
+	}
+	return &manent.Error{
+		Code:    manent.EInvalid,
+		Message: fmt.Sprintf("descriptor is invalid: %d %s", len(out), noun),
+		Fields:  out,
+	}
+}
+
+// checkText refuses what is not UTF-8 text before the YAML parser sees it,
+// with the position of the first bad byte.
+func checkText(data []byte) *manent.FieldError {
+	line, col := 1, 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return &manent.FieldError{Line: line, Column: col,
+				Message: fmt.Sprintf("the descriptor is not UTF-8 text: invalid byte 0x%02x (a binary file? save it as UTF-8)", data[i])}
+		case r == 0:
+			return &manent.FieldError{Line: line, Column: col,
+				Message: "the descriptor is not text: it contains a NUL byte (a binary file, or UTF-16? save it as UTF-8)"}
+		case (r < 0x20 && r != '\t' && r != '\n' && r != '\r') || r == 0x7f:
+			return &manent.FieldError{Line: line, Column: col,
+				Message: fmt.Sprintf("the descriptor contains the control character U+%04X, which YAML does not allow", r)}
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		i += size
+	}
+	return nil
+}
+
+// parseYAML reads exactly one YAML document whose top level is a mapping
+// and returns that mapping.
+func parseYAML(data []byte) (root *yaml.Node, fe *manent.FieldError) {
+	defer func() {
+		// The YAML parser is third-party code; whatever it does, Parse
+		// must not panic.
+		if r := recover(); r != nil {
+			root, fe = nil, &manent.FieldError{Message: "invalid YAML: the parser failed on this input"}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &manent.FieldError{Message: "the descriptor is empty"}
+		}
+		return nil, syntaxError(err)
+	}
+	if isEmptyDocument(&doc) {
+		return nil, &manent.FieldError{Message: "the descriptor is empty"}
+	}
+	top := resolve(doc.Content[0])
+	if top.Kind != yaml.MappingNode {
+		what := "a list"
+		if top.Kind == yaml.ScalarNode {
+			what = fmt.Sprintf("the value %q", top.Value)
+		}
+		return nil, &manent.FieldError{Line: top.Line, Column: top.Column,
+			Message: fmt.Sprintf("the descriptor must be a mapping of fields (apiVersion: manent/v1, application: …), got %s", what)}
+	}
+
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, syntaxError(err)
+	case !isEmptyDocument(&next):
+		n := next.Content[0]
+		return nil, &manent.FieldError{Line: n.Line, Column: n.Column,
+			Message: "the descriptor must be a single YAML document; remove the second one (after ---)"}
+	}
+	return top, nil
+}
+
+// isEmptyDocument reports a document with no content or only a null.
+func isEmptyDocument(doc *yaml.Node) bool {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		return true
+	}
+	n := doc.Content[0]
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// syntaxError turns a YAML parser error ("yaml: line 3: did not find
+// expected key") into a FieldError with the line.
+func syntaxError(err error) *manent.FieldError {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	fe := &manent.FieldError{}
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if num, text, ok := strings.Cut(rest, ": "); ok {
+			if line, err := strconv.Atoi(num); err == nil {
+				fe.Line, msg = line, text
+			}
+		}
+	}
+	fe.Message = "invalid YAML: " + msg
+	return fe
+}
+
+// decode turns the validated generic value into a Descriptor and fills in
+// the defaults.
+func decode(doc map[string]any) (*Descriptor, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, &manent.Error{Code: manent.EInternal, Message: "encode descriptor", Err: err}
+	}
+	var d Descriptor
+	if err := json.Unmarshal(b, &d); err != nil {
+		// The schema and the checks accept only what decodes; this is a
+		// safety net that still blames the input.
+		return nil, invalid(manent.FieldError{Message: "cannot read the descriptor: " + err.Error()})
+	}
+	for i := range d.Health {
+		if d.Health[i].Expect == 0 {
+			d.Health[i].Expect = DefaultHealthExpect
+		}
+	}
+	for i := range d.Callbacks {
+		if len(d.Callbacks[i].Events) == 0 {
+			d.Callbacks[i].Events = CallbackEvents()
+		}
+	}
+	return &d, nil
+}

@@ -1,0 +1,308 @@
+package descriptor
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+	"gopkg.in/yaml.v3"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// schemaErrors turns a validation error of the JSON Schema into one
+// FieldError per leaf cause, with the YAML position of the value concerned.
+func schemaErrors(err error, root *yaml.Node, set *schemaSet) []manent.FieldError {
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return []manent.FieldError{{Message: err.Error()}}
+	}
+	var out []manent.FieldError
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			out = append(out, leafErrors(e, root, set)...)
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(verr)
+	return out
+}
+
+// leafErrors explains one leaf of the validation error tree.
+func leafErrors(e *jsonschema.ValidationError, root *yaml.Node, set *schemaSet) []manent.FieldError {
+	loc := e.InstanceLocation
+	at := func(msg string) []manent.FieldError {
+		_, n := locate(root, loc)
+		return []manent.FieldError{fieldError(pointer(loc), n, msg)}
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		// The field is missing: point at the mapping that lacks it.
+		_, parent := locate(root, loc)
+		var out []manent.FieldError
+		for _, name := range k.Missing {
+			out = append(out, fieldError(pointer(append(slices.Clip(loc), name)), parent,
+				fmt.Sprintf("missing required field %q", name)))
+		}
+		return out
+	case *kind.AdditionalProperties:
+		allowed := propertiesAt(set, e.SchemaURL)
+		var out []manent.FieldError
+		for _, name := range k.Properties {
+			path := append(slices.Clip(loc), name)
+			key, val := locate(root, path)
+			if key == nil {
+				key = val
+			}
+			msg := fmt.Sprintf("unknown field %q", name)
+			if s := suggest(name, allowed); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			out = append(out, fieldError(pointer(path), key, msg))
+		}
+		return out
+	case *kind.Type:
+		_, n := locate(root, loc)
+		msg := fmt.Sprintf("must be %s, got %s", typeNames(k.Want), typeName(k.Got, n))
+		if slices.Contains(k.Want, "string") && n != nil && resolve(n).Kind == yaml.ScalarNode &&
+			(k.Got == "number" || k.Got == "integer" || k.Got == "boolean") {
+			msg += fmt.Sprintf(": quote it (%q) to keep it as text", resolve(n).Value)
+		}
+		if k.Got == "string" && n != nil && resolve(n).Kind == yaml.ScalarNode && unquoted(resolve(n).Value, k.Want) {
+			msg += ": remove the quotes"
+		}
+		return at(msg)
+	case *kind.Const:
+		return at(fmt.Sprintf("must be %s, got %s", display(k.Want), display(k.Got)))
+	case *kind.Enum:
+		want := make([]string, len(k.Want))
+		for i, w := range k.Want {
+			want[i] = display(w)
+		}
+		return at(fmt.Sprintf("must be one of %s, got %s", strings.Join(want, ", "), display(k.Got)))
+	case *kind.Pattern:
+		msg := "must match " + k.Want
+		if h := patternHint(k.Want); h != "" {
+			msg += " (" + h + ")"
+		}
+		return at(fmt.Sprintf("%s: %q", msg, k.Got))
+	case *kind.Format:
+		if k.Want == "date-time" {
+			return at(fmt.Sprintf("must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: %s", display(k.Got)))
+		}
+		return at(fmt.Sprintf("must be a valid %s: %s", k.Want, display(k.Got)))
+	case *kind.Minimum:
+		return at(fmt.Sprintf("must be at least %s, got %s", rat(k.Want), rat(k.Got)))
+	case *kind.Maximum:
+		return at(fmt.Sprintf("must be at most %s, got %s", rat(k.Want), rat(k.Got)))
+	case *kind.ExclusiveMinimum:
+		return at(fmt.Sprintf("must be more than %s, got %s", rat(k.Want), rat(k.Got)))
+	case *kind.ExclusiveMaximum:
+		return at(fmt.Sprintf("must be less than %s, got %s", rat(k.Want), rat(k.Got)))
+	case *kind.MinLength:
+		if k.Want == 1 {
+			return at("must not be empty")
+		}
+		return at(fmt.Sprintf("must be at least %d characters long, got %d", k.Want, k.Got))
+	case *kind.MaxLength:
+		return at(fmt.Sprintf("must be at most %d characters long, got %d", k.Want, k.Got))
+	case *kind.MinItems:
+		if k.Want == 1 {
+			return at("must not be an empty list")
+		}
+		return at(fmt.Sprintf("must have at least %d items, got %d", k.Want, k.Got))
+	case *kind.MaxItems:
+		return at(fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got))
+	case *kind.UniqueItems:
+		i, j := k.Duplicates[0], k.Duplicates[1]
+		path := append(slices.Clip(loc), fmt.Sprint(j))
+		_, n := locate(root, path)
+		_, first := locate(root, append(slices.Clip(loc), fmt.Sprint(i)))
+		msg := "duplicate item"
+		if v := resolve(n); v != nil && v.Kind == yaml.ScalarNode {
+			msg = fmt.Sprintf("duplicate item %q", v.Value)
+		}
+		if first != nil {
+			msg += fmt.Sprintf(" (first at line %d)", first.Line)
+		}
+		return []manent.FieldError{fieldError(pointer(path), n, msg)}
+	case *kind.MinProperties:
+		return at(fmt.Sprintf("must have at least %d fields", k.Want))
+	case *kind.MaxProperties:
+		return at(fmt.Sprintf("must have at most %d fields", k.Want))
+	default:
+		return at(e.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
+	}
+}
+
+// unquoted reports whether text would have the wanted type without quotes.
+func unquoted(text string, want []string) bool {
+	if _, err := strconv.ParseInt(text, 10, 64); err == nil {
+		return slices.Contains(want, "integer") || slices.Contains(want, "number")
+	}
+	if _, err := strconv.ParseFloat(text, 64); err == nil {
+		return slices.Contains(want, "number")
+	}
+	return (text == "true" || text == "false") && slices.Contains(want, "boolean")
+}
+
+// patternHint explains the schema's patterns in words.
+func patternHint(p string) string {
+	switch p {
+	case "^[a-z0-9][a-z0-9-]{0,62}$":
+		return `lowercase letters, digits and "-", starting with a letter or digit, at most 63 characters`
+	case "^[a-z0-9][a-z0-9:_-]{0,62}$":
+		return `lowercase letters, digits, ":", "_" and "-", starting with a letter or digit, at most 63 characters`
+	case "^[a-z0-9][a-z0-9-]*$":
+		return `lowercase letters, digits and "-", starting with a letter or digit`
+	case `^(https?|file)://\S+$`:
+		return "an http://, https:// or file:// URL"
+	case `^https?://\S+$`:
+		return "an http:// or https:// URL"
+	case "^[0-9a-f]{64}$":
+		return "64 lowercase hex digits"
+	case "^(env|file):.+$":
+		return "env:VARIABLE or file:/path"
+	case `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`:
+		return `a duration such as "30s", "5m" or "1h30m"`
+	}
+	return ""
+}
+
+// typeNames says the JSON Schema types in YAML words.
+func typeNames(types []string) string {
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = typeName(t, nil)
+	}
+	return strings.Join(names, " or ")
+}
+
+func typeName(t string, n *yaml.Node) string {
+	switch t {
+	case "object":
+		return "a mapping"
+	case "array":
+		return "a list"
+	case "string":
+		return "a string"
+	case "integer":
+		return "an integer"
+	case "number":
+		return "a number"
+	case "boolean":
+		return "true or false"
+	case "null":
+		if n != nil && resolve(n).Kind == yaml.ScalarNode && resolve(n).Value != "" && resolve(n).Value != "~" {
+			return resolve(n).Value
+		}
+		return "nothing"
+	}
+	return t
+}
+
+// display writes a JSON value as it appears in messages.
+func display(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", v)
+	case nil:
+		return "nothing"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	}
+	return fmt.Sprint(v)
+}
+
+func rat(r *big.Rat) string {
+	if r == nil {
+		return "?"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return fmt.Sprint(f)
+}
+
+// propertiesAt returns the property names a schema location (an absolute
+// schema URL whose fragment is a JSON pointer into the embedded schema)
+// allows, sorted.
+func propertiesAt(set *schemaSet, schemaURL string) []string {
+	if set == nil {
+		return nil
+	}
+	_, frag, _ := strings.Cut(schemaURL, "#")
+	node := set.raw
+	for _, t := range splitPointer(frag) {
+		m, ok := node.(map[string]any)
+		if !ok {
+			return nil
+		}
+		node = m[t]
+	}
+	m, _ := node.(map[string]any)
+	props, _ := m["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// suggest returns the candidate closest to s when it is close enough to be a
+// likely typo, or "".
+func suggest(s string, candidates []string) string {
+	// Allow about one edit per three characters, at most three.
+	best, bestDist := "", min(len(s)/3+1, 3)
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d <= bestDist && (best == "" || d < bestDist) {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b (short strings only:
+// callers pass field and step names).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	if len(ra) > 64 || len(rb) > 64 {
+		if a == b {
+			return 0
+		}
+		return 64
+	}
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

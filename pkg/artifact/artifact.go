@@ -1,0 +1,134 @@
+// Package artifact downloads a deploy's artifact from an http(s):// or
+// file:// URL into the deploy's work directory, with a size limit, and
+// computes its sha256.
+//
+// It imports pkg/plugin only (for the permanent-error marker).
+package artifact
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// Fetched describes a downloaded artifact.
+type Fetched struct {
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// Fetcher downloads artifacts.
+type Fetcher struct {
+	HTTP     *http.Client
+	MaxBytes int64
+}
+
+// Fetch downloads rawURL into dir and checks it against want (a hex sha256,
+// empty to skip). A mismatch, a 4xx or a size overflow is permanent.
+func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("artifact url %q: %w", rawURL, err))
+	}
+	name := path.Base(u.Path)
+	if name == "" || name == "/" || name == "." {
+		name = "artifact"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	dst := filepath.Join(dir, name)
+	var src io.ReadCloser
+	switch u.Scheme {
+	case "file":
+		fh, err := os.Open(u.Path)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil, plugin.Permanent(fmt.Errorf("artifact %s does not exist", u.Path))
+			}
+			return nil, fmt.Errorf("open artifact: %w", err)
+		}
+		src = fh
+	case "http", "https":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+		if err != nil {
+			return nil, plugin.Permanent(err)
+		}
+		hc := f.HTTP
+		if hc == nil {
+			hc = http.DefaultClient
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("download artifact: %w", err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			err := fmt.Errorf("download artifact %s: HTTP %d", rawURL, resp.StatusCode)
+			if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout {
+				return nil, plugin.Permanent(err)
+			}
+			return nil, err
+		}
+		src = resp.Body
+	default:
+		return nil, plugin.Permanent(fmt.Errorf("artifact url scheme %q is not supported (http, https, file)", u.Scheme))
+	}
+	defer src.Close()
+	tmp := dst + ".part"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	limit := f.MaxBytes
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(src, limit+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return nil, fmt.Errorf("download artifact: %w", err)
+	}
+	if n > limit {
+		os.Remove(tmp)
+		return nil, plugin.Permanent(fmt.Errorf("artifact is larger than the limit of %d bytes", limit))
+	}
+	got := hex.EncodeToString(h.Sum(nil))
+	if want != "" && !strings.EqualFold(want, got) {
+		os.Remove(tmp)
+		return nil, plugin.Permanent(fmt.Errorf("artifact sha256 mismatch: expected %s, got %s", strings.ToLower(want), got))
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return nil, err
+	}
+	return &Fetched{Path: dst, SHA256: got, Size: n}, nil
+}
+
+// SHA256File returns the hex sha256 of a file.
+func SHA256File(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// ResolveSecret resolves a secret reference `env:VAR` or `file:/path`. The
+// value is returned to the caller only: it is never stored, logged or
+// returned by the API.
+func ResolveSecret(ref string) (string, error) {
+	kind, arg, ok := strings.Cut(ref, ":")
+	if !ok || arg == "" {
+		return "", fmt.Errorf("reference %q is not env:VAR or file:/path", ref)
+	}
+	switch kind {
+	case "env":
+		v, ok := os.LookupEnv(arg)
+		if !ok {
+			return "", fmt.Errorf("environment variable %s is not set on the worker", arg)
+		}
+		return v, nil
+	case "file":
+		b, err := os.ReadFile(arg)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return "", fmt.Errorf("file %s does not exist on the worker", arg)
+			}
+			return "", fmt.Errorf("file %s cannot be read on the worker", arg)
+		}
+		return strings.TrimRight(string(b), "\r\n"), nil
+	}
+	return "", fmt.Errorf("unknown secret provider %q (env, file)", kind)
+}
+
+// HealthResult is the output of the post-test step.
+type HealthResult struct {
+	URL      string `json:"url"`
+	Status   int    `json:"status"`
+	Attempts int    `json:"attempts"`
+}
+
+// CheckHealth checks every endpoint: each must answer its expected status
+// (200 by default) within its timeout, within its retries (interval grows
+// from base). It logs each attempt.
+func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.HealthCheck, base time.Duration, log io.Writer) ([]HealthResult, error) {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	var out []HealthResult
+	for _, c := range checks {
+		expect := c.Expect
+		if expect == 0 {
+			expect = http.StatusOK
+		}
+		timeout := c.Timeout.D()
+		if timeout <= 0 {
+			timeout = 5 * time.Second
+		}
+		wait := base
+		var last error
+		res := HealthResult{URL: c.URL}
+		for attempt := 0; attempt <= c.Retries; attempt++ {
+			res.Attempts = attempt + 1
+			status, err := probe(ctx, hc, c.URL, timeout)
+			res.Status = status
+			if err == nil && status == expect {
+				last = nil
+				fmt.Fprintf(log, "health %s: %d (attempt %d)\n", c.URL, status, attempt+1)
+				break
+			}
+			if err != nil {
+				last = fmt.Errorf("health %s: %v", c.URL, err)
+			} else {
+				last = fmt.Errorf("health %s: got %d, want %d", c.URL, status, expect)
+			}
+			fmt.Fprintf(log, "%v (attempt %d of %d)\n", last, attempt+1, c.Retries+1)
+			if attempt == c.Retries {
+				break
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return out, ctx.Err()
+			case <-t.C:
+			}
+			wait = min(wait*2, 30*time.Second)
+		}
+		out = append(out, res)
+		if last != nil {
+			// The endpoint had its retries: retrying the whole step would only
+			// repeat them.
+			return out, plugin.Permanent(last)
+		}
+	}
+	return out, nil
+}
+
+func probe(ctx context.Context, hc *http.Client, url string, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

@@ -1,0 +1,384 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite" // SQLite system database
+	"github.com/dbos-inc/dbos-transact-golang/dbos/internals"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/artifact"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// WorkflowVersion pins DBOS's application version. Change it only when the
+// workflow code changes incompatibly: every value strands the PENDING and
+// ENQUEUED deploys of the others (DBOS-NOTES sharp edge 2).
+const WorkflowVersion = "manent-wf-1"
+
+// Names of what the engine registers with DBOS.
+const (
+	QueueName        = "manent-deploys"
+	DeployWorkflow   = "manent.deploy"
+	appName          = "manent"
+	defaultSlots     = 4
+	defaultRecovery  = 10
+	defaultQueuePoll = 100 * time.Millisecond
+)
+
+// Config configures the engine.
+type Config struct {
+	ExecutorID string
+	// Slots is the number of deploys this worker runs at once (workers.slots).
+	Slots int
+	// DataDir holds the work directories (<DataDir>/work/<id>).
+	DataDir string
+	// RetryBase and RetryMax shape the exponential backoff between attempts.
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// QueuePoll is how often the queue is polled (latency of a start).
+	QueuePoll time.Duration
+	// MaxRecoveryAttempts bounds how often a crashed deploy is resumed.
+	MaxRecoveryAttempts int
+	// MaxArtifactBytes bounds a download.
+	MaxArtifactBytes int64
+	Plugins          *plugin.Registry
+	HTTPClient       *http.Client
+	Logger           *slog.Logger
+}
+
+// Engine runs deploys.
+type Engine struct {
+	cfg     Config
+	st      *store.Store
+	dbos    dbos.Context
+	queue   dbos.Queue
+	fetcher *artifact.Fetcher
+	log     *slog.Logger
+}
+
+// New prepares the engine on st's database: DBOS context, queue and
+// workflow registration. Call Launch to start working.
+func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
+	if cfg.Slots <= 0 {
+		cfg.Slots = defaultSlots
+	}
+	if cfg.RetryBase <= 0 {
+		cfg.RetryBase = time.Second
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = time.Minute
+	}
+	if cfg.QueuePoll <= 0 {
+		cfg.QueuePoll = defaultQueuePoll
+	}
+	if cfg.MaxRecoveryAttempts <= 0 {
+		cfg.MaxRecoveryAttempts = defaultRecovery
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ExecutorID == "" {
+		cfg.ExecutorID = "local"
+	}
+	if cfg.Plugins == nil {
+		return nil, errors.New("engine: no plugin registry")
+	}
+	dcfg := dbos.Config{
+		AppName:            appName,
+		ExecutorID:         cfg.ExecutorID,
+		ApplicationVersion: WorkflowVersion,
+		Logger:             cfg.Logger.With("component", "dbos"),
+	}
+	if st.Postgres() {
+		dcfg.SystemDBPool = st.Pool()
+	} else {
+		dcfg.SQLiteSystemDB = st.DB()
+	}
+	dctx, err := dbos.NewContext(context.WithoutCancel(ctx), dcfg)
+	if err != nil {
+		return nil, fmt.Errorf("start DBOS: %w", err)
+	}
+	e := &Engine{
+		cfg:     cfg,
+		st:      st,
+		dbos:    dctx,
+		fetcher: &artifact.Fetcher{HTTP: cfg.HTTPClient, MaxBytes: cfg.MaxArtifactBytes},
+		log:     cfg.Logger,
+	}
+	e.queue, err = dbos.RegisterQueue(dctx, QueueName,
+		dbos.WithPartitionConcurrency(1),
+		dbos.WithWorkerConcurrency(cfg.Slots),
+		dbos.WithQueueBasePollingInterval(cfg.QueuePoll))
+	if err != nil {
+		return nil, fmt.Errorf("register queue: %w", err)
+	}
+	dbos.RegisterWorkflow(dctx, e.deployWorkflow,
+		dbos.WithWorkflowName(DeployWorkflow),
+		dbos.WithMaxRecoveryAttempts(cfg.MaxRecoveryAttempts))
+	return e, nil
+}
+
+// Launch starts the queue runner and recovers this executor's interrupted
+// deploys, then re-enqueues any accepted deploy DBOS never saw.
+func (e *Engine) Launch(ctx context.Context) error {
+	if err := dbos.Launch(e.dbos); err != nil {
+		return fmt.Errorf("launch DBOS: %w", err)
+	}
+	return e.Reconcile(ctx)
+}
+
+// Shutdown stops taking work; running steps get timeout to finish, the
+// rest is left to recovery.
+func (e *Engine) Shutdown(timeout time.Duration) {
+	dbos.Shutdown(e.dbos, timeout)
+}
+
+// Store returns the engine's store.
+func (e *Engine) Store() *store.Store { return e.st }
+
+// Input is the workflow input, saved at submission.
+type Input struct {
+	ID          string                 `json:"id"`
+	Application string                 `json:"application"`
+	Environment string                 `json:"environment"`
+	Version     string                 `json:"version"`
+	Requester   string                 `json:"requester"`
+	Descriptor  *descriptor.Descriptor `json:"descriptor"`
+	Plan        manent.Plan            `json:"plan"`
+	// Target is the effective target (descriptor merged with the environment).
+	Target     descriptor.Target `json:"target"`
+	Parameters map[string]any    `json:"parameters,omitempty"`
+}
+
+// PartitionKey is the queue partition of a deploy.
+func PartitionKey(application, environment string) string {
+	return application + "/" + environment
+}
+
+// NewID returns a new deploy id: "dpl_" and 26 Crockford base32 characters,
+// sortable by time.
+func NewID() string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	var b [16]byte
+	ms := uint64(time.Now().UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	_, _ = rand.Read(b[6:])
+	// 128 bits -> 26 base32 digits (the first holds 3 bits).
+	var out [26]byte
+	var acc uint64
+	var bits uint
+	j := 25
+	for i := 15; i >= 0; i-- {
+		acc |= uint64(b[i]) << bits
+		bits += 8
+		for bits >= 5 && j >= 0 {
+			out[j] = alphabet[acc&31]
+			acc >>= 5
+			bits -= 5
+			j--
+		}
+	}
+	if j >= 0 {
+		out[j] = alphabet[acc&31]
+	}
+	return "dpl_" + string(out[:])
+}
+
+// Submit makes a checked deploy durable: its row and its workflow are
+// written in one transaction, so a 202 never loses a deploy.
+func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision) (*store.Record, error) {
+	if in.ID == "" {
+		in.ID = NewID()
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode input: %w", err)
+	}
+	rec := &store.Record{
+		Deployment: manent.Deployment{
+			ID: in.ID, Application: in.Application, Environment: in.Environment, Version: in.Version,
+			State: manent.StateEnqueued, Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
+		},
+		Input: raw,
+	}
+	err = e.st.Tx(ctx, func(tx *sql.Tx) error {
+		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {
+			return err
+		}
+		names := append([]string{manent.StepConfig, manent.StepNotifyStarted}, in.Plan.Names()...)
+		names = append(names, manent.StepCleanup)
+		if err := e.st.PlanSteps(ctx, tx, in.ID, names); err != nil {
+			return err
+		}
+		return e.enqueue(in, tx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", in.ID, err)
+	}
+	return rec, nil
+}
+
+func (e *Engine) enqueue(in Input, tx *sql.Tx) error {
+	opts := []dbos.EnqueueOption{
+		dbos.WithEnqueueWorkflowID(in.ID),
+		dbos.WithEnqueueQueuePartitionKey(PartitionKey(in.Application, in.Environment)),
+		dbos.WithEnqueueApplicationVersion(WorkflowVersion),
+		dbos.WithEnqueueAttributes(map[string]any{
+			"application": in.Application, "environment": in.Environment, "version": in.Version,
+		}),
+	}
+	if tx != nil {
+		opts = append(opts, dbos.WithEnqueueTransaction(tx))
+	}
+	_, err := dbos.Enqueue[Result](e.dbos, QueueName, DeployWorkflow, in, opts...)
+	return err
+}
+
+// Reconcile brings the app tables and DBOS into agreement after a start:
+// an accepted deploy without a workflow is enqueued; a deploy whose
+// workflow DBOS gave up recovering is marked MAX_RECOVERY_ATTEMPTS_EXCEEDED.
+func (e *Engine) Reconcile(ctx context.Context) error {
+	recs, err := e.st.Unfinished(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	for _, r := range recs {
+		st, err := e.workflowStatus(r.ID)
+		switch {
+		case errors.Is(err, dbos.ErrNonExistentWorkflow) || (err != nil && strings.Contains(err.Error(), "not found")):
+			var in Input
+			if json.Unmarshal(r.Input, &in) != nil {
+				continue
+			}
+			e.log.Warn("re-enqueueing an accepted deploy DBOS never saw", "deploy", r.ID)
+			if err := e.enqueue(in, nil); err != nil && !errors.Is(err, dbos.ErrWorkflowIDInUse) {
+				return fmt.Errorf("re-enqueue %s: %w", r.ID, err)
+			}
+		case err != nil:
+			return fmt.Errorf("reconcile %s: %w", r.ID, err)
+		default:
+			e.syncDBOSState(ctx, r.ID, st)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) workflowStatus(id string) (dbos.WorkflowStatusType, error) {
+	h, err := dbos.RetrieveWorkflow[Result](e.dbos, id)
+	if err != nil {
+		return "", err
+	}
+	s, err := h.GetStatus()
+	if err != nil {
+		return "", err
+	}
+	return s.Status, nil
+}
+
+// syncDBOSState records states that only DBOS knows of.
+func (e *Engine) syncDBOSState(ctx context.Context, id string, st dbos.WorkflowStatusType) {
+	switch st {
+	case dbos.WorkflowStatusMaxRecoveryAttemptsExceeded:
+		_ = e.st.Finish(ctx, id, store.Outcome{
+			State: manent.StateMaxRecoveryAttemptsExceeded, At: time.Now(),
+			Error: "the deploy was resumed too many times after crashes and DBOS stopped resuming it; check the worker logs",
+		})
+	case dbos.WorkflowStatusCancelled:
+		_ = e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"})
+	}
+}
+
+// Refresh returns a deploy, first recording a final state that only DBOS
+// knows of (MAX_RECOVERY_ATTEMPTS_EXCEEDED).
+func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) {
+	r, err := e.st.Deployment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.State == manent.StatePending || r.State == manent.StateEnqueued {
+		if st, err := e.workflowStatus(id); err == nil &&
+			(st == dbos.WorkflowStatusMaxRecoveryAttemptsExceeded || st == dbos.WorkflowStatusCancelled) {
+			e.syncDBOSState(ctx, id, st)
+			return e.st.Deployment(ctx, id)
+		}
+	}
+	return r, nil
+}
+
+// Cancel cancels a deploy (SPEC §5): a queued one at once, a running one at
+// the start of its next step (the running step completes).
+func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
+	st, err := e.st.RequestCancel(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if st.Final() {
+		return nil, manent.Errorf(manent.EConflict, "deploy %s is already %s", id, st)
+	}
+	if st != manent.StatePending {
+		// Not started: take it off the queue. If a worker picked it up in the
+		// meantime, its first step sees the flag and ends CANCELLED.
+		if ws, err := e.workflowStatus(id); err == nil && ws == dbos.WorkflowStatusEnqueued {
+			if err := dbos.CancelWorkflow(e.dbos, id); err != nil {
+				return nil, fmt.Errorf("cancel %s: %w", id, err)
+			}
+			if err := e.st.SkipPending(ctx, id); err != nil {
+				return nil, err
+			}
+			if err := e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return e.st.Deployment(ctx, id)
+}
+
+// Recover resumes the PENDING deploys of other executors (after their
+// worker died for good). Never use it on a live executor: its steps would
+// run twice.
+func (e *Engine) Recover(executorIDs []string) ([]string, error) {
+	rt, err := internals.RuntimeOf(e.dbos)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := rt.RecoverPendingWorkflows(executorIDs)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(hs))
+	for i, h := range hs {
+		ids[i] = h.GetWorkflowID()
+	}
+	return ids, nil
+}
+
+// WorkDir is a deploy's work directory.
+func (e *Engine) WorkDir(id string) string {
+	return filepath.Join(e.cfg.DataDir, "work", id)
+}
+
+func (e *Engine) removeWorkDir(id string) error {
+	err := os.RemoveAll(e.WorkDir(id))
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,441 @@
+package engine_test
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/plugins/local"
+	"github.com/manent-io/manent/plugins/script"
+)
+
+type fixture struct {
+	t       *testing.T
+	eng     *engine.Engine
+	st      *store.Store
+	dir     string // scratch dir: artifacts, targets, scripts
+	targets string
+}
+
+func newFixture(t *testing.T, dbURL string, slots int) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := plugin.NewRegistry()
+	sp := script.New()
+	for _, err := range []error{reg.RegisterTarget("local", local.New()), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	eng, err := engine.New(ctx, st, engine.Config{
+		ExecutorID: "test", Slots: slots, DataDir: filepath.Join(dir, "data"),
+		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
+		Plugins: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Launch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		eng.Shutdown(5 * time.Second)
+		st.Close()
+	})
+	return &fixture{t: t, eng: eng, st: st, dir: dir, targets: filepath.Join(dir, "targets")}
+}
+
+// artifact writes a .tar.gz holding index.html with content and returns its
+// file:// URL and sha256.
+func (f *fixture) artifact(name, content string) (string, string) {
+	f.t.Helper()
+	p := filepath.Join(f.dir, name+".tar.gz")
+	out, err := os.Create(p)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	gz := gzip.NewWriter(out)
+	tw := tar.NewWriter(gz)
+	_ = tw.WriteHeader(&tar.Header{Name: "index.html", Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte(content))
+	_ = tw.Close()
+	_ = gz.Close()
+	_ = out.Close()
+	b, _ := os.ReadFile(p)
+	sum := sha256.Sum256(b)
+	return "file://" + p, hex.EncodeToString(sum[:])
+}
+
+// submit parses yml, plans it and submits it with the local target.
+func (f *fixture) submit(yml string) string {
+	f.t.Helper()
+	d, err := descriptor.Parse([]byte(yml))
+	if err != nil {
+		f.t.Fatalf("descriptor: %v\n%s", err, yml)
+	}
+	pl, err := plan.Build(d, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	in := engine.Input{
+		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
+		Requester: "token:test", Descriptor: d, Plan: pl,
+		Target: descriptor.Target{Plugin: "local", With: map[string]any{"dir": filepath.Join(f.targets, d.Application, d.Environment)}},
+	}
+	rec, err := f.eng.Submit(context.Background(), in, &manent.Decision{Allowed: true})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if rec.State != manent.StateEnqueued {
+		f.t.Fatalf("state after submit = %s, want ENQUEUED", rec.State)
+	}
+	return rec.ID
+}
+
+func (f *fixture) wait(id string, timeout time.Duration) *store.Record {
+	f.t.Helper()
+	var rec *store.Record
+	enginetest.Eventually(f.t, timeout, func() bool {
+		r, err := f.eng.Refresh(context.Background(), id)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		rec = r
+		return r.State.Final()
+	}, "deploy %s to end", id)
+	return rec
+}
+
+func step(t *testing.T, rec *store.Record, name string) manent.Step {
+	t.Helper()
+	for _, s := range rec.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("deploy %s has no step %q (steps %v)", rec.ID, name, rec.Steps)
+	return manent.Step{}
+}
+
+func descriptorYAML(app, env, version, url, sha string, extra string) string {
+	s := fmt.Sprintf("apiVersion: manent/v1\napplication: %s\nenvironment: %s\nversion: %q\nartifact:\n  url: %s\n", app, env, version, url)
+	if sha != "" {
+		s += "  sha256: " + sha + "\n"
+	}
+	return s + extra
+}
+
+func TestHappyPath(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, sum := f.artifact("app-1", "version one")
+		id := f.submit(descriptorYAML("billing", "staging", "1.0", url, sum, ""))
+		rec := f.wait(id, 30*time.Second)
+		if rec.State != manent.StateSuccess {
+			t.Fatalf("state = %s (%s), want SUCCESS", rec.State, rec.Error)
+		}
+		want := []string{"config", "notify:started", "secrets", "artifacts", "qa", "deploy", "post-test", "activation", "cleanup"}
+		var got []string
+		for _, s := range rec.Steps {
+			got = append(got, s.Name)
+			if s.State != manent.StepSuccess || s.Attempts != 1 {
+				t.Errorf("step %s: state %s attempts %d, want SUCCESS 1", s.Name, s.State, s.Attempts)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("steps = %v, want %v", got, want)
+		}
+		if rec.ArtifactSHA256 != sum {
+			t.Errorf("sha256 = %q, want %q", rec.ArtifactSHA256, sum)
+		}
+		cur := filepath.Join(f.targets, "billing", "staging", "current")
+		b, err := os.ReadFile(filepath.Join(cur, "index.html"))
+		if err != nil || string(b) != "version one" {
+			t.Fatalf("current/index.html = %q, %v", b, err)
+		}
+		inv, err := f.st.Inventory(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inv) != 1 || inv[0].Current == nil || inv[0].Current.Version != "1.0" || inv[0].Current.DeploymentID != id {
+			t.Fatalf("inventory = %+v", inv)
+		}
+		if _, err := os.Stat(f.eng.WorkDir(id)); !os.IsNotExist(err) {
+			t.Errorf("work dir not removed by cleanup: %v", err)
+		}
+		logs, _ := f.st.Logs(context.Background(), id, 0)
+		if len(logs) == 0 {
+			t.Error("no log lines recorded")
+		}
+	})
+}
+
+func TestSHA256MismatchIsPermanent(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, sum := f.artifact("app-1", "x")
+		wrong := strings.Repeat("ab", 32)
+		id := f.submit(descriptorYAML("billing", "staging", "1.0", url, wrong, "max_retries: 3\n"))
+		rec := f.wait(id, 30*time.Second)
+		if rec.State != manent.StateError {
+			t.Fatalf("state = %s, want ERROR", rec.State)
+		}
+		s := step(t, rec, "artifacts")
+		if s.Attempts != 1 {
+			t.Errorf("artifacts attempts = %d, want 1 (permanent)", s.Attempts)
+		}
+		for _, want := range []string{`step "artifacts" failed`, wrong, sum} {
+			if !strings.Contains(rec.Error, want) {
+				t.Errorf("error %q does not name %q", rec.Error, want)
+			}
+		}
+		if st := step(t, rec, "deploy").State; st != manent.StepSkipped {
+			t.Errorf("deploy step = %s, want SKIPPED", st)
+		}
+		inv, _ := f.st.Inventory(context.Background())
+		if len(inv) != 1 || inv[0].LastFailure == nil || inv[0].Current != nil {
+			t.Fatalf("inventory = %+v, want a last failure and no current", inv)
+		}
+	})
+}
+
+func TestRetries(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		counter := filepath.Join(f.dir, "count")
+		// Fails on its first two runs, succeeds on the third.
+		flaky := fmt.Sprintf(`n=$(cat %[1]s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s; [ $n -ge 3 ]`, counter)
+		id := f.submit(descriptorYAML("shop", "qa", "2", url, "", fmt.Sprintf(`steps:
+  - name: flaky
+    before: deploy
+    plugin: script
+    max_retries: 3
+    with: {command: ["sh", "-c", %q]}
+`, flaky)))
+		rec := f.wait(id, 30*time.Second)
+		if rec.State != manent.StateSuccess {
+			t.Fatalf("state = %s (%s), want SUCCESS", rec.State, rec.Error)
+		}
+		if a := step(t, rec, "flaky").Attempts; a != 3 {
+			t.Fatalf("flaky attempts = %d, want 3", a)
+		}
+
+		// A missing command is permanent: one attempt, ERROR.
+		id = f.submit(descriptorYAML("shop", "qa", "3", url, "", `steps:
+  - name: broken
+    after: qa
+    plugin: script
+    max_retries: 3
+    with: {command: ["/nonexistent/command"]}
+`))
+		rec = f.wait(id, 30*time.Second)
+		if rec.State != manent.StateError {
+			t.Fatalf("state = %s, want ERROR", rec.State)
+		}
+		if a := step(t, rec, "broken").Attempts; a != 1 {
+			t.Fatalf("broken attempts = %d, want 1", a)
+		}
+		if !strings.HasPrefix(rec.Error, `step "broken" failed: `) {
+			t.Fatalf("error = %q", rec.Error)
+		}
+	})
+}
+
+// slowStep is a custom step that records its start, then runs for d.
+func slowStep(name, marker string, d time.Duration) string {
+	return fmt.Sprintf(`  - name: %s
+    before: deploy
+    plugin: script
+    max_retries: 0
+    with: {command: ["sh", "-c", "date +%%s%%N > %s.$MANENT_DEPLOY_ID; sleep %.2f"]}
+`, name, marker, d.Seconds())
+}
+
+func TestSerialisationPerEnvironment(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 6)
+		url, _ := f.artifact("app", "x")
+		var ids []string
+		envOf := map[string]string{}
+		for i := 0; i < 5; i++ {
+			id := f.submit(descriptorYAML("api", "prod", fmt.Sprint(i), url, "", "steps:\n"+slowStep("slow", filepath.Join(f.dir, "m"), 300*time.Millisecond)))
+			ids = append(ids, id)
+			envOf[id] = "prod"
+		}
+		for i := 0; i < 5; i++ {
+			env := fmt.Sprintf("env-%d", i)
+			id := f.submit(descriptorYAML("api", env, "1", url, "", "steps:\n"+slowStep("slow", filepath.Join(f.dir, "m"), 300*time.Millisecond)))
+			ids = append(ids, id)
+			envOf[id] = env
+		}
+		type span struct {
+			id         string
+			start, end time.Time
+		}
+		var spans []span
+		for _, id := range ids {
+			rec := f.wait(id, 60*time.Second)
+			if rec.State != manent.StateSuccess {
+				t.Fatalf("%s: %s (%s)", id, rec.State, rec.Error)
+			}
+			first, last := step(t, rec, "config"), step(t, rec, "cleanup")
+			spans = append(spans, span{id, *first.StartedAt, *last.FinishedAt})
+		}
+		// Never two deploys of one application/environment at once.
+		byEnv := map[string][]span{}
+		for _, s := range spans {
+			byEnv[envOf[s.id]] = append(byEnv[envOf[s.id]], s)
+		}
+		prod := byEnv["prod"]
+		sort.Slice(prod, func(i, j int) bool { return prod[i].start.Before(prod[j].start) })
+		for i := 1; i < len(prod); i++ {
+			if prod[i].start.Before(prod[i-1].end) {
+				t.Fatalf("two prod deploys overlapped: %s [%s–%s] and %s [%s–%s]", prod[i-1].id,
+					prod[i-1].start.Format(time.StampMicro), prod[i-1].end.Format(time.StampMicro),
+					prod[i].id, prod[i].start.Format(time.StampMicro), prod[i].end.Format(time.StampMicro))
+			}
+		}
+		// Other environments ran in parallel with something.
+		overlaps := 0
+		for i := range spans {
+			for j := i + 1; j < len(spans); j++ {
+				if envOf[spans[i].id] != envOf[spans[j].id] && spans[i].start.Before(spans[j].end) && spans[j].start.Before(spans[i].end) {
+					overlaps++
+				}
+			}
+		}
+		if overlaps == 0 {
+			t.Fatal("no two deploys of different environments overlapped")
+		}
+	})
+}
+
+func TestCancelRunningStopsAtNextStep(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+		// The step signals that it runs, then waits (bounded) for the test.
+		wait := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
+		id := f.submit(descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf(`steps:
+  - name: gate
+    before: deploy
+    plugin: script
+    with: {command: ["sh", "-c", %q]}
+`, wait)))
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "gate step to start")
+		rec, err := f.eng.Cancel(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != manent.StatePending {
+			t.Fatalf("state right after cancel = %s, want PENDING (the step completes)", rec.State)
+		}
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rec = f.wait(id, 30*time.Second)
+		if rec.State != manent.StateCancelled {
+			t.Fatalf("state = %s, want CANCELLED", rec.State)
+		}
+		if s := step(t, rec, "gate"); s.State != manent.StepSuccess {
+			t.Errorf("gate = %s, want SUCCESS (the running step completes)", s.State)
+		}
+		for _, n := range []string{"deploy", "post-test", "activation"} {
+			if s := step(t, rec, n); s.State != manent.StepSkipped || s.StartedAt != nil {
+				t.Errorf("%s = %s started %v, want SKIPPED and never started", n, s.State, s.StartedAt)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(f.targets, "web", "prod", "releases")); !os.IsNotExist(err) {
+			t.Errorf("the target was written after cancel: %v", err)
+		}
+	})
+}
+
+func TestCancelQueuedIsImmediate(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+		wait := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
+		first := f.submit(descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", wait)))
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "first deploy to run")
+		second := f.submit(descriptorYAML("web", "prod", "2", url, "", ""))
+		rec, err := f.eng.Cancel(context.Background(), second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != manent.StateCancelled {
+			t.Fatalf("queued deploy after cancel = %s, want CANCELLED at once", rec.State)
+		}
+		if _, err := f.eng.Cancel(context.Background(), second); manent.ErrorCode(err) != manent.EConflict {
+			t.Fatalf("second cancel: %v, want a conflict", err)
+		}
+		_ = os.WriteFile(release, nil, 0o644)
+		if r := f.wait(first, 30*time.Second); r.State != manent.StateSuccess {
+			t.Fatalf("first = %s (%s)", r.State, r.Error)
+		}
+		rec = f.wait(second, 5*time.Second)
+		for _, s := range rec.Steps {
+			if s.StartedAt != nil {
+				t.Errorf("cancelled queued deploy ran step %s", s.Name)
+			}
+		}
+	})
+}
+
+func TestNewIDUniqueAndSortable(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				id := engine.NewID()
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("duplicate id %s", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	a := engine.NewID()
+	later := time.Now().Add(2 * time.Millisecond)
+	for time.Now().Before(later) {
+	}
+	b := engine.NewID()
+	if !(a < b) || len(a) != 30 || !strings.HasPrefix(a, "dpl_") {
+		t.Fatalf("ids %s, %s: want dpl_ + 26 chars, increasing with time", a, b)
+	}
+}

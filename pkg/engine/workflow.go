@@ -1,0 +1,366 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+
+	"github.com/manent-io/manent/pkg/artifact"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// Result is the workflow's output.
+type Result struct {
+	State    manent.State `json:"state"`
+	Error    string       `json:"error,omitempty"`
+	Rollback string       `json:"rollback,omitempty"`
+	SHA256   string       `json:"sha256,omitempty"`
+}
+
+// stepOut is what a step records in DBOS: its output, or that it did not
+// run because the deploy was cancelled.
+type stepOut struct {
+	Cancelled bool            `json:"cancelled,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+}
+
+// run is one execution of a deploy workflow; outputs are rebuilt from the
+// recorded step results on recovery, so it holds no state of its own.
+type run struct {
+	e       *Engine
+	in      Input
+	outputs map[string]json.RawMessage
+}
+
+// deployWorkflow is the durable deploy: config, notify:started, the plan
+// steps, then the conclusion. Every step's result is saved before the next
+// starts; a crash resumes after the last saved step.
+func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
+	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}}
+	steps := []manent.PlanStep{
+		{Name: manent.StepConfig, MaxRetries: 3},
+		{Name: manent.StepNotifyStarted, MaxRetries: 3},
+	}
+	steps = append(steps, in.Plan.Steps...)
+
+	failed, cancelled := "", false
+	for _, ps := range steps {
+		out, err := r.step(ctx, ps)
+		if err != nil {
+			failed = ps.Name
+			break
+		}
+		if out.Cancelled {
+			cancelled = true
+			break
+		}
+		r.outputs[ps.Name] = out.Output
+	}
+
+	// Conclusion: cleanup runs after success and error alike.
+	if _, err := r.step(ctx, manent.PlanStep{Name: manent.StepCleanup, MaxRetries: 3}); err != nil {
+		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
+	}
+	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
+		return r.finish(sctx, failed, cancelled)
+	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
+	if err != nil {
+		return Result{}, err
+	}
+	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
+	if err := dbos.SetWorkflowAttributes(ctx, in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
+		e.log.Warn("set workflow attributes", "deploy", in.ID, "error", err)
+	}
+	return res, nil
+}
+
+// step runs one plan step as a DBOS step with retries; permanent errors
+// stop at once. Cancel is checked first: a cancelled deploy runs no more steps.
+func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
+	fn := r.action(ps)
+	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		if ps.Name != manent.StepCleanup {
+			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
+			if err != nil {
+				return stepOut{}, err
+			}
+			if cancel {
+				return stepOut{Cancelled: true}, nil
+			}
+		}
+		if ps.Name == manent.StepConfig {
+			if _, err := r.e.st.SetState(sctx, r.in.ID, manent.StatePending, ""); err != nil {
+				return stepOut{}, err
+			}
+		}
+		if _, err := r.e.st.StepStarted(sctx, r.in.ID, ps.Name); err != nil {
+			return stepOut{}, err
+		}
+		log := &logWriter{ctx: sctx, st: r.e.st, id: r.in.ID, step: ps.Name}
+		out, err := fn(sctx, log)
+		log.flush()
+		if err != nil {
+			if _, serr := r.e.st.StepFinished(sctx, r.in.ID, ps.Name, manent.StepError, out, err.Error()); serr != nil {
+				return stepOut{}, errors.Join(err, serr)
+			}
+			return stepOut{}, err
+		}
+		raw, merr := json.Marshal(out)
+		if merr != nil {
+			return stepOut{}, plugin.Permanent(merr)
+		}
+		if _, err := r.e.st.StepFinished(sctx, r.in.ID, ps.Name, manent.StepSuccess, json.RawMessage(raw), ""); err != nil {
+			return stepOut{}, err
+		}
+		return stepOut{Output: raw}, nil
+	},
+		dbos.WithStepName(ps.Name),
+		dbos.WithStepMaxRetries(ps.MaxRetries),
+		dbos.WithStepBaseInterval(r.e.cfg.RetryBase),
+		dbos.WithStepBackoffFactor(2),
+		dbos.WithStepMaxInterval(r.e.cfg.RetryMax),
+		dbos.WithStepRetryPredicate(func(err error) bool { return !plugin.IsPermanent(err) }),
+	)
+}
+
+type action func(ctx context.Context, log *logWriter) (any, error)
+
+// action returns what a step does.
+func (r *run) action(ps manent.PlanStep) action {
+	switch ps.Name {
+	case manent.StepConfig:
+		return r.config
+	case manent.StepNotifyStarted:
+		return r.notifyStarted
+	case manent.StepSecrets:
+		return r.secrets
+	case manent.StepArtifacts:
+		return r.artifacts
+	case manent.StepQA:
+		return r.qa
+	case manent.StepDeploy:
+		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) { return t.Deploy(ctx, pc) })
+	case manent.StepPostTest:
+		return r.postTest
+	case manent.StepActivation:
+		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) { return t.Activate(ctx, pc) })
+	case manent.StepCleanup:
+		return r.cleanup
+	}
+	if ps.Plugin != "" {
+		return r.custom(ps)
+	}
+	return func(context.Context, *logWriter) (any, error) {
+		return nil, plugin.Permanent(fmt.Errorf("step %q has no implementation", ps.Name))
+	}
+}
+
+func (r *run) pluginContext(step string, with map[string]any, log *logWriter) plugin.Context {
+	pc := plugin.Context{
+		DeployID: r.in.ID, Application: r.in.Application, Environment: r.in.Environment,
+		Version: r.in.Version, Step: step, WorkDir: r.e.WorkDir(r.in.ID),
+		With: with, Parameters: r.in.Parameters, Log: log,
+	}
+	if raw, ok := r.outputs[manent.StepArtifacts]; ok {
+		var f artifact.Fetched
+		if json.Unmarshal(raw, &f) == nil {
+			pc.Artifact = f.Path
+		}
+	}
+	return pc
+}
+
+func (r *run) config(_ context.Context, log *logWriter) (any, error) {
+	t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Validate(r.in.Target.With); err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("target %s: %w", r.in.Target.Plugin, err))
+	}
+	for _, ps := range r.in.Plan.Steps {
+		if ps.Plugin == "" {
+			continue
+		}
+		run, err := r.e.cfg.Plugins.Runner(ps.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		if err := run.Validate(ps.With); err != nil {
+			return nil, plugin.Permanent(fmt.Errorf("step %s: %w", ps.Name, err))
+		}
+	}
+	if err := os.MkdirAll(r.e.WorkDir(r.in.ID), 0o755); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "target %s, %d plan steps\n", r.in.Target.Plugin, len(r.in.Plan.Steps))
+	return map[string]any{"source": "descriptor", "target": r.in.Target.Plugin, "plan": r.in.Plan.Names()}, nil
+}
+
+func (r *run) notifyStarted(_ context.Context, log *logWriter) (any, error) {
+	n := 0
+	if r.in.Descriptor != nil {
+		n = len(r.in.Descriptor.Callbacks)
+	}
+	return map[string]any{"callbacks": n}, nil
+}
+
+func (r *run) secrets(_ context.Context, log *logWriter) (any, error) {
+	var names []string
+	if r.in.Descriptor != nil {
+		for name, ref := range r.in.Descriptor.Secrets {
+			if _, err := ResolveSecret(ref); err != nil {
+				return nil, plugin.Permanent(fmt.Errorf("secret %s: %w", name, err))
+			}
+			names = append(names, name)
+		}
+	}
+	sortStrings(names)
+	fmt.Fprintf(log, "%d secrets resolve\n", len(names))
+	return map[string]any{"resolved": names}, nil
+}
+
+func (r *run) artifacts(ctx context.Context, log *logWriter) (any, error) {
+	a := r.in.Descriptor.Artifact
+	f, err := r.e.fetcher.Fetch(ctx, a.URL, r.e.WorkDir(r.in.ID), a.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "downloaded %s (%d bytes, sha256 %s)\n", a.URL, f.Size, f.SHA256)
+	return f, nil
+}
+
+func (r *run) qa(_ context.Context, log *logWriter) (any, error) {
+	var f artifact.Fetched
+	if err := json.Unmarshal(r.outputs[manent.StepArtifacts], &f); err != nil || f.Path == "" {
+		return nil, plugin.Permanent(errors.New("qa: no artifact was downloaded"))
+	}
+	got, err := artifact.SHA256File(f.Path)
+	if err != nil {
+		return nil, err
+	}
+	if got != f.SHA256 {
+		return nil, plugin.Permanent(fmt.Errorf("qa: artifact changed on disk: sha256 %s, downloaded as %s", got, f.SHA256))
+	}
+	fmt.Fprintf(log, "artifact verified\n")
+	return map[string]any{"sha256": got}, nil
+}
+
+func (r *run) target(fn func(plugin.Target, context.Context, plugin.Context) (plugin.Result, error)) action {
+	return func(ctx context.Context, log *logWriter) (any, error) {
+		t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		return fn(t, ctx, r.pluginContext(log.step, r.in.Target.With, log))
+	}
+}
+
+func (r *run) postTest(ctx context.Context, log *logWriter) (any, error) {
+	if r.in.Descriptor == nil || len(r.in.Descriptor.Health) == 0 {
+		t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		return t.Health(ctx, r.pluginContext(log.step, r.in.Target.With, log))
+	}
+	return CheckHealth(ctx, r.e.cfg.HTTPClient, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+}
+
+func (r *run) custom(ps manent.PlanStep) action {
+	return func(ctx context.Context, log *logWriter) (any, error) {
+		run, err := r.e.cfg.Plugins.Runner(ps.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		return run.Run(ctx, r.pluginContext(ps.Name, ps.With, log))
+	}
+}
+
+func (r *run) cleanup(_ context.Context, log *logWriter) (any, error) {
+	if err := r.e.removeWorkDir(r.in.ID); err != nil {
+		return nil, err
+	}
+	return map[string]any{"removed": r.e.WorkDir(r.in.ID)}, nil
+}
+
+// finish records the outcome: the final state, the error a person reads,
+// the inventory, and marks the steps that never ran as SKIPPED.
+func (r *run) finish(ctx context.Context, failed string, cancelled bool) (Result, error) {
+	res := Result{State: manent.StateSuccess}
+	var f artifact.Fetched
+	if raw, ok := r.outputs[manent.StepArtifacts]; ok && json.Unmarshal(raw, &f) == nil {
+		res.SHA256 = f.SHA256
+	}
+	switch {
+	case failed != "":
+		res.State = manent.StateError
+		msg := "failed"
+		if st, err := r.e.st.Step(ctx, r.in.ID, failed); err == nil && st.Error != "" {
+			msg = st.Error
+		}
+		res.Error = fmt.Sprintf("step %q failed: %s", failed, msg)
+	case cancelled:
+		res.State = manent.StateCancelled
+		res.Error = "cancelled"
+	}
+	if err := r.e.st.SkipPending(ctx, r.in.ID); err != nil {
+		return res, err
+	}
+	if err := r.e.st.Finish(ctx, r.in.ID, store.Outcome{
+		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
+	}); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// logWriter appends what a step writes to the deploy's log, line by line.
+type logWriter struct {
+	ctx  context.Context
+	st   *store.Store
+	id   string
+	step string
+	mu   sync.Mutex
+	buf  []byte
+}
+
+func (l *logWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	var lines []string
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		lines = append(lines, strings.TrimRight(string(l.buf[:i]), "\r"))
+		l.buf = l.buf[i+1:]
+	}
+	if len(lines) > 0 {
+		if err := l.st.AppendLog(l.ctx, l.id, l.step, lines...); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+func (l *logWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		_ = l.st.AppendLog(l.ctx, l.id, l.step, string(l.buf))
+		l.buf = nil
+	}
+}

@@ -1,0 +1,146 @@
+// Package plugin holds the plugin interface of SPEC §6, the registry that
+// refuses duplicates, and the permanent-error marker steps use to fail at
+// once instead of retrying.
+//
+// It imports pkg/manent only. Built-in plugins live under plugins/ and are
+// registered by cmd/ wiring, never by init().
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+)
+
+// Context is what a plugin is told about the deploy and step it acts for.
+type Context struct {
+	DeployID    string
+	Application string
+	Environment string
+	Version     string
+	Step        string
+	// WorkDir is the deploy's work directory (removed by `cleanup`).
+	WorkDir string
+	// Artifact is the path of the downloaded artifact once fetched.
+	Artifact string
+	// With is the plugin's configuration (target.with or the custom step's with).
+	With map[string]any
+	// Parameters are the effective parameters of the deploy.
+	Parameters map[string]any
+	// Log receives lines for the deploy's log.
+	Log io.Writer
+}
+
+// Result is what an action reports, recorded as the step output.
+type Result map[string]any
+
+// Target deploys a release and can compensate it (SPEC §6). Every method
+// must be idempotent: a step interrupted by a crash runs again.
+type Target interface {
+	// Validate checks the plugin's configuration (`with`).
+	Validate(with map[string]any) error
+	// Live reports what is live now, so a checkpoint can return to it.
+	Live(ctx context.Context, pc Context) (json.RawMessage, error)
+	Deploy(ctx context.Context, pc Context) (Result, error)
+	Activate(ctx context.Context, pc Context) (Result, error)
+	Health(ctx context.Context, pc Context) (Result, error)
+	// RollbackDeploy and RollbackActivation return to the checkpointed state.
+	RollbackDeploy(ctx context.Context, pc Context, checkpoint json.RawMessage) (Result, error)
+	RollbackActivation(ctx context.Context, pc Context, checkpoint json.RawMessage) (Result, error)
+}
+
+// Runner runs a custom step (`steps[].plugin`).
+type Runner interface {
+	Validate(with map[string]any) error
+	Run(ctx context.Context, pc Context) (Result, error)
+}
+
+// Registry maps plugin names to implementations.
+type Registry struct {
+	mu      sync.RWMutex
+	targets map[string]Target
+	runners map[string]Runner
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{targets: map[string]Target{}, runners: map[string]Runner{}}
+}
+
+// RegisterTarget adds a target plugin; a duplicate name is an error.
+func (r *Registry) RegisterTarget(name string, t Target) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.targets[name]; ok {
+		return fmt.Errorf("plugin %q registered twice as a target", name)
+	}
+	r.targets[name] = t
+	return nil
+}
+
+// RegisterRunner adds a step plugin; a duplicate name is an error.
+func (r *Registry) RegisterRunner(name string, s Runner) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.runners[name]; ok {
+		return fmt.Errorf("plugin %q registered twice as a step runner", name)
+	}
+	r.runners[name] = s
+	return nil
+}
+
+// Target returns the target plugin called name.
+func (r *Registry) Target(name string) (Target, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.targets[name]
+	if !ok {
+		return nil, Permanent(fmt.Errorf("unknown target plugin %q (known: %v)", name, keys(r.targets)))
+	}
+	return t, nil
+}
+
+// Runner returns the step plugin called name.
+func (r *Registry) Runner(name string) (Runner, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s, ok := r.runners[name]
+	if !ok {
+		return nil, Permanent(fmt.Errorf("unknown step plugin %q (known: %v)", name, keys(r.runners)))
+	}
+	return s, nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PermanentError marks an error that retrying cannot fix (a 4xx, a bad
+// parameter, a digest mismatch): the step fails at once.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent marks err as permanent (nil stays nil).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err is marked permanent.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}

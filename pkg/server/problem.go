@@ -1,0 +1,47 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// writeError maps err to a problem+json answer; only internal errors are
+// logged, and their text never reaches the client.
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		err = manent.Errorf(manent.ENotFound, "not found")
+	}
+	code := manent.ErrorCode(err)
+	status := api.StatusForCode(code)
+	p := api.Problem{Title: http.StatusText(status), Status: status}
+	var me *manent.Error
+	if errors.As(err, &me) {
+		p.Detail = me.Error()
+		p.Errors = me.Fields
+	}
+	if code == manent.EInternal {
+		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "error", err)
+		p.Detail = "internal error; the server log has the details"
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="manent"`)
+	}
+	w.Header().Set("Content-Type", api.ProblemContentType)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}

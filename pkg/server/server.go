@@ -1,0 +1,292 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// MaxBody bounds a request body (SPEC: 1 MiB, 413 beyond).
+const MaxBody = 1 << 20
+
+// Config configures the HTTP API.
+type Config struct {
+	Engine *engine.Engine
+	Guard  Guard
+	Logger *slog.Logger
+	// DataDir is where local trial targets live (<DataDir>/targets/<app>/<env>).
+	DataDir string
+	// TrialMode allows file:// and http(s):// artifacts and targets the
+	// local plugin when the descriptor names no target (SPEC §8.1).
+	TrialMode bool
+	// Pipeline is pipeline.steps (empty: the default pipeline).
+	Pipeline []string
+}
+
+// Server is the HTTP API.
+type Server struct {
+	cfg   Config
+	eng   *engine.Engine
+	st    *store.Store
+	log   *slog.Logger
+	mux   *http.ServeMux
+	ready func() bool
+}
+
+// New returns the API handler.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, eng: cfg.Engine, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /api/v1/deployments", s.handleSubmit)
+	s.mux.HandleFunc("GET /api/v1/deployments", s.handleList)
+	s.mux.HandleFunc("GET /api/v1/deployments/{id}", s.handleStatus)
+	s.mux.HandleFunc("GET /api/v1/deployments/{id}/steps", s.handleSteps)
+	s.mux.HandleFunc("GET /api/v1/deployments/{id}/logs", s.handleLogs)
+	s.mux.HandleFunc("POST /api/v1/deployments/{id}/cancel", s.handleCancel)
+	s.mux.HandleFunc("GET /api/v1/inventory", s.handleInventory)
+	s.mux.HandleFunc("GET /healthz", s.handleHealth)
+	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), newStateCollector(s.st))
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP serves the API with a request log and panic guard.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
+			writeError(sw, r, s.log, errors.New("panic"))
+		}
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+	}()
+	s.mux.ServeHTTP(sw, r)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// authenticate returns the caller or writes 401.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+	p, err := s.cfg.Guard.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return Principal{}, false
+	}
+	return p, true
+}
+
+// deployment loads a deploy after checking the caller may act on it.
+func (s *Server) deployment(w http.ResponseWriter, r *http.Request, perm string) (*store.Record, bool) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return nil, false
+	}
+	rec, err := s.eng.Refresh(r.Context(), r.PathValue("id"))
+	if errors.Is(err, store.ErrNotFound) {
+		// The same answer for "absent" and "not yours" would hide existence;
+		// a 404 after authentication is what operators expect.
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "deploy %s not found", r.PathValue("id")))
+		return nil, false
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return nil, false
+	}
+	if err := s.cfg.Guard.Authorize(p, perm, rec.Application, rec.Environment); err != nil {
+		writeError(w, r, s.log, err)
+		return nil, false
+	}
+	return rec, true
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.deployment(w, r, PermRead)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, rec.Deployment)
+}
+
+func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.deployment(w, r, PermRead)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"steps": rec.Steps})
+}
+
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.deployment(w, r, PermRead)
+	if !ok {
+		return
+	}
+	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	lines, err := s.st.Logs(r.Context(), rec.ID, after)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.LogsResult{Lines: lines, State: rec.State})
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.deployment(w, r, PermCancel)
+	if !ok {
+		return
+	}
+	after, err := s.eng.Cancel(r.Context(), rec.ID)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, after.Deployment)
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	f := store.Filter{Application: q.Get("application"), Environment: q.Get("environment"), Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to 500, got %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	if v := q.Get("state"); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			st := manent.State(strings.ToUpper(strings.TrimSpace(part)))
+			if !st.Valid() {
+				writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "unknown state %q (one of %v)", part, manent.States))
+				return
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	// Reading requires deployment.read on what is asked for; a list without
+	// filters shows only what the caller may read.
+	if f.Application != "" && f.Environment != "" {
+		if err := s.cfg.Guard.Authorize(p, PermRead, f.Application, f.Environment); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
+	recs, next, err := s.st.List(r.Context(), f)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := api.ListResult{Items: []manent.Deployment{}, NextCursor: next}
+	for _, rec := range recs {
+		if s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) != nil {
+			continue
+		}
+		steps, err := s.st.Steps(r.Context(), rec.ID)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		rec.Steps = steps
+		out.Items = append(out.Items, rec.Deployment)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	inv, err := s.st.Inventory(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := api.InventoryResult{Items: []manent.InventoryEntry{}}
+	for _, e := range inv {
+		if s.cfg.Guard.Authorize(p, PermRead, e.Application, e.Environment) == nil {
+			out.Items = append(out.Items, e)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Time: time.Now().UTC()})
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.st.DB().PingContext(ctx); err != nil {
+		writeError(w, r, s.log, manent.Errorf(manent.EUnavailable, "database unreachable"))
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Health{Status: "ready", Time: time.Now().UTC()})
+}
+
+// readBody reads a request body of at most MaxBody bytes (413 beyond).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, manent.Errorf(manent.ETooLarge, "request body is larger than %d bytes", MaxBody)
+	}
+	if err != nil {
+		return nil, manent.Errorf(manent.EInvalid, "read request body: %v", err)
+	}
+	return body, nil
+}
+
+// trialTarget is the local target of SPEC §8.1.
+func (s *Server) trialTarget(app, env string) descriptor.Target {
+	dir, _ := filepath.Abs(filepath.Join(s.cfg.DataDir, "targets", app, env))
+	return descriptor.Target{Plugin: "local", With: map[string]any{"dir": dir}}
+}

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
+)
+
+// handleSubmit runs the checks of SPEC §3 in order, then either enqueues
+// the deploy (202) or, with ?dry_run=true, answers the plan and the
+// effective deploy without enqueueing.
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	dryRun := r.URL.Query().Get("dry_run") == "true"
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	// 1. Descriptor.
+	d, err := descriptor.Parse(body)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	// 2. Identity and permissions.
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	perm := PermSubmit
+	if dryRun {
+		perm = PermDryRun
+	}
+	if err := s.cfg.Guard.Authorize(p, perm, d.Application, d.Environment); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	// 3–6. Sources, environment configuration, governance, plan.
+	in, decision, err := s.admit(d, p)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if dryRun {
+		valid := true
+		eff := map[string]any{}
+		b, _ := json.Marshal(d)
+		_ = json.Unmarshal(b, &eff)
+		eff["target"] = in.Target
+		writeJSON(w, http.StatusOK, api.SubmitResult{Valid: &valid, Errors: []manent.FieldError{}, Plan: &in.Plan, Effective: eff})
+		return
+	}
+	rec, err := s.eng.Submit(r.Context(), in, decision)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Info("deploy accepted", "deploy", rec.ID, "application", rec.Application, "environment", rec.Environment,
+		"version", rec.Version, "requester", rec.Requester)
+	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)
+	writeJSON(w, http.StatusAccepted, api.SubmitResult{ID: rec.ID, State: rec.State})
+}
+
+// admit runs checks 3 to 6 and returns the workflow input. Every problem of
+// one check is reported at once.
+func (s *Server) admit(d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+	var problems []manent.FieldError
+	// 3. Sources.
+	if err := s.checkSource(d.Artifact.URL); err != nil {
+		problems = append(problems, manent.FieldError{Path: "/artifact/url", Message: err.Error()})
+	}
+	if d.Schedule != nil {
+		problems = append(problems, manent.FieldError{Path: "/schedule", Message: "delayed and recurring deploys are not supported by this server yet"})
+	}
+	if len(d.After) > 0 {
+		problems = append(problems, manent.FieldError{Path: "/after", Message: "dependencies between deploys are not supported by this server yet"})
+	}
+	if d.Rollout != nil {
+		problems = append(problems, manent.FieldError{Path: "/rollout", Message: "progressive rollout is not supported by this server yet"})
+	}
+	// 4. Environment configuration: the trial default target.
+	target := descriptor.Target{}
+	if d.Target != nil {
+		target = descriptor.Target{Plugin: d.Target.Plugin, With: maps.Clone(d.Target.With)}
+	}
+	if target.Plugin == "" && s.cfg.TrialMode {
+		target = s.trialTarget(d.Application, d.Environment)
+	}
+	if target.Plugin == "local" && s.cfg.TrialMode {
+		if target.With == nil {
+			target.With = map[string]any{}
+		}
+		if _, ok := target.With["dir"]; !ok {
+			target.With["dir"] = s.trialTarget(d.Application, d.Environment).With["dir"]
+		}
+	}
+	if target.Plugin == "" {
+		problems = append(problems, manent.FieldError{Path: "/target", Message: "no target: the descriptor names none and the environment configuration gives none"})
+	}
+	// 6. Plan.
+	pl, err := plan.Build(d, s.cfg.Pipeline)
+	if err != nil {
+		problems = append(problems, manent.FieldError{Path: "/steps", Message: err.Error()})
+	}
+	if len(problems) > 0 {
+		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
+			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
+	}
+	// 5. Governance: no rules configured.
+	decision := &manent.Decision{Allowed: true, Source: "none"}
+	in := engine.Input{
+		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
+		Requester: p.Subject, Descriptor: d, Plan: pl, Target: target, Parameters: d.Parameters,
+	}
+	return in, decision, nil
+}
+
+// checkSource allows file:// and http(s):// in trial mode.
+func (s *Server) checkSource(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("artifact url %q cannot be parsed", raw)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "file", "http", "https":
+		if s.cfg.TrialMode {
+			return nil
+		}
+	}
+	return fmt.Errorf("artifact url %q is not allowed by artifacts.sources", raw)
+}

@@ -1,0 +1,398 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// Record is a deployment row: what users see plus what the engine keeps.
+type Record struct {
+	manent.Deployment
+	// Input is the workflow input saved at submission (JSON).
+	Input           json.RawMessage
+	CancelRequested bool
+}
+
+const deploymentColumns = `id, application, environment, version, state, requester, created_at,
+	started_at, finished_at, error, rollback, reason, decision, input, artifact_sha256, cancel_requested`
+
+func scanRecord(row interface{ Scan(...any) error }) (*Record, error) {
+	var r Record
+	var created string
+	var started, finished, decision sql.NullString
+	var input string
+	var cancel int
+	err := row.Scan(&r.ID, &r.Application, &r.Environment, &r.Version, &r.State, &r.Requester, &created,
+		&started, &finished, &r.Error, &r.Rollback, &r.Reason, &decision, &input, &r.ArtifactSHA256, &cancel)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t := parseTime(sql.NullString{String: created, Valid: true}); t != nil {
+		r.CreatedAt = *t
+	}
+	r.StartedAt = parseTime(started)
+	r.FinishedAt = parseTime(finished)
+	if decision.Valid && decision.String != "" {
+		var d manent.Decision
+		if json.Unmarshal([]byte(decision.String), &d) == nil {
+			r.Decision = &d
+		}
+	}
+	r.Input = json.RawMessage(input)
+	r.CancelRequested = cancel != 0
+	return &r, nil
+}
+
+// InsertDeployment inserts a new deployment row in tx, with its first
+// `state` event.
+func (s *Store) InsertDeployment(ctx context.Context, tx *sql.Tx, r *Record) error {
+	var decision any
+	if r.Decision != nil {
+		b, _ := json.Marshal(r.Decision)
+		decision = string(b)
+	}
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_deployments (`+deploymentColumns+`, next_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`),
+		r.ID, r.Application, r.Environment, r.Version, string(r.State), r.Requester, fmtTime(r.CreatedAt),
+		fmtTimePtr(r.StartedAt), fmtTimePtr(r.FinishedAt), r.Error, r.Rollback, r.Reason, decision,
+		string(r.Input), r.ArtifactSHA256, boolInt(r.CancelRequested))
+	if err != nil {
+		return fmt.Errorf("insert deployment: %w", err)
+	}
+	_, err = s.appendEvent(ctx, tx, r.ID, EventState, r.CreatedAt, stateEvent(r.State, r.Reason, ""))
+	return err
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Deployment returns one deployment with its steps.
+func (s *Store) Deployment(ctx context.Context, id string) (*Record, error) {
+	r, err := scanRecord(s.db.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
+	if err != nil {
+		return nil, err
+	}
+	steps, err := s.Steps(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	r.Steps = steps
+	return r, nil
+}
+
+// Filter selects deployments for List.
+type Filter struct {
+	Application string
+	Environment string
+	States      []manent.State
+	Limit       int
+	Cursor      string
+}
+
+// List returns deployments newest first (without steps) and the cursor of
+// the next page ("" on the last page).
+func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	var where []string
+	var args []any
+	if f.Application != "" {
+		where = append(where, "application = ?")
+		args = append(args, f.Application)
+	}
+	if f.Environment != "" {
+		where = append(where, "environment = ?")
+		args = append(args, f.Environment)
+	}
+	if len(f.States) > 0 {
+		ph := make([]string, len(f.States))
+		for i, st := range f.States {
+			ph[i] = "?"
+			args = append(args, string(st))
+		}
+		where = append(where, "state IN ("+strings.Join(ph, ",")+")")
+	}
+	if f.Cursor != "" {
+		created, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", &manent.Error{Code: manent.EInvalid, Message: "invalid cursor"}
+		}
+		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
+		args = append(args, created, created, id)
+	}
+	query := `SELECT ` + deploymentColumns + ` FROM manent_deployments`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += fmt.Sprintf(" ORDER BY created_at DESC, id DESC LIMIT %d", f.Limit+1)
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list deployments: %w", err)
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, *r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		last := out[len(out)-1]
+		next = encodeCursor(fmtTime(last.CreatedAt), last.ID)
+	}
+	return out, next, nil
+}
+
+func encodeCursor(created, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(created + "|" + id))
+}
+
+func decodeCursor(c string) (string, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", "", err
+	}
+	created, id, ok := strings.Cut(string(b), "|")
+	if !ok {
+		return "", "", errors.New("bad cursor")
+	}
+	return created, id, nil
+}
+
+// Unfinished returns the deployments not in a final state, oldest first.
+func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
+	var states []string
+	for _, st := range manent.States {
+		if !st.Final() {
+			states = append(states, "'"+string(st)+"'")
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+deploymentColumns+` FROM manent_deployments WHERE state IN (`+strings.Join(states, ",")+`) ORDER BY created_at`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
+// SetState moves a deployment to state (with the reason it waits, if any),
+// recording a `state` event. A final state is never left: moving a final
+// deployment is a no-op that returns false.
+func (s *Store) SetState(ctx context.Context, id string, state manent.State, reason string) (bool, error) {
+	changed := false
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		cur, err := s.currentState(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if cur.Final() || (cur == state && reason == "") {
+			return nil
+		}
+		now := time.Now()
+		query := `UPDATE manent_deployments SET state = ?, reason = ? WHERE id = ?`
+		args := []any{string(state), reason, id}
+		if state == manent.StatePending {
+			query = `UPDATE manent_deployments SET state = ?, reason = ?, started_at = COALESCE(started_at, ?) WHERE id = ?`
+			args = []any{string(state), reason, fmtTime(now), id}
+		}
+		if _, err := tx.ExecContext(ctx, s.q(query), args...); err != nil {
+			return err
+		}
+		changed = true
+		_, err = s.appendEvent(ctx, tx, id, EventState, now, stateEvent(state, reason, ""))
+		return err
+	})
+	return changed, err
+}
+
+func (s *Store) currentState(ctx context.Context, q querier, id string) (manent.State, error) {
+	var st string
+	err := q.QueryRowContext(ctx, s.q(`SELECT state FROM manent_deployments WHERE id = ?`), id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return manent.State(st), err
+}
+
+// RequestCancel sets the cancel flag the workflow checks between steps and
+// returns the state the deployment is in.
+func (s *Store) RequestCancel(ctx context.Context, id string) (manent.State, error) {
+	var st manent.State
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		st, err = s.currentState(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if st.Final() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET cancel_requested = 1 WHERE id = ?`), id); err != nil {
+			return err
+		}
+		_, err = s.appendEvent(ctx, tx, id, EventLog, time.Now(), LogData{Text: "cancel requested"})
+		return err
+	})
+	return st, err
+}
+
+// CancelRequested reports whether cancel was asked for.
+func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT cancel_requested FROM manent_deployments WHERE id = ?`), id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, ErrNotFound
+	}
+	return n != 0, err
+}
+
+// Outcome is how a deployment ended.
+type Outcome struct {
+	State    manent.State
+	Error    string
+	Rollback string
+	SHA256   string
+	At       time.Time
+}
+
+// Finish records a final state, the inventory and a `done` event in one
+// transaction. Finishing an already final deployment changes nothing.
+func (s *Store) Finish(ctx context.Context, id string, o Outcome) error {
+	if !o.State.Final() {
+		return fmt.Errorf("finish %s: %s is not a final state", id, o.State)
+	}
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		r, err := scanRecord(tx.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
+		if err != nil {
+			return err
+		}
+		if r.State.Final() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET state = ?, reason = '', error = ?, rollback = ?,
+			artifact_sha256 = CASE WHEN ? <> '' THEN ? ELSE artifact_sha256 END, finished_at = ? WHERE id = ?`),
+			string(o.State), o.Error, o.Rollback, o.SHA256, o.SHA256, fmtTime(o.At), id); err != nil {
+			return err
+		}
+		at := o.At.UTC()
+		rel := manent.Release{DeploymentID: id, Version: r.Version, SHA256: o.SHA256, FinishedAt: &at, Error: o.Error, Rollback: o.Rollback}
+		switch o.State {
+		case manent.StateSuccess:
+			if err := s.setInventory(ctx, tx, r.Application, r.Environment, "current", rel); err != nil {
+				return err
+			}
+		case manent.StateError:
+			if err := s.setInventory(ctx, tx, r.Application, r.Environment, "last_failure", rel); err != nil {
+				return err
+			}
+		}
+		if _, err := s.appendEvent(ctx, tx, id, EventState, o.At, stateEvent(o.State, "", o.Error)); err != nil {
+			return err
+		}
+		_, err = s.appendEvent(ctx, tx, id, EventDone, o.At, DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback})
+		return err
+	})
+}
+
+func (s *Store) setInventory(ctx context.Context, tx *sql.Tx, app, env, column string, rel manent.Release) error {
+	b, _ := json.Marshal(rel)
+	// column is one of two constants, never user input.
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_inventory (application, environment, `+column+`) VALUES (?, ?, ?)
+		ON CONFLICT (application, environment) DO UPDATE SET `+column+` = excluded.`+column), app, env, string(b))
+	return err
+}
+
+// Inventory returns every application/environment's current release and last failure.
+func (s *Store) Inventory(ctx context.Context) ([]manent.InventoryEntry, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory ORDER BY application, environment`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []manent.InventoryEntry{}
+	for rows.Next() {
+		var e manent.InventoryEntry
+		var cur, fail sql.NullString
+		if err := rows.Scan(&e.Application, &e.Environment, &cur, &fail); err != nil {
+			return nil, err
+		}
+		e.Current = decodeRelease(cur)
+		e.LastFailure = decodeRelease(fail)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Current returns the current release of one application/environment, nil if none.
+func (s *Store) Current(ctx context.Context, app, env string) (*manent.Release, error) {
+	var cur sql.NullString
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT current FROM manent_inventory WHERE application = ? AND environment = ?`), app, env).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRelease(cur), nil
+}
+
+func decodeRelease(s sql.NullString) *manent.Release {
+	if !s.Valid || s.String == "" {
+		return nil
+	}
+	var r manent.Release
+	if json.Unmarshal([]byte(s.String), &r) != nil {
+		return nil
+	}
+	return &r
+}
+
+// CountByState counts deployments per state.
+func (s *Store) CountByState(ctx context.Context) (map[manent.State]int, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM manent_deployments GROUP BY state`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[manent.State]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[manent.State(st)] = n
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrate applies the embedded migrations not yet applied, each in its own
+// transaction, on SQLite and PostgreSQL alike.
+func (s *Store) Migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS manent_schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return fmt.Errorf("create migrations table: %w", err)
+	}
+	entries, err := migrations.ReadDir("migrations")
+	if err != nil {
+		return err
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, e := range entries {
+		version, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
+		if err != nil {
+			return fmt.Errorf("migration %s: bad name", e.Name())
+		}
+		body, err := migrations.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return err
+		}
+		err = s.Tx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_schema_migrations WHERE version = ?`), version).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			for _, stmt := range splitSQL(string(body)) {
+				if _, err := tx.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("%s: %w", e.Name(), err)
+				}
+			}
+			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_schema_migrations (version) VALUES (?)`), version)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	return nil
+}
+
+// splitSQL splits a migration file on semicolons ending a line, dropping comments.
+func splitSQL(body string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, line := range strings.Split(body, "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "--") {
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+		if strings.HasSuffix(t, ";") {
+			out = append(out, strings.TrimSuffix(strings.TrimSpace(cur.String()), ";"))
+			cur.Reset()
+		}
+	}
+	if s := strings.TrimSpace(cur.String()); s != "" {
+		out = append(out, s)
+	}
+	return out
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+)
+
+// Store is the application database.
+type Store struct {
+	db       *sql.DB
+	pool     *pgxpool.Pool // PostgreSQL only
+	postgres bool
+}
+
+// Open opens the database named by url: `sqlite:<path>` (also
+// `sqlite:///abs/path`) or `postgres://…`.
+func Open(ctx context.Context, rawURL string) (*Store, error) {
+	switch {
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		pool, err := pgxpool.New(ctx, rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("connect to postgres: %w", err)
+		}
+		return &Store{db: stdlib.OpenDBFromPool(pool), pool: pool, postgres: true}, nil
+	case strings.HasPrefix(rawURL, "sqlite:"):
+		path, err := sqlitePath(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o750); err != nil {
+				return nil, fmt.Errorf("create database directory: %w", err)
+			}
+		}
+		dsn := "file:" + path + "?_txlock=immediate" +
+			"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)" +
+			"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		db.SetMaxOpenConns(8)
+		db.SetMaxIdleConns(4)
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		return &Store{db: db}, nil
+	}
+	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
+}
+
+func sqlitePath(raw string) (string, error) {
+	rest := strings.TrimPrefix(raw, "sqlite:")
+	rest = strings.TrimPrefix(rest, "//")
+	if i := strings.IndexByte(rest, '?'); i >= 0 {
+		rest = rest[:i]
+	}
+	if rest == "" {
+		return "", fmt.Errorf("sqlite database URL %q has no path", raw)
+	}
+	return rest, nil
+}
+
+// redact hides a password in a database URL.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+// DB returns the database handle (for DBOS's SQLite system database and
+// transactional enqueue).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Pool returns the PostgreSQL pool, nil on SQLite.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Postgres reports whether the store is on PostgreSQL.
+func (s *Store) Postgres() bool { return s.postgres }
+
+// Close closes the database.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if s.pool != nil {
+		s.pool.Close()
+	}
+	return err
+}
+
+// q rewrites ? placeholders to $n on PostgreSQL.
+func (s *Store) q(query string) string {
+	if !s.postgres {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(query); i++ {
+		if query[i] == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(query[i])
+	}
+	return b.String()
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Tx runs fn in a transaction, committing when it returns nil.
+func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// timeFormat is fixed-width so stored times sort as text.
+const timeFormat = "2006-01-02T15:04:05.000000000Z"
+
+func fmtTime(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func fmtTimePtr(t *time.Time) any {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	return fmtTime(*t)
+}
+
+func parseTime(s sql.NullString) *time.Time {
+	if !s.Valid || s.String == "" {
+		return nil
+	}
+	t, err := time.Parse(timeFormat, s.String)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+// ErrNotFound is returned when a row does not exist.
+var ErrNotFound = errors.New("not found")

@@ -1,0 +1,362 @@
+// Package local is the `local` target plugin (SPEC §6): it unpacks the
+// artifact into `<dir>/releases/<version>` and activates a release by
+// switching the `<dir>/current` symlink atomically; rollback switches back.
+// Every action is idempotent.
+package local
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// MaxUnpacked bounds the bytes an artifact may unpack to.
+const MaxUnpacked = 2 << 30
+
+// Plugin is the local target.
+type Plugin struct{}
+
+// New returns the local plugin.
+func New() *Plugin { return &Plugin{} }
+
+// Checkpoint is what `checkpoint:<step>` records: the live release.
+type Checkpoint struct {
+	Release string `json:"release"`
+}
+
+// Validate requires `dir`, an absolute path.
+func (p *Plugin) Validate(with map[string]any) error {
+	d, _ := with["dir"].(string)
+	if d == "" {
+		return fmt.Errorf("local: target.with.dir is required")
+	}
+	if !filepath.IsAbs(d) {
+		return fmt.Errorf("local: target.with.dir must be an absolute path, got %q", d)
+	}
+	return nil
+}
+
+func dirOf(pc plugin.Context) (string, error) {
+	d, _ := pc.With["dir"].(string)
+	if d == "" {
+		return "", plugin.Permanent(fmt.Errorf("local: target.with.dir is not set"))
+	}
+	return d, nil
+}
+
+// ReleaseName turns a free-text version into a safe directory name.
+func ReleaseName(version string) string {
+	var b strings.Builder
+	for _, r := range version {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	s := b.String()
+	if s == "" || s == "." || s == ".." {
+		s = "_" + s
+	}
+	return s
+}
+
+// Live reports the release `current` points at ("" when none).
+func (p *Plugin) Live(_ context.Context, pc plugin.Context) (json.RawMessage, error) {
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := live(dir)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(Checkpoint{Release: rel})
+}
+
+func live(dir string) (string, error) {
+	target, err := os.Readlink(filepath.Join(dir, "current"))
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("local: read current: %w", err)
+	}
+	return filepath.Base(target), nil
+}
+
+// Deploy unpacks the artifact into releases/<version>, replacing a partial
+// earlier attempt.
+func (p *Plugin) Deploy(_ context.Context, pc plugin.Context) (plugin.Result, error) {
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	if pc.Artifact == "" {
+		return nil, plugin.Permanent(fmt.Errorf("local: no artifact was downloaded"))
+	}
+	releases := filepath.Join(dir, "releases")
+	if err := os.MkdirAll(releases, 0o755); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	name := ReleaseName(pc.Version)
+	final := filepath.Join(releases, name)
+	tmp := filepath.Join(releases, ".tmp-"+name+"-"+pc.DeployID)
+	_ = os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	files, err := unpack(pc.Artifact, tmp)
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
+	// Swap in the new tree: an earlier release of the same version moves aside first.
+	old := filepath.Join(releases, ".old-"+name+"-"+pc.DeployID)
+	_ = os.RemoveAll(old)
+	if _, err := os.Lstat(final); err == nil {
+		if err := os.Rename(final, old); err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	_ = os.RemoveAll(old)
+	fmt.Fprintf(pc.Log, "unpacked %d files into %s\n", files, final)
+	return plugin.Result{"release": name, "path": final, "files": files}, nil
+}
+
+// Activate switches `current` to the release atomically.
+func (p *Plugin) Activate(_ context.Context, pc plugin.Context) (plugin.Result, error) {
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	name := ReleaseName(pc.Version)
+	if _, err := os.Stat(filepath.Join(dir, "releases", name)); err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("local: release %s is not deployed", name))
+	}
+	if err := switchCurrent(dir, name); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(pc.Log, "current -> releases/%s\n", name)
+	return plugin.Result{"current": name}, nil
+}
+
+// Health checks the deployed release: post-test runs before activation, so
+// it is releases/<version> that must be in place, not `current`.
+func (p *Plugin) Health(_ context.Context, pc plugin.Context) (plugin.Result, error) {
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	name := ReleaseName(pc.Version)
+	st, err := os.Stat(filepath.Join(dir, "releases", name))
+	if err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("local: release %s is not deployed", name)
+	}
+	return plugin.Result{"release": name}, nil
+}
+
+// RollbackActivation points `current` back at the checkpointed release (or
+// removes it when nothing was live before).
+func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	var cp Checkpoint
+	if len(checkpoint) > 0 {
+		if err := json.Unmarshal(checkpoint, &cp); err != nil {
+			return nil, plugin.Permanent(fmt.Errorf("local: bad checkpoint: %w", err))
+		}
+	}
+	if cp.Release == "" {
+		if err := os.Remove(filepath.Join(dir, "current")); err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		fmt.Fprintf(pc.Log, "current removed: nothing was live before\n")
+		return plugin.Result{"current": ""}, nil
+	}
+	if err := switchCurrent(dir, cp.Release); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(pc.Log, "current -> releases/%s (rolled back)\n", cp.Release)
+	return plugin.Result{"current": cp.Release}, nil
+}
+
+// RollbackDeploy removes the release this deploy unpacked, unless it is the
+// checkpointed (previously live) one or is live now.
+func (p *Plugin) RollbackDeploy(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	var cp Checkpoint
+	if len(checkpoint) > 0 {
+		_ = json.Unmarshal(checkpoint, &cp)
+	}
+	name := ReleaseName(pc.Version)
+	cur, _ := live(dir)
+	if name == cp.Release || name == cur {
+		return plugin.Result{"removed": ""}, nil
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "releases", name)); err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	fmt.Fprintf(pc.Log, "removed releases/%s\n", name)
+	return plugin.Result{"removed": name}, nil
+}
+
+func switchCurrent(dir, name string) error {
+	tmp := filepath.Join(dir, ".current-tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Join("releases", name), tmp); err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "current")); err != nil {
+		return fmt.Errorf("local: switch current: %w", err)
+	}
+	return nil
+}
+
+// unpack extracts a .tar.gz/.tgz/.tar/.zip artifact into dst, or copies any
+// other file there as is. It returns the number of files written.
+func unpack(src, dst string) (int, error) {
+	lower := strings.ToLower(src)
+	switch {
+	case strings.HasSuffix(lower, ".tar.gz"), strings.HasSuffix(lower, ".tgz"):
+		f, err := os.Open(src)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			return 0, plugin.Permanent(fmt.Errorf("local: artifact is not gzip: %w", err))
+		}
+		return untar(gz, dst)
+	case strings.HasSuffix(lower, ".tar"):
+		f, err := os.Open(src)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		return untar(f, dst)
+	case strings.HasSuffix(lower, ".zip"):
+		return unzip(src, dst)
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	return 1, writeFile(filepath.Join(dst, filepath.Base(src)), in, 0o644)
+}
+
+func safeJoin(dst, name string) (string, error) {
+	p := filepath.Join(dst, name)
+	if p != dst && !strings.HasPrefix(p, dst+string(os.PathSeparator)) {
+		return "", plugin.Permanent(fmt.Errorf("local: artifact entry %q escapes the release directory", name))
+	}
+	return p, nil
+}
+
+func untar(r io.Reader, dst string) (int, error) {
+	tr := tar.NewReader(r)
+	var total int64
+	n := 0
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, plugin.Permanent(fmt.Errorf("local: read artifact: %w", err))
+		}
+		p, err := safeJoin(dst, h.Name)
+		if err != nil {
+			return n, err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return n, err
+			}
+		case tar.TypeReg:
+			total += h.Size
+			if total > MaxUnpacked {
+				return n, plugin.Permanent(fmt.Errorf("local: artifact unpacks to more than %d bytes", MaxUnpacked))
+			}
+			if err := writeFile(p, io.LimitReader(tr, h.Size), os.FileMode(h.Mode)&0o755|0o600); err != nil {
+				return n, err
+			}
+			n++
+		default:
+			// Links and devices are skipped: a release is plain files.
+		}
+	}
+}
+
+func unzip(src, dst string) (int, error) {
+	zr, err := zip.OpenReader(src)
+	if err != nil {
+		return 0, plugin.Permanent(fmt.Errorf("local: artifact is not a zip: %w", err))
+	}
+	defer zr.Close()
+	var total uint64
+	n := 0
+	for _, f := range zr.File {
+		p, err := safeJoin(dst, f.Name)
+		if err != nil {
+			return n, err
+		}
+		if f.FileInfo().IsDir() {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return n, err
+			}
+			continue
+		}
+		total += f.UncompressedSize64
+		if total > MaxUnpacked {
+			return n, plugin.Permanent(fmt.Errorf("local: artifact unpacks to more than %d bytes", MaxUnpacked))
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return n, err
+		}
+		err = writeFile(p, io.LimitReader(rc, int64(f.UncompressedSize64)), f.Mode()&0o755|0o600)
+		rc.Close()
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+func writeFile(p string, r io.Reader, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

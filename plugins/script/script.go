@@ -1,0 +1,218 @@
+// Package script is the `script` plugin (SPEC §6): it runs a command in the
+// deploy's work directory with the MANENT_* environment and the full
+// context as JSON on stdin; its output goes to the deploy log and an exit
+// code other than 0 fails the step.
+//
+// As a custom step it runs `with.command`; as a target, `with.command` runs
+// for every action with MANENT_STEP telling which (deploy, activation,
+// post-test, rollback:deploy, rollback:activation).
+package script
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// DefaultTimeout bounds a command without `with.timeout`.
+const DefaultTimeout = 10 * time.Minute
+
+// Plugin is the script plugin.
+type Plugin struct{}
+
+// New returns the script plugin.
+func New() *Plugin { return &Plugin{} }
+
+type config struct {
+	Command []string
+	Timeout time.Duration
+	Env     map[string]string
+}
+
+func parse(with map[string]any) (config, error) {
+	var c config
+	raw, ok := with["command"].([]any)
+	if !ok || len(raw) == 0 {
+		if ss, ok := with["command"].([]string); ok && len(ss) > 0 {
+			c.Command = ss
+		} else {
+			return c, fmt.Errorf("script: with.command must be a non-empty list of strings (argv)")
+		}
+	}
+	for i, a := range raw {
+		s, ok := a.(string)
+		if !ok {
+			return c, fmt.Errorf("script: with.command[%d] must be a string", i)
+		}
+		c.Command = append(c.Command, s)
+	}
+	c.Timeout = DefaultTimeout
+	if t, ok := with["timeout"].(string); ok && t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("script: with.timeout %q is not a positive duration", t)
+		}
+		c.Timeout = d
+	}
+	if env, ok := with["env"].(map[string]any); ok {
+		c.Env = map[string]string{}
+		for k, v := range env {
+			c.Env[k] = fmt.Sprint(v)
+		}
+	}
+	return c, nil
+}
+
+// Validate checks `with`.
+func (p *Plugin) Validate(with map[string]any) error {
+	_, err := parse(with)
+	return err
+}
+
+// Run runs the command.
+func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.Command[0], c.Command[1:]...)
+	cmd.Dir = pc.WorkDir
+	cmd.Env = environ(pc, c.Env)
+	stdin, _ := json.Marshal(map[string]any{
+		"deploy_id": pc.DeployID, "application": pc.Application, "environment": pc.Environment,
+		"version": pc.Version, "step": pc.Step, "artifact": pc.Artifact, "workdir": pc.WorkDir,
+		"with": pc.With, "parameters": pc.Parameters,
+	})
+	cmd.Stdin = bytes.NewReader(stdin)
+	lw := &lineWriter{w: pc.Log}
+	cmd.Stdout = lw
+	cmd.Stderr = lw
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	err = cmd.Run()
+	lw.flush()
+	res := plugin.Result{"command": c.Command[0], "duration_ms": time.Since(start).Milliseconds()}
+	if ctx.Err() == context.DeadlineExceeded {
+		return res, fmt.Errorf("script %s timed out after %s", c.Command[0], c.Timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res["exit_code"] = ee.ExitCode()
+		return res, fmt.Errorf("script %s exited with status %d", c.Command[0], ee.ExitCode())
+	}
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || os.IsNotExist(err) {
+			return res, plugin.Permanent(fmt.Errorf("script: %w", err))
+		}
+		return res, fmt.Errorf("script: %w", err)
+	}
+	res["exit_code"] = 0
+	return res, nil
+}
+
+func environ(pc plugin.Context, extra map[string]string) []string {
+	env := os.Environ()
+	env = append(env,
+		"MANENT_DEPLOY_ID="+pc.DeployID,
+		"MANENT_APPLICATION="+pc.Application,
+		"MANENT_ENVIRONMENT="+pc.Environment,
+		"MANENT_VERSION="+pc.Version,
+		"MANENT_STEP="+pc.Step,
+		"MANENT_ARTIFACT="+pc.Artifact,
+		"MANENT_WORKDIR="+pc.WorkDir,
+	)
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+// Live has nothing to report for a script target.
+func (p *Plugin) Live(context.Context, plugin.Context) (json.RawMessage, error) {
+	return json.RawMessage(`{}`), nil
+}
+
+// Deploy runs the command with MANENT_STEP=deploy.
+func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.Run(ctx, pc)
+}
+
+// Activate runs the command with MANENT_STEP=activation.
+func (p *Plugin) Activate(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.Run(ctx, pc)
+}
+
+// Health runs the command with MANENT_STEP=post-test.
+func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.Run(ctx, pc)
+}
+
+// RollbackDeploy runs the command with MANENT_STEP=rollback:deploy.
+func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, _ json.RawMessage) (plugin.Result, error) {
+	return p.Run(ctx, pc)
+}
+
+// RollbackActivation runs the command with MANENT_STEP=rollback:activation.
+func (p *Plugin) RollbackActivation(ctx context.Context, pc plugin.Context, _ json.RawMessage) (plugin.Result, error) {
+	return p.Run(ctx, pc)
+}
+
+// lineWriter forwards whole lines to w, safe for stdout and stderr at once.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if l.w != nil {
+			_, _ = l.w.Write(l.buf[:i+1])
+		}
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 { // a very long line without newline
+		l.flushLocked()
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flushLocked()
+}
+
+func (l *lineWriter) flushLocked() {
+	if len(l.buf) > 0 && l.w != nil {
+		s := strings.TrimRight(string(l.buf), "\r")
+		_, _ = l.w.Write([]byte(s + "\n"))
+	}
+	l.buf = nil
+}
+
