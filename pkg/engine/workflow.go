@@ -149,11 +149,15 @@ func (r *run) action(ps manent.PlanStep) action {
 	case manent.StepQA:
 		return r.qa
 	case manent.StepDeploy:
-		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) { return t.Deploy(ctx, pc) })
+		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+			return t.Deploy(ctx, pc)
+		})
 	case manent.StepPostTest:
 		return r.postTest
 	case manent.StepActivation:
-		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) { return t.Activate(ctx, pc) })
+		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+			return t.Activate(ctx, pc)
+		})
 	case manent.StepCleanup:
 		return r.cleanup
 	}

@@ -215,4 +215,3 @@ func (l *lineWriter) flushLocked() {
 	}
 	l.buf = nil
 }
-
