@@ -100,8 +100,12 @@ func tooLarge() manent.FieldError {
 	return manent.FieldError{Message: fmt.Sprintf("the descriptor is larger than 1 MiB (%d bytes)", MaxSize)}
 }
 
+// maxErrors is the most field errors returned; the last one then says how
+// many more there are.
+const maxErrors = 100
+
 // invalid builds the EInvalid error from field errors: sorted by position,
-// without repeats.
+// without repeats, at most maxErrors.
 func invalid(errs ...manent.FieldError) *manent.Error {
 	sort.SliceStable(errs, func(i, j int) bool {
 		a, b := errs[i], errs[j]
@@ -123,13 +127,20 @@ func invalid(errs ...manent.FieldError) *manent.Error {
 		}
 		out = append(out, e)
 	}
+	total := len(out)
+	if total > maxErrors {
+		// Hostile input can make thousands; the first ones are enough to act on.
+		first := out[maxErrors-1]
+		out = append(out[:maxErrors-1], manent.FieldError{Line: first.Line, Column: first.Column,
+			Message: fmt.Sprintf("%d more errors not shown", total-maxErrors+1)})
+	}
 	noun := "errors"
-	if len(out) == 1 {
+	if total == 1 {
 		noun = "error"
 	}
 	return &manent.Error{
 		Code:    manent.EInvalid,
-		Message: fmt.Sprintf("descriptor is invalid: %d %s", len(out), noun),
+		Message: fmt.Sprintf("descriptor is invalid: %d %s", total, noun),
 		Fields:  out,
 	}
 }

@@ -76,7 +76,7 @@ func invalidError(t *testing.T, err error) *manent.Error {
 	if len(e.Fields) == 1 {
 		noun = "error"
 	}
-	if got, want := e.Message, fmt.Sprintf("descriptor is invalid: %d %s", len(e.Fields), noun); got != want {
+	if got, want := e.Message, fmt.Sprintf("descriptor is invalid: %d %s", len(e.Fields), noun); got != want && len(e.Fields) < maxErrors {
 		t.Errorf("got message %q, want %q", got, want)
 	}
 	for i := 1; i < len(e.Fields); i++ {
@@ -340,6 +340,21 @@ func TestParseBadInput(t *testing.T) {
 				t.Errorf("got %q, want it to contain %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseManyErrors(t *testing.T) {
+	in := valid + "parameters:\n" + strings.Repeat("  k: 1\n", 5000)
+	_, err := Parse([]byte(in))
+	e := invalidError(t, err)
+	if got, want := e.Message, "descriptor is invalid: 4999 errors"; got != want {
+		t.Errorf("got message %q, want %q", got, want)
+	}
+	if got, want := len(e.Fields), maxErrors; got != want {
+		t.Fatalf("got %d field errors, want %d", got, want)
+	}
+	if got, want := e.Fields[maxErrors-1].Message, "4900 more errors not shown"; got != want {
+		t.Errorf("got last message %q, want %q", got, want)
 	}
 }
 

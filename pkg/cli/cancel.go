@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+)
+
+// CancelOptions are the inputs of `manent cancel`.
+type CancelOptions struct {
+	IO       *IOStreams
+	Client   func() (*api.Client, error)
+	Exporter *Exporter
+
+	ID string
+}
+
+// NewCmdCancel builds `manent cancel`.
+func NewCmdCancel(f *Factory, runF func(*CancelOptions) error) *cobra.Command {
+	opts := &CancelOptions{IO: f.IOStreams, Client: f.Client}
+	return &cobra.Command{
+		Use:   "cancel <id>",
+		Short: "Cancel a deploy",
+		Long: `Ask the server to cancel a deploy. A waiting deploy is cancelled at once; a
+running one stops at the start of its next step (the running step
+completes, so no target is left half written). Use 'manent wait' to see it
+end.`,
+		Example: `  manent cancel dpl_01JABCDEF
+  # deploy dpl_01JABCDEF: cancel requested (state PENDING)
+
+  manent cancel dpl_01JABCDEF && manent wait dpl_01JABCDEF`,
+		Args: exactArgs(1, "deploy id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			opts.Exporter = f.Exporter()
+			if runF != nil {
+				return runF(opts)
+			}
+			return cancelRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func cancelRun(ctx context.Context, opts *CancelOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	d, err := client.Cancel(ctx, opts.ID)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, d)
+	}
+	id := d.ID
+	if id == "" {
+		id = opts.ID
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancel requested (state %s)\n", id, opts.IO.State(string(d.State)))
+	return err
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// DefaultServer is the server the CLI talks to when nothing else is
+// configured: a local trial `manent-server serve` (SPEC §8.1).
+const DefaultServer = "http://127.0.0.1:8080"
+
+// Config is the CLI's resolved configuration.
+type Config struct {
+	// Server is the base URL of manent-server.
+	Server string
+	// Token is the bearer token, "" for none.
+	Token string
+	// File is the config file that was read, "" when none was.
+	File string
+	// TokenFile is the admin token file the token came from, "" when the
+	// token came from a flag, the environment or the config file.
+	TokenFile string
+}
+
+// configSource is what loadConfig reads: the parsed global flags, the
+// environment and the working directory (relative paths resolve against it).
+type configSource struct {
+	flags  *pflag.FlagSet
+	getenv func(string) string
+	dir    string
+}
+
+// loadConfig resolves server and token with the precedence flag > env >
+// file > default, using a viper instance of its own. The file is --config,
+// else $MANENT_CONFIG, else $XDG_CONFIG_HOME/manent/config.yaml (falling back
+// to ~/.config/manent/config.yaml); only a file named explicitly must exist.
+//
+// Environment values are merged over the file's before flags are bound, so
+// viper applies the whole precedence and the environment is read through
+// getenv, never os.Getenv (tests run the CLI in-process with their own).
+//
+// With no token and the default local server, the token comes from
+// $MANENT_DATA_DIR/admin.token or ./manent-data/admin.token (SPEC §8.1).
+func loadConfig(src configSource) (*Config, error) {
+	v := viper.New()
+	v.SetConfigType("yaml")
+	v.SetDefault("server", DefaultServer)
+
+	cfg := &Config{}
+	path, explicit := configPath(src)
+	if path != "" {
+		data, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+				return nil, usageErrorf("config file %s: %v", path, err)
+			}
+			cfg.File = path
+		case errors.Is(err, fs.ErrNotExist) && !explicit:
+			// No config file: that is fine.
+		default:
+			return nil, usageErrorf("read config file: %v", err)
+		}
+	}
+
+	env := map[string]any{}
+	for key, name := range map[string]string{"server": "MANENT_SERVER", "token": "MANENT_TOKEN"} {
+		if val := src.getenv(name); val != "" {
+			env[key] = val
+		}
+	}
+	if err := v.MergeConfigMap(env); err != nil {
+		return nil, usageErrorf("read environment: %v", err)
+	}
+	for _, key := range []string{"server", "token"} {
+		if fl := src.flags.Lookup(key); fl != nil {
+			if err := v.BindPFlag(key, fl); err != nil {
+				return nil, usageErrorf("bind --%s: %v", key, err)
+			}
+		}
+	}
+
+	server, err := normalizeServer(v.GetString("server"))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Server = server
+	cfg.Token = strings.TrimSpace(v.GetString("token"))
+
+	if cfg.Token == "" && isDefaultServer(cfg.Server) {
+		for _, file := range adminTokenFiles(src) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				continue
+			}
+			if tok := strings.TrimSpace(string(data)); tok != "" {
+				cfg.Token, cfg.TokenFile = tok, file
+				break
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// configPath returns the config file to read and whether it was named
+// explicitly (--config or $MANENT_CONFIG).
+func configPath(src configSource) (string, bool) {
+	if fl := src.flags.Lookup("config"); fl != nil && fl.Changed && fl.Value.String() != "" {
+		return absPath(src.dir, fl.Value.String()), true
+	}
+	if p := src.getenv("MANENT_CONFIG"); p != "" {
+		return absPath(src.dir, p), true
+	}
+	if xdg := src.getenv("XDG_CONFIG_HOME"); xdg != "" && filepath.IsAbs(xdg) {
+		return filepath.Join(xdg, "manent", "config.yaml"), false
+	}
+	if home := src.getenv("HOME"); home != "" {
+		return filepath.Join(home, ".config", "manent", "config.yaml"), false
+	}
+	return "", false
+}
+
+func adminTokenFiles(src configSource) []string {
+	var files []string
+	if dir := src.getenv("MANENT_DATA_DIR"); dir != "" {
+		files = append(files, filepath.Join(absPath(src.dir, dir), "admin.token"))
+	}
+	return append(files, absPath(src.dir, filepath.Join("manent-data", "admin.token")))
+}
+
+// absPath resolves p against dir unless it is absolute.
+func absPath(dir, p string) string {
+	if filepath.IsAbs(p) || dir == "" {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+// normalizeServer accepts "host:port" as "http://host:port", requires an
+// http(s) URL with a host and drops trailing slashes.
+func normalizeServer(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		s = DefaultServer
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", &UsageError{
+			Err:  fmt.Errorf("invalid server address %q: want http(s)://host[:port]", s),
+			Hint: "set it with --server, MANENT_SERVER or server: in the config file",
+		}
+	}
+	return strings.TrimRight(s, "/"), nil
+}
+
+// isDefaultServer reports whether server is the local trial server.
+func isDefaultServer(server string) bool {
+	switch strings.TrimRight(server, "/") {
+	case DefaultServer, "http://localhost:8080":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestConfigPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	xdg := filepath.Join(dir, "xdg")
+	write(t, filepath.Join(xdg, "manent", "config.yaml"), "server: http://file:1\ntoken: file-token\n")
+	write(t, filepath.Join(dir, "other.yaml"), "server: http://other:1\n")
+	write(t, filepath.Join(dir, "manent-data", "admin.token"), "local-admin\n")
+	write(t, filepath.Join(dir, "data2", "admin.token"), "data-dir-admin\n")
+
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		server    string
+		token     string
+		tokenFile string
+	}{
+		{
+			name:   "defaults, no file: admin token of the local trial server",
+			env:    map[string]string{},
+			server: DefaultServer, token: "local-admin", tokenFile: filepath.Join(dir, "manent-data", "admin.token"),
+		},
+		{
+			name:   "MANENT_DATA_DIR comes first",
+			env:    map[string]string{"MANENT_DATA_DIR": "data2"},
+			server: DefaultServer, token: "data-dir-admin", tokenFile: filepath.Join(dir, "data2", "admin.token"),
+		},
+		{
+			name:   "no admin token for another server",
+			env:    map[string]string{"MANENT_SERVER": "https://manent.example"},
+			server: "https://manent.example",
+		},
+		{
+			name:   "localhost is the default server too",
+			env:    map[string]string{"MANENT_SERVER": "localhost:8080"},
+			server: "http://localhost:8080", token: "local-admin", tokenFile: filepath.Join(dir, "manent-data", "admin.token"),
+		},
+		{
+			name:   "file",
+			env:    map[string]string{"XDG_CONFIG_HOME": xdg},
+			server: "http://file:1", token: "file-token",
+		},
+		{
+			name:   "env beats file",
+			env:    map[string]string{"XDG_CONFIG_HOME": xdg, "MANENT_SERVER": "http://env:1/", "MANENT_TOKEN": "env-token"},
+			server: "http://env:1", token: "env-token",
+		},
+		{
+			name:   "flags beat env",
+			args:   []string{"--server", "http://flag:1", "--token", "flag-token"},
+			env:    map[string]string{"XDG_CONFIG_HOME": xdg, "MANENT_SERVER": "http://env:1", "MANENT_TOKEN": "env-token"},
+			server: "http://flag:1", token: "flag-token",
+		},
+		{
+			name:   "one key from each layer",
+			args:   []string{"--token", "flag-token"},
+			env:    map[string]string{"XDG_CONFIG_HOME": xdg},
+			server: "http://file:1", token: "flag-token",
+		},
+		{
+			name:   "--config replaces the default file",
+			args:   []string{"--config", "other.yaml"},
+			env:    map[string]string{"XDG_CONFIG_HOME": xdg},
+			server: "http://other:1",
+		},
+		{
+			name:   "MANENT_CONFIG names the file",
+			env:    map[string]string{"XDG_CONFIG_HOME": xdg, "MANENT_CONFIG": filepath.Join(dir, "other.yaml")},
+			server: "http://other:1",
+		},
+		{
+			name:   "HOME/.config when XDG_CONFIG_HOME is unset",
+			env:    map[string]string{"HOME": filepath.Join(dir, "home")},
+			server: "http://home:1", token: "home-token",
+		},
+	}
+	write(t, filepath.Join(dir, "home", ".config", "manent", "config.yaml"), "server: http://home:1\ntoken: home-token\n")
+
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := configFor(t, dir, tt.args, tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Server != tt.server || cfg.Token != tt.token || cfg.TokenFile != tt.tokenFile {
+				t.Errorf("got server %q token %q (file %q), want %q %q (%q)",
+					cfg.Server, cfg.Token, cfg.TokenFile, tt.server, tt.token, tt.tokenFile)
+			}
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "broken.yaml"), "server: [\n")
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"missing --config", []string{"--config", "nope.yaml"}, nil},
+		{"missing MANENT_CONFIG", nil, map[string]string{"MANENT_CONFIG": "nope.yaml"}},
+		{"broken file", []string{"--config", "broken.yaml"}, nil},
+		{"bad scheme", []string{"--server", "ftp://x"}, nil},
+		{"no host", []string{"--server", "http://"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := configFor(t, dir, tt.args, tt.env)
+			if got := ExitCodeOf(err); got != ExitUsage {
+				t.Errorf("error %v: exit code %d, want %d", err, got, ExitUsage)
+			}
+		})
+	}
+}
+
+// configFor resolves the configuration the way a command does: global flags
+// parsed, then Factory.Config.
+func configFor(t *testing.T, dir string, args []string, env map[string]string) (*Config, error) {
+	t.Helper()
+	f := NewFactory(Invocation{Dir: dir, Getenv: func(k string) string { return env[k] }})
+	if err := f.GlobalFlags().Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return f.Config()
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

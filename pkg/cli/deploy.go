@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// DeployOptions are the inputs of `manent deploy`.
+type DeployOptions struct {
+	IO           *IOStreams
+	Client       func() (*api.Client, error)
+	ReadInput    func(name string) ([]byte, string, error)
+	Exporter     *Exporter
+	Now          func() time.Time
+	PollInterval time.Duration
+
+	File    string
+	Wait    bool
+	Timeout time.Duration
+}
+
+// NewCmdDeploy builds `manent deploy`.
+func NewCmdDeploy(f *Factory, runF func(*DeployOptions) error) *cobra.Command {
+	opts := &DeployOptions{IO: f.IOStreams, Client: f.Client, ReadInput: f.ReadInput, Now: f.Now, PollInterval: f.PollInterval}
+	cmd := &cobra.Command{
+		Use:   "deploy -f <file> [--wait [--timeout <duration>]]",
+		Short: "Submit a deploy",
+		Long: `Submit a deploy descriptor to the server. The server checks it and answers
+with the deploy's id and first state; from then on the deploy is durable.
+
+With --wait the command follows the deploy to its final state, printing
+state changes and finished steps on stderr, and exits 0 if it ended
+SUCCESS, 1 if it ended otherwise (printing the failed step, its error and
+the rollback outcome), 3 if --timeout elapsed first.`,
+		Example: `  manent deploy -f deploy.yml
+  # deploy dpl_01JABCDEF submitted: ENQUEUED
+
+  # in CI: follow to the end and fail the job if the deploy fails
+  manent deploy -f deploy.yml --wait --timeout 20m
+
+  # only the id, for scripts
+  manent deploy -f deploy.yml -o json | jq -r .id`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Exporter = f.Exporter()
+			if opts.Timeout < 0 {
+				return usageErrorf("--timeout must not be negative")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return deployRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "descriptor to submit (- reads stdin)")
+	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the deploy until it is final")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagFilename("file", "yml", "yaml", "json")
+	return cmd
+}
+
+// SubmitOutput is the `deploy -o json` document (SPEC §7 [contract]).
+type SubmitOutput struct {
+	ID       string       `json:"id"`
+	State    manent.State `json:"state"`
+	Schedule string       `json:"schedule,omitempty"`
+	Notice   string       `json:"notice,omitempty"`
+}
+
+func deployRun(ctx context.Context, opts *DeployOptions) error {
+	data, _, err := opts.ReadInput(opts.File)
+	if err != nil {
+		return err
+	}
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	res, err := client.Submit(ctx, data, false)
+	if err != nil {
+		return err
+	}
+	if res.Notice != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "notice: %s\n", res.Notice)
+	}
+	out := SubmitOutput{ID: res.ID, State: res.State, Schedule: res.Schedule, Notice: res.Notice}
+	if out.ID == "" {
+		out.ID = res.Schedule
+	}
+	if res.Schedule != "" && out.State == "" {
+		out.State = manent.StateScheduled
+	}
+
+	// A recurring schedule has nothing to wait for; a plain submission is done.
+	if !opts.Wait || res.Schedule != "" {
+		if opts.Wait {
+			fmt.Fprintf(opts.IO.ErrOut, "schedule %s is recurring: nothing to wait for\n", out.ID)
+		}
+		if opts.Exporter != nil {
+			return opts.Exporter.Write(opts.IO.Out, out)
+		}
+		if res.Schedule != "" {
+			_, err = fmt.Fprintf(opts.IO.Out, "schedule %s created: %s\n", out.ID, opts.IO.State(string(out.State)))
+			return err
+		}
+		_, err = fmt.Fprintf(opts.IO.Out, "deploy %s submitted: %s\n", out.ID, opts.IO.State(string(out.State)))
+		return err
+	}
+
+	// --wait: progress on stderr; stdout gets the final result only, so
+	// `-o json` prints one document (the final deployment, which has id and state).
+	fmt.Fprintf(opts.IO.ErrOut, "deploy %s submitted: %s\n", out.ID, opts.IO.State(string(out.State)))
+	p := newProgress(opts.IO, opts.Now)
+	p.last = string(out.State)
+	d, err := watchDeploy(ctx, client, out.ID, opts.PollInterval, opts.Timeout, p.update)
+	if ExitCodeOf(err) == ExitInterrupted {
+		// Not waiting any longer does not stop the deploy.
+		fmt.Fprintf(opts.IO.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", out.ID, out.ID)
+	}
+	return finishFollow(opts.IO, opts.Exporter, d, err)
+}
+
+// finishFollow prints the result of following a deploy (deploy --wait,
+// wait, logs -f) and returns the error that picks the exit code: the
+// deployment as JSON/YAML or a `deploy <id>: <STATE>` line on stdout, the
+// failure reason or timeout as the error.
+func finishFollow(s *IOStreams, exp *Exporter, d *manent.Deployment, err error) error {
+	if d != nil && (err == nil || ExitCodeOf(err) == ExitTimeout) {
+		if exp != nil {
+			if werr := exp.Write(s.Out, d); werr != nil {
+				return werr
+			}
+		} else if err == nil {
+			fmt.Fprintf(s.Out, "deploy %s: %s\n", d.ID, s.State(string(d.State)))
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return outcome(d)
+}

@@ -1,0 +1,12 @@
+// Package cli is the manent command line: the root command and one file per
+// verb (Options struct, NewCmdX(f, runF) constructor, xRun function), the
+// Factory that hands commands their lazily built dependencies, the IOStreams
+// every command writes through, the one -o json|yaml Exporter, and the one
+// mapping from errors to exit codes (exitcode.go).
+//
+// Main runs the CLI for the real process; Run runs it for an Invocation, so
+// tests drive it in-process with their own arguments, streams and
+// environment.
+//
+// It imports pkg/manent, pkg/api, descriptor and pkg/version of this module.
+package cli

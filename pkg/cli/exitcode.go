@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// ExitCode is the exit status of one run of the CLI (SPEC §7 [contract]).
+type ExitCode int
+
+// Exit codes. Only ExitCodeOf chooses among them.
+const (
+	// ExitOK: the command succeeded; for `deploy --wait` and `wait` the
+	// deploy ended SUCCESS.
+	ExitOK ExitCode = 0
+	// ExitFailed: the deploy ended in another final state, or validation
+	// failed (invalid descriptor, conflicting request).
+	ExitFailed ExitCode = 1
+	// ExitUsage: usage or configuration error: bad flag or argument, bad -o
+	// value, unreadable file or config, missing or refused credentials,
+	// unknown deploy.
+	ExitUsage ExitCode = 2
+	// ExitTimeout: --timeout elapsed while the deploy was not final.
+	ExitTimeout ExitCode = 3
+	// ExitUnreachable: the server could not be reached or failed.
+	ExitUnreachable ExitCode = 4
+	// ExitInterrupted: the user interrupted the command (SIGINT/SIGTERM);
+	// 128+SIGINT by shell convention.
+	ExitInterrupted ExitCode = 130
+)
+
+// UsageError is a usage or configuration error (exit 2). Hint, when set, is
+// printed on its own line after the message.
+type UsageError struct {
+	Err  error
+	Hint string
+}
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// usageErrorf builds a *UsageError with a formatted message.
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// SilentError ends the run with Code after the command has already told the
+// user why (e.g. `validate` printed the errors); nothing more is printed.
+type SilentError struct{ Code ExitCode }
+
+func (e *SilentError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// TimeoutError says --timeout elapsed while the deploy was in State (exit 3).
+type TimeoutError struct {
+	ID    string
+	State manent.State
+	After time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	state := string(e.State)
+	if state == "" {
+		state = "not final"
+	}
+	return fmt.Sprintf("timeout: deploy %s is still %s after %s", e.ID, state, formatDuration(e.After))
+}
+
+// DeployFailedError says the deploy ended in a final state other than
+// SUCCESS (exit 1). Its message is the failure reason, one fact per line.
+type DeployFailedError struct{ Deployment *manent.Deployment }
+
+func (e *DeployFailedError) Error() string {
+	return strings.Join(failureReason(e.Deployment), "\n")
+}
+
+// ExitCodeOf maps the error a command returned to the exit code: the one
+// place where errors become exit codes.
+func ExitCodeOf(err error) ExitCode {
+	if err == nil {
+		return ExitOK
+	}
+	var (
+		silent  *SilentError
+		usage   *UsageError
+		timeout *TimeoutError
+		failed  *DeployFailedError
+		domain  *manent.Error
+	)
+	switch {
+	case errors.As(err, &silent):
+		return silent.Code
+	case errors.As(err, &usage):
+		return ExitUsage
+	case errors.As(err, &timeout):
+		return ExitTimeout
+	case errors.As(err, &failed):
+		return ExitFailed
+	case api.IsUnreachable(err):
+		return ExitUnreachable
+	case errors.Is(err, context.Canceled):
+		return ExitInterrupted
+	case errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	case errors.As(err, &domain):
+		return exitCodeForCode(domain.Code)
+	}
+	return ExitFailed
+}
+
+// exitCodeForCode maps a domain error code (from the server's answer or from
+// local parsing) to an exit code.
+func exitCodeForCode(c manent.Code) ExitCode {
+	switch c {
+	case manent.EInvalid, manent.EConflict, manent.ETooLarge:
+		return ExitFailed
+	case manent.EUnauthorized, manent.EForbidden, manent.ENotFound:
+		return ExitUsage
+	case manent.ETooManyRequests, manent.EUnavailable, manent.EInternal:
+		return ExitUnreachable
+	}
+	return ExitFailed
+}
+
+// printError writes err to w once: "Error: <message>", further lines of a
+// multi-line message as they are, each field error on its own line, and a
+// hint when there is one. A *SilentError prints nothing.
+func printError(w io.Writer, err error) {
+	var silent *SilentError
+	if err == nil || errors.As(err, &silent) || errors.Is(err, context.Canceled) {
+		// Nothing to explain; an interrupted command exits quietly (130).
+		return
+	}
+	msg := err.Error()
+	var domain *manent.Error
+	if errors.As(err, &domain) && len(domain.Fields) > 0 && domain.Message == "" && domain.Err == nil {
+		msg = "invalid request"
+	}
+	first, rest, _ := strings.Cut(msg, "\n")
+	fmt.Fprintf(w, "Error: %s\n", first)
+	if rest != "" {
+		fmt.Fprintln(w, rest)
+	}
+	if domain != nil {
+		for _, fe := range domain.Fields {
+			fmt.Fprintf(w, "  %s\n", formatFieldError(fe))
+		}
+	}
+	if hint := errorHint(err); hint != "" {
+		fmt.Fprintln(w, hint)
+	}
+}
+
+// formatFieldError prints "/path (line:col): message", leaving out what is unknown.
+func formatFieldError(fe manent.FieldError) string {
+	var b strings.Builder
+	b.WriteString(fe.Path)
+	if fe.Line > 0 {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "(%d:%d)", fe.Line, fe.Column)
+	}
+	if b.Len() > 0 {
+		b.WriteString(": ")
+	}
+	b.WriteString(fe.Message)
+	return b.String()
+}
+
+func errorHint(err error) string {
+	var (
+		usage   *UsageError
+		timeout *TimeoutError
+	)
+	switch {
+	case errors.As(err, &usage):
+		return usage.Hint
+	case errors.As(err, &timeout):
+		return fmt.Sprintf("the deploy goes on: follow it with 'manent wait %s'", timeout.ID)
+	}
+	if !api.IsUnreachable(err) && manent.ErrorCode(err) == manent.EUnauthorized {
+		return "hint: pass --token, set MANENT_TOKEN, or put token: in the config file"
+	}
+	return ""
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Format is the value of -o/--output.
+type Format string
+
+// Output formats.
+const (
+	FormatTable Format = "table"
+	FormatJSON  Format = "json"
+	FormatYAML  Format = "yaml"
+)
+
+// formatValue is the pflag.Value behind -o: a wrong value is refused while
+// flags are parsed, so it is a usage error for every command.
+type formatValue struct{ f *Format }
+
+func (v formatValue) String() string {
+	if v.f == nil || *v.f == "" {
+		return string(FormatTable)
+	}
+	return string(*v.f)
+}
+
+func (v formatValue) Set(s string) error {
+	switch f := Format(s); f {
+	case FormatTable, FormatJSON, FormatYAML:
+		*v.f = f
+		return nil
+	}
+	return fmt.Errorf("must be one of table, json, yaml")
+}
+
+func (v formatValue) Type() string { return "format" }
+
+// Exporter writes one value as JSON or YAML: the one path by which every
+// command prints machine-readable output. JSON is indented; YAML is the same
+// document as the JSON (same field names and order), converted by yaml.v3.
+type Exporter struct {
+	format Format
+}
+
+// NewExporter returns the exporter for format, or nil for table output.
+func NewExporter(format Format) *Exporter {
+	if format == FormatJSON || format == FormatYAML {
+		return &Exporter{format: format}
+	}
+	return nil
+}
+
+// Format returns the exporter's format.
+func (e *Exporter) Format() Format { return e.format }
+
+// Write writes v to w.
+func (e *Exporter) Write(w io.Writer, v any) error {
+	data, err := marshalJSON(v, true)
+	if err != nil {
+		return err
+	}
+	if e.format == FormatJSON {
+		_, err = w.Write(data)
+		return err
+	}
+	out, err := jsonToYAML(data)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
+	return err
+}
+
+// WriteStream writes one item of a stream (logs -f): a compact JSON object
+// per line, or one YAML document per item.
+func (e *Exporter) WriteStream(w io.Writer, v any) error {
+	data, err := marshalJSON(v, false)
+	if err != nil {
+		return err
+	}
+	if e.format == FormatJSON {
+		_, err = w.Write(data)
+		return err
+	}
+	out, err := jsonToYAML(data)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append([]byte("---\n"), out...))
+	return err
+}
+
+func marshalJSON(v any, indent bool) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("encode output: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// compactJSON renders raw JSON on one line, for table cells.
+func compactJSON(raw []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return strings.TrimSpace(string(raw))
+	}
+	return buf.String()
+}
+
+// jsonToYAML re-encodes a JSON document as block-style YAML. JSON is YAML,
+// so yaml.v3 reads it into a node tree that keeps key order and scalar tags;
+// clearing the flow and quoting styles lets the encoder choose block style
+// and quote only the strings that need it ("1.4", "true", "").
+func jsonToYAML(data []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("convert output to yaml: %w", err)
+	}
+	clearStyle(&doc)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("encode yaml: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("encode yaml: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func clearStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		clearStyle(c)
+	}
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/manent-io/manent/pkg/api"
+)
+
+// DefaultPollInterval is how often commands that follow a deploy poll the
+// server.
+const DefaultPollInterval = 500 * time.Millisecond
+
+// Factory hands every command its dependencies. Each is built lazily, on the
+// first call, so commands that never talk to the server (validate --offline,
+// schema, version, completion) never read the config or build a client.
+type Factory struct {
+	// IOStreams is where commands read and write.
+	IOStreams *IOStreams
+	// Config resolves the configuration from the global flags, the
+	// environment and the config file (see loadConfig); cached.
+	Config func() (*Config, error)
+	// Client returns the API client for the configured server; cached.
+	Client func() (*api.Client, error)
+	// Exporter returns the -o json|yaml exporter, nil for table output.
+	Exporter func() *Exporter
+	// Now returns the current time (durations of running deploys).
+	Now func() time.Time
+	// PollInterval is how often deploys and logs are polled when followed.
+	PollInterval time.Duration
+	// WorkDir resolves relative paths given on the command line.
+	WorkDir string
+	// Getenv reads the environment of this invocation.
+	Getenv func(string) string
+
+	flags  *pflag.FlagSet
+	format Format
+}
+
+// NewFactory builds the factory for one invocation. The global flags it
+// defines are added to the root command by NewCmdRoot; Config reads them
+// after cobra has parsed the command line.
+func NewFactory(inv Invocation) *Factory {
+	inv = inv.withDefaults()
+	f := &Factory{
+		IOStreams:    NewIOStreams(inv.Stdin, inv.Stdout, inv.Stderr, inv.Getenv),
+		Now:          inv.Now,
+		PollInterval: inv.PollInterval,
+		WorkDir:      inv.Dir,
+		Getenv:       inv.Getenv,
+		format:       FormatTable,
+	}
+
+	fs := pflag.NewFlagSet("global", pflag.ContinueOnError)
+	fs.String("server", "", "manent-server URL (env MANENT_SERVER; default "+DefaultServer+")")
+	fs.String("token", "", "bearer token (env MANENT_TOKEN)")
+	fs.String("config", "", "CLI config file (env MANENT_CONFIG; default $XDG_CONFIG_HOME/manent/config.yaml)")
+	fs.VarP(formatValue{&f.format}, "output", "o", "output format: table, json or yaml")
+	f.flags = fs
+
+	f.Config = sync.OnceValues(func() (*Config, error) {
+		return loadConfig(configSource{flags: f.flags, getenv: f.Getenv, dir: f.WorkDir})
+	})
+	f.Client = sync.OnceValues(func() (*api.Client, error) {
+		cfg, err := f.Config()
+		if err != nil {
+			return nil, err
+		}
+		return api.NewClient(cfg.Server, cfg.Token, inv.HTTPClient), nil
+	})
+	f.Exporter = func() *Exporter { return NewExporter(f.format) }
+	return f
+}
+
+// GlobalFlags returns the flags every command takes: --server, --token,
+// --config and -o/--output.
+func (f *Factory) GlobalFlags() *pflag.FlagSet { return f.flags }
+
+// ReadInput reads a file named on the command line ("-" is stdin) and returns
+// its content and the name to show in messages. Any failure is a usage error.
+func (f *Factory) ReadInput(name string) ([]byte, string, error) {
+	if name == "" {
+		return nil, "", usageErrorf("no file given")
+	}
+	var (
+		data []byte
+		err  error
+	)
+	if name == "-" {
+		data, err = io.ReadAll(f.IOStreams.In)
+		name = "<stdin>"
+	} else {
+		data, err = os.ReadFile(absPath(f.WorkDir, name))
+	}
+	if err != nil {
+		return nil, name, &UsageError{Err: fmt.Errorf("read %s: %w", name, unwrapPathError(err))}
+	}
+	return data, name, nil
+}
+
+// unwrapPathError drops the absolute path that *fs.PathError adds, since the
+// caller names the file as the user typed it.
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+// Invocation is everything one run of the CLI takes from its process. Main
+// fills it from the real process; tests fill it to run the CLI in-process.
+type Invocation struct {
+	// Args are the command-line arguments without the program name.
+	Args []string
+	// Stdin, Stdout and Stderr default to empty input and discarded output.
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Getenv reads the environment; nil means an empty environment.
+	Getenv func(string) string
+	// Dir is the working directory relative paths resolve against; "" means
+	// the process's.
+	Dir string
+	// HTTPClient talks to the server; nil uses the api package's default.
+	HTTPClient *http.Client
+	// PollInterval overrides DefaultPollInterval when positive.
+	PollInterval time.Duration
+	// Now overrides time.Now.
+	Now func() time.Time
+}
+
+func (inv Invocation) withDefaults() Invocation {
+	if inv.Stdin == nil {
+		inv.Stdin = strings.NewReader("")
+	}
+	if inv.Stdout == nil {
+		inv.Stdout = io.Discard
+	}
+	if inv.Stderr == nil {
+		inv.Stderr = io.Discard
+	}
+	if inv.Getenv == nil {
+		inv.Getenv = func(string) string { return "" }
+	}
+	if inv.PollInterval <= 0 {
+		inv.PollInterval = DefaultPollInterval
+	}
+	if inv.Now == nil {
+		inv.Now = time.Now
+	}
+	return inv
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// watchDeploy polls deploy id every interval until it is final, calling
+// onPoll (when not nil) with every answer. A positive timeout bounds the
+// whole wait: when it elapses watchDeploy returns the last deployment seen
+// and a *TimeoutError. It is what `deploy --wait`, `wait` and `logs -f` share.
+func watchDeploy(ctx context.Context, client *api.Client, id string, interval, timeout time.Duration, onPoll func(*manent.Deployment)) (*manent.Deployment, error) {
+	parent := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var last *manent.Deployment
+	timedOut := func() error {
+		state := manent.State("")
+		if last != nil {
+			state = last.State
+		}
+		return &TimeoutError{ID: id, State: state, After: timeout}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if timeout > 0 && parent.Err() == nil {
+				return last, timedOut()
+			}
+			return last, ctx.Err()
+		case <-timer.C:
+		}
+		d, err := client.Deployment(ctx, id)
+		if err != nil {
+			if timeout > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return last, timedOut()
+			}
+			return last, err
+		}
+		last = d
+		if onPoll != nil {
+			onPoll(d)
+		}
+		if d.State.Final() {
+			return d, nil
+		}
+		timer.Reset(interval)
+	}
+}
+
+// outcome turns a final deployment into the command's result: nil for
+// SUCCESS, a *DeployFailedError (exit 1, reason on stderr) otherwise.
+func outcome(d *manent.Deployment) error {
+	if d == nil || d.State == manent.StateSuccess {
+		return nil
+	}
+	return &DeployFailedError{Deployment: d}
+}
+
+// progress prints, on stderr, each finished step of a followed deploy and
+// each change of its (non-final) state or of the reason it waits. The final
+// state is left to the command's result.
+type progress struct {
+	io   *IOStreams
+	w    io.Writer
+	now  func() time.Time
+	last string // the last state line printed
+	seen map[string]bool
+}
+
+func newProgress(s *IOStreams, now func() time.Time) *progress {
+	return &progress{io: s, w: s.ErrOut, now: now, seen: map[string]bool{}}
+}
+
+func (p *progress) update(d *manent.Deployment) {
+	for _, s := range d.Steps {
+		if !stepDone(s.State) {
+			continue
+		}
+		key := s.Name + "@" + formatTimePtr(s.StartedAt)
+		if p.seen[key] {
+			continue
+		}
+		p.seen[key] = true
+		fmt.Fprintln(p.w, "  "+stepLine(p.io, s, p.now()))
+	}
+	if d.State.Final() {
+		return
+	}
+	line := string(d.State)
+	if d.Reason != "" {
+		line += " (" + d.Reason + ")"
+	}
+	if line != p.last {
+		p.last = line
+		fmt.Fprintf(p.w, "deploy %s: %s\n", d.ID, p.io.State(string(d.State))+strings.TrimPrefix(line, string(d.State)))
+	}
+}
+
+// stepDone reports whether a step has its result.
+func stepDone(s manent.StepState) bool {
+	switch s {
+	case manent.StepSuccess, manent.StepError, manent.StepSkipped:
+		return true
+	}
+	return false
+}
+
+// stepLine prints a finished step: `step deploy: ERROR after 3 attempts (4.2s): exit status 1`.
+func stepLine(s *IOStreams, st manent.Step, now time.Time) string {
+	line := fmt.Sprintf("step %s: %s", st.Name, s.State(string(st.State)))
+	if st.Attempts > 1 {
+		line += fmt.Sprintf(" after %d attempts", st.Attempts)
+	}
+	if d := durationCell(st.StartedAt, st.FinishedAt, now); d != "" {
+		line += " (" + d + ")"
+	}
+	if st.Error != "" {
+		line += ": " + st.Error
+	}
+	return line
+}

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/version"
+)
+
+// NewCmdRoot builds the `manent` command tree for f.
+func NewCmdRoot(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "manent <command>",
+		Short: "Submit deploys to manent-server and follow them",
+		Long: `manent sends deploy descriptors (deploy.yml) to manent-server and follows
+the deploys it runs: their state, steps, logs and outcome.
+
+The server and token come from --server/--token, then MANENT_SERVER and
+MANENT_TOKEN, then the config file ($XDG_CONFIG_HOME/manent/config.yaml,
+keys "server" and "token"). Talking to the default local server
+(` + DefaultServer + `) without a token, the CLI uses the admin token
+written by 'manent-server serve' in ./manent-data/admin.token (or
+$MANENT_DATA_DIR/admin.token).
+
+Exit codes: 0 success; 1 the deploy ended in another final state, or
+validation failed; 2 usage or configuration error; 3 --timeout elapsed;
+4 server unreachable or server error.`,
+		Example: `  manent validate -f deploy.yml --offline
+  manent deploy -f deploy.yml --wait --timeout 20m
+  manent status dpl_01JABCDEF -o json
+  manent list --environment prod --state ERROR`,
+		Version:       version.String(),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetIn(f.IOStreams.In)
+	root.SetOut(f.IOStreams.Out)
+	root.SetErr(f.IOStreams.ErrOut)
+	root.SetVersionTemplate("manent {{.Version}}\n")
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.PersistentFlags().AddFlagSet(f.GlobalFlags())
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &UsageError{Err: err, Hint: fmt.Sprintf("Run '%s --help' for usage.", c.CommandPath())}
+	})
+
+	root.AddGroup(
+		&cobra.Group{ID: "deploy", Title: "Deploy commands:"},
+		&cobra.Group{ID: "follow", Title: "Following deploys:"},
+		&cobra.Group{ID: "other", Title: "Other commands:"},
+	)
+	add := func(group string, cmds ...*cobra.Command) {
+		for _, c := range cmds {
+			c.GroupID = group
+			root.AddCommand(c)
+		}
+	}
+	add("deploy",
+		NewCmdValidate(f, nil),
+		NewCmdDeploy(f, nil),
+		NewCmdCancel(f, nil),
+	)
+	add("follow",
+		NewCmdStatus(f, nil),
+		NewCmdSteps(f, nil),
+		NewCmdLogs(f, nil),
+		NewCmdWait(f, nil),
+		NewCmdList(f, nil),
+		NewCmdInventory(f, nil),
+	)
+	add("other",
+		NewCmdSchema(f, nil),
+		NewCmdVersion(f, nil),
+		NewCmdCompletion(f, nil),
+	)
+	root.SetHelpCommandGroupID("other")
+	return root
+}
+
+// exactArgs is cobra.ExactArgs with a message naming what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < n:
+			return &UsageError{
+				Err:  fmt.Errorf("missing %s", what),
+				Hint: fmt.Sprintf("Usage: %s", cmd.UseLine()),
+			}
+		case len(args) > n:
+			return &UsageError{
+				Err:  fmt.Errorf("too many arguments: want %s, got %q", what, args),
+				Hint: fmt.Sprintf("Usage: %s", cmd.UseLine()),
+			}
+		}
+		return nil
+	}
+}
+
+// noArgs refuses positional arguments.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &UsageError{
+			Err:  fmt.Errorf("unexpected argument %q", args[0]),
+			Hint: fmt.Sprintf("Usage: %s", cmd.UseLine()),
+		}
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// StatusOptions are the inputs of `manent status`.
+type StatusOptions struct {
+	IO       *IOStreams
+	Client   func() (*api.Client, error)
+	Exporter *Exporter
+	Now      func() time.Time
+
+	ID string
+}
+
+// NewCmdStatus builds `manent status`.
+func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	return &cobra.Command{
+		Use:   "status <id>",
+		Short: "Show a deploy: state, dates, decision, steps, error and rollback",
+		Long: `Show a deploy: what is released where, its state and why it waits, who
+requested it, when it was created, started and finished, the governance
+decision, each step's result, and for a failed deploy the error and the
+rollback outcome.
+
+-o json prints the deployment as the API returns it: id, application,
+environment, version, state, requester, created_at, started_at,
+finished_at, error, rollback, decision and steps.`,
+		Example: `  manent status dpl_01JABCDEF
+  manent status dpl_01JABCDEF -o json | jq -r .state`,
+		Args: exactArgs(1, "deploy id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			opts.Exporter = f.Exporter()
+			if runF != nil {
+				return runF(opts)
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func statusRun(ctx context.Context, opts *StatusOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	d, err := client.Deployment(ctx, opts.ID)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, d)
+	}
+	return renderStatus(opts.IO, opts.IO.Out, d, opts.Now())
+}
+
+// renderStatus prints a deployment for people: a block of label/value pairs,
+// then one row per step.
+func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time) error {
+	f := s.NewFields()
+	f.Add("ID", d.ID)
+	f.Add("Application", d.Application)
+	f.Add("Environment", d.Environment)
+	f.Add("Version", d.Version)
+	f.Add("State", s.State(string(d.State)))
+	if !d.State.Final() {
+		f.Add("Waiting for", d.Reason)
+	}
+	f.Add("Requester", d.Requester)
+	f.Add("Created", formatTime(d.CreatedAt))
+	f.Add("Started", formatTimePtr(d.StartedAt))
+	f.Add("Finished", formatTimePtr(d.FinishedAt))
+	f.Add("Duration", durationCell(d.StartedAt, d.FinishedAt, now))
+	f.Add("Error", d.Error)
+	f.Add("Rollback", d.Rollback)
+	f.Add("Decision", decisionSummary(d.Decision))
+	f.Add("Artifact sha256", d.ArtifactSHA256)
+	if err := f.RenderTo(w); err != nil {
+		return err
+	}
+	if len(d.Steps) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := s.NewTable("STEP", "STATE", "ATTEMPTS", "DURATION", "ERROR").StateColumn(1)
+	for _, st := range d.Steps {
+		t.AddRow(st.Name, string(st.State), attempts(st.Attempts), durationCell(st.StartedAt, st.FinishedAt, now), st.Error)
+	}
+	return t.RenderTo(w)
+}
+
+func attempts(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}

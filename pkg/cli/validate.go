@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// ValidateOptions are the inputs of `manent validate`.
+type ValidateOptions struct {
+	IO        *IOStreams
+	Client    func() (*api.Client, error)
+	ReadInput func(name string) ([]byte, string, error)
+	Exporter  *Exporter
+
+	File    string
+	Offline bool
+}
+
+// NewCmdValidate builds `manent validate`. runF, when not nil, replaces
+// validateRun (tests use it to check flag parsing).
+func NewCmdValidate(f *Factory, runF func(*ValidateOptions) error) *cobra.Command {
+	opts := &ValidateOptions{IO: f.IOStreams, Client: f.Client, ReadInput: f.ReadInput}
+	cmd := &cobra.Command{
+		Use:   "validate -f <file> [--offline]",
+		Short: "Check a deploy descriptor without deploying it",
+		Long: `Check a deploy descriptor and report every problem at once, each with its
+JSON path and line:column in the file.
+
+Without --offline the server runs every submission check (descriptor,
+permissions, sources, environment configuration, governance, plan) without
+enqueueing anything, and prints the plan and the effective (merged) deploy.
+With --offline only the descriptor is checked, locally, with no server.
+
+Exit status: 0 valid, 1 invalid, 2 usage error (e.g. the file cannot be read).`,
+		Example: `  # check the file locally, no server needed
+  manent validate -f deploy.yml --offline
+
+  # run every server-side check and show the plan
+  manent validate -f deploy.yml
+
+  # machine-readable result: {"valid", "errors", "plan", "effective"}
+  manent validate -f deploy.yml -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Exporter = f.Exporter()
+			if runF != nil {
+				return runF(opts)
+			}
+			return validateRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "descriptor to check (- reads stdin)")
+	cmd.Flags().BoolVar(&opts.Offline, "offline", false, "check the descriptor locally only, without the server")
+	_ = cmd.MarkFlagRequired("file")
+	_ = cmd.MarkFlagFilename("file", "yml", "yaml", "json")
+	return cmd
+}
+
+// ValidationError is one problem of a descriptor in `validate -o json`.
+type ValidationError struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+}
+
+// ValidateResult is the `validate -o json` document (SPEC §7 [contract]).
+type ValidateResult struct {
+	Valid  bool              `json:"valid"`
+	Errors []ValidationError `json:"errors"`
+	// Plan and Effective come from the server; null with --offline.
+	Plan      *manent.Plan   `json:"plan"`
+	Effective map[string]any `json:"effective"`
+	Notice    string         `json:"notice,omitempty"`
+}
+
+func validateRun(ctx context.Context, opts *ValidateOptions) error {
+	data, name, err := opts.ReadInput(opts.File)
+	if err != nil {
+		return err
+	}
+	res := ValidateResult{Errors: []ValidationError{}}
+	if opts.Offline {
+		if _, err := descriptor.Parse(data); err != nil {
+			fields, ok := invalidFields(err)
+			if !ok {
+				return err
+			}
+			res.Errors = fields
+		}
+	} else {
+		client, err := opts.Client()
+		if err != nil {
+			return err
+		}
+		sr, err := client.Submit(ctx, data, true)
+		switch {
+		case err != nil:
+			fields, ok := invalidFields(err)
+			if !ok {
+				return err
+			}
+			res.Errors = fields
+		default:
+			res.Plan, res.Effective, res.Notice = sr.Plan, sr.Effective, sr.Notice
+			res.Errors = append(res.Errors, toValidationErrors(sr.Errors)...)
+			if sr.Valid != nil && !*sr.Valid && len(res.Errors) == 0 {
+				res.Errors = append(res.Errors, ValidationError{Message: "the server refused the descriptor"})
+			}
+		}
+	}
+	res.Valid = len(res.Errors) == 0
+
+	if opts.Exporter != nil {
+		if err := opts.Exporter.Write(opts.IO.Out, res); err != nil {
+			return err
+		}
+	} else if err := printValidateResult(opts.IO, name, res); err != nil {
+		return err
+	}
+	if !res.Valid {
+		return &SilentError{Code: ExitFailed}
+	}
+	return nil
+}
+
+// invalidFields turns an "invalid input" error (local or from the server)
+// into validation errors; ok is false for any other error.
+func invalidFields(err error) (_ []ValidationError, ok bool) {
+	var e *manent.Error
+	if !errors.As(err, &e) || (e.Code != manent.EInvalid && e.Code != manent.ETooLarge) {
+		return nil, false
+	}
+	if len(e.Fields) == 0 {
+		return []ValidationError{{Message: e.Error()}}, true
+	}
+	return toValidationErrors(e.Fields), true
+}
+
+func toValidationErrors(fields []manent.FieldError) []ValidationError {
+	out := make([]ValidationError, 0, len(fields))
+	for _, f := range fields {
+		out = append(out, ValidationError{Path: f.Path, Message: f.Message, Line: f.Line, Column: f.Column})
+	}
+	return out
+}
+
+// printValidateResult prints "<file> is valid" with the plan and effective
+// deploy, or each error on stderr as "<file>:LINE:COL: /path: message".
+func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
+	if res.Notice != "" {
+		fmt.Fprintf(s.ErrOut, "notice: %s\n", res.Notice)
+	}
+	if !res.Valid {
+		for _, e := range res.Errors {
+			fmt.Fprintln(s.ErrOut, formatValidationError(name, e))
+		}
+		return nil
+	}
+	fmt.Fprintf(s.Out, "%s is valid\n", name)
+	if res.Plan != nil {
+		fmt.Fprintf(s.Out, "\n%s\n", s.Bold("Plan:"))
+		t := s.NewTable("#", "STEP", "PLUGIN", "MAX RETRIES", "TIMEOUT")
+		for i, st := range res.Plan.Steps {
+			timeout := ""
+			if st.Timeout > 0 {
+				timeout = formatDuration(st.Timeout)
+			}
+			t.AddRow(strconv.Itoa(i+1), st.Name, st.Plugin, strconv.Itoa(st.MaxRetries), timeout)
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	if res.Effective != nil {
+		fmt.Fprintf(s.Out, "\n%s\n", s.Bold("Effective deploy:"))
+		if err := writeIndentedYAML(s.Out, res.Effective); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// formatValidationError prints "<file>:LINE:COL: /path: message", leaving out
+// the position or the path when unknown.
+func formatValidationError(name string, e ValidationError) string {
+	var b strings.Builder
+	b.WriteString(name)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path + ": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// writeIndentedYAML prints v as YAML indented by two spaces.
+func writeIndentedYAML(w io.Writer, v any) error {
+	data, err := marshalJSON(v, false)
+	if err != nil {
+		return err
+	}
+	y, err := jsonToYAML(data)
+	if err != nil {
+		return err
+	}
+	for _, line := range strings.SplitAfter(strings.TrimRight(string(y), "\n"), "\n") {
+		if _, err := io.WriteString(w, "  "+line); err != nil {
+			return err
+		}
+	}
+	_, err = io.WriteString(w, "\n")
+	return err
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+)
+
+// WaitOptions are the inputs of `manent wait`.
+type WaitOptions struct {
+	IO           *IOStreams
+	Client       func() (*api.Client, error)
+	Exporter     *Exporter
+	PollInterval time.Duration
+
+	ID      string
+	Timeout time.Duration
+}
+
+// NewCmdWait builds `manent wait`.
+func NewCmdWait(f *Factory, runF func(*WaitOptions) error) *cobra.Command {
+	opts := &WaitOptions{IO: f.IOStreams, Client: f.Client, PollInterval: f.PollInterval}
+	cmd := &cobra.Command{
+		Use:   "wait <id> [--timeout <duration>]",
+		Short: "Wait until a deploy is final",
+		Long: `Wait until a deploy reaches a final state.
+
+Exit status: 0 the deploy ended SUCCESS; 1 it ended in another final state
+(the reason is printed on stderr: the failed step and its error, the
+rollback outcome, "cancelled", or the state); 3 --timeout elapsed first;
+4 the server is unreachable.`,
+		Example: `  manent wait dpl_01JABCDEF
+  manent wait dpl_01JABCDEF --timeout 10m
+
+  # the final deployment as JSON
+  manent wait dpl_01JABCDEF -o json`,
+		Args: exactArgs(1, "deploy id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			opts.Exporter = f.Exporter()
+			if opts.Timeout < 0 {
+				return usageErrorf("--timeout must not be negative")
+			}
+			if runF != nil {
+				return runF(opts)
+			}
+			return waitRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up after this long (exit 3); 0 waits forever")
+	return cmd
+}
+
+func waitRun(ctx context.Context, opts *WaitOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, opts.Timeout, nil)
+	return finishFollow(opts.IO, opts.Exporter, d, err)
+}
