@@ -1,0 +1,65 @@
+package auth
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Identity is who made a request, as RBAC sees it.
+type Identity struct {
+	// Subject is "token:<name>" for a static token or "oidc:<claim value>"
+	// for an OIDC JWT, e.g. "token:ci" or "oidc:alice@example.com".
+	Subject string
+	// Groups are the identity's groups without the "group:" prefix that
+	// RBAC subjects use for them.
+	Groups []string
+}
+
+// String returns the subject.
+func (id Identity) String() string { return id.Subject }
+
+// TokenConfig is one static token of `auth.tokens` (SPEC §8.1). The token
+// itself is never stored: SHA256 is the hex SHA-256 of it (see HashToken).
+type TokenConfig struct {
+	Name   string   `mapstructure:"name" yaml:"name"`
+	SHA256 string   `mapstructure:"sha256" yaml:"sha256"`
+	Groups []string `mapstructure:"groups" yaml:"groups,omitempty"`
+}
+
+// OIDCConfig is `auth.oidc` (SPEC §8.1).
+type OIDCConfig struct {
+	// Issuer is the issuer URL; discovery reads
+	// <Issuer>/.well-known/openid-configuration. It must be https, except
+	// on a loopback host.
+	Issuer string `mapstructure:"issuer" yaml:"issuer"`
+	// Audience must be in the token's "aud" claim.
+	Audience string `mapstructure:"audience" yaml:"audience"`
+	// Claim names the claim that becomes the identity "oidc:<value>":
+	// "email" (the default) or "sub", or another string claim.
+	Claim string `mapstructure:"claim" yaml:"claim,omitempty"`
+	// GroupsClaim names the claim holding the groups, an array of strings
+	// or a single string. Default "groups".
+	GroupsClaim string `mapstructure:"groups_claim" yaml:"groups_claim,omitempty"`
+}
+
+// Config configures an Authenticator.
+type Config struct {
+	// Tokens are the static tokens.
+	Tokens []TokenConfig
+	// OIDC, when set, makes JWT bearer tokens go to the OIDC verifier.
+	OIDC *OIDCConfig
+	// BootstrapToken, when set, is the one-time admin token of SPEC §8.1:
+	// it authenticates as BootstrapSubject in the group "admins". Pair it
+	// with BootstrapRule in the policy.
+	BootstrapToken string
+	// HTTPClient talks to the OIDC issuer. Nil means a client with a 10 s
+	// timeout.
+	HTTPClient *http.Client
+	// Logger receives the verifier's reasons for refusing a token, which
+	// are not sent to the client. Nil discards them.
+	Logger *slog.Logger
+	// Now is the clock for token expiry and retry intervals. Nil means
+	// time.Now.
+	Now func() time.Time
+}
