@@ -1,0 +1,236 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// These tests run the real manent-server binary, because a process dying
+// is the point: SIGKILL mid-step, SIGTERM, restart.
+
+var serverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "manent-server-bin")
+	if err != nil {
+		panic(err)
+	}
+	serverBin = filepath.Join(dir, "manent-server")
+	out, err := exec.Command("go", "build", "-o", serverBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build manent-server: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type proc struct {
+	cmd     *exec.Cmd
+	addr    string
+	done    chan struct{} // closed when the process has exited
+	waitErr error
+}
+
+var listening = regexp.MustCompile(`listening on (http://\S+)`)
+
+// start runs manent-server on a random loopback port and waits until it listens.
+func start(t *testing.T, dataDir, db string) *proc {
+	t.Helper()
+	cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db, "--executor-id", "crash-worker")
+	cmd.Env = append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(filepath.Join(dataDir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				addrc <- m[1]
+			}
+		}
+	}()
+	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	select {
+	case p.addr = <-addrc:
+	case <-p.done:
+		b, _ := os.ReadFile(filepath.Join(dataDir, "server.log"))
+		t.Fatalf("manent-server exited before listening: %v\n%s", p.waitErr, b)
+	case <-time.After(60 * time.Second):
+		t.Fatal("manent-server did not listen within 60s")
+	}
+	return p
+}
+
+func (p *proc) client() *api.Client { return api.NewClient(p.addr, "test-token", nil) }
+
+// crashDescriptor has script steps that each append their name to effects
+// once per run, and a slow step that waits for the release file.
+func crashDescriptor(t *testing.T, dir string) (yml, effects, started, release string) {
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("release"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	effects, started, release = filepath.Join(dir, "effects"), filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	rec := func(name string) string { return fmt.Sprintf("echo %s >> %s", name, effects) }
+	slow := fmt.Sprintf(`%s; touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e %s ]`,
+		rec("slow"), started, release, release)
+	yml = fmt.Sprintf(`apiVersion: manent/v1
+application: crash
+environment: test
+version: "1.0"
+artifact: {url: "file://%s"}
+steps:
+  - {name: early, after: qa, plugin: script, with: {command: [sh, -c, %q]}}
+  - {name: slow, after: early, plugin: script, with: {command: [sh, -c, %q]}}
+  - {name: late, after: activation, plugin: script, with: {command: [sh, -c, %q]}}
+`, art, rec("early"), slow, rec("late"))
+	return yml, effects, started, release
+}
+
+func countLines(t *testing.T, path string) map[string]int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, l := range strings.Fields(string(b)) {
+		out[l]++
+	}
+	return out
+}
+
+func waitFinal(t *testing.T, c *api.Client, id string) *manent.Deployment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d, err := c.Wait(ctx, id, 100*time.Millisecond)
+	if err != nil {
+		t.Fatalf("wait %s: %v", id, err)
+	}
+	return d
+}
+
+func stepByName(d *manent.Deployment, name string) manent.Step {
+	for _, s := range d.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	return manent.Step{}
+}
+
+// A server killed with SIGKILL in the middle of a step and restarted with
+// the same executor id resumes the deploy: completed steps do not run
+// again, the interrupted one does.
+func TestSIGKILLMidStepResumes(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "data")
+		yml, effects, started, release := crashDescriptor(t, dir)
+
+		p := start(t, data, db)
+		res, err := p.client().Submit(context.Background(), []byte(yml), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "slow step to start")
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		if err := os.Remove(started); err != nil {
+			t.Fatal(err)
+		}
+
+		p2 := start(t, data, db)
+		// The interrupted step runs again after the restart.
+		enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "slow step to run again")
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d := waitFinal(t, p2.client(), res.ID)
+		if d.State != manent.StateSuccess {
+			t.Fatalf("state after restart = %s (%s), want SUCCESS", d.State, d.Error)
+		}
+		got := countLines(t, effects)
+		if got["early"] != 1 || got["late"] != 1 || got["slow"] != 2 {
+			t.Fatalf("side effects %v: want early 1, slow 2 (interrupted, then re-run), late 1", got)
+		}
+		for _, n := range []string{"config", "secrets", "artifacts", "qa", "early"} {
+			if a := stepByName(d, n).Attempts; a != 1 {
+				t.Errorf("step %s ran %d times, want 1 (completed before the crash)", n, a)
+			}
+		}
+		cur, err := os.Readlink(filepath.Join(data, "targets", "crash", "test", "current"))
+		if err != nil || filepath.Base(cur) != "1.0" {
+			t.Fatalf("current -> %q, %v", cur, err)
+		}
+	})
+}
+
+// SIGTERM stops the server cleanly (exit 0) even with a step running; the
+// deploy is finished after a restart.
+func TestSIGTERMGracefulThenResume(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	db := enginetest.SQLite(t)
+	yml, _, started, release := crashDescriptor(t, dir)
+	p := start(t, data, db)
+	res, err := p.client().Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "slow step to start")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if p.waitErr != nil {
+			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("manent-server did not stop within 60s of SIGTERM")
+	}
+	p2 := start(t, data, db)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := waitFinal(t, p2.client(), res.ID); d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+}
