@@ -20,6 +20,8 @@ type Principal struct {
 type Guard interface {
 	Authenticate(ctx context.Context, authorization string) (Principal, error)
 	Authorize(p Principal, permission, application, environment string) error
+	// AuthorizeCluster checks agent.report on one cluster.
+	AuthorizeCluster(p Principal, cluster string) error
 }
 
 // Permissions (SPEC §8.1).
@@ -66,6 +68,11 @@ func (g *AdminGuard) Authorize(p Principal, permission, application, environment
 		return nil
 	}
 	return manent.Errorf(manent.EForbidden, "%s may not %s on %s/%s", p.Subject, permission, application, environment)
+}
+
+// AuthorizeCluster grants the admin every cluster.
+func (g *AdminGuard) AuthorizeCluster(p Principal, cluster string) error {
+	return g.Authorize(p, PermAgent, "", "")
 }
 
 // TokenHash returns the hex sha256 of a token, as stored in configuration.

