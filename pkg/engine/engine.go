@@ -340,9 +340,6 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 			if err := dbos.CancelWorkflow(e.dbos, id); err != nil {
 				return nil, fmt.Errorf("cancel %s: %w", id, err)
 			}
-			if err := e.st.SkipPending(ctx, id); err != nil {
-				return nil, err
-			}
 			if err := e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"}); err != nil {
 				return nil, err
 			}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -57,6 +58,11 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 	for _, ps := range steps {
 		out, err := r.step(ctx, ps)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Shutting down: the step was interrupted, not failed. The
+				// deploy stays PENDING and recovery resumes it.
+				return Result{}, err
+			}
 			failed = ps.Name
 			break
 		}
@@ -69,6 +75,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 
 	// Conclusion: cleanup runs after success and error alike.
 	if _, err := r.step(ctx, manent.PlanStep{Name: manent.StepCleanup, MaxRetries: 3}); err != nil {
+		if ctx.Err() != nil {
+			return Result{}, err
+		}
 		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
 	}
 	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
@@ -83,6 +92,11 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 	}
 	return res, nil
 }
+
+// startRecordDelay is how long a step runs before it is shown RUNNING: a
+// shorter step is recorded once, when it ends, which halves the writes of
+// the common fast step.
+const startRecordDelay = 50 * time.Millisecond
 
 // step runs one plan step as a DBOS step with retries; permanent errors
 // stop at once. Cancel is checked first: a cancelled deploy runs no more steps.
@@ -103,26 +117,7 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 				return stepOut{}, err
 			}
 		}
-		if _, err := r.e.st.StepStarted(sctx, r.in.ID, ps.Name); err != nil {
-			return stepOut{}, err
-		}
-		log := &logWriter{ctx: sctx, st: r.e.st, id: r.in.ID, step: ps.Name}
-		out, err := fn(sctx, log)
-		log.flush()
-		if err != nil {
-			if _, serr := r.e.st.StepFinished(sctx, r.in.ID, ps.Name, manent.StepError, out, err.Error()); serr != nil {
-				return stepOut{}, errors.Join(err, serr)
-			}
-			return stepOut{}, err
-		}
-		raw, merr := json.Marshal(out)
-		if merr != nil {
-			return stepOut{}, plugin.Permanent(merr)
-		}
-		if _, err := r.e.st.StepFinished(sctx, r.in.ID, ps.Name, manent.StepSuccess, json.RawMessage(raw), ""); err != nil {
-			return stepOut{}, err
-		}
-		return stepOut{Output: raw}, nil
+		return r.attempt(sctx, ps.Name, fn)
 	},
 		dbos.WithStepName(ps.Name),
 		dbos.WithStepMaxRetries(ps.MaxRetries),
@@ -131,6 +126,51 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 		dbos.WithStepMaxInterval(r.e.cfg.RetryMax),
 		dbos.WithStepRetryPredicate(func(err error) bool { return !plugin.IsPermanent(err) }),
 	)
+}
+
+// attempt runs one attempt of a step and records it: RUNNING once it has
+// run for startRecordDelay, then its end with its output or error and its
+// log lines.
+func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, error) {
+	startedAt := time.Now()
+	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, last: startedAt}
+	var counted atomic.Bool
+	recorded := make(chan struct{})
+	timer := time.AfterFunc(startRecordDelay, func() {
+		defer close(recorded)
+		if _, err := r.e.st.StepStarted(ctx, r.in.ID, name, startedAt); err == nil {
+			counted.Store(true)
+		}
+		log.flush()
+	})
+	out, err := fn(ctx, log)
+	if !timer.Stop() {
+		<-recorded
+	}
+	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take()}
+	if err != nil && ctx.Err() != nil {
+		// Interrupted by shutdown: not an outcome. Keep the log lines; the
+		// step stays RUNNING until recovery runs it again.
+		_ = r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,
+			store.LogEntry{Time: time.Now(), Text: "interrupted by a worker shutdown; recovery will run this step again"}))
+		return stepOut{}, err
+	}
+	if err != nil {
+		end.State, end.Output, end.Error = manent.StepError, out, err.Error()
+		if _, serr := r.e.st.StepFinished(ctx, r.in.ID, name, end); serr != nil {
+			return stepOut{}, errors.Join(err, serr)
+		}
+		return stepOut{}, err
+	}
+	raw, merr := json.Marshal(out)
+	if merr != nil {
+		return stepOut{}, plugin.Permanent(merr)
+	}
+	end.Output = json.RawMessage(raw)
+	if _, err := r.e.st.StepFinished(ctx, r.in.ID, name, end); err != nil {
+		return stepOut{}, err
+	}
+	return stepOut{Output: raw}, nil
 }
 
 type action func(ctx context.Context, log *logWriter) (any, error)
@@ -318,9 +358,6 @@ func (r *run) finish(ctx context.Context, failed string, cancelled bool) (Result
 		res.State = manent.StateCancelled
 		res.Error = "cancelled"
 	}
-	if err := r.e.st.SkipPending(ctx, r.in.ID); err != nil {
-		return res, err
-	}
 	if err := r.e.st.Finish(ctx, r.in.ID, store.Outcome{
 		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
 	}); err != nil {
@@ -329,42 +366,70 @@ func (r *run) finish(ctx context.Context, failed string, cancelled bool) (Result
 	return res, nil
 }
 
-// logWriter appends what a step writes to the deploy's log, line by line.
+// logWriter collects what a step writes to the deploy's log, line by line.
+// Lines are written with the step's end, or sooner — at most every
+// logFlushEvery — once the step is shown RUNNING, so `logs -f` follows a
+// long step as it runs.
 type logWriter struct {
-	ctx  context.Context
-	st   *store.Store
-	id   string
-	step string
-	mu   sync.Mutex
-	buf  []byte
+	ctx     context.Context
+	st      *store.Store
+	id      string
+	step    string
+	mu      sync.Mutex
+	buf     []byte
+	pending []store.LogEntry
+	last    time.Time
+	live    bool // the step is shown RUNNING: flush as lines come
 }
+
+const logFlushEvery = 250 * time.Millisecond
 
 func (l *logWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf = append(l.buf, p...)
-	var lines []string
+	now := time.Now()
 	for {
 		i := bytes.IndexByte(l.buf, '\n')
 		if i < 0 {
 			break
 		}
-		lines = append(lines, strings.TrimRight(string(l.buf[:i]), "\r"))
+		l.pending = append(l.pending, store.LogEntry{Time: now, Text: strings.TrimRight(string(l.buf[:i]), "\r")})
 		l.buf = l.buf[i+1:]
 	}
-	if len(lines) > 0 {
-		if err := l.st.AppendLog(l.ctx, l.id, l.step, lines...); err != nil {
-			return 0, err
-		}
+	if l.live && len(l.pending) > 0 && now.Sub(l.last) >= logFlushEvery {
+		l.flushLocked()
 	}
 	return len(p), nil
 }
 
+// flush writes the pending lines now and streams the rest as they come.
 func (l *logWriter) flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.live = true
+	l.flushLocked()
+}
+
+func (l *logWriter) flushLocked() {
+	if len(l.pending) == 0 {
+		return
+	}
+	if err := l.st.AppendLog(l.ctx, l.id, l.step, l.pending); err == nil {
+		l.pending = nil
+	}
+	l.last = time.Now()
+}
+
+// take returns the lines not written yet, including a last unterminated one.
+func (l *logWriter) take() []store.LogEntry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if len(l.buf) > 0 {
-		_ = l.st.AppendLog(l.ctx, l.id, l.step, string(l.buf))
+		l.pending = append(l.pending, store.LogEntry{Time: time.Now(), Text: string(l.buf)})
 		l.buf = nil
 	}
+	out := l.pending
+	l.pending = nil
+	return out
 }

@@ -286,8 +286,9 @@ type Outcome struct {
 	At       time.Time
 }
 
-// Finish records a final state, the inventory and a `done` event in one
-// transaction. Finishing an already final deployment changes nothing.
+// Finish records a final state, marks the steps that never ran SKIPPED,
+// and writes the inventory and a `done` event, in one transaction.
+// Finishing an already final deployment changes nothing.
 func (s *Store) Finish(ctx context.Context, id string, o Outcome) error {
 	if !o.State.Final() {
 		return fmt.Errorf("finish %s: %s is not a final state", id, o.State)
@@ -299,6 +300,9 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome) error {
 		}
 		if r.State.Final() {
 			return nil
+		}
+		if err := s.skipPending(ctx, tx, id); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET state = ?, reason = '', error = ?, rollback = ?,
 			artifact_sha256 = CASE WHEN ? <> '' THEN ? ELSE artifact_sha256 END, finished_at = ? WHERE id = ?`),

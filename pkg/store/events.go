@@ -71,11 +71,10 @@ func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, id, typ string, at 
 }
 
 // AppendLog appends log lines of a step to a deploy's log.
-func (s *Store) AppendLog(ctx context.Context, id, step string, lines ...string) error {
+func (s *Store) AppendLog(ctx context.Context, id, step string, lines []LogEntry) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error {
-		now := time.Now()
 		for _, l := range lines {
-			if _, err := s.appendEvent(ctx, tx, id, EventLog, now, LogData{Step: step, Text: l}); err != nil {
+			if _, err := s.appendEvent(ctx, tx, id, EventLog, l.Time, LogData{Step: step, Text: l.Text}); err != nil {
 				return err
 			}
 		}

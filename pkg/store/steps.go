@@ -21,22 +21,21 @@ func (s *Store) PlanSteps(ctx context.Context, tx *sql.Tx, id string, names []st
 	return nil
 }
 
-// StepStarted marks a step RUNNING and counts one more attempt. A step not
-// in the plan (rollback, checkpoint…) is appended after the last one.
-func (s *Store) StepStarted(ctx context.Context, id, name string) (manent.Step, error) {
+// StepStarted marks a step RUNNING since at and counts one more attempt. A
+// step not in the plan (rollback, checkpoint…) is appended after the last one.
+func (s *Store) StepStarted(ctx context.Context, id, name string, at time.Time) (manent.Step, error) {
 	var st manent.Step
 	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		now := time.Now()
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, attempts = attempts + 1,
 			started_at = COALESCE(started_at, ?), finished_at = NULL, error = '' WHERE deployment_id = ? AND name = ?`),
-			string(manent.StepRunning), fmtTime(now), id, name)
+			string(manent.StepRunning), fmtTime(at), id, name)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at)
 				SELECT ?, COALESCE(MAX(position), 0) + 10, ?, ?, 1, ? FROM manent_steps WHERE deployment_id = ?`),
-				id, name, string(manent.StepRunning), fmtTime(now), id); err != nil {
+				id, name, string(manent.StepRunning), fmtTime(at), id); err != nil {
 				return err
 			}
 		}
@@ -44,35 +43,65 @@ func (s *Store) StepStarted(ctx context.Context, id, name string) (manent.Step, 
 		if err != nil {
 			return err
 		}
-		_, err = s.appendEvent(ctx, tx, id, EventStep, now, st)
+		_, err = s.appendEvent(ctx, tx, id, EventStep, at, st)
 		return err
 	})
 	return st, err
 }
 
-// StepFinished records a step's end: SUCCESS with its output, or ERROR with
-// its error (another attempt may follow), or SKIPPED.
-func (s *Store) StepFinished(ctx context.Context, id, name string, state manent.StepState, output any, errText string) (manent.Step, error) {
+// LogEntry is one log line with the time it was written.
+type LogEntry struct {
+	Time time.Time
+	Text string
+}
+
+// StepEnd is how one attempt of a step ended.
+type StepEnd struct {
+	State  manent.StepState
+	Output any
+	Error  string
+	// StartedAt is when the attempt started; Counted says whether
+	// StepStarted already recorded it (a short step is recorded only here).
+	StartedAt time.Time
+	Counted   bool
+	// Logs are the step's log lines not written yet.
+	Logs []LogEntry
+}
+
+// StepFinished records the end of an attempt — SUCCESS with its output,
+// ERROR with its error (another attempt may follow), or SKIPPED — with the
+// step's pending log lines, in one transaction.
+func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) (manent.Step, error) {
 	var st manent.Step
 	err := s.Tx(ctx, func(tx *sql.Tx) error {
 		now := time.Now()
+		for _, l := range end.Logs {
+			if _, err := s.appendEvent(ctx, tx, id, EventLog, l.Time, LogData{Step: name, Text: l.Text}); err != nil {
+				return err
+			}
+		}
 		var out any
-		if output != nil {
-			b, err := json.Marshal(output)
+		if end.Output != nil {
+			b, err := json.Marshal(end.Output)
 			if err != nil {
 				return err
 			}
 			out = string(b)
 		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ? WHERE deployment_id = ? AND name = ?`),
-			string(state), fmtTime(now), out, errText, id, name)
+		add := 0
+		if !end.Counted && !end.StartedAt.IsZero() {
+			add = 1
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ?,
+			attempts = attempts + ?, started_at = COALESCE(started_at, ?) WHERE deployment_id = ? AND name = ?`),
+			string(end.State), fmtTime(now), out, end.Error, add, fmtTimePtr(&end.StartedAt), id, name)
 		if err != nil {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, finished_at, output, error)
-				SELECT ?, COALESCE(MAX(position), 0) + 10, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?`),
-				id, name, string(state), fmtTime(now), out, errText, id); err != nil {
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error)
+				SELECT ?, COALESCE(MAX(position), 0) + 10, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?`),
+				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), fmtTime(now), out, end.Error, id); err != nil {
 				return err
 			}
 		}
@@ -86,9 +115,8 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, state manent.
 	return st, err
 }
 
-// SkipPending marks every step still PENDING as SKIPPED (a deploy that ended early).
-func (s *Store) SkipPending(ctx context.Context, id string) error {
-	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ? WHERE deployment_id = ? AND state = ?`),
+func (s *Store) skipPending(ctx context.Context, tx *sql.Tx, id string) error {
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ? WHERE deployment_id = ? AND state = ?`),
 		string(manent.StepSkipped), id, string(manent.StepPending))
 	return err
 }

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// noopTarget is a target that does nothing: the benchmark measures the
+// engine, not a plugin.
+type noopTarget struct{}
+
+func (noopTarget) Validate(map[string]any) error { return nil }
+func (noopTarget) Live(context.Context, plugin.Context) (json.RawMessage, error) {
+	return json.RawMessage(`{}`), nil
+}
+func (noopTarget) Deploy(context.Context, plugin.Context) (plugin.Result, error)   { return nil, nil }
+func (noopTarget) Activate(context.Context, plugin.Context) (plugin.Result, error) { return nil, nil }
+func (noopTarget) Health(context.Context, plugin.Context) (plugin.Result, error)   { return nil, nil }
+func (noopTarget) RollbackDeploy(context.Context, plugin.Context, json.RawMessage) (plugin.Result, error) {
+	return nil, nil
+}
+func (noopTarget) RollbackActivation(context.Context, plugin.Context, json.RawMessage) (plugin.Result, error) {
+	return nil, nil
+}
+
+const (
+	benchDeploys = 500
+	benchEnvs    = 50
+	benchSlots   = 16
+)
+
+// BenchmarkEngine submits 500 no-op deploys over 50 environments, then runs
+// 500 raw DBOS workflows with the same number of no-op steps on the same
+// queue and database, and reports both rates and their ratio (goal ≥ 0.5).
+// Run: go test ./pkg/engine -run '^$' -bench Engine -benchtime 1x
+func BenchmarkEngine(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) { benchEngine(b, enginetest.SQLite(b)) })
+	b.Run("postgres", func(b *testing.B) { benchEngine(b, enginetest.Postgres(b)) })
+}
+
+func benchEngine(b *testing.B, db string) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	reg := plugin.NewRegistry()
+	_ = reg.RegisterTarget("noop", noopTarget{})
+	dir := b.TempDir()
+	e, err := New(ctx, st, Config{ExecutorID: "bench", Slots: benchSlots, DataDir: dir, Plugins: reg, QueuePoll: 100 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The raw comparison: the same number of DBOS steps as a deploy runs
+	// (config, notify:started, 6 plan steps, cleanup, finish, attributes).
+	const rawSteps = 11
+	raw := func(ctx dbos.Context, n int) (int, error) {
+		for i := 0; i < n; i++ {
+			if _, err := dbos.RunAsStep(ctx, func(context.Context) (int, error) { return i, nil }, dbos.WithStepName(fmt.Sprintf("noop-%d", i))); err != nil {
+				return 0, err
+			}
+		}
+		return n, nil
+	}
+	dbos.RegisterWorkflow(e.dbos, raw, dbos.WithWorkflowName("bench.raw"))
+	if err := e.Launch(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer e.Shutdown(10 * time.Second)
+
+	art := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	pipeline := manent.Plan{}
+	for _, n := range manent.DefaultPipeline {
+		pipeline.Steps = append(pipeline.Steps, manent.PlanStep{Name: n})
+	}
+	for i := 0; i < b.N; i++ {
+		// Manent deploys.
+		start := time.Now()
+		ids := make([]string, 0, benchDeploys)
+		for j := 0; j < benchDeploys; j++ {
+			env := fmt.Sprintf("env-%02d", j%benchEnvs)
+			in := Input{
+				ID: NewID(), Application: "bench", Environment: env, Version: fmt.Sprint(j), Requester: "token:bench",
+				Descriptor: &descriptor.Descriptor{Artifact: descriptor.Artifact{URL: "file://" + art}},
+				Plan:       pipeline, Target: descriptor.Target{Plugin: "noop"},
+			}
+			if _, err := e.Submit(ctx, in, nil); err != nil {
+				b.Fatal(err)
+			}
+			ids = append(ids, in.ID)
+		}
+		for _, id := range ids {
+			h, err := dbos.RetrieveWorkflow[Result](e.dbos, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond))
+			if err != nil || res.State != manent.StateSuccess {
+				b.Fatalf("deploy %s: %v %+v", id, err, res)
+			}
+		}
+		manentRate := float64(benchDeploys) / time.Since(start).Seconds()
+
+		// Raw DBOS workflows, same queue, same partitions.
+		start = time.Now()
+		var hs []dbos.WorkflowHandle[int]
+		for j := 0; j < benchDeploys; j++ {
+			h, err := dbos.RunWorkflow(e.dbos, raw, rawSteps,
+				dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(fmt.Sprintf("bench/env-%02d", j%benchEnvs)))
+			if err != nil {
+				b.Fatal(err)
+			}
+			hs = append(hs, h)
+		}
+		for _, h := range hs {
+			if _, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rawRate := float64(benchDeploys) / time.Since(start).Seconds()
+		b.ReportMetric(manentRate, "deploys/s")
+		b.ReportMetric(rawRate, "raw-workflows/s")
+		b.ReportMetric(manentRate/rawRate, "ratio")
+		b.Logf("%d deploys over %d environments: manent %.1f deploys/s, raw DBOS %.1f workflows/s (%d no-op steps), ratio %.2f",
+			benchDeploys, benchEnvs, manentRate, rawRate, rawSteps, manentRate/rawRate)
+	}
+}
