@@ -1,4 +1,76 @@
 package server
 
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
 // routesAudit registers the routes of the audit log (GET /api/v1/audit).
-func (s *Server) routesAudit() {}
+func (s *Server) routesAudit() {
+	s.mux.HandleFunc("GET /api/v1/audit", s.handleAudit)
+}
+
+// AuditResult is one page of the audit log, newest first.
+type AuditResult struct {
+	Items      []store.AuditEntry `json:"items"`
+	NextBefore int64              `json:"next_before,omitempty"`
+}
+
+func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	if err := s.cfg.Guard.Authorize(p, PermAudit, "", ""); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	q := r.URL.Query()
+	f := store.AuditFilter{Action: q.Get("action")}
+	for key, dst := range map[string]*int64{"before": &f.Before} {
+		if v := q.Get(key); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "%s must be a positive number, got %q", key, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to 1000, got %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	items, err := s.st.Audit(r.Context(), f)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := AuditResult{Items: items}
+	if f.Limit == 0 {
+		f.Limit = 100
+	}
+	if len(items) == f.Limit {
+		out.NextBefore = items[len(items)-1].Seq
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// audit records a state-changing call; a failure to write it is logged,
+// never hidden.
+func (s *Server) audit(ctx context.Context, r *http.Request, p Principal, action, target, outcome, detail string) {
+	err := s.st.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
+		Identity: p.Subject, Action: action, Target: target, RequestID: requestID(r), Outcome: outcome, Detail: detail,
+	})
+	if err != nil {
+		s.log.Error("audit write failed", "action", action, "target", target, "error", err)
+	}
+}

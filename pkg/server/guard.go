@@ -2,12 +2,8 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"strings"
 
-	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/auth"
 )
 
 // Principal is an authenticated caller.
@@ -26,66 +22,55 @@ type Guard interface {
 
 // Permissions (SPEC §8.1).
 const (
-	PermSubmit   = "deployment.submit"
-	PermDryRun   = "deployment.dry-run"
-	PermRead     = "deployment.read"
-	PermCancel   = "deployment.cancel"
-	PermApprove  = "deployment.approve"
-	PermSchedule = "schedule.manage"
-	PermAgent    = "agent.report"
-	PermAudit    = "audit.read"
-	PermAdmin    = "admin"
+	PermSubmit   = string(auth.DeploymentSubmit)
+	PermDryRun   = string(auth.DeploymentDryRun)
+	PermRead     = string(auth.DeploymentRead)
+	PermCancel   = string(auth.DeploymentCancel)
+	PermApprove  = string(auth.DeploymentApprove)
+	PermSchedule = string(auth.ScheduleManage)
+	PermAgent    = string(auth.AgentReport)
+	PermAudit    = string(auth.AuditRead)
+	PermAdmin    = string(auth.Admin)
 )
 
-// AdminGuard accepts only the bootstrap admin token (local trial mode) and
-// grants it every permission. The token is kept as its sha256 and compared
-// in constant time.
-type AdminGuard struct {
-	hash [32]byte
+// AuthGuard is the Guard of a running server: static tokens and OIDC
+// (pkg/auth.Authenticator) and RBAC (pkg/auth.Policy).
+type AuthGuard struct {
+	Authn  *auth.Authenticator
+	Policy *auth.Policy
 }
 
-// NewAdminGuard returns a guard for one admin token.
-func NewAdminGuard(token string) *AdminGuard {
-	return &AdminGuard{hash: sha256.Sum256([]byte(token))}
-}
-
-// Authenticate checks the bearer token.
-func (g *AdminGuard) Authenticate(_ context.Context, authorization string) (Principal, error) {
-	tok, ok := bearer(authorization)
-	if !ok {
-		return Principal{}, manent.Errorf(manent.EUnauthorized, "missing bearer token: send Authorization: Bearer <token>")
+// NewAdminGuard returns a guard that knows only the bootstrap admin token
+// (local trial mode), which may do everything.
+func NewAdminGuard(token string) *AuthGuard {
+	a, err := auth.New(auth.Config{BootstrapToken: token})
+	if err != nil {
+		panic("admin guard: " + err.Error()) // only an empty token fails, a programming error
 	}
-	h := sha256.Sum256([]byte(tok))
-	if subtle.ConstantTimeCompare(h[:], g.hash[:]) != 1 {
-		return Principal{}, manent.Errorf(manent.EUnauthorized, "invalid token")
+	p, err := auth.NewPolicy([]auth.RBACRule{auth.BootstrapRule()})
+	if err != nil {
+		panic("admin guard: " + err.Error())
 	}
-	return Principal{Subject: "token:admin", Groups: []string{"admins"}}, nil
+	return &AuthGuard{Authn: a, Policy: p}
 }
 
-// Authorize grants the admin everything.
-func (g *AdminGuard) Authorize(p Principal, permission, application, environment string) error {
-	if p.Subject == "token:admin" {
-		return nil
+// Authenticate checks the bearer token (401 as *manent.Error).
+func (g *AuthGuard) Authenticate(ctx context.Context, authorization string) (Principal, error) {
+	id, err := g.Authn.Authenticate(ctx, authorization)
+	if err != nil {
+		return Principal{}, err
 	}
-	return manent.Errorf(manent.EForbidden, "%s may not %s on %s/%s", p.Subject, permission, application, environment)
+	return Principal{Subject: id.Subject, Groups: id.Groups}, nil
 }
 
-// AuthorizeCluster grants the admin every cluster.
-func (g *AdminGuard) AuthorizeCluster(p Principal, cluster string) error {
-	return g.Authorize(p, PermAgent, "", "")
+// Authorize checks permission on application/environment (403 as *manent.Error).
+func (g *AuthGuard) Authorize(p Principal, permission, application, environment string) error {
+	return g.Policy.Authorize(identity(p), auth.Permission(permission), application, environment)
 }
 
-// TokenHash returns the hex sha256 of a token, as stored in configuration.
-func TokenHash(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
+// AuthorizeCluster checks agent.report on cluster.
+func (g *AuthGuard) AuthorizeCluster(p Principal, cluster string) error {
+	return g.Policy.AuthorizeCluster(identity(p), cluster)
 }
 
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
+func identity(p Principal) auth.Identity { return auth.Identity{Subject: p.Subject, Groups: p.Groups} }

@@ -19,6 +19,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // MaxBody bounds a request body (SPEC: 1 MiB, 413 beyond).
@@ -36,16 +37,23 @@ type Config struct {
 	TrialMode bool
 	// Pipeline is pipeline.steps (empty: the default pipeline).
 	Pipeline []string
+	// Sources are artifacts.sources; nil means the trial sources in trial
+	// mode and nothing otherwise.
+	Sources *urlpolicy.Sources
+	// Callbacks is the callback policy (callbacks.allow).
+	Callbacks urlpolicy.Callbacks
+	// SubmissionsPerMinute limits each identity's submissions (0: 120).
+	SubmissionsPerMinute int
 }
 
 // Server is the HTTP API.
 type Server struct {
-	cfg   Config
-	eng   *engine.Engine
-	st    *store.Store
-	log   *slog.Logger
-	mux   *http.ServeMux
-	ready func() bool
+	cfg     Config
+	eng     *engine.Engine
+	st      *store.Store
+	log     *slog.Logger
+	mux     *http.ServeMux
+	limiter *rateLimiter
 }
 
 // New returns the API handler.
@@ -53,7 +61,18 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.SubmissionsPerMinute == 0 {
+		cfg.SubmissionsPerMinute = 120
+	}
+	if cfg.Sources == nil {
+		src := urlpolicy.Sources{}
+		if cfg.TrialMode {
+			src = urlpolicy.TrialSources()
+		}
+		cfg.Sources = &src
+	}
+	s := &Server{cfg: cfg, eng: cfg.Engine, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
+		limiter: newRateLimiter(cfg.SubmissionsPerMinute)}
 	s.routes()
 	return s
 }
@@ -83,13 +102,15 @@ func (s *Server) routes() {
 // ServeHTTP serves the API with a request log and panic guard.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = withRequestID(r, w)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
 			writeError(sw, r, s.log, errors.New("panic"))
 		}
-		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "duration", time.Since(start))
+		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
+			"duration", time.Since(start), "request_id", requestID(r))
 	}()
 	s.mux.ServeHTTP(sw, r)
 }
@@ -124,26 +145,32 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal
 
 // deployment loads a deploy after checking the caller may act on it.
 func (s *Server) deployment(w http.ResponseWriter, r *http.Request, perm string) (*store.Record, bool) {
+	rec, _, ok := s.deploymentAs(w, r, perm)
+	return rec, ok
+}
+
+// deploymentAs is deployment that also returns the caller.
+func (s *Server) deploymentAs(w http.ResponseWriter, r *http.Request, perm string) (*store.Record, Principal, bool) {
 	p, ok := s.authenticate(w, r)
 	if !ok {
-		return nil, false
+		return nil, p, false
 	}
 	rec, err := s.eng.Refresh(r.Context(), r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		// The same answer for "absent" and "not yours" would hide existence;
 		// a 404 after authentication is what operators expect.
 		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "deploy %s not found", r.PathValue("id")))
-		return nil, false
+		return nil, p, false
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
-		return nil, false
+		return nil, p, false
 	}
 	if err := s.cfg.Guard.Authorize(p, perm, rec.Application, rec.Environment); err != nil {
 		writeError(w, r, s.log, err)
-		return nil, false
+		return nil, p, false
 	}
-	return rec, true
+	return rec, p, true
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -177,15 +204,17 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	rec, ok := s.deployment(w, r, PermCancel)
+	rec, p, ok := s.deploymentAs(w, r, PermCancel)
 	if !ok {
 		return
 	}
 	after, err := s.eng.Cancel(r.Context(), rec.ID)
 	if err != nil {
+		s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "refused", manent.ErrorMessage(err))
 		writeError(w, r, s.log, err)
 		return
 	}
+	s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "accepted", string(after.State))
 	writeJSON(w, http.StatusAccepted, after.Deployment)
 }
 
@@ -248,6 +277,13 @@ func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	app, env := r.URL.Query().Get("application"), r.URL.Query().Get("environment")
+	if app != "" && env != "" {
+		if err := s.cfg.Guard.Authorize(p, PermRead, app, env); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+	}
 	inv, err := s.st.Inventory(r.Context())
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -255,6 +291,9 @@ func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.InventoryResult{Items: []manent.InventoryEntry{}}
 	for _, e := range inv {
+		if (app != "" && e.Application != app) || (env != "" && e.Environment != env) {
+			continue
+		}
 		if s.cfg.Guard.Authorize(p, PermRead, e.Application, e.Environment) == nil {
 			out.Items = append(out.Items, e)
 		}

@@ -1,12 +1,12 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/api"
@@ -44,9 +44,16 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if !dryRun && !s.limitSubmission(w, r, p) {
+		return
+	}
+	target := d.Application + "/" + d.Environment
 	// 3–6. Sources, environment configuration, governance, plan.
-	in, decision, err := s.admit(d, p)
+	in, decision, err := s.admit(r.Context(), d, p)
 	if err != nil {
+		if !dryRun {
+			s.audit(r.Context(), r, p, "deployment.submit", target, "refused", manent.ErrorMessage(err))
+		}
 		writeError(w, r, s.log, err)
 		return
 	}
@@ -64,6 +71,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	s.audit(r.Context(), r, p, "deployment.submit", target, "accepted", rec.ID+" "+rec.Version)
 	s.log.Info("deploy accepted", "deploy", rec.ID, "application", rec.Application, "environment", rec.Environment,
 		"version", rec.Version, "requester", rec.Requester)
 	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)
@@ -72,11 +80,16 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 
 // admit runs checks 3 to 6 and returns the workflow input. Every problem of
 // one check is reported at once.
-func (s *Server) admit(d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
 	var problems []manent.FieldError
-	// 3. Sources.
-	if err := s.checkSource(d.Artifact.URL); err != nil {
-		problems = append(problems, manent.FieldError{Path: "/artifact/url", Message: err.Error()})
+	// 3. Sources and callback URLs.
+	problems = append(problems, fieldErrors(s.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")...)
+	if len(d.Callbacks) > 0 {
+		urls := make([]string, len(d.Callbacks))
+		for i, c := range d.Callbacks {
+			urls[i] = c.URL
+		}
+		problems = append(problems, fieldErrors(s.cfg.Callbacks.CheckAll(ctx, urls), "/callbacks")...)
 	}
 	if d.Schedule != nil {
 		problems = append(problems, manent.FieldError{Path: "/schedule", Message: "delayed and recurring deploys are not supported by this server yet"})
@@ -124,17 +137,15 @@ func (s *Server) admit(d *descriptor.Descriptor, p Principal) (engine.Input, *ma
 	return in, decision, nil
 }
 
-// checkSource allows file:// and http(s):// in trial mode.
-func (s *Server) checkSource(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("artifact url %q cannot be parsed", raw)
+// fieldErrors turns a policy error into field errors (at path when it has
+// none of its own).
+func fieldErrors(err error, path string) []manent.FieldError {
+	if err == nil {
+		return nil
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "file", "http", "https":
-		if s.cfg.TrialMode {
-			return nil
-		}
+	var me *manent.Error
+	if errors.As(err, &me) && len(me.Fields) > 0 {
+		return me.Fields
 	}
-	return fmt.Errorf("artifact url %q is not allowed by artifacts.sources", raw)
+	return []manent.FieldError{{Path: path, Message: manent.ErrorMessage(err)}}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/manent-io/manent/pkg/auth"
 )
 
 // Config is manent-server.yaml (SPEC §8). Keys of §8.1 keep their meaning
@@ -30,8 +32,21 @@ type Config struct {
 		Steps []string `mapstructure:"steps"`
 	} `mapstructure:"pipeline"`
 	Artifacts struct {
-		MaxBytes int64 `mapstructure:"max_bytes"`
+		Sources  []string `mapstructure:"sources"`
+		MaxBytes int64    `mapstructure:"max_bytes"`
 	} `mapstructure:"artifacts"`
+	Auth struct {
+		Tokens []auth.TokenConfig `mapstructure:"tokens"`
+		OIDC   *auth.OIDCConfig   `mapstructure:"oidc"`
+	} `mapstructure:"auth"`
+	RBAC      []auth.RBACRule `mapstructure:"rbac"`
+	Callbacks struct {
+		Allow     []string `mapstructure:"allow"`
+		SecretEnv string   `mapstructure:"secret_env"`
+	} `mapstructure:"callbacks"`
+	Limits struct {
+		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
+	} `mapstructure:"limits"`
 	LogLevel string `mapstructure:"log_level"`
 
 	// trial is set when no configuration file was given (SPEC §8.1).
@@ -49,6 +64,7 @@ func loadConfig(path string, flags map[string]string) (*Config, error) {
 	v.SetDefault("workers.retry_base", "1s")
 	v.SetDefault("workers.queue_poll", "100ms")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
+	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("log_level", "info")
 	v.SetEnvPrefix("MANENT")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))

@@ -21,10 +21,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 	"github.com/manent-io/manent/pkg/version"
 	"github.com/manent-io/manent/plugins/local"
 	"github.com/manent-io/manent/plugins/script"
@@ -138,7 +140,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		return nil, err
 	}
 	reg := plugin.NewRegistry()
-	if err := registerBuiltins(reg); err != nil {
+	if err := RegisterBuiltins(reg); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -155,8 +157,8 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	return &runtime{cfg: cfg, st: st, eng: eng, log: log}, nil
 }
 
-// registerBuiltins wires the built-in plugins.
-func registerBuiltins(reg *plugin.Registry) error {
+// RegisterBuiltins wires the built-in plugins (local, script) into reg.
+func RegisterBuiltins(reg *plugin.Registry) error {
 	sp := script.New()
 	return errors.Join(
 		reg.RegisterTarget("local", local.New()),
@@ -173,9 +175,29 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		return usageError{err}
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	token, created, err := bootstrapToken(cfg.DataDir)
+	// Local trial mode has a bootstrap admin token; a configured server has
+	// one only when MANENT_BOOTSTRAP_TOKEN is set.
+	token, created := os.Getenv("MANENT_BOOTSTRAP_TOKEN"), false
+	if cfg.trial {
+		if token, created, err = bootstrapToken(cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	guard, err := newGuard(cfg, token, log)
 	if err != nil {
-		return err
+		return usageError{err}
+	}
+	var sources *urlpolicy.Sources
+	if len(cfg.Artifacts.Sources) > 0 || !cfg.trial {
+		src, err := urlpolicy.NewSources(cfg.Artifacts.Sources)
+		if err != nil {
+			return usageError{err}
+		}
+		sources = &src
+	}
+	callbacks := urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}
+	if err := callbacks.Validate(); err != nil {
+		return usageError{err}
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -186,8 +208,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	}
 	defer rt.st.Close()
 	api := server.New(server.Config{
-		Engine: rt.eng, Guard: server.NewAdminGuard(token), Logger: log,
+		Engine: rt.eng, Guard: guard, Logger: log,
 		DataDir: cfg.DataDir, TrialMode: cfg.trial, Pipeline: cfg.Pipeline.Steps,
+		Sources: sources, Callbacks: callbacks, SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -234,6 +257,24 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 	rt.eng.Shutdown(20 * time.Second)
 	log.Info("stopped")
 	return nil
+}
+
+// newGuard builds authentication (static tokens, OIDC, the bootstrap token)
+// and RBAC from the configuration.
+func newGuard(cfg *Config, bootstrap string, log *slog.Logger) (*server.AuthGuard, error) {
+	authn, err := auth.New(auth.Config{Tokens: cfg.Auth.Tokens, OIDC: cfg.Auth.OIDC, BootstrapToken: bootstrap, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	rules := cfg.RBAC
+	if bootstrap != "" {
+		rules = append([]auth.RBACRule{auth.BootstrapRule()}, rules...)
+	}
+	policy, err := auth.NewPolicy(rules)
+	if err != nil {
+		return nil, err
+	}
+	return &server.AuthGuard{Authn: authn, Policy: policy}, nil
 }
 
 func redactDB(s string) string {

@@ -324,8 +324,13 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome) error {
 		if _, err := s.appendEvent(ctx, tx, id, EventState, o.At, stateEvent(o.State, "", o.Error)); err != nil {
 			return err
 		}
-		_, err = s.appendEvent(ctx, tx, id, EventDone, o.At, DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback})
-		return err
+		if _, err := s.appendEvent(ctx, tx, id, EventDone, o.At, DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}); err != nil {
+			return err
+		}
+		return s.appendAudit(ctx, tx, AuditEntry{
+			Time: o.At, Identity: "system:manent", Action: "deployment.finish", Target: id, RequestID: id,
+			Outcome: string(o.State), Detail: auditJSON(map[string]string{"error": o.Error, "rollback": o.Rollback, "sha256": o.SHA256}),
+		})
 	})
 }
 
