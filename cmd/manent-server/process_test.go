@@ -51,8 +51,13 @@ var listening = regexp.MustCompile(`listening on (http://\S+)`)
 // start runs manent-server on a random loopback port and waits until it listens.
 func start(t *testing.T, dataDir, db string) *proc {
 	t.Helper()
-	cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db, "--executor-id", "crash-worker")
-	cmd.Env = append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms")
+	return startWith(t, dataDir, db, "MANENT_EXECUTOR_ID=crash-worker")
+}
+
+func startWith(t *testing.T, dataDir, db string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db)
+	cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +237,90 @@ func TestSIGTERMGracefulThenResume(t *testing.T) {
 	}
 	if d := waitFinal(t, p2.client(), res.ID); d.State != manent.StateSuccess {
 		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+}
+
+// startAs runs manent-server with an executor id and extra environment.
+func startAs(t *testing.T, dataDir, db, executor string, env ...string) *proc {
+	t.Helper()
+	return startWith(t, dataDir, db, append([]string{"MANENT_EXECUTOR_ID=" + executor}, env...)...)
+}
+
+// A worker killed for good: `manent-server admin recover --executor-id`
+// hands its deploy to a live worker, which finishes it (PostgreSQL: several
+// workers share one database).
+func TestAdminRecoverHandsDeadWorkersDeploys(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	dead := startAs(t, filepath.Join(dir, "a"), db, "worker-a")
+	res, err := dead.client().Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "slow step to start on worker-a")
+	if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-dead.done
+	_ = os.Remove(started)
+	// worker-a's machine is gone, its disk with it: worker-b must fetch the
+	// artifact again.
+	if err := os.RemoveAll(filepath.Join(dir, "a")); err != nil {
+		t.Fatal(err)
+	}
+	live := startAs(t, filepath.Join(dir, "b"), db, "worker-b")
+	out, err := exec.Command(serverBin, "admin", "recover", "--executor-id", "worker-a", "--database", db, "--data-dir", filepath.Join(dir, "admin")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("admin recover: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), res.ID) {
+		t.Fatalf("admin recover did not name %s:\n%s", res.ID, out)
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "slow step to run again on worker-b")
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFinal(t, live.client(), res.ID)
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if got := countLines(t, effects); got["early"] != 1 || got["late"] != 1 {
+		t.Fatalf("side effects %v: completed steps must not run again", got)
+	}
+}
+
+// A deploy resumed more often than workers.max_recovery_attempts ends
+// MAX_RECOVERY_ATTEMPTS_EXCEEDED, and that is the state users see.
+func TestMaxRecoveryAttemptsExceeded(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	db := enginetest.SQLite(t)
+	yml, _, started, _ := crashDescriptor(t, dir)
+	env := "MANENT_WORKERS_MAX_RECOVERY_ATTEMPTS=1"
+	p := startAs(t, data, db, "crash-worker", env)
+	res, err := p.client().Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for crash := 0; crash < 2; crash++ {
+		enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "slow step to start (run %d)", crash+1)
+		_ = os.Remove(started)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		p = startAs(t, data, db, "crash-worker", env)
+		var d *manent.Deployment
+		exceeded := func() bool {
+			d, err = p.client().Deployment(context.Background(), res.ID)
+			return err == nil && d.State == manent.StateMaxRecoveryAttemptsExceeded
+		}
+		if crash == 1 {
+			enginetest.Eventually(t, 60*time.Second, exceeded, "deploy to end MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+			if d.FinishedAt == nil || d.Error == "" {
+				t.Fatalf("final deploy %+v: want finished_at and an error", d)
+			}
+		}
 	}
 }

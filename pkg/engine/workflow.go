@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,7 +144,10 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		}
 		log.flush()
 	})
-	out, err := fn(ctx, log)
+	out, err := r.prepareWorkDir(ctx, name, log)
+	if err == nil {
+		out, err = fn(ctx, log)
+	}
 	if !timer.Stop() {
 		<-recorded
 	}
@@ -209,6 +213,46 @@ func (r *run) action(ps manent.PlanStep) action {
 	}
 }
 
+// prepareWorkDir makes sure the work directory and the downloaded artifact
+// are there before a step runs: a deploy recovered by another worker (or
+// after the directory was lost) fetches the artifact again and checks it
+// against the digest recorded when it was first downloaded.
+func (r *run) prepareWorkDir(ctx context.Context, step string, log *logWriter) (any, error) {
+	switch step {
+	case manent.StepConfig, manent.StepCleanup:
+		return nil, nil
+	}
+	if err := os.MkdirAll(r.e.WorkDir(r.in.ID), 0o755); err != nil {
+		return nil, err
+	}
+	raw, ok := r.outputs[manent.StepArtifacts]
+	if !ok || step == manent.StepArtifacts {
+		return nil, nil
+	}
+	var f artifact.Fetched
+	if json.Unmarshal(raw, &f) != nil || f.Path == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(r.artifactPath(f)); err == nil {
+		return nil, nil
+	}
+	fmt.Fprintf(log, "artifact not on this worker: downloading it again (sha256 %s)\n", f.SHA256)
+	again, err := r.e.fetcher.Fetch(ctx, r.in.Descriptor.Artifact.URL, r.e.WorkDir(r.in.ID), f.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("fetch the artifact again: %w", err)
+	}
+	if again.Path != r.artifactPath(f) {
+		return nil, plugin.Permanent(fmt.Errorf("artifact landed at %s, expected %s", again.Path, r.artifactPath(f)))
+	}
+	return nil, nil
+}
+
+// artifactPath is where the downloaded artifact is on this worker: the
+// recorded path may be another worker's.
+func (r *run) artifactPath(f artifact.Fetched) string {
+	return filepath.Join(r.e.WorkDir(r.in.ID), filepath.Base(f.Path))
+}
+
 func (r *run) pluginContext(step string, with map[string]any, log *logWriter) plugin.Context {
 	pc := plugin.Context{
 		DeployID: r.in.ID, Application: r.in.Application, Environment: r.in.Environment,
@@ -217,8 +261,8 @@ func (r *run) pluginContext(step string, with map[string]any, log *logWriter) pl
 	}
 	if raw, ok := r.outputs[manent.StepArtifacts]; ok {
 		var f artifact.Fetched
-		if json.Unmarshal(raw, &f) == nil {
-			pc.Artifact = f.Path
+		if json.Unmarshal(raw, &f) == nil && f.Path != "" {
+			pc.Artifact = r.artifactPath(f)
 		}
 	}
 	return pc
@@ -289,7 +333,7 @@ func (r *run) qa(_ context.Context, log *logWriter) (any, error) {
 	if err := json.Unmarshal(r.outputs[manent.StepArtifacts], &f); err != nil || f.Path == "" {
 		return nil, plugin.Permanent(errors.New("qa: no artifact was downloaded"))
 	}
-	got, err := artifact.SHA256File(f.Path)
+	got, err := artifact.SHA256File(r.artifactPath(f))
 	if err != nil {
 		return nil, err
 	}

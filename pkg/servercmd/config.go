@@ -27,6 +27,9 @@ type Config struct {
 		RetryBase time.Duration `mapstructure:"retry_base"`
 		// QueuePoll is how often the deploy queue is polled.
 		QueuePoll time.Duration `mapstructure:"queue_poll"`
+		// MaxRecoveryAttempts bounds how often a crashed deploy is resumed
+		// before it ends MAX_RECOVERY_ATTEMPTS_EXCEEDED.
+		MaxRecoveryAttempts int `mapstructure:"max_recovery_attempts"`
 	} `mapstructure:"workers"`
 	Pipeline struct {
 		Steps []string `mapstructure:"steps"`
@@ -63,6 +66,7 @@ func loadConfig(path string, flags map[string]string) (*Config, error) {
 	v.SetDefault("workers.slots", 4)
 	v.SetDefault("workers.retry_base", "1s")
 	v.SetDefault("workers.queue_poll", "100ms")
+	v.SetDefault("workers.max_recovery_attempts", 10)
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("log_level", "info")

@@ -147,7 +147,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	dataDir, _ := filepath.Abs(cfg.DataDir)
 	eng, err := engine.New(ctx, st, engine.Config{
 		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
-		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll,
+		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll, MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts,
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Logger: log,
 	})
 	if err != nil {
