@@ -324,3 +324,52 @@ func TestMaxRecoveryAttemptsExceeded(t *testing.T) {
 		}
 	}
 }
+
+// SIGKILL in the middle of a compensation: after a restart the rollback
+// completes, and the deploy is ERROR with rollback completed.
+func TestSIGKILLDuringRollbackCompletes(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		dir := t.TempDir()
+		data := filepath.Join(dir, "data")
+		art := filepath.Join(dir, "app.txt")
+		if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		effects, started, release := filepath.Join(dir, "effects"), filepath.Join(dir, "started"), filepath.Join(dir, "release")
+		cmd := fmt.Sprintf(`echo $MANENT_STEP >> %[1]s; case $MANENT_STEP in
+  post-test) exit 1;;
+  rollback:deploy) touch %[2]s; i=0; while [ ! -e %[3]s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e %[3]s ];;
+esac`, effects, started, release)
+		yml := fmt.Sprintf(`apiVersion: manent/v1
+application: rb
+environment: test
+version: "2"
+artifact: {url: "file://%s"}
+target: {plugin: script, with: {command: [sh, -c, %q]}}
+rollback: {enabled: true, on: [post-test]}
+max_retries: 0
+`, art, cmd)
+		p := start(t, data, db)
+		res, err := p.client().Submit(context.Background(), []byte(yml), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "rollback:deploy to start")
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-p.done
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p2 := start(t, data, db)
+		d := waitFinal(t, p2.client(), res.ID)
+		if d.State != manent.StateError || d.Rollback != manent.RollbackCompleted {
+			t.Fatalf("state %s rollback %q (%s), want ERROR with rollback completed", d.State, d.Rollback, d.Error)
+		}
+		got := countLines(t, effects)
+		if got["deploy"] != 1 || got["post-test"] != 1 || got["rollback:deploy"] != 2 {
+			t.Fatalf("actions %v: want deploy 1, post-test 1, rollback:deploy 2 (interrupted, then resumed)", got)
+		}
+	})
+}

@@ -163,6 +163,31 @@ type Input struct {
 	// Target is the effective target (descriptor merged with the environment).
 	Target     descriptor.Target `json:"target"`
 	Parameters map[string]any    `json:"parameters,omitempty"`
+	// Rollback is the effective rollback policy.
+	Rollback RollbackPolicy `json:"rollback"`
+}
+
+// RollbackPolicy says whether a failed step is compensated.
+type RollbackPolicy struct {
+	Enabled bool     `json:"enabled"`
+	On      []string `json:"on,omitempty"`
+}
+
+// DefaultRollbackOn are the steps whose failure triggers a rollback when
+// neither the descriptor nor the environment says otherwise.
+var DefaultRollbackOn = []string{manent.StepDeploy, manent.StepPostTest, manent.StepActivation}
+
+// PlanRows is the step table a deploy starts with: config, notify:started,
+// the plan with a checkpoint before each compensable step, cleanup.
+func PlanRows(p manent.Plan) []string {
+	names := []string{manent.StepConfig, manent.StepNotifyStarted}
+	for _, n := range p.Names() {
+		if compensable(n) {
+			names = append(names, CheckpointPrefix+n)
+		}
+		names = append(names, n)
+	}
+	return append(names, manent.StepCleanup)
 }
 
 // PartitionKey is the queue partition of a deploy.
@@ -223,9 +248,7 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {
 			return err
 		}
-		names := append([]string{manent.StepConfig, manent.StepNotifyStarted}, in.Plan.Names()...)
-		names = append(names, manent.StepCleanup)
-		if err := e.st.PlanSteps(ctx, tx, in.ID, names); err != nil {
+		if err := e.st.PlanSteps(ctx, tx, in.ID, PlanRows(in.Plan)); err != nil {
 			return err
 		}
 		return e.enqueue(in, tx)

@@ -92,13 +92,19 @@ func (f *fixture) artifact(name, content string) (string, string) {
 }
 
 // submit parses yml, plans it and submits it with the local target.
-func (f *fixture) submit(yml string) string {
+func (f *fixture) submit(yml string, opts ...func(*engine.Input)) string {
+	f.t.Helper()
+	return f.submitWith(yml, nil, opts...)
+}
+
+// submitWith submits yml with a pipeline (nil: the default one).
+func (f *fixture) submitWith(yml string, pipeline []string, opts ...func(*engine.Input)) string {
 	f.t.Helper()
 	d, err := descriptor.Parse([]byte(yml))
 	if err != nil {
 		f.t.Fatalf("descriptor: %v\n%s", err, yml)
 	}
-	pl, err := plan.Build(d, nil)
+	pl, err := plan.Build(d, pipeline)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -106,6 +112,9 @@ func (f *fixture) submit(yml string) string {
 		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
 		Requester: "token:test", Descriptor: d, Plan: pl,
 		Target: descriptor.Target{Plugin: "local", With: map[string]any{"dir": filepath.Join(f.targets, d.Application, d.Environment)}},
+	}
+	for _, o := range opts {
+		o(&in)
 	}
 	rec, err := f.eng.Submit(context.Background(), in, &manent.Decision{Allowed: true})
 	if err != nil {
@@ -159,7 +168,7 @@ func TestHappyPath(t *testing.T) {
 		if rec.State != manent.StateSuccess {
 			t.Fatalf("state = %s (%s), want SUCCESS", rec.State, rec.Error)
 		}
-		want := []string{"config", "notify:started", "secrets", "artifacts", "qa", "deploy", "post-test", "activation", "cleanup"}
+		want := []string{"config", "notify:started", "secrets", "artifacts", "qa", "checkpoint:deploy", "deploy", "post-test", "checkpoint:activation", "activation", "cleanup"}
 		var got []string
 		for _, s := range rec.Steps {
 			got = append(got, s.Name)

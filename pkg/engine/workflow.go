@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,7 +57,27 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 	steps = append(steps, in.Plan.Steps...)
 
 	failed, cancelled := "", false
+	var started []string // compensable steps that started, in order
 	for _, ps := range steps {
+		if compensable(ps.Name) {
+			// checkpoint:<step> records what to return to before the step
+			// changes anything.
+			cp := manent.PlanStep{Name: CheckpointPrefix + ps.Name, MaxRetries: 3}
+			out, err := r.step(ctx, cp)
+			if err != nil {
+				if ctx.Err() != nil {
+					return Result{}, err
+				}
+				failed = cp.Name
+				break
+			}
+			if out.Cancelled {
+				cancelled = true
+				break
+			}
+			r.outputs[cp.Name] = out.Output
+			started = append(started, ps.Name)
+		}
 		out, err := r.step(ctx, ps)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -74,6 +95,23 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 		r.outputs[ps.Name] = out.Output
 	}
 
+	// Error and rollback: compensate the started steps in reverse order,
+	// stopping at the first compensation that fails.
+	rollback := manent.RollbackNone
+	if failed != "" && in.Rollback.Enabled && slices.Contains(in.Rollback.On, failed) && len(started) > 0 {
+		rollback = manent.RollbackCompleted
+		for i := len(started) - 1; i >= 0; i-- {
+			name := RollbackPrefix + started[i]
+			if _, err := r.step(ctx, manent.PlanStep{Name: name, MaxRetries: 2}); err != nil {
+				if ctx.Err() != nil {
+					return Result{}, err
+				}
+				rollback = manent.RollbackFailed
+				break
+			}
+		}
+	}
+
 	// Conclusion: cleanup runs after success and error alike.
 	if _, err := r.step(ctx, manent.PlanStep{Name: manent.StepCleanup, MaxRetries: 3}); err != nil {
 		if ctx.Err() != nil {
@@ -82,7 +120,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
 	}
 	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
-		return r.finish(sctx, failed, cancelled)
+		return r.finish(sctx, failed, cancelled, rollback)
 	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 	if err != nil {
 		return Result{}, err
@@ -104,7 +142,7 @@ const startRecordDelay = 50 * time.Millisecond
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
-		if ps.Name != manent.StepCleanup {
+		if ps.Name != manent.StepCleanup && !strings.HasPrefix(ps.Name, RollbackPrefix) {
 			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
 			if err != nil {
 				return stepOut{}, err
@@ -204,6 +242,12 @@ func (r *run) action(ps manent.PlanStep) action {
 		})
 	case manent.StepCleanup:
 		return r.cleanup
+	}
+	if strings.HasPrefix(ps.Name, CheckpointPrefix) {
+		return r.checkpoint(strings.TrimPrefix(ps.Name, CheckpointPrefix))
+	}
+	if strings.HasPrefix(ps.Name, RollbackPrefix) {
+		return r.compensate(strings.TrimPrefix(ps.Name, RollbackPrefix))
 	}
 	if ps.Plugin != "" {
 		return r.custom(ps)
@@ -375,6 +419,55 @@ func (r *run) custom(ps manent.PlanStep) action {
 	}
 }
 
+// Prefixes of the steps the engine adds around compensable steps.
+const (
+	CheckpointPrefix = "checkpoint:"
+	RollbackPrefix   = "rollback:"
+)
+
+// compensable reports whether a step changes the target and can be undone.
+func compensable(step string) bool {
+	return step == manent.StepDeploy || step == manent.StepActivation
+}
+
+// checkpoint records what is live before step runs (the plugin's Live).
+func (r *run) checkpoint(step string) action {
+	return func(ctx context.Context, log *logWriter) (any, error) {
+		t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		live, err := t.Live(ctx, r.pluginContext(log.step, r.in.Target.With, log))
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "before %s, live: %s\n", step, live)
+		return map[string]any{"step": step, "live": live}, nil
+	}
+}
+
+// compensate undoes step, returning the target to its checkpoint.
+func (r *run) compensate(step string) action {
+	return func(ctx context.Context, log *logWriter) (any, error) {
+		t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+		if err != nil {
+			return nil, err
+		}
+		var cp struct {
+			Live json.RawMessage `json:"live"`
+		}
+		_ = json.Unmarshal(r.outputs[CheckpointPrefix+step], &cp)
+		pc := r.pluginContext(log.step, r.in.Target.With, log)
+		switch step {
+		case manent.StepDeploy:
+			return t.RollbackDeploy(ctx, pc, cp.Live)
+		case manent.StepActivation:
+			return t.RollbackActivation(ctx, pc, cp.Live)
+		}
+		return nil, plugin.Permanent(fmt.Errorf("step %s cannot be compensated", step))
+	}
+}
+
 func (r *run) cleanup(_ context.Context, log *logWriter) (any, error) {
 	if err := r.e.removeWorkDir(r.in.ID); err != nil {
 		return nil, err
@@ -384,8 +477,8 @@ func (r *run) cleanup(_ context.Context, log *logWriter) (any, error) {
 
 // finish records the outcome: the final state, the error a person reads,
 // the inventory, and marks the steps that never ran as SKIPPED.
-func (r *run) finish(ctx context.Context, failed string, cancelled bool) (Result, error) {
-	res := Result{State: manent.StateSuccess}
+func (r *run) finish(ctx context.Context, failed string, cancelled bool, rollback string) (Result, error) {
+	res := Result{State: manent.StateSuccess, Rollback: rollback}
 	var f artifact.Fetched
 	if raw, ok := r.outputs[manent.StepArtifacts]; ok && json.Unmarshal(raw, &f) == nil {
 		res.SHA256 = f.SHA256

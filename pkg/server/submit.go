@@ -130,9 +130,19 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 	}
 	// 5. Governance: no rules configured.
 	decision := &manent.Decision{Allowed: true, Source: "none"}
+	// Rollback: the descriptor's policy, else enabled on the default steps.
+	rb := engine.RollbackPolicy{Enabled: true, On: engine.DefaultRollbackOn}
+	if d.Rollback != nil {
+		if d.Rollback.Enabled != nil {
+			rb.Enabled = *d.Rollback.Enabled
+		}
+		if len(d.Rollback.On) > 0 {
+			rb.On = d.Rollback.On
+		}
+	}
 	in := engine.Input{
 		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
-		Requester: p.Subject, Descriptor: d, Plan: pl, Target: target, Parameters: d.Parameters,
+		Requester: p.Subject, Descriptor: d, Plan: pl, Target: target, Parameters: d.Parameters, Rollback: rb,
 	}
 	return in, decision, nil
 }

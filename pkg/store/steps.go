@@ -34,7 +34,7 @@ func (s *Store) StepStarted(ctx context.Context, id, name string, at time.Time) 
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at)
-				SELECT ?, COALESCE(MAX(position), 0) + 10, ?, ?, 1, ? FROM manent_steps WHERE deployment_id = ?`),
+				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, 1, ? FROM manent_steps WHERE deployment_id = ?`),
 				id, name, string(manent.StepRunning), fmtTime(at), id); err != nil {
 				return err
 			}
@@ -100,7 +100,7 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) 
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error)
-				SELECT ?, COALESCE(MAX(position), 0) + 10, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?`),
+				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?`),
 				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), fmtTime(now), out, end.Error, id); err != nil {
 				return err
 			}
