@@ -165,6 +165,8 @@ type Input struct {
 	Parameters map[string]any    `json:"parameters,omitempty"`
 	// Rollback is the effective rollback policy.
 	Rollback RollbackPolicy `json:"rollback"`
+	// Waves is the progressive rollout (none: one pass).
+	Waves []Wave `json:"waves,omitempty"`
 }
 
 // RollbackPolicy says whether a failed step is compensated.
@@ -179,16 +181,7 @@ var DefaultRollbackOn = []string{manent.StepDeploy, manent.StepPostTest, manent.
 
 // PlanRows is the step table a deploy starts with: config, notify:started,
 // the plan with a checkpoint before each compensable step, cleanup.
-func PlanRows(p manent.Plan) []string {
-	names := []string{manent.StepConfig, manent.StepNotifyStarted}
-	for _, n := range p.Names() {
-		if compensable(n) {
-			names = append(names, CheckpointPrefix+n)
-		}
-		names = append(names, n)
-	}
-	return append(names, manent.StepCleanup)
-}
+func PlanRows(p manent.Plan) []string { return PlanRowsWaves(p, nil) }
 
 // PartitionKey is the queue partition of a deploy.
 func PartitionKey(application, environment string) string {
@@ -248,7 +241,7 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {
 			return err
 		}
-		if err := e.st.PlanSteps(ctx, tx, in.ID, PlanRows(in.Plan)); err != nil {
+		if err := e.st.PlanSteps(ctx, tx, in.ID, PlanRowsWaves(in.Plan, in.Waves)); err != nil {
 			return err
 		}
 		return e.enqueue(in, tx)
@@ -335,6 +328,9 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	r, err := e.st.Deployment(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if waves, err := e.st.Rollout(ctx, id); err == nil {
+		r.Rollout = RolloutStatus(r.Input, waves)
 	}
 	if r.State == manent.StatePending || r.State == manent.StateEnqueued {
 		if st, err := e.workflowStatus(id); err == nil &&

@@ -43,23 +43,37 @@ type run struct {
 	e       *Engine
 	in      Input
 	outputs map[string]json.RawMessage
+	waves   map[string]*Wave // step name → its rollout wave
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
 // steps, then the conclusion. Every step's result is saved before the next
 // starts; a crash resumes after the last saved step.
 func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
-	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}}
-	steps := []manent.PlanStep{
-		{Name: manent.StepConfig, MaxRetries: 3},
-		{Name: manent.StepNotifyStarted, MaxRetries: 3},
+	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*Wave{}}
+	units := []unit{
+		{step: manent.PlanStep{Name: manent.StepConfig, MaxRetries: 3}},
+		{step: manent.PlanStep{Name: manent.StepNotifyStarted, MaxRetries: 3}},
 	}
-	steps = append(steps, in.Plan.Steps...)
+	units = append(units, sequence(in.Plan, in.Waves)...)
+	for _, u := range units {
+		if u.wave != nil {
+			r.waves[u.step.Name] = u.wave
+			r.waves[CheckpointPrefix+u.step.Name] = u.wave
+			r.waves[RollbackPrefix+u.step.Name] = u.wave
+		}
+	}
 
 	failed, cancelled := "", false
 	var started []string // compensable steps that started, in order
-	for _, ps := range steps {
-		if compensable(ps.Name) {
+	for _, u := range units {
+		ps := u.step
+		if u.gate {
+			if err := r.observe(ctx, u.wave); err != nil {
+				return Result{}, err
+			}
+		}
+		if compensable(baseStep(ps.Name)) {
 			// checkpoint:<step> records what to return to before the step
 			// changes anything.
 			cp := manent.PlanStep{Name: CheckpointPrefix + ps.Name, MaxRetries: 3}
@@ -98,7 +112,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 	// Error and rollback: compensate the started steps in reverse order,
 	// stopping at the first compensation that fails.
 	rollback := manent.RollbackNone
-	if failed != "" && in.Rollback.Enabled && slices.Contains(in.Rollback.On, failed) && len(started) > 0 {
+	if failed != "" && in.Rollback.Enabled && slices.Contains(in.Rollback.On, baseStep(failed)) && len(started) > 0 {
 		rollback = manent.RollbackCompleted
 		for i := len(started) - 1; i >= 0; i-- {
 			name := RollbackPrefix + started[i]
@@ -219,7 +233,15 @@ type action func(ctx context.Context, log *logWriter) (any, error)
 
 // action returns what a step does.
 func (r *run) action(ps manent.PlanStep) action {
-	switch ps.Name {
+	switch {
+	case strings.HasPrefix(ps.Name, CheckpointPrefix):
+		return r.checkpoint(strings.TrimPrefix(ps.Name, CheckpointPrefix))
+	case strings.HasPrefix(ps.Name, RollbackPrefix):
+		return r.compensate(strings.TrimPrefix(ps.Name, RollbackPrefix))
+	case ps.Plugin != "":
+		return r.custom(ps)
+	}
+	switch baseStep(ps.Name) {
 	case manent.StepConfig:
 		return r.config
 	case manent.StepNotifyStarted:
@@ -235,6 +257,9 @@ func (r *run) action(ps manent.PlanStep) action {
 			return t.Deploy(ctx, pc)
 		})
 	case manent.StepPostTest:
+		if strings.HasPrefix(ps.Name, HealthGate) {
+			return r.healthGate
+		}
 		return r.postTest
 	case manent.StepActivation:
 		return r.target(func(t plugin.Target, ctx context.Context, pc plugin.Context) (plugin.Result, error) {
@@ -243,18 +268,21 @@ func (r *run) action(ps manent.PlanStep) action {
 	case manent.StepCleanup:
 		return r.cleanup
 	}
-	if strings.HasPrefix(ps.Name, CheckpointPrefix) {
-		return r.checkpoint(strings.TrimPrefix(ps.Name, CheckpointPrefix))
-	}
-	if strings.HasPrefix(ps.Name, RollbackPrefix) {
-		return r.compensate(strings.TrimPrefix(ps.Name, RollbackPrefix))
-	}
-	if ps.Plugin != "" {
-		return r.custom(ps)
-	}
 	return func(context.Context, *logWriter) (any, error) {
 		return nil, plugin.Permanent(fmt.Errorf("step %q has no implementation", ps.Name))
 	}
+}
+
+// healthGate checks a wave after its observation time.
+func (r *run) healthGate(ctx context.Context, log *logWriter) (any, error) {
+	w := r.waves[log.step]
+	out, err := r.postTest(ctx, log)
+	if err != nil {
+		r.waveEvent(ctx, w, WaveFailed, err.Error())
+		return out, err
+	}
+	r.waveEvent(ctx, w, WaveHealthy, "")
+	return out, nil
 }
 
 // prepareWorkDir makes sure the work directory and the downloaded artifact
@@ -302,6 +330,9 @@ func (r *run) pluginContext(step string, with map[string]any, log *logWriter) pl
 		DeployID: r.in.ID, Application: r.in.Application, Environment: r.in.Environment,
 		Version: r.in.Version, Step: step, WorkDir: r.e.WorkDir(r.in.ID),
 		With: with, Parameters: r.in.Parameters, Log: log,
+	}
+	if w := r.waves[step]; w != nil {
+		pc.Wave, pc.Targets, pc.Percent = w.Name, w.Targets, w.Percent
 	}
 	if raw, ok := r.outputs[manent.StepArtifacts]; ok {
 		var f artifact.Fetched
@@ -441,6 +472,9 @@ func (r *run) checkpoint(step string) action {
 		if err != nil {
 			return nil, err
 		}
+		if w := r.waves[log.step]; w != nil && baseStep(step) == manent.StepDeploy {
+			r.waveEvent(ctx, w, WaveDeploying, "")
+		}
 		fmt.Fprintf(log, "before %s, live: %s\n", step, live)
 		return map[string]any{"step": step, "live": live}, nil
 	}
@@ -458,9 +492,13 @@ func (r *run) compensate(step string) action {
 		}
 		_ = json.Unmarshal(r.outputs[CheckpointPrefix+step], &cp)
 		pc := r.pluginContext(log.step, r.in.Target.With, log)
-		switch step {
+		switch baseStep(step) {
 		case manent.StepDeploy:
-			return t.RollbackDeploy(ctx, pc, cp.Live)
+			out, err := t.RollbackDeploy(ctx, pc, cp.Live)
+			if err == nil {
+				r.waveEvent(ctx, r.waves[log.step], WaveRolledBack, "")
+			}
+			return out, err
 		case manent.StepActivation:
 			return t.RollbackActivation(ctx, pc, cp.Live)
 		}

@@ -26,7 +26,20 @@ type Deployment struct {
 	// Reason says why a waiting deploy waits (empty when it does not).
 	Reason         string `json:"reason,omitempty"`
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
-	Steps          []Step `json:"steps"`
+	// Rollout shows each wave of a progressive rollout.
+	Rollout []WaveStatus `json:"rollout,omitempty"`
+	Steps   []Step       `json:"steps"`
+}
+
+// WaveStatus is the state of one rollout wave: pending, deploying,
+// observing, healthy, failed or rolled-back.
+type WaveStatus struct {
+	Name    string     `json:"name"`
+	Targets []string   `json:"targets,omitempty"`
+	Percent int        `json:"percent,omitempty"`
+	State   string     `json:"state"`
+	Message string     `json:"message,omitempty"`
+	Time    *time.Time `json:"time,omitempty"`
 }
 
 // Step is one recorded step of a deploy (SPEC §7).

@@ -33,6 +33,12 @@ type Context struct {
 	Parameters map[string]any
 	// Log receives lines for the deploy's log.
 	Log io.Writer
+	// Wave is the rollout wave this action is for ("" without a rollout);
+	// Targets are the wave's targets (e.g. regions) and Percent its share
+	// for a percentage rollout.
+	Wave    string
+	Targets []string
+	Percent int
 }
 
 // Result is what an action reports, recorded as the step output.

@@ -98,7 +98,12 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 		problems = append(problems, manent.FieldError{Path: "/after", Message: "dependencies between deploys are not supported by this server yet"})
 	}
 	if d.Rollout != nil {
-		problems = append(problems, manent.FieldError{Path: "/rollout", Message: "progressive rollout is not supported by this server yet"})
+		for i, w := range d.Rollout.Waves {
+			if w.Approval {
+				problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/rollout/waves/%d/approval", i),
+					Message: "approvals between waves are not supported by this server yet"})
+			}
+		}
 	}
 	// 4. Environment configuration: the trial default target.
 	target := descriptor.Target{}
@@ -143,6 +148,7 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 	in := engine.Input{
 		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
 		Requester: p.Subject, Descriptor: d, Plan: pl, Target: target, Parameters: d.Parameters, Rollback: rb,
+		Waves: engine.WavesOf(d.Rollout),
 	}
 	return in, decision, nil
 }

@@ -53,6 +53,30 @@ func dirOf(pc plugin.Context) (string, error) {
 	return d, nil
 }
 
+// perTarget runs fn once per rollout target, each in <dir>/<target> (or
+// once in <dir> without targets), and merges the results by target.
+func perTarget(pc plugin.Context, fn func(pc plugin.Context) (plugin.Result, error)) (plugin.Result, error) {
+	if len(pc.Targets) == 0 {
+		return fn(pc)
+	}
+	dir, err := dirOf(pc)
+	if err != nil {
+		return nil, err
+	}
+	out := plugin.Result{}
+	for _, t := range pc.Targets {
+		sub := pc
+		sub.With = map[string]any{"dir": filepath.Join(dir, ReleaseName(t))}
+		sub.Targets = nil
+		res, err := fn(sub)
+		if err != nil {
+			return out, fmt.Errorf("target %s: %w", t, err)
+		}
+		out[t] = res
+	}
+	return out, nil
+}
+
 // ReleaseName turns a free-text version into a safe directory name.
 func ReleaseName(version string) string {
 	var b strings.Builder
@@ -71,17 +95,41 @@ func ReleaseName(version string) string {
 	return s
 }
 
-// Live reports the release `current` points at ("" when none).
+// Live reports the release `current` points at ("" when none), per
+// rollout target when the action has targets.
 func (p *Plugin) Live(_ context.Context, pc plugin.Context) (json.RawMessage, error) {
 	dir, err := dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
-	rel, err := live(dir)
-	if err != nil {
-		return nil, err
+	if len(pc.Targets) == 0 {
+		rel, err := live(dir)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(Checkpoint{Release: rel})
 	}
-	return json.Marshal(Checkpoint{Release: rel})
+	byTarget := map[string]Checkpoint{}
+	for _, t := range pc.Targets {
+		rel, err := live(filepath.Join(dir, ReleaseName(t)))
+		if err != nil {
+			return nil, err
+		}
+		byTarget[t] = Checkpoint{Release: rel}
+	}
+	return json.Marshal(byTarget)
+}
+
+// checkpointFor picks a target's checkpoint out of a per-target one.
+func checkpointFor(raw json.RawMessage, pc plugin.Context, target string) json.RawMessage {
+	if len(pc.Targets) == 0 {
+		return raw
+	}
+	var byTarget map[string]json.RawMessage
+	if json.Unmarshal(raw, &byTarget) != nil {
+		return nil
+	}
+	return byTarget[target]
 }
 
 func live(dir string) (string, error) {
@@ -98,6 +146,10 @@ func live(dir string) (string, error) {
 // Deploy unpacks the artifact into releases/<version>, replacing a partial
 // earlier attempt.
 func (p *Plugin) Deploy(_ context.Context, pc plugin.Context) (plugin.Result, error) {
+	return perTarget(pc, p.deployOne)
+}
+
+func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 	dir, err := dirOf(pc)
 	if err != nil {
 		return nil, err
@@ -139,6 +191,10 @@ func (p *Plugin) Deploy(_ context.Context, pc plugin.Context) (plugin.Result, er
 
 // Activate switches `current` to the release atomically.
 func (p *Plugin) Activate(_ context.Context, pc plugin.Context) (plugin.Result, error) {
+	return perTarget(pc, p.activateOne)
+}
+
+func (p *Plugin) activateOne(pc plugin.Context) (plugin.Result, error) {
 	dir, err := dirOf(pc)
 	if err != nil {
 		return nil, err
@@ -157,6 +213,10 @@ func (p *Plugin) Activate(_ context.Context, pc plugin.Context) (plugin.Result, 
 // Health checks the deployed release: post-test runs before activation, so
 // it is releases/<version> that must be in place, not `current`.
 func (p *Plugin) Health(_ context.Context, pc plugin.Context) (plugin.Result, error) {
+	return perTarget(pc, p.healthOne)
+}
+
+func (p *Plugin) healthOne(pc plugin.Context) (plugin.Result, error) {
 	dir, err := dirOf(pc)
 	if err != nil {
 		return nil, err
@@ -172,6 +232,19 @@ func (p *Plugin) Health(_ context.Context, pc plugin.Context) (plugin.Result, er
 // RollbackActivation points `current` back at the checkpointed release (or
 // removes it when nothing was live before).
 func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	all := pc
+	i := 0
+	return perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
+		cp := checkpoint
+		if len(all.Targets) > 0 {
+			cp = checkpointFor(checkpoint, all, all.Targets[i])
+			i++
+		}
+		return p.rollbackActivationOne(one, cp)
+	})
+}
+
+func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
 	dir, err := dirOf(pc)
 	if err != nil {
 		return nil, err
@@ -199,6 +272,19 @@ func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, checkp
 // RollbackDeploy removes the release this deploy unpacked, unless it is the
 // checkpointed (previously live) one or is live now.
 func (p *Plugin) RollbackDeploy(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	all := pc
+	i := 0
+	return perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
+		cp := checkpoint
+		if len(all.Targets) > 0 {
+			cp = checkpointFor(checkpoint, all, all.Targets[i])
+			i++
+		}
+		return p.rollbackDeployOne(one, cp)
+	})
+}
+
+func (p *Plugin) rollbackDeployOne(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
 	dir, err := dirOf(pc)
 	if err != nil {
 		return nil, err
