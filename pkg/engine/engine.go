@@ -20,6 +20,7 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
+	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
@@ -57,8 +58,15 @@ type Config struct {
 	// MaxArtifactBytes bounds a download.
 	MaxArtifactBytes int64
 	Plugins          *plugin.Registry
-	HTTPClient       *http.Client
-	Logger           *slog.Logger
+	// Environments is read again by the config step (nil: none).
+	Environments Environments
+	HTTPClient   *http.Client
+	Logger       *slog.Logger
+}
+
+// Environments gives the environment configuration valid now.
+type Environments interface {
+	Get(ctx context.Context, application, environment string) (*envconfig.Config, envconfig.Revision, error)
 }
 
 // Engine runs deploys.
@@ -167,6 +175,14 @@ type Input struct {
 	Rollback RollbackPolicy `json:"rollback"`
 	// Waves is the progressive rollout (none: one pass).
 	Waves []Wave `json:"waves,omitempty"`
+	// EnvChecked says whether the environment configuration was read and
+	// merged at submission (EnvRevision); if not, the config step must.
+	EnvChecked  bool               `json:"env_checked"`
+	EnvRevision envconfig.Revision `json:"env_revision"`
+	// Notice is what the submitter was told (e.g. the provider was down).
+	Notice string `json:"notice,omitempty"`
+	// Effective is the merged deploy as checked at submission.
+	Effective json.RawMessage `json:"effective,omitempty"`
 }
 
 // RollbackPolicy says whether a failed step is compensated.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
+	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
@@ -107,12 +110,15 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 			break
 		}
 		r.outputs[ps.Name] = out.Output
+		if ps.Name == manent.StepConfig {
+			r.applyConfig(out.Output)
+		}
 	}
 
 	// Error and rollback: compensate the started steps in reverse order,
 	// stopping at the first compensation that fails.
 	rollback := manent.RollbackNone
-	if failed != "" && in.Rollback.Enabled && slices.Contains(in.Rollback.On, baseStep(failed)) && len(started) > 0 {
+	if failed != "" && r.in.Rollback.Enabled && slices.Contains(r.in.Rollback.On, baseStep(failed)) && len(started) > 0 {
 		rollback = manent.RollbackCompleted
 		for i := len(started) - 1; i >= 0; i-- {
 			name := RollbackPrefix + started[i]
@@ -343,13 +349,84 @@ func (r *run) pluginContext(step string, with map[string]any, log *logWriter) pl
 	return pc
 }
 
-func (r *run) config(_ context.Context, log *logWriter) (any, error) {
-	t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+// applyConfig makes the configuration the config step recorded the one the
+// rest of the deploy uses (deterministic: it is the step's saved output).
+func (r *run) applyConfig(raw json.RawMessage) {
+	var c configOutput
+	if json.Unmarshal(raw, &c) != nil || c.Target.Plugin == "" {
+		return
+	}
+	r.in.Target, r.in.Parameters, r.in.Rollback = c.Target, c.Parameters, c.Rollback
+}
+
+// configOutput is what the config step records: the configuration it used
+// and where it came from. The rest of the deploy uses it.
+type configOutput struct {
+	Source     string            `json:"source"`
+	Revision   string            `json:"revision,omitempty"`
+	Target     descriptor.Target `json:"target"`
+	Parameters map[string]any    `json:"parameters,omitempty"`
+	Rollback   RollbackPolicy    `json:"rollback"`
+	Plan       []string          `json:"plan"`
+}
+
+// config reads the environment configuration valid now, merges the
+// descriptor into it, and checks the target and step plugins.
+func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
+	out := configOutput{Source: "submission", Revision: r.in.EnvRevision.Revision, Target: r.in.Target,
+		Parameters: r.in.Parameters, Rollback: r.in.Rollback, Plan: r.in.Plan.Names()}
+	if r.in.EnvRevision.Source != "" {
+		out.Source = r.in.EnvRevision.Source
+	}
+	if p := r.e.cfg.Environments; p != nil && r.in.Descriptor != nil {
+		cfg, rev, err := p.Get(ctx, r.in.Application, r.in.Environment)
+		switch {
+		case errors.Is(err, envconfig.ErrUnavailable) && r.in.EnvChecked:
+			fmt.Fprintf(log, "environment configuration unreachable (%v): using the one checked at submission (%s %s)\n",
+				err, r.in.EnvRevision.Source, r.in.EnvRevision.Revision)
+		case errors.Is(err, envconfig.ErrUnavailable):
+			return nil, fmt.Errorf("environment configuration unreachable, and it was not checked at submission: %w", err)
+		case err != nil:
+			return nil, plugin.Permanent(fmt.Errorf("environment configuration: %w", err))
+		default:
+			if cfg == nil {
+				cfg = &envconfig.Config{}
+			}
+			if cfg.Target == nil && r.in.Target.Plugin != "" && (r.in.Descriptor.Target == nil || r.in.Descriptor.Target.Plugin == "") {
+				t := r.in.Target // the server's default target (local trial mode)
+				cfg.Target = &t
+			}
+			if cfg.Rollback.Enabled == nil && !r.in.EnvChecked {
+				cfg.Rollback.Enabled = &r.in.Rollback.Enabled
+			}
+			eff, err := envconfig.Merge(r.in.Descriptor, cfg)
+			if err != nil {
+				return nil, plugin.Permanent(fmt.Errorf("%s%s", manent.ErrorMessage(err), fieldList(err)))
+			}
+			out.Source, out.Revision = rev.Source, rev.Revision
+			out.Target, out.Parameters = eff.Target, eff.Parameters
+			if out.Target.Plugin == r.in.Target.Plugin && r.in.Target.With["dir"] != nil && out.Target.With["dir"] == nil {
+				out.Target.With = maps.Clone(out.Target.With)
+				if out.Target.With == nil {
+					out.Target.With = map[string]any{}
+				}
+				out.Target.With["dir"] = r.in.Target.With["dir"]
+			}
+			out.Rollback = RollbackPolicy{Enabled: eff.Rollback.Enabled, On: eff.Rollback.On}
+			if r.in.EnvChecked && rev.Revision != r.in.EnvRevision.Revision {
+				fmt.Fprintf(log, "environment configuration changed since submission: revision %s, was %s\n", rev.Revision, r.in.EnvRevision.Revision)
+			}
+		}
+	}
+	if out.Target.Plugin == "" {
+		return nil, plugin.Permanent(errors.New("no target: the descriptor names none and the environment configuration gives none"))
+	}
+	t, err := r.e.cfg.Plugins.Target(out.Target.Plugin)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.Validate(r.in.Target.With); err != nil {
-		return nil, plugin.Permanent(fmt.Errorf("target %s: %w", r.in.Target.Plugin, err))
+	if err := t.Validate(out.Target.With); err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("target %s: %w", out.Target.Plugin, err))
 	}
 	for _, ps := range r.in.Plan.Steps {
 		if ps.Plugin == "" {
@@ -366,8 +443,21 @@ func (r *run) config(_ context.Context, log *logWriter) (any, error) {
 	if err := os.MkdirAll(r.e.WorkDir(r.in.ID), 0o755); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(log, "target %s, %d plan steps\n", r.in.Target.Plugin, len(r.in.Plan.Steps))
-	return map[string]any{"source": "descriptor", "target": r.in.Target.Plugin, "plan": r.in.Plan.Names()}, nil
+	fmt.Fprintf(log, "configuration %s %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
+	return out, nil
+}
+
+// fieldList renders the field errors of err for a step's error text.
+func fieldList(err error) string {
+	var me *manent.Error
+	if !errors.As(err, &me) || len(me.Fields) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, f := range me.Fields {
+		fmt.Fprintf(&b, "; %s: %s", f.Path, f.Message)
+	}
+	return b.String()
 }
 
 func (r *run) notifyStarted(_ context.Context, log *logWriter) (any, error) {

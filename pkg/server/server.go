@@ -44,6 +44,8 @@ type Config struct {
 	Callbacks urlpolicy.Callbacks
 	// SubmissionsPerMinute limits each identity's submissions (0: 120).
 	SubmissionsPerMinute int
+	// Environments gives the environment configuration (nil: none).
+	Environments Environments
 }
 
 // Server is the HTTP API.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 
 	"github.com/manent-io/manent/descriptor"
@@ -60,10 +59,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if dryRun {
 		valid := true
 		eff := map[string]any{}
-		b, _ := json.Marshal(d)
-		_ = json.Unmarshal(b, &eff)
-		eff["target"] = in.Target
-		writeJSON(w, http.StatusOK, api.SubmitResult{Valid: &valid, Errors: []manent.FieldError{}, Plan: &in.Plan, Effective: eff})
+		_ = json.Unmarshal(in.Effective, &eff)
+		writeJSON(w, http.StatusOK, api.SubmitResult{Valid: &valid, Errors: []manent.FieldError{}, Plan: &in.Plan,
+			Effective: eff, Notice: in.Notice})
 		return
 	}
 	rec, err := s.eng.Submit(r.Context(), in, decision)
@@ -75,7 +73,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("deploy accepted", "deploy", rec.ID, "application", rec.Application, "environment", rec.Environment,
 		"version", rec.Version, "requester", rec.Requester)
 	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, api.SubmitResult{ID: rec.ID, State: rec.State})
+	writeJSON(w, http.StatusAccepted, api.SubmitResult{ID: rec.ID, State: rec.State, Notice: in.Notice})
 }
 
 // admit runs checks 3 to 6 and returns the workflow input. Every problem of
@@ -105,25 +103,9 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 			}
 		}
 	}
-	// 4. Environment configuration: the trial default target.
-	target := descriptor.Target{}
-	if d.Target != nil {
-		target = descriptor.Target{Plugin: d.Target.Plugin, With: maps.Clone(d.Target.With)}
-	}
-	if target.Plugin == "" && s.cfg.TrialMode {
-		target = s.trialTarget(d.Application, d.Environment)
-	}
-	if target.Plugin == "local" && s.cfg.TrialMode {
-		if target.With == nil {
-			target.With = map[string]any{}
-		}
-		if _, ok := target.With["dir"]; !ok {
-			target.With["dir"] = s.trialTarget(d.Application, d.Environment).With["dir"]
-		}
-	}
-	if target.Plugin == "" {
-		problems = append(problems, manent.FieldError{Path: "/target", Message: "no target: the descriptor names none and the environment configuration gives none"})
-	}
+	// 4. Environment configuration, merged under the descriptor policy.
+	env := s.environment(ctx, d)
+	problems = append(problems, env.problems...)
 	// 6. Plan.
 	pl, err := plan.Build(d, s.cfg.Pipeline)
 	if err != nil {
@@ -135,20 +117,11 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 	}
 	// 5. Governance: no rules configured.
 	decision := &manent.Decision{Allowed: true, Source: "none"}
-	// Rollback: the descriptor's policy, else enabled on the default steps.
-	rb := engine.RollbackPolicy{Enabled: true, On: engine.DefaultRollbackOn}
-	if d.Rollback != nil {
-		if d.Rollback.Enabled != nil {
-			rb.Enabled = *d.Rollback.Enabled
-		}
-		if len(d.Rollback.On) > 0 {
-			rb.On = d.Rollback.On
-		}
-	}
 	in := engine.Input{
 		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
-		Requester: p.Subject, Descriptor: d, Plan: pl, Target: target, Parameters: d.Parameters, Rollback: rb,
-		Waves: engine.WavesOf(d.Rollout),
+		Requester: p.Subject, Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
+		Waves: engine.WavesOf(d.Rollout), EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
+		Effective: env.effective,
 	}
 	return in, decision, nil
 }

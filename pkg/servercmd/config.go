@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/envconfig"
 )
 
 // Config is manent-server.yaml (SPEC §8). Keys of §8.1 keep their meaning
@@ -50,7 +51,9 @@ type Config struct {
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`
-	LogLevel string `mapstructure:"log_level"`
+	Environments     envconfig.Settings `mapstructure:"environments"`
+	DescriptorPolicy *envconfig.Policy  `mapstructure:"descriptor_policy"`
+	LogLevel         string             `mapstructure:"log_level"`
 
 	// trial is set when no configuration file was given (SPEC §8.1).
 	trial bool

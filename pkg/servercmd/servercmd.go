@@ -23,6 +23,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
@@ -121,10 +122,11 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 
 // runtime is what serve and admin share: store and engine.
 type runtime struct {
-	cfg *Config
-	st  *store.Store
-	eng *engine.Engine
-	log *slog.Logger
+	cfg  *Config
+	st   *store.Store
+	eng  *engine.Engine
+	log  *slog.Logger
+	envs *envconfig.Defaults
 }
 
 func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) {
@@ -144,9 +146,15 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, err
 	}
+	envs, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
+	if err != nil {
+		st.Close()
+		return nil, usageError{err}
+	}
 	dataDir, _ := filepath.Abs(cfg.DataDir)
 	eng, err := engine.New(ctx, st, engine.Config{
-		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
+		Environments: envs,
+		ExecutorID:   cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
 		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll, MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts,
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Logger: log,
 	})
@@ -154,7 +162,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, err
 	}
-	return &runtime{cfg: cfg, st: st, eng: eng, log: log}, nil
+	return &runtime{cfg: cfg, st: st, eng: eng, log: log, envs: envs}, nil
 }
 
 // RegisterBuiltins wires the built-in plugins (local, script) into reg.
@@ -211,6 +219,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		Engine: rt.eng, Guard: guard, Logger: log,
 		DataDir: cfg.DataDir, TrialMode: cfg.trial, Pipeline: cfg.Pipeline.Steps,
 		Sources: sources, Callbacks: callbacks, SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
+		Environments: rt.envs,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -1,0 +1,314 @@
+package envconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// Effective is a deploy as it runs: the descriptor merged with its
+// environment's configuration. Its JSON uses the descriptor's field names;
+// target and rollback are always present, resolved.
+type Effective struct {
+	APIVersion  string                   `json:"apiVersion"`
+	Application string                   `json:"application"`
+	Environment string                   `json:"environment"`
+	Version     string                   `json:"version"`
+	Artifact    descriptor.Artifact      `json:"artifact"`
+	Parameters  map[string]any           `json:"parameters,omitempty"`
+	Target      descriptor.Target        `json:"target"`
+	Secrets     map[string]string        `json:"secrets,omitempty"`
+	Health      []descriptor.HealthCheck `json:"health,omitempty"`
+	Steps       []descriptor.CustomStep  `json:"steps,omitempty"`
+	After       []string                 `json:"after,omitempty"`
+	Schedule    *descriptor.Schedule     `json:"schedule,omitempty"`
+	Rollback    RollbackPolicy           `json:"rollback"`
+	Rollout     *descriptor.Rollout      `json:"rollout,omitempty"`
+	Callbacks   []descriptor.Callback    `json:"callbacks,omitempty"`
+	Notify      *descriptor.Notify       `json:"notify,omitempty"`
+	MaxRetries  *int                     `json:"max_retries,omitempty"`
+	// Regions are the environment's regions, when it names them.
+	Regions []string `json:"regions,omitempty"`
+}
+
+// RollbackPolicy is the resolved rollback of a deploy: whether to
+// compensate, and after the failure of which steps.
+type RollbackPolicy struct {
+	Enabled bool     `json:"enabled"`
+	On      []string `json:"on"`
+}
+
+// DefaultRollbackOn is rollback.on when neither the descriptor nor the
+// environment sets it.
+func DefaultRollbackOn() []string {
+	return []string{manent.StepDeploy, manent.StepPostTest, manent.StepActivation}
+}
+
+// Merge merges the descriptor d with its environment's configuration env
+// (nil: the environment has none) under env's descriptor policy (nil: all
+// allowed) and returns the effective deploy, sharing no memory with either.
+//
+//   - Target: the descriptor's if the environment gives none, the
+//     environment's if the descriptor names none. When both do and name the
+//     same plugin, `with` is deep-merged (the descriptor wins); another
+//     plugin replaces the environment's target. Either is a conflict unless
+//     the policy allows target overrides, except when the descriptor only
+//     repeats what the environment says. Neither: an error at /target.
+//   - Parameters: the descriptor's are deep-merged over the environment's.
+//     Each one the descriptor sets must be allowed by the policy's patterns,
+//     or be equal to the environment's value.
+//   - Rollback: enabled is the descriptor's if set, else the environment's,
+//     else false; on is the descriptor's if set, else the environment's,
+//     else DefaultRollbackOn. A descriptor value that differs from one the
+//     environment sets is a conflict unless the policy allows rollback
+//     overrides.
+//   - Regions: when the environment names regions, every rollout wave
+//     target must be one of them.
+//
+// What the environment leaves unset the descriptor may always set, except
+// parameters. On failure Merge returns one *manent.Error with code EInvalid
+// and a field error for every problem, at the JSON path of the descriptor
+// value that causes it.
+func Merge(d *descriptor.Descriptor, env *Config) (*Effective, error) {
+	if d == nil {
+		return nil, errors.New("merge environment configuration: no descriptor")
+	}
+	if env == nil {
+		env = &Config{}
+	}
+	m := &merger{d: d, env: env, policy: AllowAll()}
+	if env.Policy != nil {
+		m.policy = *env.Policy
+	}
+	eff, err := copyDescriptor(d)
+	if err != nil {
+		return nil, err
+	}
+	eff.Target = m.target()
+	eff.Parameters = m.parameters()
+	eff.Rollback = m.rollback()
+	m.regions()
+	eff.Regions = slices.Clone(env.Regions)
+	if len(m.errs) > 0 {
+		noun := "problems"
+		if len(m.errs) == 1 {
+			noun = "problem"
+		}
+		return nil, &manent.Error{Code: manent.EInvalid,
+			Message: fmt.Sprintf("the deploy does not fit the configuration of environment %s: %d %s", d.Environment, len(m.errs), noun),
+			Fields:  m.errs}
+	}
+	return eff, nil
+}
+
+// copyDescriptor returns an Effective holding a deep copy of d's fields.
+func copyDescriptor(d *descriptor.Descriptor) (*Effective, error) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("merge environment configuration: %w", err)
+	}
+	var eff Effective
+	if err := json.Unmarshal(b, &eff); err != nil {
+		return nil, fmt.Errorf("merge environment configuration: %w", err)
+	}
+	eff.Target, eff.Parameters, eff.Rollback = descriptor.Target{}, nil, RollbackPolicy{}
+	return &eff, nil
+}
+
+type merger struct {
+	d      *descriptor.Descriptor
+	env    *Config
+	policy Policy
+	errs   []manent.FieldError
+}
+
+func (m *merger) add(at []string, format string, args ...any) {
+	m.errs = append(m.errs, manent.FieldError{Path: pointer(at), Message: fmt.Sprintf(format, args...)})
+}
+
+func (m *merger) target() descriptor.Target {
+	dt, et := m.d.Target, m.env.Target
+	switch {
+	case dt == nil && et == nil:
+		m.add([]string{"target"}, "no target: the descriptor names none and the environment configuration gives none")
+		return descriptor.Target{}
+	case dt == nil:
+		return descriptor.Target{Plugin: et.Plugin, With: cloneMap(et.With)}
+	case et == nil:
+		return descriptor.Target{Plugin: dt.Plugin, With: cloneMap(dt.With)}
+	}
+	if dt.Plugin != et.Plugin {
+		if !m.policy.AllowTargetOverride {
+			m.add([]string{"target"}, "environment %s deploys with plugin %q, not %q, and its descriptor policy does not allow the descriptor to override the target (allow_target_override)",
+				m.d.Environment, et.Plugin, dt.Plugin)
+			return descriptor.Target{Plugin: et.Plugin, With: cloneMap(et.With)}
+		}
+		return descriptor.Target{Plugin: dt.Plugin, With: cloneMap(dt.With)}
+	}
+	if !m.policy.AllowTargetOverride {
+		for _, p := range overrides(et.With, dt.With, []string{"target", "with"}) {
+			m.add(p, "%s, and its descriptor policy does not allow the descriptor to override the target (allow_target_override)",
+				envSays(m.d.Environment, "target.with", et.With, p[2:]))
+		}
+	}
+	return descriptor.Target{Plugin: dt.Plugin, With: mergeMaps(et.With, dt.With)}
+}
+
+// envSays describes the environment's value at path below m, named as
+// prefix.path in the message.
+func envSays(environment, prefix string, m map[string]any, path []string) string {
+	name := strings.Join(append([]string{prefix}, path...), ".")
+	var v any = m
+	for _, t := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			v = nil
+			break
+		}
+		if v, ok = mm[t]; !ok {
+			return fmt.Sprintf("environment %s does not set %s", environment, name)
+		}
+	}
+	return fmt.Sprintf("environment %s sets %s to %s", environment, name, show(v))
+}
+
+// show formats a generic value briefly, as JSON.
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	s := string(b)
+	if r := []rune(s); len(r) > 80 {
+		s = string(r[:80]) + "…"
+	}
+	return s
+}
+
+func (m *merger) parameters() map[string]any {
+	m.checkParameters(m.env.Parameters, m.d.Parameters, nil)
+	return mergeMaps(m.env.Parameters, m.d.Parameters)
+}
+
+// checkParameters checks the descriptor's parameters set (below at)
+// against the environment's env.
+func (m *merger) checkParameters(env, set map[string]any, at []string) {
+	for _, k := range sortedKeys(set) {
+		p := with(at, k)
+		if m.parameterAllowed(p) {
+			continue
+		}
+		ev, has := env[k]
+		if sm, ok := set[k].(map[string]any); ok && m.parameterAllowedBelow(p) {
+			if em, ok := ev.(map[string]any); ok || !has {
+				m.checkParameters(em, sm, p)
+				continue
+			}
+		}
+		if !has {
+			m.refuseParameter(p)
+			continue
+		}
+		for _, q := range overrides(ev, set[k], p) {
+			m.refuseParameter(q)
+		}
+	}
+}
+
+func (m *merger) refuseParameter(p []string) {
+	allowed := "it allows none"
+	if len(m.policy.Parameters) > 0 {
+		allowed = "it allows " + strings.Join(m.policy.Parameters, ", ")
+	}
+	m.add(append([]string{"parameters"}, p...), "parameter %q is not allowed by the descriptor policy of environment %s (%s)",
+		strings.Join(p, "."), m.d.Environment, allowed)
+}
+
+// parameterAllowed reports whether a pattern names p or a mapping above it.
+func (m *merger) parameterAllowed(p []string) bool {
+	for _, pat := range m.policy.Parameters {
+		segs := strings.Split(pat, ".")
+		if len(segs) <= len(p) && matchSegments(segs, p[:len(segs)]) {
+			return true
+		}
+	}
+	return false
+}
+
+// parameterAllowedBelow reports whether a pattern names a value inside p.
+func (m *merger) parameterAllowedBelow(p []string) bool {
+	for _, pat := range m.policy.Parameters {
+		segs := strings.Split(pat, ".")
+		if len(segs) > len(p) && matchSegments(segs[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchSegments(patterns, names []string) bool {
+	for i, pat := range patterns {
+		if ok, err := path.Match(pat, names[i]); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *merger) rollback() RollbackPolicy {
+	var dr descriptor.Rollback
+	if m.d.Rollback != nil {
+		dr = *m.d.Rollback
+	}
+	er := m.env.Rollback
+	out := RollbackPolicy{On: DefaultRollbackOn()}
+	if er.Enabled != nil {
+		out.Enabled = *er.Enabled
+	}
+	if len(er.On) > 0 {
+		out.On = slices.Clone(er.On)
+	}
+	const refuse = "and its descriptor policy does not allow the descriptor to override it (allow_rollback_override)"
+	if dr.Enabled != nil {
+		if er.Enabled != nil && *er.Enabled != *dr.Enabled && !m.policy.AllowRollbackOverride {
+			m.add([]string{"rollback", "enabled"}, "environment %s sets rollback.enabled to %t, %s", m.d.Environment, *er.Enabled, refuse)
+		} else {
+			out.Enabled = *dr.Enabled
+		}
+	}
+	if len(dr.On) > 0 {
+		if len(er.On) > 0 && !sameSet(er.On, dr.On) && !m.policy.AllowRollbackOverride {
+			m.add([]string{"rollback", "on"}, "environment %s sets rollback.on to [%s], %s", m.d.Environment, strings.Join(er.On, ", "), refuse)
+		} else {
+			out.On = slices.Clone(dr.On)
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+func (m *merger) regions() {
+	if len(m.env.Regions) == 0 || m.d.Rollout == nil {
+		return
+	}
+	for i, w := range m.d.Rollout.Waves {
+		for j, t := range w.Targets {
+			if !slices.Contains(m.env.Regions, t) {
+				m.add([]string{"rollout", "waves", fmt.Sprint(i), "targets", fmt.Sprint(j)},
+					"unknown region %q: environment %s has regions %s", t, m.d.Environment, strings.Join(m.env.Regions, ", "))
+			}
+		}
+	}
+}
