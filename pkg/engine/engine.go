@@ -22,8 +22,10 @@ import (
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // WorkflowVersion pins DBOS's application version. Change it only when the
@@ -60,8 +62,14 @@ type Config struct {
 	Plugins          *plugin.Registry
 	// Environments is read again by the config step (nil: none).
 	Environments Environments
-	HTTPClient   *http.Client
-	Logger       *slog.Logger
+	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
+	// callback deliveries fail visibly); Chat maps chat channels to
+	// Slack-compatible incoming-webhook URLs.
+	Callbacks      urlpolicy.Callbacks
+	CallbackSecret []byte
+	Chat           map[string]string
+	HTTPClient     *http.Client
+	Logger         *slog.Logger
 }
 
 // Environments gives the environment configuration valid now.
@@ -76,6 +84,7 @@ type Engine struct {
 	dbos    dbos.Context
 	queue   dbos.Queue
 	fetcher *artifact.Fetcher
+	outbox  *notify.Outbox
 	log     *slog.Logger
 }
 
@@ -134,6 +143,18 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		dbos.WithQueueBasePollingInterval(cfg.QueuePoll))
 	if err != nil {
 		return nil, fmt.Errorf("register queue: %w", err)
+	}
+	chatAllow := make([]string, 0, len(cfg.Chat))
+	for _, u := range cfg.Chat {
+		chatAllow = append(chatAllow, u)
+	}
+	e.outbox, err = notify.NewOutbox(dctx, notify.OutboxConfig{
+		Callbacks: notify.NewSender(cfg.Callbacks, cfg.CallbackSecret, 0),
+		Chat:      &notify.Chat{Channels: cfg.Chat, Sender: notify.NewSender(urlpolicy.Callbacks{Allow: chatAllow}, nil, 0)},
+		Logger:    cfg.Logger.With("component", "notify"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("callback outbox: %w", err)
 	}
 	dbos.RegisterWorkflow(dctx, e.deployWorkflow,
 		dbos.WithWorkflowName(DeployWorkflow),
@@ -347,6 +368,9 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	}
 	if waves, err := e.st.Rollout(ctx, id); err == nil {
 		r.Rollout = RolloutStatus(r.Input, waves)
+	}
+	if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
+		r.Deliveries, _ = json.Marshal(ds)
 	}
 	if r.State == manent.StatePending || r.State == manent.StateEnqueued {
 		if st, err := e.workflowStatus(id); err == nil &&

@@ -34,7 +34,7 @@ type fixture struct {
 	targets string
 }
 
-func newFixture(t *testing.T, dbURL string, slots int) *fixture {
+func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*engine.Config)) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, dbURL)
@@ -52,11 +52,15 @@ func newFixture(t *testing.T, dbURL string, slots int) *fixture {
 		}
 	}
 	dir := t.TempDir()
-	eng, err := engine.New(ctx, st, engine.Config{
+	cfg := engine.Config{
 		ExecutorID: "test", Slots: slots, DataDir: filepath.Join(dir, "data"),
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
 		Plugins: reg,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	eng, err := engine.New(ctx, st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -229,8 +230,14 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		return stepOut{}, plugin.Permanent(merr)
 	}
 	end.Output = json.RawMessage(raw)
-	if _, err := r.e.st.StepFinished(ctx, r.in.ID, name, end); err != nil {
+	st, err := r.e.st.StepFinished(ctx, r.in.ID, name, end)
+	if err != nil {
 		return stepOut{}, err
+	}
+	if name != manent.StepNotifyStarted && name != manent.StepCleanup {
+		if _, err := r.notify(ctx, notify.EventStep, "step."+name, &st, manent.StatePending, "", ""); err != nil {
+			return stepOut{}, err
+		}
 	}
 	return stepOut{Output: raw}, nil
 }
@@ -460,12 +467,44 @@ func fieldList(err error) string {
 	return b.String()
 }
 
-func (r *run) notifyStarted(_ context.Context, log *logWriter) (any, error) {
-	n := 0
-	if r.in.Descriptor != nil {
-		n = len(r.in.Descriptor.Callbacks)
+func (r *run) notifyStarted(ctx context.Context, log *logWriter) (any, error) {
+	n, err := r.notify(ctx, notify.EventStarted, "started", nil, manent.StatePending, "", "")
+	if err != nil {
+		return nil, err
 	}
-	return map[string]any{"callbacks": n}, nil
+	fmt.Fprintf(log, "%d callback and chat deliveries queued\n", n)
+	return map[string]any{"deliveries": n}, nil
+}
+
+// notify queues the deliveries of one event (callbacks and chat) in the
+// durable outbox: a slow receiver never holds a step, a crash loses none,
+// and queueing the same event again sends nothing twice.
+func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *manent.Step, state manent.State, errText, rollback string) (int, error) {
+	d := r.in.Descriptor
+	if d == nil || (len(d.Callbacks) == 0 && (d.Notify == nil || len(d.Notify.Chat) == 0)) {
+		return 0, nil
+	}
+	ev := notify.Event{Type: typ, Timestamp: time.Now().UTC(), Deployment: notify.DeploymentRef{
+		ID: r.in.ID, Application: r.in.Application, Environment: r.in.Environment, Version: r.in.Version,
+		State: state, Error: errText, Rollback: rollback,
+	}}
+	if st != nil {
+		ev.Step = &notify.StepRef{Name: st.Name, State: st.State, Attempts: st.Attempts, Error: st.Error,
+			StartedAt: st.StartedAt, FinishedAt: st.FinishedAt}
+	}
+	var cbs []notify.Callback
+	for _, c := range d.Callbacks {
+		cbs = append(cbs, notify.Callback{URL: c.URL, Events: c.Events})
+	}
+	var chat []string
+	if d.Notify != nil && (typ == notify.EventStarted || typ == notify.EventFinished) {
+		chat = d.Notify.Chat
+	}
+	ds := notify.Fanout(ev, key, cbs, chat)
+	if len(ds) == 0 {
+		return 0, nil
+	}
+	return len(ds), r.e.outbox.EnqueueAll(r.e.dbos, ds)
 }
 
 func (r *run) secrets(_ context.Context, log *logWriter) (any, error) {
@@ -623,9 +662,19 @@ func (r *run) finish(ctx context.Context, failed string, cancelled bool, rollbac
 		res.State = manent.StateCancelled
 		res.Error = "cancelled"
 	}
+	if failed != "" {
+		if st, err := r.e.st.Step(ctx, r.in.ID, failed); err == nil {
+			if _, err := r.notify(ctx, notify.EventStep, "step."+failed, &st, manent.StatePending, "", ""); err != nil {
+				return res, err
+			}
+		}
+	}
 	if err := r.e.st.Finish(ctx, r.in.ID, store.Outcome{
 		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
 	}); err != nil {
+		return res, err
+	}
+	if _, err := r.notify(ctx, notify.EventFinished, "finished", nil, res.State, res.Error, res.Rollback); err != nil {
 		return res, err
 	}
 	return res, nil

@@ -28,7 +28,10 @@ type Deployment struct {
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
 	// Rollout shows each wave of a progressive rollout.
 	Rollout []WaveStatus `json:"rollout,omitempty"`
-	Steps   []Step       `json:"steps"`
+	// Deliveries are the callbacks and chat messages sent for this deploy,
+	// each with its attempts.
+	Deliveries json.RawMessage `json:"deliveries,omitempty"`
+	Steps      []Step          `json:"steps"`
 }
 
 // WaveStatus is the state of one rollout wave: pending, deploying,

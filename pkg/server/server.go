@@ -46,6 +46,11 @@ type Config struct {
 	SubmissionsPerMinute int
 	// Environments gives the environment configuration (nil: none).
 	Environments Environments
+	// CallbacksSigned says a callback signing secret is configured; without
+	// one, descriptors with callbacks are refused.
+	CallbacksSigned bool
+	// ChatChannels are the chat channels configured on the server.
+	ChatChannels []string
 }
 
 // Server is the HTTP API.

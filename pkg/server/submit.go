@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/api"
@@ -88,6 +89,18 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 			urls[i] = c.URL
 		}
 		problems = append(problems, fieldErrors(s.cfg.Callbacks.CheckAll(ctx, urls), "/callbacks")...)
+		if !s.cfg.CallbacksSigned {
+			problems = append(problems, manent.FieldError{Path: "/callbacks",
+				Message: "this server has no callback signing secret (callbacks.secret_env): callbacks would go unsigned"})
+		}
+	}
+	if d.Notify != nil {
+		for i, ch := range d.Notify.Chat {
+			if !slices.Contains(s.cfg.ChatChannels, ch) {
+				problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/notify/chat/%d", i),
+					Message: fmt.Sprintf("chat channel %q is not configured on this server (known: %v)", ch, s.cfg.ChatChannels)})
+			}
+		}
 	}
 	if d.Schedule != nil {
 		problems = append(problems, manent.FieldError{Path: "/schedule", Message: "delayed and recurring deploys are not supported by this server yet"})

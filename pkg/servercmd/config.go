@@ -48,6 +48,14 @@ type Config struct {
 		Allow     []string `mapstructure:"allow"`
 		SecretEnv string   `mapstructure:"secret_env"`
 	} `mapstructure:"callbacks"`
+	// Chat maps chat channels to Slack-compatible incoming-webhook URLs.
+	Chat    map[string]string `mapstructure:"chat"`
+	Plugins struct {
+		// Path lists the directories searched for manent-plugin-<name>.
+		Path []string `mapstructure:"path"`
+		// HTTPAllow lists the URL patterns the http plugin may call.
+		HTTPAllow []string `mapstructure:"http_allow"`
+	} `mapstructure:"plugins"`
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`

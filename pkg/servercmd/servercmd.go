@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -24,11 +26,14 @@ import (
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
 	"github.com/manent-io/manent/pkg/version"
+	"github.com/manent-io/manent/plugins/external"
+	httpplugin "github.com/manent-io/manent/plugins/http"
 	"github.com/manent-io/manent/plugins/local"
 	"github.com/manent-io/manent/plugins/script"
 )
@@ -127,6 +132,26 @@ type runtime struct {
 	eng  *engine.Engine
 	log  *slog.Logger
 	envs *envconfig.Defaults
+	// signed says a callback secret is configured.
+	signed bool
+}
+
+// callbackSecret reads the callback signing secret from the environment
+// variable callbacks.secret_env names (whsec_<base64>); none is allowed,
+// and then descriptors with callbacks are refused.
+func callbackSecret(cfg *Config) ([]byte, error) {
+	if cfg.Callbacks.SecretEnv == "" {
+		return nil, nil
+	}
+	v := os.Getenv(cfg.Callbacks.SecretEnv)
+	if v == "" {
+		return nil, fmt.Errorf("callbacks.secret_env: %s is not set", cfg.Callbacks.SecretEnv)
+	}
+	b, err := notify.ParseSecret(v)
+	if err != nil {
+		return nil, fmt.Errorf("callbacks.secret_env: %s: %w", cfg.Callbacks.SecretEnv, err)
+	}
+	return b, nil
 }
 
 func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) {
@@ -146,6 +171,23 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, err
 	}
+	if err := reg.RegisterTarget("http", httpplugin.New(urlpolicy.Callbacks{Allow: cfg.Plugins.HTTPAllow}.Client(0))); err != nil {
+		st.Close()
+		return nil, err
+	}
+	found, err := external.Discover(cfg.Plugins.Path)
+	if err == nil {
+		err = external.Register(reg, found)
+	}
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("plugins.path: %w", err)
+	}
+	secret, err := callbackSecret(cfg)
+	if err != nil {
+		st.Close()
+		return nil, usageError{err}
+	}
 	envs, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
 	if err != nil {
 		st.Close()
@@ -153,8 +195,8 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	}
 	dataDir, _ := filepath.Abs(cfg.DataDir)
 	eng, err := engine.New(ctx, st, engine.Config{
-		Environments: envs,
-		ExecutorID:   cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
+		Environments: envs, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
+		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
 		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll, MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts,
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Logger: log,
 	})
@@ -162,7 +204,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, err
 	}
-	return &runtime{cfg: cfg, st: st, eng: eng, log: log, envs: envs}, nil
+	return &runtime{cfg: cfg, st: st, eng: eng, log: log, envs: envs, signed: len(secret) > 0}, nil
 }
 
 // RegisterBuiltins wires the built-in plugins (local, script) into reg.
@@ -219,7 +261,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		Engine: rt.eng, Guard: guard, Logger: log,
 		DataDir: cfg.DataDir, TrialMode: cfg.trial, Pipeline: cfg.Pipeline.Steps,
 		Sources: sources, Callbacks: callbacks, SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
-		Environments: rt.envs,
+		Environments: rt.envs, CallbacksSigned: rt.signed, ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -1,0 +1,131 @@
+package engine_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/urlpolicy"
+)
+
+// verify checks a Standard Webhooks signature, written from the spec
+// without the sender's code: HMAC-SHA256 over "<id>.<timestamp>.<body>"
+// with the base64 secret after "whsec_".
+func verify(secret, id, ts string, body []byte, header string) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(id + "." + ts + "."))
+	mac.Write(body)
+	want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, sig := range strings.Fields(header) {
+		if hmac.Equal([]byte(sig), []byte(want)) {
+			return true
+		}
+	}
+	return false
+}
+
+// A deploy's callbacks arrive signed, from the durable outbox: started, one
+// event per step, finished with the outcome; retries keep the webhook-id.
+func TestCallbacksSignedFromOutbox(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+		var mu sync.Mutex
+		seen := map[string][]string{} // webhook-id → event types received
+		var types []string
+		failedOnce := map[string]bool{}
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			id, ts := r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp")
+			if !verify(secret, id, ts, body, r.Header.Get("webhook-signature")) {
+				t.Errorf("bad signature on %s", id)
+				w.WriteHeader(400)
+				return
+			}
+			var ev struct {
+				Type       string `json:"type"`
+				Deployment struct {
+					State string `json:"state"`
+				} `json:"deployment"`
+				Step *struct{ Name string } `json:"step"`
+			}
+			_ = json.Unmarshal(body, &ev)
+			mu.Lock()
+			defer mu.Unlock()
+			// The first delivery of the "finished" event fails: the retry must
+			// carry the same webhook-id.
+			if ev.Type == "finished" && !failedOnce[id] {
+				failedOnce[id] = true
+				seen[id] = append(seen[id], "503")
+				w.WriteHeader(503)
+				return
+			}
+			name := ev.Type
+			if ev.Step != nil {
+				name += ":" + ev.Step.Name
+			}
+			if ev.Type == "finished" {
+				name += ":" + ev.Deployment.State
+			}
+			seen[id] = append(seen[id], name)
+			types = append(types, name)
+		}))
+		defer recv.Close()
+		f := newFixture(t, db, 2, func(c *engine.Config) {
+			c.Callbacks = urlpolicy.Callbacks{Allow: []string{"http://127.0.0.1:*/**"}}
+			c.CallbackSecret, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+		})
+		url, _ := f.artifact("v1", "x")
+		id := f.submit(descriptorYAML("cb", "prod", "1", url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))
+		if rec := f.wait(id, 30*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(types) > 0 && strings.HasPrefix(types[len(types)-1], "finished")
+		}, "the finished callback (retried after a 503)")
+		mu.Lock()
+		defer mu.Unlock()
+		got := map[string]bool{}
+		for _, ty := range types {
+			got[ty] = true
+		}
+		for _, want := range []string{"started", "step:config", "step:artifacts", "step:deploy", "step:activation", "finished:SUCCESS"} {
+			if !got[want] {
+				t.Errorf("callbacks %v: missing %s", types, want)
+			}
+		}
+		for wid, hist := range seen {
+			if len(hist) == 2 && hist[0] != "503" {
+				t.Errorf("webhook-id %s delivered twice: %v", wid, hist)
+			}
+			if hist[0] == "503" && (len(hist) != 2 || !strings.HasPrefix(hist[1], "finished")) {
+				t.Errorf("the retry of %s did not reuse its webhook-id: %v", wid, hist)
+			}
+		}
+		rec, err := f.eng.Refresh(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(rec.Deliveries), `"delivered"`) {
+			t.Errorf("deliveries in status: %s", rec.Deliveries)
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/urlpolicy"
+)
+
+// DefaultTimeout bounds one delivery attempt when Sender.Timeout is 0.
+const DefaultTimeout = 10 * time.Second
+
+// maxErrorBody is how much of a refusing receiver's body an error keeps.
+const maxErrorBody = 512
+
+// Sender makes one attempt to deliver a message. It is safe for concurrent use.
+//
+// The outcome of Send and PostJSON is nil for a 2xx answer. Otherwise the
+// error says whether retrying can help: plugin.IsPermanent reports the
+// refusals it cannot (a 4xx other than 408 and 429, a 3xx since redirects
+// are not followed, a URL or address the callback policy refuses, a missing
+// secret); every other error (a 5xx, 408, 429, a timeout, a connection
+// failure, a DNS outage) is worth retrying. A non-2xx answer is an
+// *HTTPError in the chain, for its status.
+type Sender struct {
+	// Policy is `callbacks.allow`. Send checks each callback URL against it
+	// at send time (a policy narrowed since the submission applies), and
+	// when Client is nil the sender dials through Policy's SafeTransport,
+	// which checks the address actually dialed (DNS rebinding). The zero
+	// Policy allows no callback.
+	Policy urlpolicy.Callbacks
+	// Client sends the requests. Nil means Policy.Client(Timeout): the
+	// SafeTransport, no redirects. A client set here must not follow
+	// redirects and must enforce the address policy itself.
+	Client *http.Client
+	// Secret is the signing key (ParseSecret). Send refuses to send an
+	// unsigned callback; PostJSON does not sign.
+	Secret []byte
+	// Timeout bounds one attempt; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// UserAgent is sent with every request; "" means "manent".
+	UserAgent string
+
+	once   sync.Once
+	client *http.Client
+}
+
+// NewSender returns a Sender for callbacks allowed by policy, signed with
+// secret, each attempt bounded by timeout (0: DefaultTimeout).
+func NewSender(policy urlpolicy.Callbacks, secret []byte, timeout time.Duration) *Sender {
+	return &Sender{Policy: policy, Secret: secret, Timeout: timeout}
+}
+
+func (s *Sender) timeout() time.Duration {
+	if s.Timeout > 0 {
+		return s.Timeout
+	}
+	return DefaultTimeout
+}
+
+func (s *Sender) httpClient() *http.Client {
+	s.once.Do(func() {
+		s.client = s.Client
+		if s.client == nil {
+			s.client = s.Policy.Client(s.timeout())
+		}
+	})
+	return s.client
+}
+
+// HTTPError is a receiver's answer other than 2xx.
+type HTTPError struct {
+	Status int
+	// Body is the start of the response body.
+	Body string
+	// RetryAfter is the receiver's Retry-After (in seconds form), 0 if none.
+	RetryAfter time.Duration
+}
+
+func (e *HTTPError) Error() string {
+	msg := fmt.Sprintf("receiver answered %d %s", e.Status, http.StatusText(e.Status))
+	if e.Status >= 300 && e.Status < 400 {
+		msg += " (redirects are not followed)"
+	}
+	if b := strings.TrimSpace(e.Body); b != "" {
+		msg += ": " + b
+	}
+	return msg
+}
+
+// Retryable reports whether an answer with this status is worth another
+// attempt: 5xx, 408 Request Timeout and 429 Too Many Requests.
+func Retryable(status int) bool {
+	return status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests
+}
+
+// Send delivers ev to url once, as a signed Standard Webhooks callback:
+// headers webhook-id (id, the same on every retry of the event),
+// webhook-timestamp (now) and webhook-signature, JSON body ev.
+func (s *Sender) Send(ctx context.Context, url string, ev Event, id string) error {
+	_, err := s.send(ctx, url, ev, id)
+	return err
+}
+
+// send is Send that also returns the receiver's status (0 without an answer).
+func (s *Sender) send(ctx context.Context, url string, ev Event, id string) (int, error) {
+	if len(s.Secret) == 0 {
+		return 0, plugin.Permanent(errors.New("no callback signing secret is configured (callbacks.secret_env): refusing to send an unsigned callback"))
+	}
+	if id == "" {
+		return 0, plugin.Permanent(errors.New("callback without a webhook-id"))
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return 0, plugin.Permanent(fmt.Errorf("encode event: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout())
+	defer cancel()
+	if err := s.Policy.Check(ctx, url); err != nil {
+		if manent.ErrorCode(err) == manent.EInvalid {
+			return 0, plugin.Permanent(err)
+		}
+		return 0, s.transportError(ctx, err)
+	}
+	now := time.Now()
+	h := http.Header{}
+	h.Set(HeaderID, id)
+	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	h.Set(HeaderSignature, Sign(s.Secret, id, now, body))
+	return s.post(ctx, url, body, h)
+}
+
+// PostJSON posts v as JSON to url once, unsigned and without checking url
+// against the policy's URL patterns (it is for operator-configured
+// endpoints such as chat webhooks); the address dialed is still checked
+// when Client is nil.
+func (s *Sender) PostJSON(ctx context.Context, url string, v any) error {
+	_, err := s.postJSON(ctx, url, v)
+	return err
+}
+
+func (s *Sender) postJSON(ctx context.Context, url string, v any) (int, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return 0, plugin.Permanent(fmt.Errorf("encode message: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout())
+	defer cancel()
+	return s.post(ctx, url, body, http.Header{})
+}
+
+func (s *Sender) post(ctx context.Context, url string, body []byte, h http.Header) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, plugin.Permanent(fmt.Errorf("bad URL: %w", err))
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	ua := s.UserAgent
+	if ua == "" {
+		ua = "manent"
+	}
+	req.Header.Set("User-Agent", ua)
+	resp, err := s.httpClient().Do(req)
+	if err != nil {
+		return 0, s.transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return resp.StatusCode, nil
+	}
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	he := &HTTPError{Status: resp.StatusCode, Body: string(snippet), RetryAfter: retryAfter(resp.Header.Get("Retry-After"))}
+	if Retryable(resp.StatusCode) {
+		return he.Status, he
+	}
+	return he.Status, plugin.Permanent(he)
+}
+
+// transportError classifies a failure to get an answer.
+func (s *Sender) transportError(ctx context.Context, err error) error {
+	var ae *urlpolicy.AddressError
+	if errors.As(err, &ae) {
+		return plugin.Permanent(fmt.Errorf("callback refused by the callback policy: %w", ae))
+	}
+	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("no answer within %s: %w", s.timeout(), err)
+	}
+	return err
+}
+
+// retryAfter parses a Retry-After in seconds; an HTTP date or garbage is 0.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}

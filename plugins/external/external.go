@@ -1,0 +1,372 @@
+// Package external runs external plugins (SPEC §6): an executable named
+// manent-plugin-<name>, found on `plugins.path`, that speaks the JSON
+// protocol manent.plugin/v1 (docs/plugins.md). Each action is one run of
+// the executable: one JSON request on stdin, one JSON response on stdout;
+// stderr lines go to the deploy log.
+//
+// An external plugin is both a target (plugin.Target) and a custom-step
+// runner (plugin.Runner).
+//
+// It imports pkg/plugin only.
+package external
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// Protocol is the protocol version a request carries.
+const Protocol = "manent.plugin/v1"
+
+// Prefix starts the file name of an external plugin.
+const Prefix = "manent-plugin-"
+
+// Actions of the protocol.
+const (
+	ActionValidate           = "validate"
+	ActionLive               = "live"
+	ActionDeploy             = "deploy"
+	ActionActivate           = "activate"
+	ActionHealth             = "health"
+	ActionRollbackDeploy     = "rollback:deploy"
+	ActionRollbackActivation = "rollback:activation"
+	ActionRun                = "run"
+)
+
+// Defaults.
+const (
+	// DefaultTimeout bounds one action when the context has no earlier deadline.
+	DefaultTimeout = 10 * time.Minute
+	// ValidateTimeout bounds a validate action (run at submission).
+	ValidateTimeout = 10 * time.Second
+	// MaxResponse bounds stdout.
+	MaxResponse = 4 << 20
+)
+
+// Request is what a plugin reads on stdin.
+type Request struct {
+	Protocol string         `json:"protocol"`
+	Action   string         `json:"action"`
+	Context  RequestContext `json:"context"`
+	With     map[string]any `json:"with"`
+	// Checkpoint is what `live` answered before the deploy; only for the
+	// rollback actions.
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+}
+
+// RequestContext is the deploy and step the action is for (plugin.Context).
+type RequestContext struct {
+	DeployID    string         `json:"deploy_id"`
+	Application string         `json:"application"`
+	Environment string         `json:"environment"`
+	Version     string         `json:"version"`
+	Step        string         `json:"step"`
+	WorkDir     string         `json:"workdir"`
+	Artifact    string         `json:"artifact"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+}
+
+// Response is what a plugin writes on stdout.
+type Response struct {
+	OK bool `json:"ok"`
+	// Output is recorded as the step's output; for `live` it is the
+	// checkpoint.
+	Output map[string]any `json:"output,omitempty"`
+	// Error says what went wrong when OK is false.
+	Error string `json:"error,omitempty"`
+	// Permanent says retrying cannot help: the step fails at once.
+	Permanent bool `json:"permanent,omitempty"`
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// Plugin is one external plugin executable.
+type Plugin struct {
+	// Name is the plugin name, without the prefix.
+	Name string
+	// Path is the executable.
+	Path string
+	// Timeout bounds one action; 0 means DefaultTimeout. A context deadline
+	// that comes earlier wins.
+	Timeout time.Duration
+}
+
+// Discover finds the external plugins in dirs: executable files named
+// manent-plugin-<name>, <name> as an application name ([a-z0-9][a-z0-9-]*).
+// Like PATH, the first directory that has a name wins, and a directory that
+// does not exist is skipped; any other failure to read one is an error.
+func Discover(dirs []string) (map[string]*Plugin, error) {
+	out := map[string]*Plugin{}
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("plugins.path: %w", err)
+		}
+		for _, e := range entries {
+			name, ok := strings.CutPrefix(e.Name(), Prefix)
+			if !ok || !namePattern.MatchString(name) || out[name] != nil {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			st, err := os.Stat(path) // follows symlinks
+			if err != nil || !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
+				continue
+			}
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return nil, fmt.Errorf("plugins.path: %w", err)
+			}
+			out[name] = &Plugin{Name: name, Path: abs}
+		}
+	}
+	return out, nil
+}
+
+// Register adds every plugin to reg as a target and as a step runner, in
+// name order. A name already taken (a built-in) is an error.
+func Register(reg *plugin.Registry, plugins map[string]*Plugin) error {
+	names := make([]string, 0, len(plugins))
+	for n := range plugins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, n := range names {
+		p := plugins[n]
+		errs = append(errs, reg.RegisterTarget(n, p), reg.RegisterRunner(n, p))
+	}
+	return errors.Join(errs...)
+}
+
+// Validate asks the plugin to check `with`.
+func (p *Plugin) Validate(with map[string]any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ValidateTimeout)
+	defer cancel()
+	_, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	return err
+}
+
+// Live asks what is live now; the response's output is the checkpoint.
+func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, error) {
+	out, err := p.do(ctx, ActionLive, pc, nil)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("plugin %s: live output: %w", p.Name, err))
+	}
+	return b, nil
+}
+
+// Deploy runs the deploy action.
+func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.do(ctx, ActionDeploy, pc, nil)
+}
+
+// Activate runs the activate action.
+func (p *Plugin) Activate(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.do(ctx, ActionActivate, pc, nil)
+}
+
+// Health runs the health action.
+func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.do(ctx, ActionHealth, pc, nil)
+}
+
+// RollbackDeploy runs rollback:deploy with the checkpoint.
+func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	return p.do(ctx, ActionRollbackDeploy, pc, checkpoint)
+}
+
+// RollbackActivation runs rollback:activation with the checkpoint.
+func (p *Plugin) RollbackActivation(ctx context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	return p.do(ctx, ActionRollbackActivation, pc, checkpoint)
+}
+
+// Run runs the run action (a custom step).
+func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.do(ctx, ActionRun, pc, nil)
+}
+
+// do runs the executable once for action and interprets its answer:
+//   - a response with ok: its output;
+//   - a response without ok: its error, permanent if it says so;
+//   - no response and exit code ≠ 0, or a timeout: a retryable error;
+//   - exit code 0 without a valid response: a permanent protocol error;
+//   - an executable that cannot be started: a permanent error.
+func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	with := pc.With
+	if with == nil {
+		with = map[string]any{}
+	}
+	req := Request{
+		Protocol: Protocol, Action: action, With: with, Checkpoint: checkpoint,
+		Context: RequestContext{
+			DeployID: pc.DeployID, Application: pc.Application, Environment: pc.Environment, Version: pc.Version,
+			Step: pc.Step, WorkDir: pc.WorkDir, Artifact: pc.Artifact, Parameters: pc.Parameters,
+		},
+	}
+	in, err := json.Marshal(req)
+	if err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("plugin %s: encode request: %w", p.Name, err))
+	}
+	cmd := exec.CommandContext(ctx, p.Path)
+	if st, err := os.Stat(pc.WorkDir); err == nil && st.IsDir() {
+		cmd.Dir = pc.WorkDir
+	}
+	cmd.Env = append(os.Environ(),
+		"MANENT_PLUGIN_PROTOCOL="+Protocol,
+		"MANENT_ACTION="+action,
+		"MANENT_DEPLOY_ID="+pc.DeployID,
+		"MANENT_APPLICATION="+pc.Application,
+		"MANENT_ENVIRONMENT="+pc.Environment,
+		"MANENT_VERSION="+pc.Version,
+		"MANENT_STEP="+pc.Step,
+		"MANENT_ARTIFACT="+pc.Artifact,
+		"MANENT_WORKDIR="+pc.WorkDir,
+	)
+	cmd.Stdin = bytes.NewReader(in)
+	stdout := &limitedBuffer{max: MaxResponse}
+	cmd.Stdout = stdout
+	logw := &lineWriter{w: pc.Log}
+	cmd.Stderr = logw
+	cmd.WaitDelay = 5 * time.Second
+	runErr := cmd.Run()
+	logw.flush()
+
+	resp, parseErr := parseResponse(stdout)
+	if ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("plugin %s: %s timed out after %s", p.Name, action, timeout)
+	}
+	if parseErr == nil {
+		if resp.OK {
+			return plugin.Result(resp.Output), nil
+		}
+		msg := resp.Error
+		if msg == "" {
+			msg = "failed without saying why"
+		}
+		err := fmt.Errorf("plugin %s: %s: %s", p.Name, action, msg)
+		if resp.Permanent {
+			return plugin.Result(resp.Output), plugin.Permanent(err)
+		}
+		return plugin.Result(resp.Output), err
+	}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(runErr, &ee):
+		return nil, fmt.Errorf("plugin %s: %s exited with status %d without a response", p.Name, action, ee.ExitCode())
+	case runErr != nil && ctx.Err() != nil:
+		return nil, fmt.Errorf("plugin %s: %s: %w", p.Name, action, ctx.Err())
+	case runErr != nil:
+		return nil, plugin.Permanent(fmt.Errorf("plugin %s: %w", p.Name, runErr))
+	}
+	return nil, plugin.Permanent(fmt.Errorf("plugin %s: %s: %w", p.Name, action, parseErr))
+}
+
+// parseResponse reads the one JSON object stdout must hold.
+func parseResponse(stdout *limitedBuffer) (Response, error) {
+	var r Response
+	if stdout.overflow {
+		return r, fmt.Errorf("response larger than %d bytes", MaxResponse)
+	}
+	data := bytes.TrimSpace(stdout.buf.Bytes())
+	if len(data) == 0 {
+		return r, errors.New("no response on stdout")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("stdout is not a JSON response: %w", err)
+	}
+	if dec.More() {
+		return r, errors.New("stdout holds more than one JSON value")
+	}
+	return r, nil
+}
+
+// limitedBuffer keeps the first max bytes written.
+type limitedBuffer struct {
+	buf      bytes.Buffer
+	max      int
+	overflow bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); len(p) > room {
+		b.overflow = true
+		b.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return b.buf.Write(p)
+}
+
+// lineWriter forwards whole lines to w (nil: discards).
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.emit(l.buf[:i])
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 {
+		l.emit(l.buf)
+		l.buf = nil
+	}
+	return len(p), nil
+}
+
+func (l *lineWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.emit(l.buf)
+	}
+	l.buf = nil
+}
+
+func (l *lineWriter) emit(line []byte) {
+	if l.w != nil {
+		out := make([]byte, 0, len(line)+1)
+		out = append(out, bytes.TrimRight(line, "\r")...)
+		_, _ = l.w.Write(append(out, '\n'))
+	}
+}

@@ -1,0 +1,299 @@
+package external_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/plugins/external"
+)
+
+// pluginDir holds manent-plugin-example, built from plugins/example-external.
+var pluginDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "manent-plugins-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	pluginDir = dir
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "manent-plugin-example"),
+		"github.com/manent-io/manent/plugins/example-external")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build the example plugin:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func example(t *testing.T) *external.Plugin {
+	t.Helper()
+	found, err := external.Discover([]string{pluginDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := found["example"]
+	if p == nil {
+		t.Fatalf("Discover found %v, no example", found)
+	}
+	return p
+}
+
+func pctx(dir, version string, log io.Writer, extra map[string]any) plugin.Context {
+	with := map[string]any{"dir": dir}
+	for k, v := range extra {
+		with[k] = v
+	}
+	return plugin.Context{
+		DeployID: "dpl_" + strings.ReplaceAll(version, ".", ""), Application: "billing", Environment: "prod",
+		Version: version, WorkDir: dir, With: with, Log: log,
+	}
+}
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func writeScript(t *testing.T, dir, name, body string, mode os.FileMode) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), mode); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDiscover(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	writeScript(t, first, "manent-plugin-alpha", "", 0o755)
+	writeScript(t, first, "manent-plugin-noexec", "", 0o644)
+	writeScript(t, first, "manent-plugin-Bad_Name", "", 0o755)
+	writeScript(t, first, "other-tool", "", 0o755)
+	if err := os.Mkdir(filepath.Join(first, "manent-plugin-adir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeScript(t, second, "manent-plugin-alpha", "", 0o755) // shadowed by first
+	beta := writeScript(t, second, "real-beta", "", 0o755)
+	if err := os.Symlink(beta, filepath.Join(second, "manent-plugin-beta")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := external.Discover([]string{filepath.Join(first, "missing"), first, second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n, p := range got {
+		names = append(names, n)
+		if p.Name != n || !filepath.IsAbs(p.Path) {
+			t.Errorf("%s: %+v", n, p)
+		}
+	}
+	sort.Strings(names)
+	if fmt.Sprint(names) != "[alpha beta]" {
+		t.Fatalf("Discover found %v, want [alpha beta]", names)
+	}
+	if got["alpha"].Path != filepath.Join(first, "manent-plugin-alpha") {
+		t.Errorf("alpha is %s: the first directory must win", got["alpha"].Path)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	reg := plugin.NewRegistry()
+	if err := external.Register(reg, map[string]*external.Plugin{"example": example(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Target("example"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Runner("example"); err != nil {
+		t.Fatal(err)
+	}
+	if err := external.Register(reg, map[string]*external.Plugin{"example": example(t)}); err == nil {
+		t.Fatal("a second plugin of the same name registered")
+	}
+}
+
+// A full release, its successor, and the successor rolled back, through
+// plugin.Target as the engine drives it.
+func TestLifecycle(t *testing.T) {
+	var target plugin.Target = example(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	var log bytes.Buffer
+
+	if err := target.Validate(map[string]any{"dir": dir}); err != nil {
+		t.Fatal(err)
+	}
+	err := target.Validate(map[string]any{"dir": "relative"})
+	if err == nil || !strings.Contains(err.Error(), "absolute") {
+		t.Fatalf("Validate(relative) = %v", err)
+	}
+
+	v1 := pctx(dir, "1.0", &log, nil)
+	cp, err := target.Live(ctx, v1)
+	if err != nil || string(cp) != `{"release":""}` {
+		t.Fatalf("Live before anything = %s, %v", cp, err)
+	}
+	for _, step := range []func(context.Context, plugin.Context) (plugin.Result, error){target.Deploy, target.Health, target.Activate} {
+		if _, err := step(ctx, v1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := read(t, filepath.Join(dir, "current")); got != "1.0" {
+		t.Fatalf("current = %s", got)
+	}
+
+	v2 := pctx(dir, "2.0", &log, nil)
+	cp, err = target.Live(ctx, v2)
+	if err != nil || string(cp) != `{"release":"1.0"}` {
+		t.Fatalf("checkpoint = %s, %v", cp, err)
+	}
+	res, err := target.Deploy(ctx, v2)
+	if err != nil || res["release"] != "2.0" {
+		t.Fatalf("Deploy v2 = %v, %v", res, err)
+	}
+	if _, err := target.Activate(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	v2.Step = "rollback:activation"
+	if _, err := target.RollbackActivation(ctx, v2, cp); err != nil {
+		t.Fatal(err)
+	}
+	v2.Step = "rollback:deploy"
+	if _, err := target.RollbackDeploy(ctx, v2, cp); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(dir, "current")); got != "1.0" {
+		t.Fatalf("current after rollback = %s, want 1.0", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "releases", "2.0")); !os.IsNotExist(err) {
+		t.Fatalf("releases/2.0 still there: %v", err)
+	}
+	actions := strings.Fields(strings.ReplaceAll(read(t, filepath.Join(dir, "actions.log")), "\n", " | "))
+	gotActions := []string{}
+	for i, f := range actions {
+		if i == 0 || actions[i-1] == "|" {
+			gotActions = append(gotActions, f)
+		}
+	}
+	want := "[live deploy health activate live deploy activate rollback:activation rollback:deploy]"
+	if fmt.Sprint(gotActions) != want {
+		t.Fatalf("actions = %v, want %s", gotActions, want)
+	}
+	if !strings.Contains(log.String(), "example: rollback:deploy for dpl_20\n") {
+		t.Fatalf("stderr did not reach the deploy log: %q", log.String())
+	}
+}
+
+func TestRun(t *testing.T) {
+	var runner plugin.Runner = example(t)
+	dir := t.TempDir()
+	pc := pctx(dir, "1.0", io.Discard, nil)
+	pc.Step = "smoke"
+	res, err := runner.Run(context.Background(), pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["marker"] != filepath.Join(dir, "ran-smoke") || read(t, filepath.Join(dir, "ran-smoke")) != "dpl_10" {
+		t.Fatalf("Run = %v", res)
+	}
+}
+
+func TestFailures(t *testing.T) {
+	tests := []struct {
+		name          string
+		with          map[string]any
+		timeout       time.Duration
+		wantErr       string
+		wantPermanent bool
+	}{
+		{"plugin says failed", map[string]any{"fail": "deploy"}, 0, "plugin example: deploy: deploy failed as asked", false},
+		{"plugin says failed for good", map[string]any{"fail": "deploy", "permanent": true}, 0, "deploy failed as asked", true},
+		{"exit without response", map[string]any{"crash": "deploy"}, 0, "exited with status 3 without a response", false},
+		{"no answer in time", map[string]any{"hang": "deploy"}, 200 * time.Millisecond, "deploy timed out after 200ms", false},
+		{"not JSON", map[string]any{"garbage": "deploy"}, 0, "stdout is not a JSON response", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := example(t)
+			p.Timeout = tt.timeout
+			var log bytes.Buffer
+			start := time.Now()
+			_, err := p.Deploy(context.Background(), pctx(t.TempDir(), "1.0", &log, tt.with))
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Deploy error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if got := plugin.IsPermanent(err); got != tt.wantPermanent {
+				t.Fatalf("permanent = %v, want %v", got, tt.wantPermanent)
+			}
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("took %s", d)
+			}
+		})
+	}
+	missing := &external.Plugin{Name: "gone", Path: filepath.Join(t.TempDir(), "manent-plugin-gone")}
+	if _, err := missing.Deploy(context.Background(), plugin.Context{}); !plugin.IsPermanent(err) {
+		t.Fatalf("missing executable: %v, want a permanent error", err)
+	}
+}
+
+// The request on stdin, as a plugin sees it.
+func TestRequest(t *testing.T) {
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "request.json")
+	path := writeScript(t, dir, "manent-plugin-dump", "cat > "+dump+"\necho '{\"ok\": true, \"output\": {\"n\": 1}}'\n", 0o755)
+	p := &external.Plugin{Name: "dump", Path: path}
+	pc := plugin.Context{
+		DeployID: "dpl_1", Application: "billing", Environment: "prod", Version: "1.4.2", Step: "rollback:activation",
+		WorkDir: dir, Artifact: dir + "/a.tgz", With: map[string]any{"k": "v"}, Parameters: map[string]any{"replicas": 3},
+	}
+	res, err := p.RollbackActivation(context.Background(), pc, json.RawMessage(`{"release":"1.4.1"}`))
+	if err != nil || res["n"] != 1.0 {
+		t.Fatalf("RollbackActivation = %v, %v", res, err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(read(t, dump)), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"protocol": "manent.plugin/v1", "action": "rollback:activation",
+		"context": map[string]any{
+			"deploy_id": "dpl_1", "application": "billing", "environment": "prod", "version": "1.4.2",
+			"step": "rollback:activation", "workdir": dir, "artifact": dir + "/a.tgz", "parameters": map[string]any{"replicas": 3.0},
+		},
+		"with":       map[string]any{"k": "v"},
+		"checkpoint": map[string]any{"release": "1.4.1"},
+	}
+	if gj, wj := mustJSON(t, got), mustJSON(t, want); gj != wj {
+		t.Fatalf("request\n got %s\nwant %s", gj, wj)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

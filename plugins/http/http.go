@@ -1,0 +1,523 @@
+// Package httpplugin is the `http` target plugin (SPEC §6): it drives a
+// platform's deploy API. Each action POSTs the deploy context as JSON to a
+// configured URL with an Idempotency-Key, then, when the platform answers
+// with (or is configured with) a status URL, polls it until the platform
+// says done or failed.
+//
+// Target configuration (`target.with`):
+//
+//	deploy_url:    https://platform.example/api/deploys        # required
+//	status_url:    https://platform.example/api/deploys/{deploy_id}
+//	activate_url:  …/activate     # optional; without it activation does nothing
+//	health_url:    …/health       # optional; GET, 2xx is healthy
+//	rollback_url:  …/rollback     # required for rollback:deploy and rollback:activation
+//	live_url:      …/current      # optional; GET, what is live now (default: status_url)
+//	method:        POST           # for deploy/activate/rollback calls
+//	headers:       {Authorization: "Bearer …"}
+//	timeout:       30s            # per call
+//	poll_interval: 5s
+//	poll_timeout:  10m
+//	status_field:  state          # dotted path in the status document
+//	done:          [done]         # values of status_field that end polling well
+//	failed:        [failed]       # … and badly
+//
+// URLs may hold {deploy_id}, {application}, {environment}, {version} and
+// {step}, replaced path-escaped.
+//
+// Outcomes: a 2xx is success; a 4xx other than 408 and 429 is a permanent
+// error (plugin.Permanent: the step fails at once); a 5xx, 408, 429, a
+// timeout or a connection failure is retryable. A status document in a
+// failed state is permanent: the platform said no. Every call carries
+// `Idempotency-Key: <deploy id>:<step>`, so a retried or recovered step does
+// not deploy twice on a platform that honours it.
+//
+// The package name avoids shadowing net/http; the directory is plugins/http.
+// It imports pkg/plugin only.
+package httpplugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// Defaults of `with`.
+const (
+	DefaultTimeout      = 30 * time.Second
+	DefaultPollInterval = 5 * time.Second
+	DefaultPollTimeout  = 10 * time.Minute
+)
+
+// maxBody bounds how much of an answer is read.
+const maxBody = 1 << 20
+
+// Plugin is the http target.
+type Plugin struct {
+	client *http.Client
+}
+
+// New returns the http plugin sending through client (nil: a plain
+// client). The server should pass a client that enforces its outbound URL
+// policy, since target URLs may come from descriptors.
+func New(client *http.Client) *Plugin {
+	if client == nil {
+		client = &http.Client{}
+	}
+	return &Plugin{client: client}
+}
+
+type config struct {
+	DeployURL, StatusURL, ActivateURL, HealthURL, RollbackURL, LiveURL string
+
+	Method       string
+	Headers      map[string]string
+	Timeout      time.Duration
+	PollInterval time.Duration
+	PollTimeout  time.Duration
+	StatusField  string
+	Done, Failed []string
+}
+
+func parse(with map[string]any) (config, error) {
+	c := config{
+		Method: http.MethodPost, Timeout: DefaultTimeout, PollInterval: DefaultPollInterval,
+		PollTimeout: DefaultPollTimeout, StatusField: "state", Done: []string{"done"}, Failed: []string{"failed"},
+	}
+	var errs []error
+	str := func(key string, dst *string, required bool) {
+		v, ok := with[key]
+		if !ok || v == nil {
+			if required {
+				errs = append(errs, fmt.Errorf("with.%s is required", key))
+			}
+			return
+		}
+		s, ok := v.(string)
+		if !ok {
+			errs = append(errs, fmt.Errorf("with.%s must be a string", key))
+			return
+		}
+		*dst = s
+	}
+	urlKey := func(key string, dst *string, required bool) {
+		str(key, dst, required)
+		if *dst == "" {
+			return
+		}
+		u, err := url.Parse(expand(*dst, plugin.Context{}))
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("with.%s %q must be an absolute http(s) URL", key, *dst))
+		}
+	}
+	urlKey("deploy_url", &c.DeployURL, true)
+	urlKey("status_url", &c.StatusURL, false)
+	urlKey("activate_url", &c.ActivateURL, false)
+	urlKey("health_url", &c.HealthURL, false)
+	urlKey("rollback_url", &c.RollbackURL, false)
+	urlKey("live_url", &c.LiveURL, false)
+	str("method", &c.Method, false)
+	c.Method = strings.ToUpper(c.Method)
+	if !slices.Contains([]string{http.MethodPost, http.MethodPut, http.MethodPatch}, c.Method) {
+		errs = append(errs, fmt.Errorf("with.method %q must be POST, PUT or PATCH", c.Method))
+	}
+	str("status_field", &c.StatusField, false)
+	for key, dst := range map[string]*time.Duration{"timeout": &c.Timeout, "poll_interval": &c.PollInterval, "poll_timeout": &c.PollTimeout} {
+		var s string
+		str(key, &s, false)
+		if s == "" {
+			continue
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("with.%s %q is not a positive duration", key, s))
+			continue
+		}
+		*dst = d
+	}
+	if h, ok := with["headers"]; ok && h != nil {
+		m, ok := h.(map[string]any)
+		if !ok {
+			errs = append(errs, errors.New("with.headers must be a map of strings"))
+		}
+		c.Headers = map[string]string{}
+		for k, v := range m {
+			s, ok := v.(string)
+			if !ok {
+				errs = append(errs, fmt.Errorf("with.headers.%s must be a string", k))
+				continue
+			}
+			c.Headers[k] = s
+		}
+	}
+	for key, dst := range map[string]*[]string{"done": &c.Done, "failed": &c.Failed} {
+		v, ok := with[key]
+		if !ok || v == nil {
+			continue
+		}
+		list, ok := v.([]any)
+		if !ok {
+			errs = append(errs, fmt.Errorf("with.%s must be a list of strings", key))
+			continue
+		}
+		*dst = nil
+		for _, e := range list {
+			*dst = append(*dst, fmt.Sprint(e))
+		}
+	}
+	known := []string{"deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
+		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed"}
+	for k := range with {
+		if !slices.Contains(known, k) {
+			errs = append(errs, fmt.Errorf("with.%s is not a setting of the http plugin", k))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, fmt.Errorf("http: %w", err)
+	}
+	return c, nil
+}
+
+// Validate checks `with`.
+func (p *Plugin) Validate(with map[string]any) error {
+	_, err := parse(with)
+	return err
+}
+
+// expand replaces the placeholders of a configured URL.
+func expand(raw string, pc plugin.Context) string {
+	return strings.NewReplacer(
+		"{deploy_id}", url.PathEscape(pc.DeployID),
+		"{application}", url.PathEscape(pc.Application),
+		"{environment}", url.PathEscape(pc.Environment),
+		"{version}", url.PathEscape(pc.Version),
+		"{step}", url.PathEscape(pc.Step),
+	).Replace(raw)
+}
+
+// request is the JSON body of every call.
+type request struct {
+	Action      string         `json:"action"`
+	DeployID    string         `json:"deploy_id"`
+	Application string         `json:"application"`
+	Environment string         `json:"environment"`
+	Version     string         `json:"version"`
+	Step        string         `json:"step"`
+	Artifact    string         `json:"artifact,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+	// Checkpoint is what Live reported before the deploy (rollbacks only).
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+}
+
+// answer is a call's outcome.
+type answer struct {
+	status   int
+	header   http.Header
+	body     []byte
+	document map[string]any // the body, when a JSON object
+}
+
+// IdempotencyKey is the Idempotency-Key of a call.
+func IdempotencyKey(pc plugin.Context) string { return pc.DeployID + ":" + pc.Step }
+
+func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, rawURL string, body any) (*answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, plugin.Permanent(fmt.Errorf("http: encode request: %w", err))
+		}
+		rd = bytes.NewReader(b)
+	}
+	target := expand(rawURL, pc)
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("http: %w", err))
+	}
+	for k, v := range c.Headers {
+		req.Header.Set(k, v)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", IdempotencyKey(pc))
+	resp, err := p.client.Do(req)
+	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			err = fmt.Errorf("no answer within %s", c.Timeout)
+		}
+		logf(pc, "%s %s -> %v", method, redact(target), err)
+		return nil, fmt.Errorf("http: %s %s: %w", method, redact(target), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("http: %s %s: read answer: %w", method, redact(target), err)
+	}
+	a := &answer{status: resp.StatusCode, header: resp.Header, body: data}
+	_ = json.Unmarshal(data, &a.document)
+	logf(pc, "%s %s -> %d", method, redact(target), resp.StatusCode)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return a, nil
+	}
+	err = fmt.Errorf("http: %s %s answered %d %s%s", method, redact(target), resp.StatusCode,
+		http.StatusText(resp.StatusCode), snippet(data))
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout &&
+		resp.StatusCode != http.StatusTooManyRequests {
+		return a, plugin.Permanent(err)
+	}
+	return a, err
+}
+
+// act makes an action's call, then polls its status until it settles.
+func (p *Plugin) act(ctx context.Context, pc plugin.Context, action, rawURL string, checkpoint json.RawMessage, pollConfigured bool) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	body := request{
+		Action: action, DeployID: pc.DeployID, Application: pc.Application, Environment: pc.Environment,
+		Version: pc.Version, Step: pc.Step, Artifact: pc.Artifact, Parameters: pc.Parameters, Checkpoint: checkpoint,
+	}
+	a, err := p.call(ctx, c, pc, c.Method, rawURL, body)
+	if err != nil {
+		return nil, err
+	}
+	res := plugin.Result{"status": a.status}
+	if a.document != nil {
+		res["response"] = a.document
+	}
+	statusURL := ""
+	switch {
+	case a.header.Get("Location") != "" && (a.status == http.StatusAccepted || a.status == http.StatusCreated):
+		statusURL = resolve(expand(rawURL, pc), a.header.Get("Location"))
+	case stringAt(a.document, "status_url") != "":
+		statusURL = resolve(expand(rawURL, pc), stringAt(a.document, "status_url"))
+	case pollConfigured && c.StatusURL != "":
+		statusURL = c.StatusURL
+	}
+	if statusURL == "" {
+		return res, nil
+	}
+	state, doc, err := p.poll(ctx, c, pc, statusURL)
+	res["state"] = state
+	if doc != nil {
+		res["status_document"] = doc
+	}
+	return res, err
+}
+
+// poll GETs the status URL every PollInterval until status_field is one of
+// Done or Failed, or PollTimeout passes. Transient failures and 404 (a
+// status not created yet) keep polling.
+func (p *Plugin) poll(ctx context.Context, c config, pc plugin.Context, statusURL string) (string, map[string]any, error) {
+	deadline := time.Now().Add(c.PollTimeout)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var lastErr error
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return last, nil, ctx.Err()
+		case <-timer.C:
+		}
+		a, err := p.call(ctx, c, pc, http.MethodGet, statusURL, nil)
+		switch {
+		case plugin.IsPermanent(err) && (a == nil || a.status != http.StatusNotFound):
+			return last, nil, err
+		case err != nil:
+			lastErr = err
+		default:
+			state := stringAt(a.document, c.StatusField)
+			if state != last {
+				logf(pc, "status: %s", state)
+				last = state
+			}
+			if slices.Contains(c.Done, state) {
+				return state, a.document, nil
+			}
+			if slices.Contains(c.Failed, state) {
+				msg := stringAt(a.document, "error")
+				if msg == "" {
+					msg = stringAt(a.document, "message")
+				}
+				if msg != "" {
+					msg = ": " + msg
+				}
+				return state, a.document, plugin.Permanent(fmt.Errorf("http: the platform reports %s %q%s", c.StatusField, state, msg))
+			}
+		}
+		if time.Now().Add(c.PollInterval).After(deadline) {
+			if lastErr != nil && last == "" {
+				return last, nil, fmt.Errorf("http: status not settled within %s: %w", c.PollTimeout, lastErr)
+			}
+			return last, nil, fmt.Errorf("http: status not settled within %s (last %s: %q)", c.PollTimeout, c.StatusField, last)
+		}
+		timer.Reset(c.PollInterval)
+	}
+}
+
+// Live GETs live_url (or status_url) and returns its JSON document as the
+// checkpoint; `{}` when neither is configured.
+func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	u := c.LiveURL
+	if u == "" {
+		u = c.StatusURL
+	}
+	if u == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	a, err := p.call(ctx, c, pc, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(a.body) {
+		return nil, plugin.Permanent(fmt.Errorf("http: %s did not answer JSON", redact(expand(u, pc))))
+	}
+	return json.RawMessage(bytes.TrimSpace(a.body)), nil
+}
+
+// Deploy calls deploy_url and polls the status until done.
+func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	return p.act(ctx, pc, "deploy", c.DeployURL, nil, true)
+}
+
+// Activate calls activate_url, if configured.
+func (p *Plugin) Activate(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	if c.ActivateURL == "" {
+		return plugin.Result{"skipped": "no activate_url: the deploy call activates"}, nil
+	}
+	return p.act(ctx, pc, "activate", c.ActivateURL, nil, false)
+}
+
+// Health GETs health_url, if configured: any 2xx is healthy; any other
+// answer is a retryable failure (a release coming up answers 404 or 503).
+func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	if c.HealthURL == "" {
+		return plugin.Result{"skipped": "no health_url"}, nil
+	}
+	a, err := p.call(ctx, c, pc, http.MethodGet, c.HealthURL, nil)
+	if err != nil {
+		var pe *plugin.PermanentError
+		if errors.As(err, &pe) {
+			err = pe.Err // health may recover: let the step retry
+		}
+		return nil, err
+	}
+	return plugin.Result{"status": a.status}, nil
+}
+
+// RollbackDeploy calls rollback_url with action rollback:deploy and the checkpoint.
+func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	return p.rollback(ctx, pc, "rollback:deploy", checkpoint)
+}
+
+// RollbackActivation calls rollback_url with action rollback:activation and the checkpoint.
+func (p *Plugin) RollbackActivation(ctx context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	return p.rollback(ctx, pc, "rollback:activation", checkpoint)
+}
+
+func (p *Plugin) rollback(ctx context.Context, pc plugin.Context, action string, checkpoint json.RawMessage) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	if c.RollbackURL == "" {
+		return nil, plugin.Permanent(fmt.Errorf("http: cannot %s: with.rollback_url is not set", action))
+	}
+	if len(checkpoint) > 0 && !json.Valid(checkpoint) {
+		return nil, plugin.Permanent(fmt.Errorf("http: bad checkpoint"))
+	}
+	return p.act(ctx, pc, action, c.RollbackURL, checkpoint, false)
+}
+
+// stringAt returns the string at a dotted path of doc ("" if none); numbers
+// and booleans are formatted.
+func stringAt(doc map[string]any, path string) string {
+	var cur any = doc
+	for _, k := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = m[k]
+	}
+	switch v := cur.(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	case map[string]any, []any:
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func resolve(base, ref string) string {
+	b, err := url.Parse(base)
+	if err != nil {
+		return ref
+	}
+	r, err := url.Parse(ref)
+	if err != nil {
+		return ref
+	}
+	return b.ResolveReference(r).String()
+}
+
+// redact drops the query, which may hold tokens, from a URL for logs and errors.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(bad URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return ""
+	}
+	if r := []rune(s); len(r) > 300 {
+		s = string(r[:300]) + "…"
+	}
+	return ": " + s
+}
+
+func logf(pc plugin.Context, format string, args ...any) {
+	if pc.Log != nil {
+		fmt.Fprintf(pc.Log, format+"\n", args...)
+	}
+}

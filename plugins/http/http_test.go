@@ -1,0 +1,430 @@
+package httpplugin_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/plugin"
+	httpplugin "github.com/manent-io/manent/plugins/http"
+)
+
+// call is one request the fake platform saw.
+type call struct {
+	Method, Path, Query string
+	Header              http.Header
+	Body                map[string]any
+}
+
+// platform is a fake deploy API: handlers by "METHOD /path", each seeing
+// the number of earlier calls to it.
+type platform struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	calls    []call
+	handlers map[string]func(w http.ResponseWriter, r *http.Request, n int)
+	counts   map[string]int
+}
+
+func newPlatform(t *testing.T, handlers map[string]func(w http.ResponseWriter, r *http.Request, n int)) *platform {
+	t.Helper()
+	p := &platform{handlers: handlers, counts: map[string]int{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, _ := io.ReadAll(r.Body)
+		c := call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone()}
+		_ = json.Unmarshal(data, &c.Body)
+		key := r.Method + " " + r.URL.Path
+		p.mu.Lock()
+		p.calls = append(p.calls, c)
+		n := p.counts[key]
+		p.counts[key]++
+		h := p.handlers[key]
+		p.mu.Unlock()
+		if h == nil {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r, n)
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *platform) seen() []call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]call(nil), p.calls...)
+}
+
+func jsonAnswer(status int, v any) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+// states answers the n-th status poll with states[n] (the last repeats).
+func states(states ...string) func(http.ResponseWriter, *http.Request, int) {
+	return func(w http.ResponseWriter, r *http.Request, n int) {
+		s := states[min(n, len(states)-1)]
+		if s == "404" {
+			http.NotFound(w, r)
+			return
+		}
+		if s == "503" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		jsonAnswer(200, map[string]any{"state": s, "error": "image pull failed"})(w, r, n)
+	}
+}
+
+func pctx(with map[string]any) plugin.Context {
+	return plugin.Context{
+		DeployID: "dpl_01HTTP", Application: "billing", Environment: "prod", Version: "1.4.2", Step: "deploy",
+		Artifact: "/work/dpl_01HTTP/billing.tar.gz", Parameters: map[string]any{"replicas": 3.0}, With: with, Log: io.Discard,
+	}
+}
+
+func withBase(base string, extra map[string]any) map[string]any {
+	w := map[string]any{"deploy_url": base + "/deploys", "poll_interval": "10ms", "poll_timeout": "5s", "timeout": "2s"}
+	for k, v := range extra {
+		w[k] = v
+	}
+	return w
+}
+
+func TestDeploy(t *testing.T) {
+	accepted := func(w http.ResponseWriter, _ *http.Request, _ int) {
+		w.Header().Set("Location", "/deploys/42")
+		w.WriteHeader(http.StatusAccepted)
+	}
+	tests := []struct {
+		name          string
+		handlers      map[string]func(http.ResponseWriter, *http.Request, int)
+		extra         map[string]any
+		wantErr       string
+		wantPermanent bool
+		wantState     string
+		wantPolls     int
+	}{
+		{
+			name:     "no status: a 2xx is done",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){"POST /deploys": jsonAnswer(200, map[string]any{"ok": true})},
+		},
+		{
+			name: "202 Location polled until done",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": accepted, "GET /deploys/42": states("queued", "running", "done"),
+			},
+			wantState: "done", wantPolls: 3,
+		},
+		{
+			name: "status_url in the answer",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": jsonAnswer(201, map[string]any{"status_url": "/jobs/7"}), "GET /jobs/7": states("running", "done"),
+			},
+			wantState: "done", wantPolls: 2,
+		},
+		{
+			name: "configured status_url with placeholders, 404 and 503 while it appears",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": jsonAnswer(200, nil), "GET /status/billing/prod/dpl_01HTTP": states("404", "503", "done"),
+			},
+			extra:     map[string]any{"status_url": "/status/{application}/{environment}/{deploy_id}"},
+			wantState: "done", wantPolls: 3,
+		},
+		{
+			name: "custom status field and values",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys":   accepted,
+				"GET /deploys/42": jsonAnswer(200, map[string]any{"rollout": map[string]any{"phase": "Healthy"}}),
+			},
+			extra:     map[string]any{"status_field": "rollout.phase", "done": []any{"Healthy"}, "failed": []any{"Degraded"}},
+			wantState: "Healthy", wantPolls: 1,
+		},
+		{
+			name: "platform reports failed: permanent",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": accepted, "GET /deploys/42": states("running", "failed"),
+			},
+			wantErr: `reports state "failed": image pull failed`, wantPermanent: true, wantState: "failed", wantPolls: 2,
+		},
+		{
+			name:     "4xx is permanent",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){"POST /deploys": jsonAnswer(422, map[string]any{"error": "bad version"})},
+			wantErr:  "answered 422", wantPermanent: true,
+		},
+		{
+			name:     "5xx is retryable",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){"POST /deploys": jsonAnswer(502, nil)},
+			wantErr:  "answered 502",
+		},
+		{
+			name:     "429 is retryable",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){"POST /deploys": jsonAnswer(429, nil)},
+			wantErr:  "answered 429",
+		},
+		{
+			name: "slow call times out, retryable",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){"POST /deploys": func(w http.ResponseWriter, r *http.Request, _ int) {
+				<-r.Context().Done()
+			}},
+			extra:   map[string]any{"timeout": "50ms"},
+			wantErr: "no answer within 50ms",
+		},
+		{
+			name: "status never settles: retryable",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": accepted, "GET /deploys/42": states("running"),
+			},
+			extra:   map[string]any{"poll_timeout": "100ms"},
+			wantErr: `not settled within 100ms (last state: "running")`, wantState: "running",
+		},
+		{
+			name: "status URL refuses: permanent",
+			handlers: map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": accepted, "GET /deploys/42": jsonAnswer(403, nil),
+			},
+			wantErr: "answered 403", wantPermanent: true, wantPolls: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pf := newPlatform(t, tt.handlers)
+			var log bytes.Buffer
+			pc := pctx(withBase(pf.srv.URL, tt.extra))
+			pc.Log = &log
+			if su, ok := tt.extra["status_url"].(string); ok {
+				pc.With["status_url"] = pf.srv.URL + su
+			}
+			p := httpplugin.New(pf.srv.Client())
+			if err := p.Validate(pc.With); err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.Deploy(context.Background(), pc)
+			if tt.wantErr == "" && err != nil {
+				t.Fatalf("Deploy: %v", err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Deploy error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if got := plugin.IsPermanent(err); got != tt.wantPermanent {
+				t.Fatalf("permanent = %v, want %v (%v)", got, tt.wantPermanent, err)
+			}
+			if tt.wantState != "" && res["state"] != tt.wantState {
+				t.Fatalf("result = %v, want state %q", res, tt.wantState)
+			}
+			calls := pf.seen()
+			first := calls[0]
+			if first.Method != "POST" || first.Path != "/deploys" {
+				t.Fatalf("first call %s %s", first.Method, first.Path)
+			}
+			if got := first.Header.Get("Idempotency-Key"); got != "dpl_01HTTP:deploy" {
+				t.Errorf("Idempotency-Key = %q", got)
+			}
+			for k, want := range map[string]any{
+				"action": "deploy", "deploy_id": "dpl_01HTTP", "application": "billing", "environment": "prod",
+				"version": "1.4.2", "step": "deploy", "artifact": "/work/dpl_01HTTP/billing.tar.gz",
+			} {
+				if first.Body[k] != want {
+					t.Errorf("body.%s = %v, want %v", k, first.Body[k], want)
+				}
+			}
+			if params, _ := first.Body["parameters"].(map[string]any); params["replicas"] != 3.0 {
+				t.Errorf("body.parameters = %v", first.Body["parameters"])
+			}
+			if tt.wantPolls > 0 {
+				polls := 0
+				for _, c := range calls[1:] {
+					if c.Method == http.MethodGet {
+						polls++
+						if c.Header.Get("Idempotency-Key") != "dpl_01HTTP:deploy" {
+							t.Errorf("poll without Idempotency-Key")
+						}
+					}
+				}
+				if polls != tt.wantPolls {
+					t.Errorf("polled %d times, want %d", polls, tt.wantPolls)
+				}
+			}
+			if !strings.Contains(log.String(), "POST "+pf.srv.URL+"/deploys -> ") {
+				t.Errorf("deploy log %q lacks the call", log.String())
+			}
+		})
+	}
+}
+
+func TestHeadersAndMethod(t *testing.T) {
+	pf := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){"PUT /deploys": jsonAnswer(200, nil)})
+	pc := pctx(withBase(pf.srv.URL, map[string]any{"method": "put", "headers": map[string]any{"Authorization": "Bearer t0k"}}))
+	if _, err := httpplugin.New(pf.srv.Client()).Deploy(context.Background(), pc); err != nil {
+		t.Fatal(err)
+	}
+	c := pf.seen()[0]
+	if c.Method != http.MethodPut || c.Header.Get("Authorization") != "Bearer t0k" || c.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("call = %s %v", c.Method, c.Header)
+	}
+}
+
+func TestActivateHealthRollbackLive(t *testing.T) {
+	live := map[string]any{"release": "1.4.1", "image": "billing:1.4.1"}
+	pf := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){
+		"POST /activate": jsonAnswer(200, map[string]any{"live": "1.4.2"}),
+		"GET /health":    states("ok"),
+		"GET /current":   jsonAnswer(200, live),
+		"POST /rollback": jsonAnswer(202, nil),
+		"GET /unhealthy": jsonAnswer(404, nil),
+	})
+	p := httpplugin.New(pf.srv.Client())
+	ctx := context.Background()
+	full := pctx(withBase(pf.srv.URL, map[string]any{
+		"activate_url": pf.srv.URL + "/activate", "health_url": pf.srv.URL + "/health",
+		"live_url": pf.srv.URL + "/current", "rollback_url": pf.srv.URL + "/rollback",
+	}))
+	bare := pctx(withBase(pf.srv.URL, nil))
+
+	t.Run("live", func(t *testing.T) {
+		cp, err := p.Live(ctx, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(cp, &got); err != nil || got["release"] != "1.4.1" {
+			t.Fatalf("checkpoint %s: %v", cp, err)
+		}
+		if cp, err := p.Live(ctx, bare); err != nil || string(cp) != "{}" {
+			t.Fatalf("Live without URL = %s, %v", cp, err)
+		}
+	})
+	t.Run("activate", func(t *testing.T) {
+		pc := full
+		pc.Step = "activation"
+		res, err := p.Activate(ctx, pc)
+		if err != nil || res["status"] != 200 {
+			t.Fatalf("Activate = %v, %v", res, err)
+		}
+		if res, err := p.Activate(ctx, bare); err != nil || res["skipped"] == nil {
+			t.Fatalf("Activate without URL = %v, %v", res, err)
+		}
+	})
+	t.Run("health", func(t *testing.T) {
+		if _, err := p.Health(ctx, full); err != nil {
+			t.Fatal(err)
+		}
+		pc := pctx(withBase(pf.srv.URL, map[string]any{"health_url": pf.srv.URL + "/unhealthy"}))
+		_, err := p.Health(ctx, pc)
+		if err == nil || plugin.IsPermanent(err) {
+			t.Fatalf("unhealthy: %v, want a retryable error", err)
+		}
+	})
+	t.Run("rollback", func(t *testing.T) {
+		cp, _ := json.Marshal(live)
+		for _, tc := range []struct {
+			action string
+			fn     func(context.Context, plugin.Context, json.RawMessage) (plugin.Result, error)
+		}{
+			{"rollback:activation", p.RollbackActivation},
+			{"rollback:deploy", p.RollbackDeploy},
+		} {
+			pc := full
+			pc.Step = tc.action
+			if _, err := tc.fn(ctx, pc, cp); err != nil {
+				t.Fatal(err)
+			}
+			calls := pf.seen()
+			last := calls[len(calls)-1]
+			if last.Path != "/rollback" || last.Body["action"] != tc.action || last.Header.Get("Idempotency-Key") != "dpl_01HTTP:"+tc.action {
+				t.Fatalf("%s call = %+v", tc.action, last)
+			}
+			if got, _ := last.Body["checkpoint"].(map[string]any); got["release"] != "1.4.1" {
+				t.Fatalf("%s checkpoint = %v", tc.action, last.Body["checkpoint"])
+			}
+			_, err := tc.fn(ctx, bare, cp)
+			if !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "rollback_url is not set") {
+				t.Fatalf("%s without rollback_url: %v", tc.action, err)
+			}
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		with    map[string]any
+		wantErr string
+	}{
+		{"minimal", map[string]any{"deploy_url": "https://p.example/deploys"}, ""},
+		{"everything", map[string]any{
+			"deploy_url": "https://p.example/d", "status_url": "https://p.example/d/{deploy_id}", "activate_url": "https://p.example/a",
+			"health_url": "http://p.example/h", "rollback_url": "https://p.example/r", "live_url": "https://p.example/l",
+			"method": "PATCH", "headers": map[string]any{"X-Token": "t"}, "timeout": "5s", "poll_interval": "1s",
+			"poll_timeout": "30m", "status_field": "status.phase", "done": []any{"ok"}, "failed": []any{"ko"},
+		}, ""},
+		{"missing deploy_url", map[string]any{}, "with.deploy_url is required"},
+		{"relative URL", map[string]any{"deploy_url": "/deploys"}, "absolute http(s) URL"},
+		{"bad scheme", map[string]any{"deploy_url": "ftp://p.example/"}, "absolute http(s) URL"},
+		{"bad method", map[string]any{"deploy_url": "https://p.example/", "method": "DELETE"}, "must be POST, PUT or PATCH"},
+		{"bad duration", map[string]any{"deploy_url": "https://p.example/", "poll_timeout": "soon"}, "not a positive duration"},
+		{"headers not strings", map[string]any{"deploy_url": "https://p.example/", "headers": map[string]any{"X": 1}}, "with.headers.X must be a string"},
+		{"unknown key", map[string]any{"deploy_url": "https://p.example/", "token": "x"}, "with.token is not a setting"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := httpplugin.New(nil).Validate(tt.with)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestDeployRespectsCancel(t *testing.T) {
+	polled := make(chan struct{}, 100)
+	pf := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){
+		"POST /deploys": func(w http.ResponseWriter, _ *http.Request, _ int) {
+			w.Header().Set("Location", "/deploys/1")
+			w.WriteHeader(http.StatusAccepted)
+		},
+		"GET /deploys/1": func(w http.ResponseWriter, r *http.Request, n int) {
+			states("running")(w, r, n)
+			polled <- struct{}{}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	pc := pctx(withBase(pf.srv.URL, map[string]any{"poll_interval": "1h", "poll_timeout": "2h"}))
+	done := make(chan error, 1)
+	go func() {
+		_, err := httpplugin.New(pf.srv.Client()).Deploy(ctx, pc)
+		done <- err
+	}()
+	// Cancel once the first poll happened: the plugin then waits an hour.
+	select {
+	case <-polled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no poll")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Deploy succeeded after cancel")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Deploy ignored the cancel")
+	}
+}
