@@ -156,6 +156,13 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("callback outbox: %w", err)
 	}
+	// Gates wait (for a time, dependencies, approvals) outside the deploy
+	// queue; they hold no deploy slot and no concurrency limit applies.
+	if _, err := dbos.RegisterQueue(dctx, GateQueue, dbos.WithQueueBasePollingInterval(cfg.QueuePoll)); err != nil {
+		return nil, fmt.Errorf("register queue: %w", err)
+	}
+	dbos.RegisterWorkflow(dctx, e.gateWorkflow, dbos.WithWorkflowName(GateWorkflow),
+		dbos.WithMaxRecoveryAttempts(cfg.MaxRecoveryAttempts))
 	dbos.RegisterWorkflow(dctx, e.deployWorkflow,
 		dbos.WithWorkflowName(DeployWorkflow),
 		dbos.WithMaxRecoveryAttempts(cfg.MaxRecoveryAttempts))
@@ -196,6 +203,8 @@ type Input struct {
 	Rollback RollbackPolicy `json:"rollback"`
 	// Waves is the progressive rollout (none: one pass).
 	Waves []Wave `json:"waves,omitempty"`
+	// Waits is what the deploy waits for before it is enqueued.
+	Waits Waits `json:"waits,omitzero"`
 	// EnvChecked says whether the environment configuration was read and
 	// merged at submission (EnvRevision); if not, the config step must.
 	EnvChecked  bool               `json:"env_checked"`
@@ -270,7 +279,7 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 	rec := &store.Record{
 		Deployment: manent.Deployment{
 			ID: in.ID, Application: in.Application, Environment: in.Environment, Version: in.Version,
-			State: manent.StateEnqueued, Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
+			State: in.Waits.firstState(), Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
 		},
 		Input: raw,
 	}
@@ -280,6 +289,9 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 		}
 		if err := e.st.PlanSteps(ctx, tx, in.ID, PlanRowsWaves(in.Plan, in.Waves)); err != nil {
 			return err
+		}
+		if !in.Waits.Empty() {
+			return e.enqueueGate(in, tx)
 		}
 		return e.enqueue(in, tx)
 	})
@@ -319,6 +331,18 @@ func (e *Engine) Reconcile(ctx context.Context) error {
 		case errors.Is(err, dbos.ErrNonExistentWorkflow) || (err != nil && strings.Contains(err.Error(), "not found")):
 			var in Input
 			if json.Unmarshal(r.Input, &in) != nil {
+				continue
+			}
+			if !in.Waits.Empty() && r.State != manent.StateEnqueued {
+				if _, gerr := e.workflowStatus(gateID(r.ID)); gerr == nil {
+					continue // waiting in its gate
+				}
+				if err := e.enqueueGate(in, nil); err != nil && !errors.Is(err, dbos.ErrWorkflowIDInUse) {
+					return fmt.Errorf("re-enqueue the gate of %s: %w", r.ID, err)
+				}
+				continue
+			}
+			if r.State != manent.StateEnqueued && r.State != manent.StatePending {
 				continue
 			}
 			e.log.Warn("re-enqueueing an accepted deploy DBOS never saw", "deploy", r.ID)
@@ -372,6 +396,11 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
 		r.Deliveries, _ = json.Marshal(ds)
 	}
+	var in Input
+	if json.Unmarshal(r.Input, &in) == nil && in.Waits.Approvals != nil {
+		r.PlanDigest = PlanDigest(in)
+		r.Approvals, _ = e.st.Approvals(ctx, id)
+	}
 	if r.State == manent.StatePending || r.State == manent.StateEnqueued {
 		if st, err := e.workflowStatus(id); err == nil &&
 			(st == dbos.WorkflowStatusMaxRecoveryAttemptsExceeded || st == dbos.WorkflowStatusCancelled) {
@@ -391,6 +420,18 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 	}
 	if st.Final() {
 		return nil, manent.Errorf(manent.EConflict, "deploy %s is already %s", id, st)
+	}
+	switch st {
+	case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
+		// Waiting in its gate: cancelled at once, the gate is told to stop.
+		if err := e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"}); err != nil {
+			return nil, err
+		}
+		if err := dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "cancel"}, gateTopic); err != nil {
+			e.log.Warn("tell the gate of a cancelled deploy", "deploy", id, "error", err)
+		}
+		e.wakeDependents(ctx, id)
+		return e.st.Deployment(ctx, id)
 	}
 	if st != manent.StatePending {
 		// Not started: take it off the queue. If a worker picked it up in the

@@ -28,6 +28,7 @@ import (
 
 type fixture struct {
 	t       *testing.T
+	cfg     engine.Config
 	eng     *engine.Engine
 	st      *store.Store
 	dir     string // scratch dir: artifacts, targets, scripts
@@ -67,11 +68,27 @@ func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*engine.Conf
 	if err := eng.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
+	f := &fixture{t: t, cfg: cfg, eng: eng, st: st, dir: dir, targets: filepath.Join(dir, "targets")}
 	t.Cleanup(func() {
-		eng.Shutdown(5 * time.Second)
+		f.eng.Shutdown(5 * time.Second)
 		st.Close()
 	})
-	return &fixture{t: t, eng: eng, st: st, dir: dir, targets: filepath.Join(dir, "targets")}
+	return f
+}
+
+// restart stops the engine and starts a new one on the same database with
+// the same executor id, as a restarted server would.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.eng.Shutdown(5 * time.Second)
+	eng, err := engine.New(context.Background(), f.st, f.cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := eng.Launch(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	f.eng = eng
 }
 
 // artifact writes a .tar.gz holding index.html with content and returns its
@@ -124,8 +141,8 @@ func (f *fixture) submitWith(yml string, pipeline []string, opts ...func(*engine
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if rec.State != manent.StateEnqueued {
-		f.t.Fatalf("state after submit = %s, want ENQUEUED", rec.State)
+	if want := manent.StateEnqueued; in.Waits.Empty() && rec.State != want {
+		f.t.Fatalf("state after submit = %s, want %s", rec.State, want)
 	}
 	return rec.ID
 }

@@ -677,6 +677,7 @@ func (r *run) finish(ctx context.Context, failed string, cancelled bool, rollbac
 	if _, err := r.notify(ctx, notify.EventFinished, "finished", nil, res.State, res.Error, res.Rollback); err != nil {
 		return res, err
 	}
+	r.e.wakeDependents(ctx, r.in.ID)
 	return res, nil
 }
 

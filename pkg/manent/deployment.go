@@ -28,6 +28,10 @@ type Deployment struct {
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
 	// Rollout shows each wave of a progressive rollout.
 	Rollout []WaveStatus `json:"rollout,omitempty"`
+	// PlanDigest binds approvals to this deploy's plan and artifact.
+	PlanDigest string `json:"plan_digest,omitempty"`
+	// Approvals are the approvals and rejections recorded so far.
+	Approvals []Approval `json:"approvals,omitempty"`
 	// Deliveries are the callbacks and chat messages sent for this deploy,
 	// each with its attempts.
 	Deliveries json.RawMessage `json:"deliveries,omitempty"`
@@ -71,6 +75,8 @@ type Decision struct {
 	ApprovalsRequired int      `json:"approvals_required,omitempty"`
 	Approvers         []string `json:"approvers,omitempty"`
 	ChangeRequired    bool     `json:"change_required,omitempty"`
+	// ApprovalsExpire is how long approvals may take (a Go duration).
+	ApprovalsExpire string `json:"approvals_expire,omitempty"`
 	Freeze            string   `json:"freeze,omitempty"`
 	Source            string   `json:"source,omitempty"`
 }
@@ -100,4 +106,13 @@ type InventoryEntry struct {
 	Environment string   `json:"environment"`
 	Current     *Release `json:"current"`
 	LastFailure *Release `json:"last_failure"`
+}
+
+// Approval is one identity's approval or rejection of a waiting deploy.
+type Approval struct {
+	Identity   string    `json:"identity"`
+	Verdict    string    `json:"verdict"` // "approve" or "reject"
+	Comment    string    `json:"comment,omitempty"`
+	PlanDigest string    `json:"plan_digest"`
+	Time       time.Time `json:"time"`
 }

@@ -216,7 +216,11 @@ func (s *Store) SetState(ctx context.Context, id string, state manent.State, rea
 		if err != nil {
 			return err
 		}
-		if cur.Final() || (cur == state && reason == "") {
+		var curReason string
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT reason FROM manent_deployments WHERE id = ?`), id).Scan(&curReason); err != nil {
+			return err
+		}
+		if cur.Final() || (cur == state && reason == curReason) {
 			return nil
 		}
 		now := time.Now()

@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// A deploy that must wait — for its start time (DELAYED), for the deploys
+// it comes after (WAITING_DEPENDENCY) or for approvals (AWAITING_APPROVAL) —
+// waits in a gate workflow, not in the partitioned deploy queue: a waiting
+// workflow would hold its environment's slot (DBOS-NOTES sharp edge 5).
+// The gate enqueues the deploy when every wait is over.
+
+// Names of the gate.
+const (
+	GateQueue    = "manent-gates"
+	GateWorkflow = "manent.gate"
+	gateTopic    = "gate"
+	// gatePoll bounds a wait for a message, so a missed wake-up costs at
+	// most this long; deploys that finish wake their dependents at once.
+	gatePoll = 5 * time.Minute
+)
+
+// Waits is what a deploy waits for before it is enqueued.
+type Waits struct {
+	At        *time.Time    `json:"at,omitempty"`
+	After     []string      `json:"after,omitempty"`
+	Approvals *ApprovalRule `json:"approvals,omitempty"`
+}
+
+// ApprovalRule is how many approvals by whom, within how long.
+type ApprovalRule struct {
+	Count     int           `json:"count"`
+	Approvers []string      `json:"approvers,omitempty"`
+	Expires   time.Duration `json:"expires,omitempty"`
+}
+
+// Empty reports whether nothing is waited for.
+func (w Waits) Empty() bool { return w.At == nil && len(w.After) == 0 && w.Approvals == nil }
+
+// firstState is the state a deploy starts in.
+func (w Waits) firstState() manent.State {
+	switch {
+	case w.At != nil:
+		return manent.StateDelayed
+	case len(w.After) > 0:
+		return manent.StateWaitingDependency
+	case w.Approvals != nil:
+		return manent.StateAwaitingApproval
+	}
+	return manent.StateEnqueued
+}
+
+// gateMsg is a message to a gate: a wake-up (a dependency finished, an
+// approval was recorded) or a cancel.
+type gateMsg struct {
+	Kind string `json:"kind"` // "wake" or "cancel"
+	From string `json:"from,omitempty"`
+}
+
+func gateID(id string) string { return id + ".gate" }
+
+// PlanDigest binds approvals to what they approve: the plan, the target and
+// the artifact (URL and expected digest).
+func PlanDigest(in Input) string {
+	h := sha256.New()
+	b, _ := json.Marshal(struct {
+		Plan     manent.Plan `json:"plan"`
+		Target   any         `json:"target"`
+		Artifact any         `json:"artifact"`
+		Version  string      `json:"version"`
+	}{in.Plan, in.Target, in.Descriptor.Artifact, in.Version})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// gateWorkflow waits out a deploy's waits, then enqueues it.
+func (e *Engine) gateWorkflow(ctx dbos.Context, in Input) (Result, error) {
+	g := &gate{e: e, in: in}
+	if in.Waits.At != nil {
+		if done, res, err := g.delay(ctx); done || err != nil {
+			return res, err
+		}
+	}
+	if len(in.Waits.After) > 0 {
+		if done, res, err := g.dependencies(ctx); done || err != nil {
+			return res, err
+		}
+	}
+	if in.Waits.Approvals != nil {
+		if done, res, err := g.approvals(ctx); done || err != nil {
+			return res, err
+		}
+	}
+	ok, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		return g.transition(sctx, manent.StateEnqueued, "")
+	}, dbos.WithStepName("gate:enqueue"), dbos.WithStepMaxRetries(5))
+	if err != nil || !ok {
+		return Result{State: manent.StateCancelled}, err
+	}
+	if _, err := dbos.RunWorkflow(ctx, e.deployWorkflow, in,
+		dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(PartitionKey(in.Application, in.Environment)),
+		dbos.WithWorkflowID(in.ID)); err != nil {
+		return Result{}, fmt.Errorf("enqueue %s: %w", in.ID, err)
+	}
+	return Result{State: manent.StateEnqueued}, nil
+}
+
+type gate struct {
+	e  *Engine
+	in Input
+}
+
+// transition moves the deploy to state unless it is final (cancelled
+// meanwhile); it reports whether the deploy goes on.
+func (g *gate) transition(ctx context.Context, state manent.State, reason string) (bool, error) {
+	rec, err := g.e.st.Deployment(ctx, g.in.ID)
+	if err != nil {
+		return false, err
+	}
+	if rec.State.Final() || rec.CancelRequested {
+		return false, nil
+	}
+	_, err = g.e.st.SetState(ctx, g.in.ID, state, reason)
+	return err == nil, err
+}
+
+// end finishes the deploy in a final state without running anything.
+func (g *gate) end(ctx dbos.Context, state manent.State, msg string) (bool, Result, error) {
+	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		if err := g.e.st.Finish(sctx, g.in.ID, store.Outcome{State: state, Error: msg, At: time.Now()}); err != nil {
+			return false, err
+		}
+		g.e.wakeDependents(sctx, g.in.ID)
+		return true, nil
+	}, dbos.WithStepName("gate:end"), dbos.WithStepMaxRetries(5))
+	return true, Result{State: state, Error: msg}, err
+}
+
+// wait receives the next message, or times out after d.
+func (g *gate) wait(ctx dbos.Context, d time.Duration) (gateMsg, error) {
+	if d > gatePoll {
+		d = gatePoll
+	}
+	msg, err := dbos.Recv[gateMsg](ctx, gateTopic, d)
+	if errors.Is(err, dbos.ErrTimeout) {
+		return gateMsg{Kind: "timeout"}, nil
+	}
+	return msg, err
+}
+
+// stillWaiting is a step: false when the deploy was cancelled meanwhile.
+func (g *gate) stillWaiting(ctx dbos.Context, name string) (bool, error) {
+	return dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		rec, err := g.e.st.Deployment(sctx, g.in.ID)
+		if err != nil {
+			return false, err
+		}
+		return !rec.State.Final() && !rec.CancelRequested, nil
+	}, dbos.WithStepName(name), dbos.WithStepMaxRetries(5))
+}
+
+// delay waits until schedule.at (DELAYED).
+func (g *gate) delay(ctx dbos.Context) (bool, Result, error) {
+	at := *g.in.Waits.At
+	for i := 0; ; i++ {
+		remaining, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Duration, error) {
+			return time.Until(at), nil
+		}, dbos.WithStepName(fmt.Sprintf("gate:delay-%d", i)))
+		if err != nil {
+			return false, Result{}, err
+		}
+		if remaining <= 0 {
+			return false, Result{}, nil
+		}
+		msg, err := g.wait(ctx, remaining)
+		if err != nil {
+			return false, Result{}, err
+		}
+		if msg.Kind == "cancel" {
+			return true, Result{State: manent.StateCancelled}, nil
+		}
+	}
+}
+
+// depStatus is what a dependency check finds.
+type depStatus struct {
+	Done   bool   `json:"done"`
+	Failed string `json:"failed,omitempty"`
+	Gone   bool   `json:"gone,omitempty"`
+}
+
+// dependencies waits until every deploy in `after` is final
+// (WAITING_DEPENDENCY): all SUCCESS goes on, anything else is
+// DEPENDENCY_FAILED.
+func (g *gate) dependencies(ctx dbos.Context) (bool, Result, error) {
+	for i := 0; ; i++ {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (depStatus, error) {
+			var waiting []string
+			for _, dep := range g.in.Waits.After {
+				rec, err := g.e.st.Deployment(sctx, dep)
+				if errors.Is(err, store.ErrNotFound) {
+					return depStatus{Failed: fmt.Sprintf("dependency %s does not exist", dep)}, nil
+				}
+				if err != nil {
+					return depStatus{}, err
+				}
+				switch {
+				case rec.State == manent.StateSuccess:
+				case rec.State.Final():
+					return depStatus{Failed: fmt.Sprintf("dependency %s ended %s", dep, rec.State)}, nil
+				default:
+					waiting = append(waiting, fmt.Sprintf("%s (%s)", dep, rec.State))
+				}
+			}
+			if len(waiting) == 0 {
+				return depStatus{Done: true}, nil
+			}
+			ok, err := g.transition(sctx, manent.StateWaitingDependency, "waiting for "+strings.Join(waiting, ", "))
+			return depStatus{Gone: !ok}, err
+		}, dbos.WithStepName(fmt.Sprintf("gate:dependencies-%d", i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return false, Result{}, err
+		}
+		switch {
+		case st.Gone:
+			return true, Result{State: manent.StateCancelled}, nil
+		case st.Failed != "":
+			return g.end(ctx, manent.StateDependencyFailed, st.Failed)
+		case st.Done:
+			return false, Result{}, nil
+		}
+		msg, err := g.wait(ctx, gatePoll)
+		if err != nil {
+			return false, Result{}, err
+		}
+		if msg.Kind == "cancel" {
+			return true, Result{State: manent.StateCancelled}, nil
+		}
+	}
+}
+
+// approvalStatus is what an approval count finds.
+type approvalStatus struct {
+	Approved  bool          `json:"approved"`
+	Rejected  string        `json:"rejected,omitempty"`
+	Gone      bool          `json:"gone,omitempty"`
+	Remaining time.Duration `json:"remaining"`
+}
+
+// approvals waits for the approvals (AWAITING_APPROVAL): enough → on,
+// a rejection → REJECTED, the expiry → EXPIRED.
+func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
+	rule := *g.in.Waits.Approvals
+	deadline, err := dbos.RunAsStep(ctx, func(context.Context) (time.Time, error) {
+		if rule.Expires <= 0 {
+			return time.Time{}, nil
+		}
+		return time.Now().Add(rule.Expires).UTC(), nil
+	}, dbos.WithStepName("gate:approval-deadline"))
+	if err != nil {
+		return false, Result{}, err
+	}
+	digest := PlanDigest(g.in)
+	for i := 0; ; i++ {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (approvalStatus, error) {
+			as, err := g.e.st.Approvals(sctx, g.in.ID)
+			if err != nil {
+				return approvalStatus{}, err
+			}
+			n := CountApprovals(as, digest)
+			for _, a := range as {
+				if a.Verdict == "reject" {
+					msg := "rejected by " + a.Identity
+					if a.Comment != "" {
+						msg += ": " + a.Comment
+					}
+					return approvalStatus{Rejected: msg}, nil
+				}
+			}
+			if n >= rule.Count {
+				return approvalStatus{Approved: true}, nil
+			}
+			reason := fmt.Sprintf("approvals %d/%d", n, rule.Count)
+			if len(rule.Approvers) > 0 {
+				reason += " by " + strings.Join(rule.Approvers, ", ")
+			}
+			remaining := time.Duration(1<<62 - 1)
+			if !deadline.IsZero() {
+				remaining = time.Until(deadline)
+				reason += ", expires at " + deadline.Format(time.RFC3339)
+			}
+			ok, err := g.transition(sctx, manent.StateAwaitingApproval, reason)
+			return approvalStatus{Gone: !ok, Remaining: remaining}, err
+		}, dbos.WithStepName(fmt.Sprintf("gate:approvals-%d", i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return false, Result{}, err
+		}
+		switch {
+		case st.Gone:
+			return true, Result{State: manent.StateCancelled}, nil
+		case st.Rejected != "":
+			return g.end(ctx, manent.StateRejected, st.Rejected)
+		case st.Approved:
+			return false, Result{}, nil
+		case st.Remaining <= 0:
+			return g.end(ctx, manent.StateExpired, fmt.Sprintf("approvals expired at %s without %d approval(s)", deadline.Format(time.RFC3339), rule.Count))
+		}
+		msg, err := g.wait(ctx, st.Remaining)
+		if err != nil {
+			return false, Result{}, err
+		}
+		if msg.Kind == "cancel" {
+			return true, Result{State: manent.StateCancelled}, nil
+		}
+	}
+}
+
+// CountApprovals counts the approvals given for the current plan digest.
+func CountApprovals(as []manent.Approval, digest string) int {
+	n := 0
+	for _, a := range as {
+		if a.Verdict == "approve" && a.PlanDigest == digest {
+			n++
+		}
+	}
+	return n
+}
+
+// MatchApprover reports whether an identity (subject and groups) matches
+// an approvers pattern list ("oidc:*@example.com", "group:sre").
+func MatchApprover(patterns []string, subject string, groups []string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, subject); ok {
+			return true
+		}
+		for _, g := range groups {
+			if ok, _ := path.Match(p, "group:"+g); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Approve records an approval or rejection by identity and wakes the gate.
+// The submitter cannot approve; an identity counts once; an approval given
+// for another plan digest does not count.
+func (e *Engine) Approve(ctx context.Context, id string, a manent.Approval, groups []string) (*store.Record, error) {
+	rec, err := e.st.Deployment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != manent.StateAwaitingApproval {
+		return nil, manent.Errorf(manent.EConflict, "deploy %s is %s, not AWAITING_APPROVAL", id, rec.State)
+	}
+	var in Input
+	if err := json.Unmarshal(rec.Input, &in); err != nil {
+		return nil, err
+	}
+	if a.Identity == rec.Requester {
+		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject it", a.Identity, id)
+	}
+	if in.Waits.Approvals != nil && !MatchApprover(in.Waits.Approvals.Approvers, a.Identity, groups) {
+		return nil, manent.Errorf(manent.EForbidden, "%s is not an approver of deploy %s (approvers: %s)", a.Identity, id,
+			strings.Join(in.Waits.Approvals.Approvers, ", "))
+	}
+	digest := PlanDigest(in)
+	if a.PlanDigest != "" && a.PlanDigest != digest {
+		return nil, manent.Errorf(manent.EConflict, "the plan of deploy %s changed since it was reviewed (digest %s, now %s): review it again", id, a.PlanDigest, digest)
+	}
+	a.PlanDigest = digest
+	if a.Time.IsZero() {
+		a.Time = time.Now().UTC()
+	}
+	if err := e.st.AddApproval(ctx, id, a); errors.Is(err, store.ErrAlreadyDecided) {
+		return nil, manent.Errorf(manent.EConflict, "%s already decided on deploy %s: an identity counts once", a.Identity, id)
+	} else if err != nil {
+		return nil, err
+	}
+	e.wake(id, "approval")
+	return e.Refresh(ctx, id)
+}
+
+// wake sends a gate a wake-up; a lost one costs at most gatePoll.
+func (e *Engine) wake(id, from string) {
+	if err := dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "wake", From: from}, gateTopic); err != nil {
+		e.log.Warn("wake gate", "deploy", id, "error", err)
+	}
+}
+
+// wakeDependents wakes the gates of deploys waiting on id.
+func (e *Engine) wakeDependents(ctx context.Context, id string) {
+	ids, err := e.st.Waiting(ctx, manent.StateWaitingDependency, `"`+id+`"`)
+	if err != nil {
+		e.log.Warn("find dependents", "deploy", id, "error", err)
+		return
+	}
+	for _, dep := range ids {
+		e.wake(dep, id)
+	}
+}
+
+// enqueueGate starts the gate of a waiting deploy in tx.
+func (e *Engine) enqueueGate(in Input, tx *sql.Tx) error {
+	opts := []dbos.EnqueueOption{
+		dbos.WithEnqueueWorkflowID(gateID(in.ID)),
+		dbos.WithEnqueueApplicationVersion(WorkflowVersion),
+	}
+	if tx != nil {
+		opts = append(opts, dbos.WithEnqueueTransaction(tx))
+	}
+	_, err := dbos.Enqueue[Result](e.dbos, GateQueue, GateWorkflow, in, opts...)
+	return err
+}

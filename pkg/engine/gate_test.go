@@ -1,0 +1,198 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+func (f *fixture) state(id string) *manent.Deployment {
+	f.t.Helper()
+	rec, err := f.eng.Refresh(context.Background(), id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &rec.Deployment
+}
+
+func (f *fixture) waitState(id string, want manent.State) *manent.Deployment {
+	f.t.Helper()
+	var d *manent.Deployment
+	enginetest.Eventually(f.t, 60*time.Second, func() bool { d = f.state(id); return d.State == want }, "deploy %s to be %s", id, want)
+	return d
+}
+
+func noStepRan(t *testing.T, d *manent.Deployment) {
+	t.Helper()
+	for _, s := range d.Steps {
+		if s.StartedAt != nil {
+			t.Errorf("step %s ran; nothing should have", s.Name)
+		}
+	}
+}
+
+func waits(w engine.Waits) func(*engine.Input) { return func(in *engine.Input) { in.Waits = w } }
+
+// SUBMITTED → DELAYED → ENQUEUED at schedule.at → SUCCESS, surviving a restart.
+func TestDelayedThenEnqueued(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v1", "x")
+		at := time.Now().Add(3 * time.Second)
+		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(engine.Waits{At: &at}))
+		if d := f.state(id); d.State != manent.StateDelayed {
+			t.Fatalf("state %s, want DELAYED", d.State)
+		}
+		f.restart()
+		d := f.waitState(id, manent.StateSuccess)
+		if d.StartedAt == nil || d.StartedAt.Before(at) {
+			t.Fatalf("started at %v, before schedule.at %v", d.StartedAt, at)
+		}
+	})
+}
+
+// A waiting deploy is cancelled at once and never runs.
+func TestCancelWaitingIsImmediate(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "x")
+	at := time.Now().Add(time.Hour)
+	id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(engine.Waits{At: &at}))
+	rec, err := f.eng.Cancel(context.Background(), id)
+	if err != nil || rec.State != manent.StateCancelled {
+		t.Fatalf("cancel: %v %+v", err, rec)
+	}
+	noStepRan(t, &rec.Deployment)
+}
+
+// gated submits a deploy whose custom step waits for a file, and returns
+// its id and the file that releases it.
+func (f *fixture) gated(app, env, version string, fail bool) (string, string) {
+	url, _ := f.artifact(app+version, "x")
+	release := filepath.Join(f.dir, "release-"+app+env+version)
+	status := "0"
+	if fail {
+		status = "1"
+	}
+	cmd := fmt.Sprintf(`i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; exit %s`, release, status)
+	id := f.submit(descriptorYAML(app, env, version, url, "", fmt.Sprintf("max_retries: 0\nsteps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", cmd)))
+	return id, release
+}
+
+// WAITING_DEPENDENCY → ENQUEUED when the dependency succeeds (woken by it),
+// → DEPENDENCY_FAILED when it fails; both survive a restart.
+func TestDependencies(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 4)
+		url, _ := f.artifact("b", "x")
+		a, releaseA := f.gated("a", "prod", "1", false)
+		b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a}}))
+		f.waitState(b, manent.StateWaitingDependency)
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(b).Reason, a) }, "the reason to name %s", a)
+		a2, releaseA2 := f.gated("a", "qa", "2", true)
+		c := f.submit(descriptorYAML("c", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a, a2}}))
+		f.waitState(c, manent.StateWaitingDependency)
+
+		f.restart()
+		_ = os.WriteFile(releaseA, nil, 0o644)
+		_ = os.WriteFile(releaseA2, nil, 0o644)
+		f.waitState(a, manent.StateSuccess)
+		start := time.Now()
+		f.waitState(b, manent.StateSuccess)
+		t.Logf("dependent finished %s after its dependency", time.Since(start))
+		d := f.waitState(c, manent.StateDependencyFailed)
+		if !strings.Contains(d.Error, a2) || !strings.Contains(d.Error, "ERROR") {
+			t.Errorf("error %q: want the failed dependency named", d.Error)
+		}
+		noStepRan(t, d)
+	})
+}
+
+// AWAITING_APPROVAL: the submitter cannot approve, an identity counts once,
+// an approval for another plan does not count; enough approvals → ENQUEUED
+// with the same id; survives a restart.
+func TestApprovals(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v1", "x")
+		rule := &engine.ApprovalRule{Count: 2, Approvers: []string{"group:sre", "oidc:lead@example.com"}, Expires: time.Hour}
+		id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(engine.Waits{Approvals: rule}))
+		f.waitState(id, manent.StateAwaitingApproval)
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "approvals 0/2") }, "the reason to count approvals")
+		d := f.state(id)
+		ctx := context.Background()
+		approve := func(who string, groups []string, digest string) error {
+			_, err := f.eng.Approve(ctx, id, manent.Approval{Identity: who, Verdict: "approve", PlanDigest: digest}, groups)
+			return err
+		}
+		if err := approve("token:test", []string{"sre"}, ""); manent.ErrorCode(err) != manent.EForbidden {
+			t.Fatalf("the submitter approving: %v, want forbidden", err)
+		}
+		if err := approve("token:dev", []string{"dev"}, ""); manent.ErrorCode(err) != manent.EForbidden {
+			t.Fatalf("a non-approver approving: %v, want forbidden", err)
+		}
+		if err := approve("token:alice", []string{"sre"}, "0000"); manent.ErrorCode(err) != manent.EConflict {
+			t.Fatalf("approving another plan: %v, want conflict", err)
+		}
+		if err := approve("token:alice", []string{"sre"}, d.PlanDigest); err != nil {
+			t.Fatal(err)
+		}
+		if err := approve("token:alice", []string{"sre"}, ""); manent.ErrorCode(err) != manent.EConflict {
+			t.Fatalf("alice approving twice: %v, want conflict", err)
+		}
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "approvals 1/2") }, "one approval counted")
+		f.restart()
+		if d := f.state(id); d.State != manent.StateAwaitingApproval {
+			t.Fatalf("after restart: %s", d.State)
+		}
+		if err := approve("oidc:lead@example.com", nil, ""); err != nil {
+			t.Fatal(err)
+		}
+		d = f.waitState(id, manent.StateSuccess)
+		if len(d.Approvals) != 2 {
+			t.Errorf("approvals %+v", d.Approvals)
+		}
+	})
+}
+
+// AWAITING_APPROVAL → REJECTED and → EXPIRED: nothing runs.
+func TestRejectedAndExpired(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Expires: time.Hour}}))
+	f.waitState(id, manent.StateAwaitingApproval)
+	if _, err := f.eng.Approve(context.Background(), id, manent.Approval{Identity: "token:bob", Verdict: "reject", Comment: "not on a Friday"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	d := f.waitState(id, manent.StateRejected)
+	if !strings.Contains(d.Error, "token:bob") || !strings.Contains(d.Error, "not on a Friday") {
+		t.Errorf("error %q", d.Error)
+	}
+	noStepRan(t, d)
+
+	id = f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Expires: 2 * time.Second}}))
+	d = f.waitState(id, manent.StateExpired)
+	noStepRan(t, d)
+}
+
+// WAITING_DEPENDENCY → AWAITING_APPROVAL → ENQUEUED.
+func TestDependencyThenApproval(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 4)
+	url, _ := f.artifact("b", "x")
+	a, release := f.gated("a", "prod", "1", false)
+	b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a}, Approvals: &engine.ApprovalRule{Count: 1}}))
+	f.waitState(b, manent.StateWaitingDependency)
+	_ = os.WriteFile(release, nil, 0o644)
+	f.waitState(b, manent.StateAwaitingApproval)
+	if _, err := f.eng.Approve(context.Background(), b, manent.Approval{Identity: "token:ops", Verdict: "approve"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(b, manent.StateSuccess)
+}

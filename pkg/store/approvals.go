@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// ErrAlreadyDecided is returned when an identity approves or rejects a
+// deploy it already approved or rejected.
+var ErrAlreadyDecided = errors.New("already decided")
+
+// AddApproval records one identity's approval or rejection, once per
+// identity, with an `approval` event.
+func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) error {
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_approvals WHERE deployment_id = ? AND identity = ?`), id, a.Identity).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return ErrAlreadyDecided
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_approvals (deployment_id, identity, verdict, comment, plan_digest, time) VALUES (?, ?, ?, ?, ?, ?)`),
+			id, a.Identity, a.Verdict, a.Comment, a.PlanDigest, fmtTime(a.Time)); err != nil {
+			return fmt.Errorf("record approval: %w", err)
+		}
+		_, err := s.appendEvent(ctx, tx, id, EventApproval, a.Time, a)
+		return err
+	})
+}
+
+// Approvals returns a deploy's approvals and rejections, oldest first.
+func (s *Store) Approvals(ctx context.Context, id string) ([]manent.Approval, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, plan_digest, time FROM manent_approvals WHERE deployment_id = ? ORDER BY time`), id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []manent.Approval
+	for rows.Next() {
+		var a manent.Approval
+		var at string
+		if err := rows.Scan(&a.Identity, &a.Verdict, &a.Comment, &a.PlanDigest, &at); err != nil {
+			return nil, err
+		}
+		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
+			a.Time = *t
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// Waiting returns the deploys in state whose input mentions needle (e.g.
+// the deploys waiting on a dependency).
+func (s *Store) Waiting(ctx context.Context, state manent.State, needle string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, input FROM manent_deployments WHERE state = ?`), string(state))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, input string
+		if err := rows.Scan(&id, &input); err != nil {
+			return nil, err
+		}
+		if strings.Contains(input, needle) {
+			out = append(out, id)
+		}
+	}
+	return out, rows.Err()
+}
+
+// SetReason updates why a waiting deploy waits, without a state change.
+func (s *Store) SetReason(ctx context.Context, id, reason string) error {
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_deployments SET reason = ? WHERE id = ? AND reason <> ?`), reason, id, reason)
+	return err
+}
+
