@@ -82,4 +82,3 @@ func (s *Store) SetReason(ctx context.Context, id, reason string) error {
 	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_deployments SET reason = ? WHERE id = ? AND reason <> ?`), reason, id, reason)
 	return err
 }
-
