@@ -260,3 +260,21 @@ func IsUnreachable(err error) bool {
 	var u *UnreachableError
 	return errors.As(err, &u)
 }
+
+// Approve approves a deploy waiting for approvals. planDigest, when set, is
+// the digest the approver reviewed: the server refuses it if the plan changed.
+func (c *Client) Approve(ctx context.Context, id, comment, planDigest string) (*manent.Deployment, error) {
+	return c.decide(ctx, id, "approve", comment, planDigest)
+}
+
+// Reject rejects a deploy waiting for approvals.
+func (c *Client) Reject(ctx context.Context, id, comment string) (*manent.Deployment, error) {
+	return c.decide(ctx, id, "reject", comment, "")
+}
+
+func (c *Client) decide(ctx context.Context, id, verdict, comment, planDigest string) (*manent.Deployment, error) {
+	body, _ := json.Marshal(map[string]string{"comment": comment, "plan_digest": planDigest})
+	var out manent.Deployment
+	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+verdict, "application/json", bytes.NewReader(body), &out)
+	return &out, err
+}

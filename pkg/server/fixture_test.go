@@ -101,3 +101,5 @@ func gatedDescriptor(art, env, gate string) string {
 	wait := fmt.Sprintf(`i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, gate)
 	return fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: %s\nversion: \"1\"\nartifact: {url: %q}\nsteps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", env, art, wait)
 }
+
+func store_filter(action string) store.AuditFilter { return store.AuditFilter{Action: action} }

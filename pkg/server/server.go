@@ -17,6 +17,7 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
@@ -51,6 +52,9 @@ type Config struct {
 	CallbacksSigned bool
 	// ChatChannels are the chat channels configured on the server.
 	ChatChannels []string
+	// Governance decides freezes, promotion, approvals and change
+	// management (nil: everything allowed).
+	Governance governance.Decider
 }
 
 // Server is the HTTP API.
@@ -91,6 +95,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/steps", s.handleSteps)
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/logs", s.handleLogs)
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/cancel", s.handleCancel)
+	s.mux.HandleFunc("POST /api/v1/deployments/{id}/approve", s.handleApprove("approve"))
+	s.mux.HandleFunc("POST /api/v1/deployments/{id}/reject", s.handleApprove("reject"))
 	s.mux.HandleFunc("GET /api/v1/inventory", s.handleInventory)
 	// Each capability registers its own routes in its own file.
 	s.routesEvents()

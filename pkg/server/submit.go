@@ -49,7 +49,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	target := d.Application + "/" + d.Environment
 	// 3–6. Sources, environment configuration, governance, plan.
-	in, decision, err := s.admit(r.Context(), d, p)
+	in, decision, err := s.admit(r.Context(), r, d, p)
 	if err != nil {
 		if !dryRun {
 			s.audit(r.Context(), r, p, "deployment.submit", target, "refused", manent.ErrorMessage(err))
@@ -79,7 +79,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 
 // admit runs checks 3 to 6 and returns the workflow input. Every problem of
 // one check is reported at once.
-func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
 	var problems []manent.FieldError
 	// 3. Sources and callback URLs.
 	problems = append(problems, fieldErrors(s.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")...)
@@ -102,12 +102,6 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 			}
 		}
 	}
-	if d.Schedule != nil {
-		problems = append(problems, manent.FieldError{Path: "/schedule", Message: "delayed and recurring deploys are not supported by this server yet"})
-	}
-	if len(d.After) > 0 {
-		problems = append(problems, manent.FieldError{Path: "/after", Message: "dependencies between deploys are not supported by this server yet"})
-	}
 	if d.Rollout != nil {
 		for i, w := range d.Rollout.Waves {
 			if w.Approval {
@@ -128,13 +122,21 @@ func (s *Server) admit(ctx context.Context, d *descriptor.Descriptor, p Principa
 		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
 	}
-	// 5. Governance: no rules configured.
-	decision := &manent.Decision{Allowed: true, Source: "none"}
+	// 5. Governance.
+	var regions []string
+	for _, w := range engine.WavesOf(d.Rollout) {
+		regions = append(regions, w.Targets...)
+	}
+	decision, waits, refused := s.decide(ctx, r, d, p, regions)
+	if len(refused) > 0 {
+		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
+			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(refused)), Fields: refused}
+	}
 	in := engine.Input{
 		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
 		Requester: p.Subject, Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: engine.WavesOf(d.Rollout), EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
-		Effective: env.effective,
+		Effective: env.effective, Waits: waits,
 	}
 	return in, decision, nil
 }

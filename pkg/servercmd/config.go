@@ -59,6 +59,10 @@ type Config struct {
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`
+	Governance struct {
+		Rules string `mapstructure:"rules"`
+		Rego  string `mapstructure:"rego"`
+	} `mapstructure:"governance"`
 	Environments     envconfig.Settings `mapstructure:"environments"`
 	DescriptorPolicy *envconfig.Policy  `mapstructure:"descriptor_policy"`
 	LogLevel         string             `mapstructure:"log_level"`

@@ -26,6 +26,7 @@ import (
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
@@ -245,6 +246,10 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		}
 		sources = &src
 	}
+	decider, err := governance.FromConfig(cfg.Governance.Rules, cfg.Governance.Rego)
+	if err != nil {
+		return usageError{fmt.Errorf("governance: %w", err)}
+	}
 	callbacks := urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}
 	if err := callbacks.Validate(); err != nil {
 		return usageError{err}
@@ -262,6 +267,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		DataDir: cfg.DataDir, TrialMode: cfg.trial, Pipeline: cfg.Pipeline.Steps,
 		Sources: sources, Callbacks: callbacks, SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 		Environments: rt.envs, CallbacksSigned: rt.signed, ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
+		Governance: decider,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

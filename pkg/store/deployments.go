@@ -409,3 +409,27 @@ func (s *Store) CountByState(ctx context.Context) (map[manent.State]int, error) 
 	}
 	return out, rows.Err()
 }
+
+// Successes returns where application ended SUCCESS with version: one
+// entry per environment, the latest.
+func (s *Store) Successes(ctx context.Context, application, version string) ([]Record, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments
+		WHERE application = ? AND version = ? AND state = ? ORDER BY finished_at DESC`), application, version, string(manent.StateSuccess))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	seen := map[string]bool{}
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[r.Environment] {
+			seen[r.Environment] = true
+			out = append(out, *r)
+		}
+	}
+	return out, rows.Err()
+}

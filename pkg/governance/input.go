@@ -1,0 +1,97 @@
+package governance
+
+import (
+	"time"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// Input is everything a decision may depend on. Its JSON form is the
+// document a Rego policy sees as `input`; the field names are stable.
+type Input struct {
+	// Descriptor is the submitted deploy.yml, as JSON (SPEC §2 names).
+	Descriptor *descriptor.Descriptor `json:"descriptor"`
+	// Identity is who submits the deploy.
+	Identity Identity `json:"identity"`
+	// Environment is the target environment; Name defaults to the
+	// descriptor's environment.
+	Environment Environment `json:"environment"`
+	// Now is the time of the decision, RFC 3339 in JSON. Policies must
+	// use it, never the wall clock, so a decision can be replayed. Zero
+	// means time.Now().
+	Now time.Time `json:"now"`
+	// Inventory is what the server knows about earlier deploys.
+	Inventory Inventory `json:"inventory"`
+}
+
+// Identity is who asks: a subject such as "token:ci" or
+// "oidc:alice@example.com", and its groups without the "group:" prefix.
+// Patterns in the rules match the subject, or "group:<name>" for each group.
+type Identity struct {
+	Subject string   `json:"subject"`
+	Groups  []string `json:"groups"`
+}
+
+// Environment is the deploy's environment as the server resolved it.
+type Environment struct {
+	// Name is the environment, e.g. "prod".
+	Name string `json:"name"`
+	// Regions are the regions the deploy touches (the rollout's targets);
+	// empty means the whole environment, so every region-scoped freeze of
+	// the environment applies.
+	Regions []string `json:"regions"`
+	// Config is the environment configuration, for Rego policies; the
+	// YAML rules do not read it.
+	Config map[string]any `json:"config"`
+}
+
+// Inventory holds the earlier deploys a decision needs.
+type Inventory struct {
+	// Successes are deploys that ended SUCCESS. Promotion rules look for
+	// the same application and version in each required environment, so
+	// the server needs to fill only those of this application and version
+	// (Rules.PromotionRequires tells which environments the YAML rules
+	// ask about).
+	Successes []Success `json:"successes"`
+	// Current is the environment's current release, nil when none.
+	Current *manent.Release `json:"current"`
+}
+
+// Success is one deploy that ended SUCCESS.
+type Success struct {
+	Application  string     `json:"application"`
+	Environment  string     `json:"environment"`
+	Version      string     `json:"version"`
+	DeploymentID string     `json:"deployment_id,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+}
+
+// normalized returns in with the defaults filled (environment name, now)
+// and nil lists and maps made empty, so a Rego policy never meets a null
+// where it expects a collection.
+func (in Input) normalized() (Input, error) {
+	if in.Descriptor == nil {
+		return in, errNoDescriptor
+	}
+	if in.Environment.Name == "" {
+		in.Environment.Name = in.Descriptor.Environment
+	}
+	if in.Now.IsZero() {
+		in.Now = time.Now()
+	}
+	in.Now = in.Now.UTC()
+	if in.Identity.Groups == nil {
+		in.Identity.Groups = []string{}
+	}
+	if in.Environment.Regions == nil {
+		in.Environment.Regions = []string{}
+	}
+	if in.Environment.Config == nil {
+		in.Environment.Config = map[string]any{}
+	}
+	if in.Inventory.Successes == nil {
+		in.Inventory.Successes = []Success{}
+	}
+	return in, nil
+}

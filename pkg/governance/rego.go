@@ -1,0 +1,193 @@
+package governance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/manent-io/manent/descriptor"
+)
+
+// Rego is a governance policy written in Rego and evaluated with OPA. The
+// policy is `package manent` and either defines
+//
+//	decision := {"deny": …, "approvals": …, "change_required": …, …}
+//
+// with the shape of Decision, or the same names as separate rules
+// (`deny contains msg if …`, `approvals := …`, `change_required if …`,
+// `freeze := …`, `break_glass if …`, `missing_promotions contains env if …`).
+// See docs/governance.md. It is compiled once and safe for concurrent use.
+type Rego struct {
+	query  rego.PreparedEvalQuery
+	whole  bool // no decision rule: the package document is the decision
+	source string
+}
+
+// LoadRego reads and compiles a Rego policy file.
+func LoadRego(path string) (*Rego, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read governance policy: %w", err)
+	}
+	return ParseRego(path, string(src))
+}
+
+// ParseRego compiles a Rego policy; name is the file name used in messages
+// and in Decision.Source. Parse and compile errors are a *LoadError with
+// the line of each.
+func ParseRego(name, src string) (*Rego, error) {
+	mod, err := ast.ParseModuleWithOpts(name, src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		return nil, regoLoadError(name, err)
+	}
+	if want := ast.MustParseRef("data.manent"); !mod.Package.Path.Equal(want) {
+		return nil, &LoadError{File: name, Problems: []Problem{{
+			Line:    mod.Package.Location.Row,
+			Message: fmt.Sprintf("the policy must be \"package manent\", not %q", mod.Package.Path.String()),
+		}}}
+	}
+	p := &Rego{whole: true, source: "rego:" + name}
+	for _, r := range mod.Rules {
+		if r.Head.Ref().String() == "decision" {
+			p.whole = false
+		}
+	}
+	query := "data.manent.decision"
+	if p.whole {
+		query = "data.manent"
+	}
+	p.query, err = rego.New(
+		rego.Query(query),
+		rego.Module(name, src),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(context.Background())
+	if err != nil {
+		return nil, regoLoadError(name, err)
+	}
+	return p, nil
+}
+
+// regoLoadError turns OPA parse or compile errors into a *LoadError.
+func regoLoadError(name string, err error) error {
+	var errs ast.Errors
+	if !errors.As(err, &errs) {
+		return &LoadError{File: name, Problems: []Problem{{Message: err.Error()}}}
+	}
+	le := &LoadError{File: name}
+	for _, e := range errs {
+		p := Problem{Message: e.Message}
+		if e.Location != nil {
+			p.Line = e.Location.Row
+		}
+		le.Problems = append(le.Problems, p)
+	}
+	return le
+}
+
+// regoDecision is the shape a policy returns; Source is not read.
+type regoDecision struct {
+	Allowed   *bool    `json:"allowed"`
+	Deny      []string `json:"deny"`
+	Approvals *struct {
+		Count     int      `json:"count"`
+		Approvers []string `json:"approvers"`
+		Expires   string   `json:"expires"`
+	} `json:"approvals"`
+	ChangeRequired bool `json:"change_required"`
+	Freeze         *struct {
+		Name      string `json:"name"`
+		ReopensAt string `json:"reopens_at"`
+	} `json:"freeze"`
+	BreakGlass        bool     `json:"break_glass"`
+	MissingPromotions []string `json:"missing_promotions"`
+}
+
+// Decide evaluates the policy with in as `input`. An undefined decision, a
+// runtime error (strict built-in errors are on) or a result of the wrong
+// shape is an error: the caller must not let the deploy through.
+func (p *Rego) Decide(ctx context.Context, in Input) (Decision, error) {
+	in, err := in.normalized()
+	if err != nil {
+		return Decision{}, err
+	}
+	doc, err := inputDocument(in)
+	if err != nil {
+		return Decision{}, err
+	}
+	rs, err := p.query.Eval(ctx, rego.EvalInput(doc), rego.EvalTime(in.Now))
+	if err != nil {
+		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return Decision{}, fmt.Errorf("evaluate %s: data.manent.decision is undefined for this input", p.source)
+	}
+	raw, err := json.Marshal(rs[0].Expressions[0].Value)
+	if err != nil {
+		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, err)
+	}
+	var rd regoDecision
+	if err := json.Unmarshal(raw, &rd); err != nil {
+		return Decision{}, fmt.Errorf("evaluate %s: the decision has the wrong shape: %w", p.source, err)
+	}
+	d, err := rd.decision()
+	if err != nil {
+		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, err)
+	}
+	d = d.normalized()
+	d.Source = p.source
+	return d, nil
+}
+
+func (rd regoDecision) decision() (Decision, error) {
+	d := Decision{
+		Allowed:           rd.Allowed == nil || *rd.Allowed,
+		Deny:              rd.Deny,
+		ChangeRequired:    rd.ChangeRequired,
+		BreakGlass:        rd.BreakGlass,
+		MissingPromotions: rd.MissingPromotions,
+	}
+	if !d.Allowed && len(d.Deny) == 0 {
+		d.Deny = []string{"denied by the governance policy"}
+	}
+	if a := rd.Approvals; a != nil {
+		d.Approvals = &Approvals{Count: a.Count, Approvers: a.Approvers}
+		if a.Expires != "" {
+			exp, err := time.ParseDuration(a.Expires)
+			if err != nil {
+				return d, fmt.Errorf("approvals.expires: %q is not a duration like \"24h\"", a.Expires)
+			}
+			d.Approvals.Expires = descriptor.Duration(exp)
+		}
+	}
+	if f := rd.Freeze; f != nil {
+		at, err := time.Parse(time.RFC3339, f.ReopensAt)
+		if err != nil {
+			return d, fmt.Errorf("freeze.reopens_at: %q is not an RFC 3339 time", f.ReopensAt)
+		}
+		d.Freeze = &FreezeInfo{Name: f.Name, ReopensAt: at}
+	}
+	return d, nil
+}
+
+// inputDocument is in as the generic JSON value OPA evaluates: exactly the
+// document docs/governance.md describes.
+func inputDocument(in Input) (any, error) {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("encode governance input: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("encode governance input: %w", err)
+	}
+	return doc, nil
+}

@@ -1,0 +1,182 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/server"
+)
+
+var govTokens = []auth.TokenConfig{
+	{Name: "ci", SHA256: auth.HashToken("ci-token")},
+	{Name: "alice", SHA256: auth.HashToken("alice-token"), Groups: []string{"sre"}},
+	{Name: "bob", SHA256: auth.HashToken("bob-token"), Groups: []string{"sre"}},
+}
+
+var govRules = []auth.RBACRule{{Subjects: []string{"token:ci", "group:sre"},
+	Permissions: []string{"deployment.submit", "deployment.read", "deployment.approve", "deployment.cancel"}}}
+
+func govServer(t *testing.T, rules string) (*testServer, func(token string) *api.Client) {
+	t.Helper()
+	r, err := governance.ParseRules("governance.yaml", []byte(rules))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules, func(c *server.Config) { c.Governance = r })
+	return srv, func(token string) *api.Client { return api.NewClient(srv.URL, token, nil) }
+}
+
+func waitFor(t *testing.T, c *api.Client, id string, want manent.State) *manent.Deployment {
+	t.Helper()
+	var d *manent.Deployment
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		var err error
+		d, err = c.Deployment(context.Background(), id)
+		return err == nil && d.State == want
+	}, "deploy %s to be %s", id, want)
+	return d
+}
+
+func simple(art, env, version string, extra string) []byte {
+	return []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: %s\nversion: %q\nartifact: {url: %q}\n%s", env, version, art, extra))
+}
+
+// A freeze refuses a deploy with its name and when it reopens; an allowed
+// identity breaks the glass, with an audit entry.
+func TestFreezeRefusesWithNameAndReopening(t *testing.T) {
+	now := time.Now().UTC()
+	rules := fmt.Sprintf(`freezes:
+  - {name: year-end, environments: [prod], from: %s, to: %s, allow: ["token:alice"]}
+`, now.Add(-time.Hour).Format(time.RFC3339), now.Add(time.Hour).Truncate(time.Second).Format(time.RFC3339))
+	srv, client := govServer(t, rules)
+	art := artifactFile(t)
+	_, err := client("ci-token").Submit(context.Background(), simple(art, "prod", "1", ""), false)
+	var me *manent.Error
+	if !errorsAs(err, &me) || me.Code != manent.EInvalid || !strings.Contains(fmt.Sprint(me.Fields), "year-end") ||
+		!strings.Contains(fmt.Sprint(me.Fields), now.Add(time.Hour).Truncate(time.Second).Format(time.RFC3339)) {
+		t.Fatalf("submit during a freeze: %v %+v", err, me)
+	}
+	res, err := client("alice-token").Submit(context.Background(), simple(art, "prod", "1", ""), false)
+	if err != nil {
+		t.Fatalf("break glass: %v", err)
+	}
+	d := waitFor(t, client("alice-token"), res.ID, manent.StateSuccess)
+	if d.Decision == nil || !strings.Contains(d.Decision.Freeze, "break glass") {
+		t.Errorf("decision %+v: want the bypassed freeze named", d.Decision)
+	}
+	entries, _ := srv.Store.Audit(context.Background(), store_filter("governance.break-glass"))
+	if len(entries) != 1 || entries[0].Identity != "token:alice" {
+		t.Fatalf("break-glass audit entries %+v", entries)
+	}
+}
+
+// Promotion: prod requires the same version to have succeeded in staging.
+func TestPromotionRequires(t *testing.T) {
+	_, client := govServer(t, "promotion:\n  - {environment: prod, requires: [staging]}\n")
+	art := artifactFile(t)
+	ci := client("ci-token")
+	ctx := context.Background()
+	if _, err := ci.Submit(ctx, simple(art, "prod", "2.0", ""), false); !strings.Contains(fmt.Sprint(err, errFields(err)), "staging") {
+		t.Fatalf("prod before staging: %v %v", err, errFields(err))
+	}
+	res, err := ci.Submit(ctx, simple(art, "staging", "2.0", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, res.ID, manent.StateSuccess)
+	if _, err := ci.Submit(ctx, simple(art, "prod", "2.0", ""), false); err != nil {
+		t.Fatalf("prod after staging: %v %v", err, errFields(err))
+	}
+}
+
+// Approvals over HTTP: AWAITING_APPROVAL, the submitter cannot approve, a
+// second approval by one identity does not count, another approver's makes
+// it ENQUEUED with the same id; a rejection is REJECTED.
+func TestApprovalsOverHTTP(t *testing.T) {
+	_, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	art := artifactFile(t)
+	ctx := context.Background()
+	alice, bob := client("alice-token"), client("bob-token")
+	res, err := alice.Submit(ctx, simple(art, "prod", "3", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != manent.StateAwaitingApproval {
+		t.Fatalf("state %s, want AWAITING_APPROVAL", res.State)
+	}
+	if _, err := alice.Approve(ctx, res.ID, "", ""); manent.ErrorCode(err) != manent.EForbidden {
+		t.Fatalf("the submitter approving: %v, want 403", err)
+	}
+	if _, err := client("ci-token").Approve(ctx, res.ID, "", ""); manent.ErrorCode(err) != manent.EForbidden {
+		t.Fatalf("a non-approver approving: %v, want 403", err)
+	}
+	d, err := bob.Approve(ctx, res.ID, "looks good", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Approve(ctx, res.ID, "", ""); err == nil {
+		t.Fatal("a second decision by bob was accepted")
+	}
+	d = waitFor(t, alice, res.ID, manent.StateSuccess)
+	if d.ID != res.ID || len(d.Approvals) != 1 || d.Approvals[0].Identity != "token:bob" {
+		t.Fatalf("deploy %+v", d)
+	}
+
+	res, err = alice.Submit(ctx, simple(art, "prod", "4", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Reject(ctx, res.ID, "not today"); err != nil {
+		t.Fatal(err)
+	}
+	d = waitFor(t, alice, res.ID, manent.StateRejected)
+	if !strings.Contains(d.Error, "not today") {
+		t.Errorf("error %q", d.Error)
+	}
+}
+
+// schedule.at and after through the API.
+func TestScheduleAtAndAfter(t *testing.T) {
+	_, client := govServer(t, "")
+	art := artifactFile(t)
+	ctx := context.Background()
+	ci := client("ci-token")
+	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+	first, err := ci.Submit(ctx, simple(art, "qa", "5", fmt.Sprintf("schedule: {at: %q}\n", at)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.State != manent.StateDelayed {
+		t.Fatalf("state %s, want DELAYED", first.State)
+	}
+	second, err := ci.Submit(ctx, simple(art, "prod", "5", fmt.Sprintf("after: [%s]\n", first.ID)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.State != manent.StateWaitingDependency {
+		t.Fatalf("state %s, want WAITING_DEPENDENCY", second.State)
+	}
+	waitFor(t, ci, first.ID, manent.StateSuccess)
+	waitFor(t, ci, second.ID, manent.StateSuccess)
+	if _, err := ci.Submit(ctx, simple(art, "prod", "6", "after: [dpl_nope]\n"), false); !strings.Contains(fmt.Sprint(errFields(err)), "/after/0") {
+		t.Fatalf("unknown dependency: %v %v", err, errFields(err))
+	}
+}
+
+func errFields(err error) []manent.FieldError {
+	var me *manent.Error
+	if errorsAs(err, &me) {
+		return me.Fields
+	}
+	return nil
+}
