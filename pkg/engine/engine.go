@@ -21,6 +21,7 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -65,6 +66,9 @@ type Config struct {
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
+	// Governance re-checks freezes in the config step and before each
+	// rollout wave (nil: none).
+	Governance     governance.Decider
 	Callbacks      urlpolicy.Callbacks
 	CallbackSecret []byte
 	Chat           map[string]string
@@ -189,13 +193,15 @@ func (e *Engine) Store() *store.Store { return e.st }
 
 // Input is the workflow input, saved at submission.
 type Input struct {
-	ID          string                 `json:"id"`
-	Application string                 `json:"application"`
-	Environment string                 `json:"environment"`
-	Version     string                 `json:"version"`
-	Requester   string                 `json:"requester"`
-	Descriptor  *descriptor.Descriptor `json:"descriptor"`
-	Plan        manent.Plan            `json:"plan"`
+	ID          string `json:"id"`
+	Application string `json:"application"`
+	Environment string `json:"environment"`
+	Version     string `json:"version"`
+	Requester   string `json:"requester"`
+	// RequesterGroups are the submitter's groups (freeze allow lists).
+	RequesterGroups []string               `json:"requester_groups,omitempty"`
+	Descriptor      *descriptor.Descriptor `json:"descriptor"`
+	Plan            manent.Plan            `json:"plan"`
 	// Target is the effective target (descriptor merged with the environment).
 	Target     descriptor.Target `json:"target"`
 	Parameters map[string]any    `json:"parameters,omitempty"`

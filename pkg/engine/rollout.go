@@ -174,3 +174,45 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 	}
 	return out
 }
+
+// waitWaveFreeze holds a wave while a freeze covers its targets (regions):
+// the wave waits, durably, until the freeze reopens, and its status says so.
+func (r *run) waitWaveFreeze(ctx dbos.Context, w *Wave) error {
+	if r.e.cfg.Governance == nil || len(w.Targets) == 0 {
+		return nil
+	}
+	for i := 0; ; i++ {
+		wait, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Duration, error) {
+			f, err := r.freeze(sctx, w.Targets)
+			if err != nil || f == nil {
+				return 0, err
+			}
+			r.waveEvent(sctx, w, WavePending, fmt.Sprintf("waiting: freeze %q until %s", f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
+			return time.Until(f.ReopensAt), nil
+		}, dbos.WithStepName(fmt.Sprintf("freeze[%s]-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return err
+		}
+		if wait <= 0 {
+			return nil
+		}
+		if _, err := dbos.Sleep(ctx, min(wait, time.Hour)); err != nil {
+			return err
+		}
+	}
+}
+
+// RolloutRegion stands for "the whole rollout" when checking freezes before
+// the waves: only a freeze on every region (or none) blocks the deploy then;
+// a freeze on some regions holds only the waves that target them.
+const RolloutRegion = "manent:rollout"
+
+// FreezeRegions is what the deploy-wide freeze check passes as regions.
+func FreezeRegions(waves []Wave) []string {
+	for _, w := range waves {
+		if len(w.Targets) > 0 {
+			return []string{RolloutRegion}
+		}
+	}
+	return nil
+}

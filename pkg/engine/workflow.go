@@ -20,6 +20,7 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -70,8 +71,15 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 
 	failed, cancelled := "", false
 	var started []string // compensable steps that started, in order
+	waveSeen := map[string]bool{}
 	for _, u := range units {
 		ps := u.step
+		if u.wave != nil && !waveSeen[u.wave.Name] {
+			waveSeen[u.wave.Name] = true
+			if err := r.waitWaveFreeze(ctx, u.wave); err != nil {
+				return Result{}, err
+			}
+		}
 		if u.gate {
 			if err := r.observe(ctx, u.wave); err != nil {
 				return Result{}, err
@@ -428,6 +436,12 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	if out.Target.Plugin == "" {
 		return nil, plugin.Permanent(errors.New("no target: the descriptor names none and the environment configuration gives none"))
 	}
+	if f, err := r.freeze(ctx, FreezeRegions(r.in.Waves)); err != nil {
+		return nil, err
+	} else if f != nil {
+		return nil, plugin.Permanent(fmt.Errorf("environment %s is frozen by %q until %s: the deploy may not start",
+			r.in.Environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
+	}
 	t, err := r.e.cfg.Plugins.Target(out.Target.Plugin)
 	if err != nil {
 		return nil, err
@@ -452,6 +466,28 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	}
 	fmt.Fprintf(log, "configuration %s %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
 	return out, nil
+}
+
+// freeze returns the freeze that blocks the deploy now (for regions, when
+// given), or nil. A freeze the submitter may break does not block.
+func (r *run) freeze(ctx context.Context, regions []string) (*governance.FreezeInfo, error) {
+	g := r.e.cfg.Governance
+	if g == nil || r.in.Descriptor == nil {
+		return nil, nil
+	}
+	dec, err := g.Decide(ctx, governance.Input{
+		Descriptor:  r.in.Descriptor,
+		Identity:    governance.Identity{Subject: r.in.Requester, Groups: r.in.RequesterGroups},
+		Environment: governance.Environment{Name: r.in.Environment, Regions: regions},
+		Now:         time.Now().UTC(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("governance: %w", err)
+	}
+	if dec.Freeze == nil || dec.BreakGlass {
+		return nil, nil
+	}
+	return dec.Freeze, nil
 }
 
 // fieldList renders the field errors of err for a step's error text.

@@ -123,11 +123,7 @@ func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descr
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
 	}
 	// 5. Governance.
-	var regions []string
-	for _, w := range engine.WavesOf(d.Rollout) {
-		regions = append(regions, w.Targets...)
-	}
-	decision, waits, refused := s.decide(ctx, r, d, p, regions)
+	decision, waits, refused := s.decide(ctx, r, d, p, engine.FreezeRegions(engine.WavesOf(d.Rollout)))
 	if len(refused) > 0 {
 		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(refused)), Fields: refused}
@@ -136,7 +132,7 @@ func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descr
 		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
 		Requester: p.Subject, Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: engine.WavesOf(d.Rollout), EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
-		Effective: env.effective, Waits: waits,
+		Effective: env.effective, Waits: waits, RequesterGroups: p.Groups,
 	}
 	return in, decision, nil
 }

@@ -134,7 +134,8 @@ type runtime struct {
 	log  *slog.Logger
 	envs *envconfig.Defaults
 	// signed says a callback secret is configured.
-	signed bool
+	signed  bool
+	decider governance.Decider
 }
 
 // callbackSecret reads the callback signing secret from the environment
@@ -184,6 +185,11 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, fmt.Errorf("plugins.path: %w", err)
 	}
+	decider, err := governance.FromConfig(cfg.Governance.Rules, cfg.Governance.Rego)
+	if err != nil {
+		st.Close()
+		return nil, usageError{fmt.Errorf("governance: %w", err)}
+	}
 	secret, err := callbackSecret(cfg)
 	if err != nil {
 		st.Close()
@@ -196,7 +202,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	}
 	dataDir, _ := filepath.Abs(cfg.DataDir)
 	eng, err := engine.New(ctx, st, engine.Config{
-		Environments: envs, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
+		Environments: envs, Governance: decider, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
 		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
 		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll, MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts,
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Logger: log,
@@ -205,7 +211,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, err
 	}
-	return &runtime{cfg: cfg, st: st, eng: eng, log: log, envs: envs, signed: len(secret) > 0}, nil
+	return &runtime{cfg: cfg, st: st, eng: eng, log: log, envs: envs, signed: len(secret) > 0, decider: decider}, nil
 }
 
 // RegisterBuiltins wires the built-in plugins (local, script) into reg.
@@ -246,10 +252,6 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		}
 		sources = &src
 	}
-	decider, err := governance.FromConfig(cfg.Governance.Rules, cfg.Governance.Rego)
-	if err != nil {
-		return usageError{fmt.Errorf("governance: %w", err)}
-	}
 	callbacks := urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}
 	if err := callbacks.Validate(); err != nil {
 		return usageError{err}
@@ -267,7 +269,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		DataDir: cfg.DataDir, TrialMode: cfg.trial, Pipeline: cfg.Pipeline.Steps,
 		Sources: sources, Callbacks: callbacks, SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 		Environments: rt.envs, CallbacksSigned: rt.signed, ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
-		Governance: decider,
+		Governance: rt.decider,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
