@@ -66,6 +66,10 @@ type Config struct {
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
+	// Tick submits the deploy of a schedule tick (the server's checks).
+	Tick TickFunc
+	// SchedulerPoll is how often DBOS reconciles schedules (0: 30 s).
+	SchedulerPoll time.Duration
 	// Governance re-checks freezes in the config step and before each
 	// rollout wave (nil: none).
 	Governance     governance.Decider
@@ -120,10 +124,11 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		return nil, errors.New("engine: no plugin registry")
 	}
 	dcfg := dbos.Config{
-		AppName:            appName,
-		ExecutorID:         cfg.ExecutorID,
-		ApplicationVersion: WorkflowVersion,
-		Logger:             cfg.Logger.With("component", "dbos"),
+		AppName:                  appName,
+		ExecutorID:               cfg.ExecutorID,
+		ApplicationVersion:       WorkflowVersion,
+		Logger:                   cfg.Logger.With("component", "dbos"),
+		SchedulerPollingInterval: cfg.SchedulerPoll,
 	}
 	if st.Postgres() {
 		dcfg.SystemDBPool = st.Pool()
@@ -165,6 +170,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	if _, err := dbos.RegisterQueue(dctx, GateQueue, dbos.WithQueueBasePollingInterval(cfg.QueuePoll)); err != nil {
 		return nil, fmt.Errorf("register queue: %w", err)
 	}
+	dbos.RegisterWorkflow(dctx, e.tickWorkflow, dbos.WithWorkflowName(TickWorkflow))
 	dbos.RegisterWorkflow(dctx, e.gateWorkflow, dbos.WithWorkflowName(GateWorkflow),
 		dbos.WithMaxRecoveryAttempts(cfg.MaxRecoveryAttempts))
 	dbos.RegisterWorkflow(dctx, e.deployWorkflow,
@@ -187,6 +193,10 @@ func (e *Engine) Launch(ctx context.Context) error {
 func (e *Engine) Shutdown(timeout time.Duration) {
 	dbos.Shutdown(e.dbos, timeout)
 }
+
+// SetTick sets the function schedule ticks submit their deploys with (the
+// server's checks). Call it before Launch.
+func (e *Engine) SetTick(fn TickFunc) { e.cfg.Tick = fn }
 
 // Store returns the engine's store.
 func (e *Engine) Store() *store.Store { return e.st }

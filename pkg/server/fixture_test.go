@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,15 +72,18 @@ func newTestServer(t *testing.T, db string, tokens []auth.TokenConfig, rules []a
 	eng, err := engine.New(ctx, st, engine.Config{
 		ExecutorID: "test", DataDir: filepath.Join(dir, "data"), Plugins: reg, Environments: envs,
 		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
+		Governance: cfg.Governance, SchedulerPoll: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Engine = eng
+	api := server.New(cfg)
+	eng.SetTick(api.Tick)
 	if err := eng.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Engine = eng
-	hs := httptest.NewServer(server.New(cfg))
+	hs := httptest.NewServer(api)
 	t.Cleanup(func() {
 		hs.Close()
 		eng.Shutdown(5 * time.Second)
@@ -103,3 +109,24 @@ func gatedDescriptor(art, env, gate string) string {
 }
 
 func store_filter(action string) store.AuditFilter { return store.AuditFilter{Action: action} }
+
+func do(t *testing.T, method, url, token, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// SSE answers stream until the deploy ends; the first bytes are enough.
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, b, resp.Header
+}

@@ -21,9 +21,6 @@ func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Desc
 	var waits engine.Waits
 	var problems []manent.FieldError
 	// Waits of the descriptor itself.
-	if d.Schedule != nil && d.Schedule.Cron != "" {
-		problems = append(problems, manent.FieldError{Path: "/schedule/cron", Message: "recurring deploys (schedule.cron) are not supported by this server yet"})
-	}
 	if d.Schedule != nil && d.Schedule.At != nil && d.Schedule.At.After(time.Now()) {
 		at := d.Schedule.At.UTC()
 		waits.At = &at

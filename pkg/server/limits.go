@@ -31,6 +31,9 @@ func withRequestID(r *http.Request, w http.ResponseWriter) *http.Request {
 }
 
 func requestID(r *http.Request) string {
+	if r == nil {
+		return ""
+	}
 	id, _ := r.Context().Value(requestIDKey).(string)
 	return id
 }

@@ -98,6 +98,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/approve", s.handleApprove("approve"))
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/reject", s.handleApprove("reject"))
 	s.mux.HandleFunc("GET /api/v1/inventory", s.handleInventory)
+	s.mux.HandleFunc("GET /api/v1/schedules", s.handleSchedules)
+	s.mux.HandleFunc("DELETE /api/v1/schedules/{id}", s.handleDeleteSchedule)
 	// Each capability registers its own routes in its own file.
 	s.routesEvents()
 	s.routesAgent()

@@ -48,6 +48,15 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	target := d.Application + "/" + d.Environment
+	if d.Schedule != nil && d.Schedule.Cron != "" && !dryRun {
+		// A recurring deploy: checks 3, 4 and the plan now, the rest at each tick.
+		if _, _, err := s.admitNoGovernance(r.Context(), d, p); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		s.createSchedule(w, r, body, d, p)
+		return
+	}
 	// 3–6. Sources, environment configuration, governance, plan.
 	in, decision, err := s.admit(r.Context(), r, d, p)
 	if err != nil {
@@ -80,6 +89,16 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // admit runs checks 3 to 6 and returns the workflow input. Every problem of
 // one check is reported at once.
 func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+	return s.admitWith(ctx, r, d, p, true)
+}
+
+// admitNoGovernance runs checks 3, 4 and the plan (a recurring deploy is
+// governed at each tick).
+func (s *Server) admitNoGovernance(ctx context.Context, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+	return s.admitWith(ctx, nil, d, p, false)
+}
+
+func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p Principal, governed bool) (engine.Input, *manent.Decision, error) {
 	var problems []manent.FieldError
 	// 3. Sources and callback URLs.
 	problems = append(problems, fieldErrors(s.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")...)
@@ -123,7 +142,10 @@ func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descr
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
 	}
 	// 5. Governance.
-	decision, waits, refused := s.decide(ctx, r, d, p, engine.FreezeRegions(engine.WavesOf(d.Rollout)))
+	decision, waits, refused := &manent.Decision{Allowed: true, Source: "at each tick"}, engine.Waits{}, []manent.FieldError(nil)
+	if governed {
+		decision, waits, refused = s.decide(ctx, r, d, p, engine.FreezeRegions(engine.WavesOf(d.Rollout)))
+	}
 	if len(refused) > 0 {
 		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(refused)), Fields: refused}

@@ -31,6 +31,8 @@ type Config struct {
 		// MaxRecoveryAttempts bounds how often a crashed deploy is resumed
 		// before it ends MAX_RECOVERY_ATTEMPTS_EXCEEDED.
 		MaxRecoveryAttempts int `mapstructure:"max_recovery_attempts"`
+		// SchedulerPoll is how often recurring schedules are reconciled.
+		SchedulerPoll time.Duration `mapstructure:"scheduler_poll"`
 	} `mapstructure:"workers"`
 	Pipeline struct {
 		Steps []string `mapstructure:"steps"`
@@ -82,6 +84,7 @@ func loadConfig(path string, flags map[string]string) (*Config, error) {
 	v.SetDefault("workers.retry_base", "1s")
 	v.SetDefault("workers.queue_poll", "100ms")
 	v.SetDefault("workers.max_recovery_attempts", 10)
+	v.SetDefault("workers.scheduler_poll", "10s")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("log_level", "info")

@@ -202,7 +202,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	}
 	dataDir, _ := filepath.Abs(cfg.DataDir)
 	eng, err := engine.New(ctx, st, engine.Config{
-		Environments: envs, Governance: decider, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
+		Environments: envs, Governance: decider, SchedulerPoll: cfg.Workers.SchedulerPoll, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
 		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
 		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll, MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts,
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Logger: log,
@@ -271,6 +271,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		Environments: rt.envs, CallbacksSigned: rt.signed, ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 		Governance: rt.decider,
 	})
+	rt.eng.SetTick(api.Tick)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		rt.eng.Shutdown(time.Second)

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// Schedule is a recurring deploy (SCHEDULED).
+type Schedule struct {
+	ID              string     `json:"id"`
+	Application     string     `json:"application"`
+	Environment     string     `json:"environment"`
+	Cron            string     `json:"cron"`
+	State           string     `json:"state"` // SCHEDULED or DELETED
+	Descriptor      []byte     `json:"-"`
+	Requester       string     `json:"requester"`
+	RequesterGroups []string   `json:"-"`
+	CreatedAt       time.Time  `json:"created_at"`
+	DeletedAt       *time.Time `json:"deleted_at,omitempty"`
+	LastTick        *time.Time `json:"last_tick,omitempty"`
+	LastDeploy      string     `json:"last_deploy,omitempty"`
+	LastError       string     `json:"last_error,omitempty"`
+}
+
+const scheduleColumns = `id, application, environment, cron, descriptor, requester, requester_groups, created_at, deleted_at, last_tick, last_deploy, last_error`
+
+func scanSchedule(row interface{ Scan(...any) error }) (*Schedule, error) {
+	var s Schedule
+	var desc, groups, created string
+	var deleted, tick sql.NullString
+	err := row.Scan(&s.ID, &s.Application, &s.Environment, &s.Cron, &desc, &s.Requester, &groups, &created, &deleted, &tick, &s.LastDeploy, &s.LastError)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.Descriptor = []byte(desc)
+	_ = json.Unmarshal([]byte(groups), &s.RequesterGroups)
+	if t := parseTime(sql.NullString{String: created, Valid: true}); t != nil {
+		s.CreatedAt = *t
+	}
+	s.DeletedAt, s.LastTick = parseTime(deleted), parseTime(tick)
+	s.State = string(manent.StateScheduled)
+	if s.DeletedAt != nil {
+		s.State = "DELETED"
+	}
+	return &s, nil
+}
+
+// InsertSchedule records a new schedule.
+func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule) error {
+	groups, _ := json.Marshal(sc.RequesterGroups)
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_schedules (id, application, environment, cron, descriptor, requester, requester_groups, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), sc.ID, sc.Application, sc.Environment, sc.Cron, string(sc.Descriptor), sc.Requester, string(groups), fmtTime(sc.CreatedAt))
+	return err
+}
+
+// GetSchedule returns one schedule.
+func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
+	return scanSchedule(s.db.QueryRowContext(ctx, s.q(`SELECT `+scheduleColumns+` FROM manent_schedules WHERE id = ?`), id))
+}
+
+// Schedules returns the schedules not deleted, newest first.
+func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM manent_schedules WHERE deleted_at IS NULL ORDER BY created_at DESC, id DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Schedule{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *sc)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSchedule marks a schedule deleted; false when it already was.
+func (s *Store) DeleteSchedule(ctx context.Context, id string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_schedules SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`), fmtTime(time.Now()), id)
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// ScheduleTicked records a tick's outcome.
+func (s *Store) ScheduleTicked(ctx context.Context, id string, at time.Time, deploy, errText string) error {
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_schedules SET last_tick = ?, last_deploy = ?, last_error = ? WHERE id = ?`),
+		fmtTime(at), deploy, errText, id)
+	return err
+}
