@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -372,4 +373,70 @@ max_retries: 0
 			t.Fatalf("actions %v: want deploy 1, post-test 1, rollback:deploy 2 (interrupted, then resumed)", got)
 		}
 	})
+}
+
+// A recurring deploy across a server outage: after a restart the ticks
+// missed while no worker ran are backfilled, and no tick runs twice.
+func TestScheduleSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	db := enginetest.SQLite(t)
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	yml := fmt.Sprintf("apiVersion: manent/v1\napplication: cron\nenvironment: test\nversion: \"1\"\nartifact: {url: \"file://%s\"}\nschedule: {cron: \"@every 2s\"}\n", art)
+	env := "MANENT_WORKERS_SCHEDULER_POLL=1s"
+	p := startAs(t, data, db, "cron-worker", env)
+	res, err := p.client().Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticks := func(c *api.Client) []string {
+		l, err := c.List(context.Background(), api.ListOptions{Application: "cron", Limit: 500})
+		if err != nil {
+			return nil
+		}
+		var out []string
+		for _, d := range l.Items {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool { return len(ticks(p.client())) >= 1 }, "a first tick")
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	down := time.Now()
+	// The outage: the server stays down for 5 s, about two ticks.
+	outage := time.NewTimer(5 * time.Second)
+	<-outage.C
+	p2 := startAs(t, data, db, "cron-worker", env)
+	var ids []string
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		ids = ticks(p2.client())
+		for _, id := range ids {
+			at, err := time.Parse(time.RFC3339, strings.TrimPrefix(id, res.Schedule+"@"))
+			if err == nil && at.After(down.Add(2*time.Second)) && at.Before(down.Add(5*time.Second)) {
+				return true
+			}
+		}
+		return false
+	}, "the ticks of the outage to be backfilled (have %v)", ids)
+	// One deploy per tick: the tick times are 2 s apart, none doubled.
+	var times []time.Time
+	for _, id := range ids {
+		at, err := time.Parse(time.RFC3339, strings.TrimPrefix(id, res.Schedule+"@"))
+		if err != nil {
+			t.Fatalf("deploy id %s: %v", id, err)
+		}
+		times = append(times, at)
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(times); i++ {
+		if gap := times[i].Sub(times[i-1]); gap < 2*time.Second {
+			t.Fatalf("ticks %s and %s are %s apart: a tick ran twice", times[i-1], times[i], gap)
+		}
+	}
 }
