@@ -22,6 +22,7 @@ import (
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -66,6 +67,10 @@ type Config struct {
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
+	// ITSM opens, follows and closes change tickets (nil: none); ChangePoll
+	// is how often a pending change is asked about (0: 30 s).
+	ITSM       itsm.Provider
+	ChangePoll time.Duration
 	// Tick submits the deploy of a schedule tick (the server's checks).
 	Tick TickFunc
 	// SchedulerPoll is how often DBOS reconciles schedules (0: 30 s).
@@ -303,7 +308,11 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {
 			return err
 		}
-		if err := e.st.PlanSteps(ctx, tx, in.ID, PlanRowsWaves(in.Plan, in.Waves)); err != nil {
+		rows := PlanRowsWaves(in.Plan, in.Waves)
+		if in.Waits.Change {
+			rows = append(append([]string{StepChangeOpen}, rows...), StepChangeClose)
+		}
+		if err := e.st.PlanSteps(ctx, tx, in.ID, rows); err != nil {
 			return err
 		}
 		if !in.Waits.Empty() {

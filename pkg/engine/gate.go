@@ -14,7 +14,9 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
+	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -39,6 +41,8 @@ type Waits struct {
 	At        *time.Time    `json:"at,omitempty"`
 	After     []string      `json:"after,omitempty"`
 	Approvals *ApprovalRule `json:"approvals,omitempty"`
+	// Change says an ITSM change must be opened and approved.
+	Change bool `json:"change,omitempty"`
 }
 
 // ApprovalRule is how many approvals by whom, within how long.
@@ -49,7 +53,9 @@ type ApprovalRule struct {
 }
 
 // Empty reports whether nothing is waited for.
-func (w Waits) Empty() bool { return w.At == nil && len(w.After) == 0 && w.Approvals == nil }
+func (w Waits) Empty() bool {
+	return w.At == nil && len(w.After) == 0 && w.Approvals == nil && !w.Change
+}
 
 // firstState is the state a deploy starts in.
 func (w Waits) firstState() manent.State {
@@ -58,7 +64,7 @@ func (w Waits) firstState() manent.State {
 		return manent.StateDelayed
 	case len(w.After) > 0:
 		return manent.StateWaitingDependency
-	case w.Approvals != nil:
+	case w.Approvals != nil || w.Change:
 		return manent.StateAwaitingApproval
 	}
 	return manent.StateEnqueued
@@ -105,6 +111,11 @@ func (e *Engine) gateWorkflow(ctx dbos.Context, in Input) (Result, error) {
 			return res, err
 		}
 	}
+	if in.Waits.Change {
+		if done, res, err := g.change(ctx); done || err != nil {
+			return res, err
+		}
+	}
 	ok, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
 		return g.transition(sctx, manent.StateEnqueued, "")
 	}, dbos.WithStepName("gate:enqueue"), dbos.WithStepMaxRetries(5))
@@ -143,6 +154,11 @@ func (g *gate) end(ctx dbos.Context, state manent.State, msg string) (bool, Resu
 	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
 		if err := g.e.st.Finish(sctx, g.in.ID, store.Outcome{State: state, Error: msg, At: time.Now()}); err != nil {
 			return false, err
+		}
+		if id := g.e.changeID(sctx, g.in.ID); id != "" && g.e.cfg.ITSM != nil {
+			if err := g.e.cfg.ITSM.Close(sctx, id, string(state)); err != nil {
+				g.e.log.Warn("close change", "deploy", g.in.ID, "change", id, "error", err)
+			}
 		}
 		g.e.wakeDependents(sctx, g.in.ID)
 		return true, nil
@@ -428,4 +444,99 @@ func (e *Engine) enqueueGate(in Input, tx *sql.Tx) error {
 	}
 	_, err := dbos.Enqueue[Result](e.dbos, GateQueue, GateWorkflow, in, opts...)
 	return err
+}
+
+// StepChangeOpen and StepChangeClose are the change-management steps.
+const (
+	StepChangeOpen  = manent.StepChangeOpen
+	StepChangeClose = manent.StepChangeClose
+)
+
+// change opens the deploy's ITSM change and waits for its approval
+// (AWAITING_APPROVAL): approved → on, rejected → REJECTED. No ticket, no
+// deploy: a change that cannot be opened ends the deploy ERROR.
+func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
+	p := g.e.cfg.ITSM
+	if p == nil {
+		return g.end(ctx, manent.StateError, "a change ticket is required but this server has no ITSM provider")
+	}
+	ch, err := dbos.RunAsStep(ctx, func(sctx context.Context) (itsm.Change, error) {
+		start := time.Now()
+		if _, err := g.e.st.StepStarted(sctx, g.in.ID, StepChangeOpen, start); err != nil {
+			return itsm.Change{}, err
+		}
+		c, err := p.Open(sctx, itsm.Request{DeployID: g.in.ID, Application: g.in.Application, Environment: g.in.Environment,
+			Version: g.in.Version, Requester: g.in.Requester,
+			Summary: fmt.Sprintf("deploy %s %s to %s (%s)", g.in.Application, g.in.Version, g.in.Environment, g.in.ID)})
+		end := store.StepEnd{State: manent.StepSuccess, Output: c, StartedAt: start, Counted: true}
+		if err != nil {
+			end.State, end.Output, end.Error = manent.StepError, nil, err.Error()
+		}
+		if _, serr := g.e.st.StepFinished(sctx, g.in.ID, StepChangeOpen, end); serr != nil {
+			return c, serr
+		}
+		return c, err
+	}, dbos.WithStepName("gate:"+StepChangeOpen), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(g.e.cfg.RetryBase),
+		dbos.WithStepRetryPredicate(func(err error) bool { return !plugin.IsPermanent(err) }))
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, Result{}, err
+		}
+		return g.end(ctx, manent.StateError, fmt.Sprintf("step %q failed: %v", StepChangeOpen, err))
+	}
+	for i := 0; ; i++ {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (string, error) {
+			c, err := p.Get(sctx, ch.ID)
+			if err != nil {
+				return "", err
+			}
+			switch c.State {
+			case itsm.Approved, itsm.Rejected:
+				return c.State, nil
+			}
+			ok, err := g.transition(sctx, manent.StateAwaitingApproval, fmt.Sprintf("change %s pending approval in the ITSM", ch.ID))
+			if !ok {
+				return "gone", err
+			}
+			return itsm.Pending, err
+		}, dbos.WithStepName(fmt.Sprintf("gate:change-%d", i)), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(g.e.cfg.RetryBase))
+		if err != nil {
+			return false, Result{}, err
+		}
+		switch st {
+		case "gone":
+			return true, Result{State: manent.StateCancelled}, nil
+		case itsm.Approved:
+			return false, Result{}, nil
+		case itsm.Rejected:
+			return g.end(ctx, manent.StateRejected, fmt.Sprintf("change %s was rejected in the ITSM", ch.ID))
+		}
+		msg, err := g.wait(ctx, g.e.changePoll())
+		if err != nil {
+			return false, Result{}, err
+		}
+		if msg.Kind == "cancel" {
+			return true, Result{State: manent.StateCancelled}, nil
+		}
+	}
+}
+
+// changeID returns the deploy's ITSM change, "" when none was opened.
+func (e *Engine) changeID(ctx context.Context, id string) string {
+	st, err := e.st.Step(ctx, id, StepChangeOpen)
+	if err != nil || st.State != manent.StepSuccess {
+		return ""
+	}
+	var c itsm.Change
+	if json.Unmarshal(st.Output, &c) != nil {
+		return ""
+	}
+	return c.ID
+}
+
+func (e *Engine) changePoll() time.Duration {
+	if e.cfg.ChangePoll > 0 {
+		return e.cfg.ChangePoll
+	}
+	return 30 * time.Second
 }

@@ -154,6 +154,13 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if in.Waits.Change {
+		// change:close: the ticket records the outcome.
+		_, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose, MaxRetries: 5})
+		if err != nil && ctx.Err() != nil {
+			return Result{}, err
+		}
+	}
 	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
 	if err := dbos.SetWorkflowAttributes(ctx, in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
 		e.log.Warn("set workflow attributes", "deploy", in.ID, "error", err)
@@ -171,7 +178,7 @@ const startRecordDelay = 50 * time.Millisecond
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
-		if ps.Name != manent.StepCleanup && !strings.HasPrefix(ps.Name, RollbackPrefix) {
+		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
 			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
 			if err != nil {
 				return stepOut{}, err
@@ -288,6 +295,8 @@ func (r *run) action(ps manent.PlanStep) action {
 		})
 	case manent.StepCleanup:
 		return r.cleanup
+	case StepChangeClose:
+		return r.closeChange
 	}
 	return func(context.Context, *logWriter) (any, error) {
 		return nil, plugin.Permanent(fmt.Errorf("step %q has no implementation", ps.Name))
@@ -312,7 +321,7 @@ func (r *run) healthGate(ctx context.Context, log *logWriter) (any, error) {
 // against the digest recorded when it was first downloaded.
 func (r *run) prepareWorkDir(ctx context.Context, step string, log *logWriter) (any, error) {
 	switch step {
-	case manent.StepConfig, manent.StepCleanup:
+	case manent.StepConfig, manent.StepCleanup, StepChangeClose:
 		return nil, nil
 	}
 	if err := os.MkdirAll(r.e.WorkDir(r.in.ID), 0o755); err != nil {
@@ -613,6 +622,23 @@ func (r *run) custom(ps manent.PlanStep) action {
 		}
 		return run.Run(ctx, r.pluginContext(ps.Name, ps.With, log))
 	}
+}
+
+// closeChange closes the deploy's ITSM change with its outcome.
+func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
+	id := r.e.changeID(ctx, r.in.ID)
+	if id == "" || r.e.cfg.ITSM == nil {
+		return map[string]any{"change": ""}, nil
+	}
+	rec, err := r.e.st.Deployment(ctx, r.in.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.e.cfg.ITSM.Close(ctx, id, string(rec.State)); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "change %s closed: %s\n", id, rec.State)
+	return map[string]any{"change": id, "outcome": rec.State}, nil
 }
 
 // Prefixes of the steps the engine adds around compensable steps.

@@ -74,8 +74,12 @@ func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Desc
 		}
 	}
 	if dec.ChangeRequired {
-		problems = append(problems, manent.FieldError{Path: "/environment",
-			Message: "a change ticket is required for " + d.Environment + " but this server has no ITSM provider"})
+		if s.cfg.ChangeManagement {
+			waits.Change = true
+		} else {
+			problems = append(problems, manent.FieldError{Path: "/environment",
+				Message: "a change ticket is required for " + d.Environment + " but this server has no ITSM provider (itsm.url)"})
+		}
 	}
 	if dec.BreakGlass && dec.Freeze != nil && len(problems) == 0 {
 		s.audit(ctx, r, p, "governance.break-glass", d.Application+"/"+d.Environment, "allowed",

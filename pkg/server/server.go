@@ -55,6 +55,8 @@ type Config struct {
 	// Governance decides freezes, promotion, approvals and change
 	// management (nil: everything allowed).
 	Governance governance.Decider
+	// ChangeManagement says an ITSM provider is configured.
+	ChangeManagement bool
 }
 
 // Server is the HTTP API.

@@ -61,6 +61,11 @@ type Config struct {
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`
+	ITSM struct {
+		URL      string        `mapstructure:"url"`
+		TokenEnv string        `mapstructure:"token_env"`
+		Poll     time.Duration `mapstructure:"poll"`
+	} `mapstructure:"itsm"`
 	Governance struct {
 		Rules string `mapstructure:"rules"`
 		Rego  string `mapstructure:"rego"`

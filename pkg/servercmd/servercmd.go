@@ -27,6 +27,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
@@ -190,6 +191,10 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 		st.Close()
 		return nil, usageError{fmt.Errorf("governance: %w", err)}
 	}
+	var changes itsm.Provider
+	if cfg.ITSM.URL != "" {
+		changes = &itsm.HTTP{URL: cfg.ITSM.URL, Token: os.Getenv(cfg.ITSM.TokenEnv)}
+	}
 	secret, err := callbackSecret(cfg)
 	if err != nil {
 		st.Close()
@@ -202,7 +207,7 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	}
 	dataDir, _ := filepath.Abs(cfg.DataDir)
 	eng, err := engine.New(ctx, st, engine.Config{
-		Environments: envs, Governance: decider, SchedulerPoll: cfg.Workers.SchedulerPoll, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
+		Environments: envs, Governance: decider, ITSM: changes, ChangePoll: cfg.ITSM.Poll, SchedulerPoll: cfg.Workers.SchedulerPoll, Callbacks: urlpolicy.Callbacks{Allow: cfg.Callbacks.Allow}, CallbackSecret: secret, Chat: cfg.Chat,
 		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
 		RetryBase: cfg.Workers.RetryBase, QueuePoll: cfg.Workers.QueuePoll, MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts,
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Logger: log,
@@ -269,7 +274,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer) error 
 		DataDir: cfg.DataDir, TrialMode: cfg.trial, Pipeline: cfg.Pipeline.Steps,
 		Sources: sources, Callbacks: callbacks, SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 		Environments: rt.envs, CallbacksSigned: rt.signed, ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
-		Governance: rt.decider,
+		Governance: rt.decider, ChangeManagement: cfg.ITSM.URL != "",
 	})
 	rt.eng.SetTick(api.Tick)
 	ln, err := net.Listen("tcp", cfg.Listen)

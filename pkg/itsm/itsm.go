@@ -1,0 +1,127 @@
+// Package itsm is manent's change-management client: a Provider opens a
+// change for a deploy, reports its approval and closes it with the outcome.
+// HTTP speaks the small JSON protocol of docs/itsm.md, which the reference
+// server in pkg/itsm/reference implements.
+//
+// It imports pkg/plugin only (permanent errors).
+package itsm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// Change states.
+const (
+	Pending  = "pending"
+	Approved = "approved"
+	Rejected = "rejected"
+	Closed   = "closed"
+)
+
+// Request opens a change for a deploy.
+type Request struct {
+	DeployID    string `json:"deploy_id"`
+	Application string `json:"application"`
+	Environment string `json:"environment"`
+	Version     string `json:"version"`
+	Requester   string `json:"requester"`
+	Summary     string `json:"summary"`
+}
+
+// Change is a change ticket.
+type Change struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	URL     string `json:"url,omitempty"`
+	By      string `json:"by,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// Provider is an ITSM.
+type Provider interface {
+	Open(ctx context.Context, r Request) (Change, error)
+	Get(ctx context.Context, id string) (Change, error)
+	Close(ctx context.Context, id, outcome string) error
+}
+
+// HTTP is a Provider over HTTP: POST {URL}/changes, GET {URL}/changes/{id},
+// POST {URL}/changes/{id}/close.
+type HTTP struct {
+	URL    string
+	Token  string
+	Client *http.Client
+}
+
+func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(h.URL, "/")+path, rd)
+	if err != nil {
+		return plugin.Permanent(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if h.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.Token)
+	}
+	if dep, ok := body.(Request); ok {
+		req.Header.Set("Idempotency-Key", dep.DeployID)
+	}
+	c := h.Client
+	if c == nil {
+		c = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("itsm: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		err := fmt.Errorf("itsm: %s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != 408 && resp.StatusCode != 429 {
+			return plugin.Permanent(err)
+		}
+		return err
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("itsm: decode %s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// Open opens (or, for the same deploy, returns) a change.
+func (h *HTTP) Open(ctx context.Context, r Request) (Change, error) {
+	var c Change
+	err := h.do(ctx, http.MethodPost, "/changes", r, &c)
+	return c, err
+}
+
+// Get returns a change.
+func (h *HTTP) Get(ctx context.Context, id string) (Change, error) {
+	var c Change
+	err := h.do(ctx, http.MethodGet, "/changes/"+url.PathEscape(id), nil, &c)
+	return c, err
+}
+
+// Close closes a change with the deploy's outcome.
+func (h *HTTP) Close(ctx context.Context, id, outcome string) error {
+	return h.do(ctx, http.MethodPost, "/changes/"+url.PathEscape(id)+"/close", map[string]string{"outcome": outcome}, nil)
+}
