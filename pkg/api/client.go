@@ -278,3 +278,37 @@ func (c *Client) decide(ctx context.Context, id, verdict, comment, planDigest st
 	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+verdict, "application/json", bytes.NewReader(body), &out)
 	return &out, err
 }
+
+// Schedules lists the recurring deploys.
+func (c *Client) Schedules(ctx context.Context) (*SchedulesResult, error) {
+	var out SchedulesResult
+	err := c.do(ctx, http.MethodGet, "/api/v1/schedules", "", nil, &out)
+	return &out, err
+}
+
+// DeleteSchedule stops a recurring deploy.
+func (c *Client) DeleteSchedule(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, "/api/v1/schedules/"+url.PathEscape(id), "", nil, nil)
+}
+
+// Audit returns a page of the audit log, newest first (before: a seq, 0 for
+// the newest; action: "" for all).
+func (c *Client) Audit(ctx context.Context, action string, before int64, limit int) (*AuditResult, error) {
+	q := url.Values{}
+	if action != "" {
+		q.Set("action", action)
+	}
+	if before > 0 {
+		q.Set("before", strconv.FormatInt(before, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/api/v1/audit"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out AuditResult
+	err := c.do(ctx, http.MethodGet, path, "", nil, &out)
+	return &out, err
+}

@@ -67,3 +67,42 @@ type Health struct {
 	Status string    `json:"status"`
 	Time   time.Time `json:"time"`
 }
+
+// Schedule is a recurring deploy (GET /api/v1/schedules).
+type Schedule struct {
+	ID          string     `json:"id"`
+	Application string     `json:"application"`
+	Environment string     `json:"environment"`
+	Cron        string     `json:"cron"`
+	State       string     `json:"state"`
+	Requester   string     `json:"requester"`
+	CreatedAt   time.Time  `json:"created_at"`
+	LastTick    *time.Time `json:"last_tick,omitempty"`
+	LastDeploy  string     `json:"last_deploy,omitempty"`
+	LastError   string     `json:"last_error,omitempty"`
+}
+
+// SchedulesResult lists schedules.
+type SchedulesResult struct {
+	Items []Schedule `json:"items"`
+}
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	Seq       int64     `json:"seq"`
+	Time      time.Time `json:"time"`
+	Identity  string    `json:"identity"`
+	Action    string    `json:"action"`
+	Target    string    `json:"target"`
+	RequestID string    `json:"request_id"`
+	Outcome   string    `json:"outcome"`
+	Detail    string    `json:"detail,omitempty"`
+	PrevHash  string    `json:"prev_hash"`
+	Hash      string    `json:"hash"`
+}
+
+// AuditResult is one page of the audit log, newest first.
+type AuditResult struct {
+	Items      []AuditEntry `json:"items"`
+	NextBefore int64        `json:"next_before,omitempty"`
+}

@@ -59,6 +59,8 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdValidate(f, nil),
 		NewCmdDeploy(f, nil),
 		NewCmdCancel(f, nil),
+		NewCmdApprove(f, nil),
+		NewCmdReject(f, nil),
 	)
 	add("follow",
 		NewCmdStatus(f, nil),
@@ -67,9 +69,14 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdWait(f, nil),
 		NewCmdList(f, nil),
 		NewCmdInventory(f, nil),
+		NewCmdSchedules(f, nil),
+		NewCmdAudit(f, nil),
+		NewCmdClusters(f, nil),
 	)
 	add("other",
+		NewCmdAgent(f, nil),
 		NewCmdSchema(f, nil),
+		NewCmdPolicy(f, nil),
 		NewCmdVersion(f, nil),
 		NewCmdCompletion(f, nil),
 	)

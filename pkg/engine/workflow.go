@@ -211,12 +211,27 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, last: startedAt}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
+	stopFlush := make(chan struct{})
 	timer := time.AfterFunc(startRecordDelay, func() {
 		defer close(recorded)
 		if _, err := r.e.st.StepStarted(ctx, r.in.ID, name, startedAt); err == nil {
 			counted.Store(true)
 		}
 		log.flush()
+		// A long step's lines reach `logs -f` within logFlushEvery, even
+		// when the step writes nothing more for a while.
+		go func() {
+			t := time.NewTicker(logFlushEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stopFlush:
+					return
+				case <-t.C:
+					log.flush()
+				}
+			}
+		}()
 	})
 	out, err := r.prepareWorkDir(ctx, name, log)
 	if err == nil {
@@ -225,6 +240,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	if !timer.Stop() {
 		<-recorded
 	}
+	close(stopFlush)
 	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take()}
 	if err != nil && ctx.Err() != nil {
 		// Interrupted by shutdown: not an outcome. Keep the log lines; the

@@ -1,4 +1,164 @@
 package server
 
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
 // routesAgent registers the routes of agent reports and cluster status (POST /api/v1/agent/reports, GET /api/v1/clusters/{cluster}/status).
-func (s *Server) routesAgent() {}
+func (s *Server) routesAgent() {
+	s.mux.HandleFunc("POST /api/v1/agent/reports", s.handleAgentReport)
+	// The same, with the cluster in the path too: it must match the body's.
+	s.mux.HandleFunc("POST /api/v1/clusters/{cluster}/reports", s.handleAgentReport)
+	s.mux.HandleFunc("GET /api/v1/clusters/{cluster}/status", s.handleClusterStatus)
+}
+
+// maxClockSkew is how far ahead of the server's clock a snapshot's time may be.
+const maxClockSkew = 5 * time.Minute
+
+// handleAgentReport applies an agent's full snapshot of its cluster (SPEC
+// §9). In order: 401 without a valid token; 413 beyond 16 MiB; 422 for a
+// body that is not a snapshot or names no cluster; 403 without agent.report
+// on that cluster; 413 beyond 50,000 objects; 422 for any problem in the
+// snapshot (all listed) or a time more than 5 minutes ahead; 409 for a
+// snapshot older than the one applied.
+// Nothing is applied unless everything passes, and then the cluster's rows
+// are replaced in one transaction.
+func (s *Server) handleAgentReport(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	body, err := readReportBody(w, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	var snap clusterstate.Snapshot
+	if err := json.Unmarshal(body, &snap); err != nil {
+		writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "the body is not a snapshot: %v", err))
+		return
+	}
+	if path := r.PathValue("cluster"); path != "" && path != snap.Cluster {
+		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "the snapshot is for another cluster",
+			Fields: []manent.FieldError{{Path: "/cluster", Message: "cluster " + quote(snap.Cluster) + " does not match the path's " + quote(path)}}})
+		return
+	}
+	if !clusterstate.ValidClusterName(snap.Cluster) {
+		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid snapshot", Fields: clusterstate.Validate(&snap)})
+		return
+	}
+	if err := s.cfg.Guard.AuthorizeCluster(p, snap.Cluster); err != nil {
+		// Accepted reports are not audited (one per cluster every few
+		// seconds; last_report_at records them); a refused one is.
+		s.audit(r.Context(), r, p, "agent.report", snap.Cluster, "refused", manent.ErrorMessage(err))
+		writeError(w, r, s.log, err)
+		return
+	}
+	if n := snap.Objects(); n > clusterstate.MaxObjects {
+		writeError(w, r, s.log, manent.Errorf(manent.ETooLarge, "the snapshot has %d objects, more than %d", n, clusterstate.MaxObjects))
+		return
+	}
+	if problems := clusterstate.Validate(&snap); len(problems) > 0 {
+		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid snapshot: nothing was applied", Fields: problems})
+		return
+	}
+	received := time.Now().UTC()
+	if snap.Time.After(received.Add(maxClockSkew)) {
+		// Accepted, it would make every later snapshot "older" (409) until
+		// the server's clock caught up.
+		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid snapshot: nothing was applied",
+			Fields: []manent.FieldError{{Path: "/time", Message: fmt.Sprintf("%s is more than %s ahead of the server's clock: check the agent's clock",
+				snap.Time.UTC().Format(time.RFC3339), maxClockSkew)}}})
+		return
+	}
+	res, err := s.st.ReplaceSnapshot(r.Context(), &snap, received)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.log.Debug("agent report", "cluster", snap.Cluster, "subject", p.Subject, "pods", len(snap.Pods),
+		"workloads", len(snap.Workloads), "inserted", res.Inserted, "updated", res.Updated, "deleted", res.Deleted,
+		"duration", time.Since(received))
+	writeJSON(w, http.StatusOK, api.ReportResult{
+		Cluster: snap.Cluster, ReceivedAt: received, Pods: len(snap.Pods), Workloads: len(snap.Workloads),
+		Inserted: res.Inserted, Updated: res.Updated, Deleted: res.Deleted,
+	})
+}
+
+// handleClusterStatus shows a cluster as last reported. A caller with
+// agent.report on the cluster sees everything; another sees the objects of
+// the applications and environments it may read (deployment.read), and is
+// refused (403) when that is nothing — or when the cluster is unknown, so
+// that only those entitled learn which clusters exist (404).
+func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	cluster := r.PathValue("cluster")
+	denied := s.cfg.Guard.AuthorizeCluster(p, cluster)
+	st, err := s.st.ClusterStatus(r.Context(), cluster)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && denied != nil:
+		writeError(w, r, s.log, denied)
+		return
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "cluster %s has never reported", cluster))
+		return
+	case err != nil:
+		writeError(w, r, s.log, err)
+		return
+	}
+	if denied != nil {
+		readable := func(app, env string) bool {
+			return app != "" && env != "" && s.cfg.Guard.Authorize(p, PermRead, app, env) == nil
+		}
+		pods := st.Pods[:0]
+		for _, pod := range st.Pods {
+			if readable(pod.Application, pod.Environment) {
+				pods = append(pods, pod)
+			}
+		}
+		workloads := st.Workloads[:0]
+		for _, wl := range st.Workloads {
+			if readable(wl.Application, wl.Environment) {
+				workloads = append(workloads, wl)
+			}
+		}
+		if len(pods) == 0 && len(workloads) == 0 {
+			writeError(w, r, s.log, denied)
+			return
+		}
+		st.Pods, st.Workloads = pods, workloads
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// readReportBody reads a snapshot of at most clusterstate.MaxBytes (413
+// beyond): far more than the 1 MiB of other requests.
+func readReportBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > clusterstate.MaxBytes {
+		return nil, manent.Errorf(manent.ETooLarge, "the snapshot is %d bytes, more than %d", r.ContentLength, clusterstate.MaxBytes)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, clusterstate.MaxBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, manent.Errorf(manent.ETooLarge, "the snapshot is larger than %d bytes", clusterstate.MaxBytes)
+	}
+	if err != nil {
+		return nil, manent.Errorf(manent.EInvalid, "read the snapshot: %v", err)
+	}
+	return body, nil
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }

@@ -34,6 +34,7 @@ import (
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
 	"github.com/manent-io/manent/pkg/version"
+	"github.com/manent-io/manent/plugins/clusterready"
 	"github.com/manent-io/manent/plugins/external"
 	httpplugin "github.com/manent-io/manent/plugins/http"
 	"github.com/manent-io/manent/plugins/local"
@@ -171,6 +172,10 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	}
 	reg := plugin.NewRegistry()
 	if err := RegisterBuiltins(reg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := reg.RegisterRunner("cluster-ready", clusterready.New(st)); err != nil {
 		st.Close()
 		return nil, err
 	}

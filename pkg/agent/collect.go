@@ -1,0 +1,250 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/manent-io/manent/pkg/clusterstate"
+)
+
+// pageSize is how many objects one List call asks for; pageLimit bounds
+// the pages of one kind in one cycle (pageSize × pageLimit ≥ MaxObjects).
+const (
+	pageSize  = 500
+	pageLimit = clusterstate.MaxObjects/pageSize + 1
+)
+
+// messageLimit shortens container messages in the snapshot.
+const messageLimit = 256
+
+// Collect reads, read-only, every pod and workload labelled
+// manent.io/deploy-id in namespace ("" for all) and returns the snapshot,
+// sorted by namespace and name. Each workload's kstatus is computed on the
+// object as the API returned it.
+func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster string, now time.Time) (*clusterstate.Snapshot, error) {
+	snap := &clusterstate.Snapshot{Cluster: cluster, Time: now.UTC(), Pods: []clusterstate.Pod{}, Workloads: []clusterstate.Workload{}}
+	opts := metav1.ListOptions{LabelSelector: clusterstate.LabelDeployID, Limit: pageSize}
+
+	err := paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := kube.CoreV1().Pods(namespace).List(ctx, o)
+		if err != nil {
+			return "", fmt.Errorf("list pods: %w", err)
+		}
+		for i := range l.Items {
+			if l.Items[i].Labels[clusterstate.LabelDeployID] != "" {
+				snap.Pods = append(snap.Pods, podOf(&l.Items[i]))
+			}
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	apps := kube.AppsV1()
+	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := apps.Deployments(namespace).List(ctx, o)
+		if err != nil {
+			return "", fmt.Errorf("list deployments: %w", err)
+		}
+		for i := range l.Items {
+			d := &l.Items[i]
+			desired := int32(1)
+			if d.Spec.Replicas != nil {
+				desired = *d.Spec.Replicas
+			}
+			w, err := workloadOf(d, clusterstate.KindDeployment, d.ObjectMeta, d.Spec.Template.Spec, clusterstate.Replicas{
+				Desired: desired, Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas, Available: d.Status.AvailableReplicas,
+			})
+			if err != nil {
+				return "", err
+			}
+			if w.DeployID != "" {
+				snap.Workloads = append(snap.Workloads, w)
+			}
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := apps.StatefulSets(namespace).List(ctx, o)
+		if err != nil {
+			return "", fmt.Errorf("list statefulsets: %w", err)
+		}
+		for i := range l.Items {
+			s := &l.Items[i]
+			desired := int32(1)
+			if s.Spec.Replicas != nil {
+				desired = *s.Spec.Replicas
+			}
+			w, err := workloadOf(s, clusterstate.KindStatefulSet, s.ObjectMeta, s.Spec.Template.Spec, clusterstate.Replicas{
+				Desired: desired, Ready: s.Status.ReadyReplicas, Updated: s.Status.UpdatedReplicas, Available: s.Status.AvailableReplicas,
+			})
+			if err != nil {
+				return "", err
+			}
+			if w.DeployID != "" {
+				snap.Workloads = append(snap.Workloads, w)
+			}
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := apps.DaemonSets(namespace).List(ctx, o)
+		if err != nil {
+			return "", fmt.Errorf("list daemonsets: %w", err)
+		}
+		for i := range l.Items {
+			d := &l.Items[i]
+			w, err := workloadOf(d, clusterstate.KindDaemonSet, d.ObjectMeta, d.Spec.Template.Spec, clusterstate.Replicas{
+				Desired: d.Status.DesiredNumberScheduled, Ready: d.Status.NumberReady,
+				Updated: d.Status.UpdatedNumberScheduled, Available: d.Status.NumberAvailable,
+			})
+			if err != nil {
+				return "", err
+			}
+			if w.DeployID != "" {
+				snap.Workloads = append(snap.Workloads, w)
+			}
+		}
+		return l.Continue, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(snap.Pods, func(i, j int) bool { return snap.Pods[i].Key() < snap.Pods[j].Key() })
+	sort.Slice(snap.Workloads, func(i, j int) bool { return snap.Workloads[i].Key() < snap.Workloads[j].Key() })
+	return snap, nil
+}
+
+// paginate calls list with continue tokens until the last page, at most
+// pageLimit pages.
+func paginate(ctx context.Context, opts metav1.ListOptions, list func(context.Context, metav1.ListOptions) (string, error)) error {
+	for range pageLimit {
+		next, err := list(ctx, opts)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		opts.Continue = next
+	}
+	return fmt.Errorf("more than %d objects of one kind: the snapshot would be refused", pageLimit*pageSize)
+}
+
+func podOf(p *corev1.Pod) clusterstate.Pod {
+	out := clusterstate.Pod{
+		Namespace: p.Namespace, Name: p.Name,
+		DeployID:    p.Labels[clusterstate.LabelDeployID],
+		Application: p.Labels[clusterstate.LabelApplication],
+		Environment: p.Labels[clusterstate.LabelEnvironment],
+		Phase:       string(p.Status.Phase),
+		Containers:  []clusterstate.Container{},
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		out.Owner = ref.Kind + "/" + ref.Name
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	images := map[string]string{}
+	for _, c := range p.Spec.InitContainers {
+		images["init/"+c.Name] = c.Image
+	}
+	for _, c := range p.Spec.Containers {
+		images[c.Name] = c.Image
+	}
+	add := func(statuses []corev1.ContainerStatus, init bool, specs []corev1.Container) {
+		seen := map[string]bool{}
+		for _, cs := range statuses {
+			seen[cs.Name] = true
+			c := clusterstate.Container{Name: cs.Name, Image: cs.Image, Init: init, Ready: cs.Ready, Restarts: cs.RestartCount}
+			if c.Image == "" {
+				c.Image = images[initKey(init, cs.Name)]
+			}
+			switch {
+			case cs.State.Waiting != nil:
+				c.WaitingReason = cs.State.Waiting.Reason
+				c.Message = shorten(cs.State.Waiting.Message)
+			case cs.State.Terminated != nil:
+				c.TerminatedReason = cs.State.Terminated.Reason
+				c.Message = shorten(cs.State.Terminated.Message)
+			}
+			out.Restarts += cs.RestartCount
+			out.Containers = append(out.Containers, c)
+		}
+		// Containers without a status yet (an unscheduled pod) are shown too.
+		for _, c := range specs {
+			if !seen[c.Name] {
+				out.Containers = append(out.Containers, clusterstate.Container{Name: c.Name, Image: c.Image, Init: init})
+			}
+		}
+	}
+	add(p.Status.InitContainerStatuses, true, p.Spec.InitContainers)
+	add(p.Status.ContainerStatuses, false, p.Spec.Containers)
+	return out
+}
+
+func initKey(init bool, name string) string {
+	if init {
+		return "init/" + name
+	}
+	return name
+}
+
+func shorten(s string) string {
+	if len(s) <= messageLimit {
+		return s
+	}
+	return s[:messageLimit-3] + "..."
+}
+
+// workloadOf builds the snapshot entry of a workload and computes its
+// kstatus. The typed clientset leaves apiVersion and kind empty, and
+// kstatus needs them (without, it reads every object as a generic one), so
+// they are set on the unstructured copy.
+func workloadOf(obj runtime.Object, kind string, meta metav1.ObjectMeta, tmpl corev1.PodSpec, r clusterstate.Replicas) (clusterstate.Workload, error) {
+	w := clusterstate.Workload{
+		Kind: kind, Namespace: meta.Namespace, Name: meta.Name,
+		DeployID:    meta.Labels[clusterstate.LabelDeployID],
+		Application: meta.Labels[clusterstate.LabelApplication],
+		Environment: meta.Labels[clusterstate.LabelEnvironment],
+		Version:     meta.Labels[clusterstate.LabelVersion],
+		Images:      []string{},
+		Replicas:    r,
+	}
+	for _, c := range tmpl.Containers {
+		w.Images = append(w.Images, c.Image)
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return w, fmt.Errorf("convert %s %s/%s: %w", kind, meta.Namespace, meta.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(appsv1.SchemeGroupVersion.String())
+	u.SetKind(kind)
+	res, err := status.Compute(u)
+	if err != nil {
+		w.KStatus, w.KStatusMessage = clusterstate.KStatusUnknown, shorten(err.Error())
+		return w, nil
+	}
+	w.KStatus, w.KStatusMessage = string(res.Status), shorten(res.Message)
+	return w, nil
+}

@@ -1,0 +1,502 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/manent-io/manent/pkg/agent"
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/plugins/clusterready"
+	"github.com/manent-io/manent/plugins/local"
+)
+
+// Environment of the end-to-end test against a real kube-apiserver.
+const (
+	// BinDirEnv names the directory holding kube-apiserver and etcd
+	// (what scripts/k8s-test-env.sh prints). Without it the test skips.
+	BinDirEnv = "MANENT_K8S_BIN_DIR"
+	// RequireEnv=1 makes a missing BinDirEnv a failure (CI).
+	RequireEnv = "MANENT_TEST_REQUIRE_K8S"
+)
+
+const kubeToken = "e2e-admin-token"
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+// startProcess runs bin with args, its output in a log file, and stops it
+// (SIGTERM, then SIGKILL after 10 s) when the test ends.
+func startProcess(t *testing.T, dir, bin string, args ...string) *os.File {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(dir, filepath.Base(bin)+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	})
+	return logf
+}
+
+// startKubeAPI starts etcd and kube-apiserver on loopback (K8S-TESTING.md)
+// and returns the API server's URL once /readyz answers ok.
+func startKubeAPI(t *testing.T, binDir string) string {
+	t.Helper()
+	dir := t.TempDir()
+	ports := freePorts(t, 3)
+	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saKey := filepath.Join(dir, "sa.key")
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := errors.Join(
+		os.WriteFile(saKey, pemKey, 0o600),
+		os.WriteFile(tokens, []byte(kubeToken+",admin,admin-uid,system:masters\n"), 0o600),
+	); err != nil {
+		t.Fatal(err)
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	etcdLog := startProcess(t, dir, filepath.Join(binDir, "etcd"),
+		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "e2e="+peerURL, "--unsafe-no-fsync")
+	apiLog := startProcess(t, dir, filepath.Join(binDir, "kube-apiserver"),
+		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--cert-dir="+filepath.Join(dir, "certs"), "--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
+		"--service-cluster-ip-range=10.96.0.0/16", "--token-auth-file="+tokens,
+		"--authorization-mode=RBAC", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
+
+	url := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the API server's self-signed test certificate
+	}}
+	ready := func() bool {
+		req, _ := http.NewRequest(http.MethodGet, url+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+kubeToken)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			etcdOut, _ := os.ReadFile(etcdLog.Name())
+			apiOut, _ := os.ReadFile(apiLog.Name())
+			t.Logf("--- etcd log (end):\n%s\n--- kube-apiserver log (end):\n%s", tail(etcdOut), tail(apiOut))
+		}
+	})
+	enginetest.Eventually(t, 90*time.Second, ready, "kube-apiserver to answer /readyz on %s", url)
+	return url
+}
+
+func tail(b []byte) string {
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+func writeKubeconfig(t *testing.T, url, token string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: admin}
+current-context: e2e
+`, url, token)
+	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// manentServer is a real manent server with the cluster-ready step plugin.
+func manentServer(t *testing.T, token string) (*api.Client, string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, enginetest.SQLite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := plugin.NewRegistry()
+	if err := errors.Join(reg.RegisterTarget("local", local.New()),
+		reg.RegisterRunner("cluster-ready", clusterready.New(st).WithPollInterval(50*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	eng, err := engine.New(ctx, st, engine.Config{ExecutorID: "e2e", DataDir: filepath.Join(dir, "data"), Plugins: reg,
+		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Launch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(server.New(server.Config{Engine: eng, Guard: server.NewAdminGuard(token),
+		DataDir: filepath.Join(dir, "data"), TrialMode: true}))
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		eng.Shutdown(5 * time.Second)
+		st.Close()
+	})
+	return api.NewClient(hs.URL, token, nil), dir
+}
+
+// TestE2ERealAPIServer runs the agent against a real kube-apiserver (built
+// by scripts/k8s-test-env.sh): a Deployment and its Pods labelled for a
+// real submitted deploy, one pod patched to ImagePullBackOff. The server's
+// cluster status shows them, the deploy's cluster-ready step fails naming
+// the pod, a deleted pod disappears after one cycle, and the agent — run as
+// `manent agent` — exits 0 when stopped.
+func TestE2ERealAPIServer(t *testing.T) {
+	binDir := os.Getenv(BinDirEnv)
+	if binDir == "" {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s is not set but %s=1: run scripts/k8s-test-env.sh", BinDirEnv, RequireEnv)
+		}
+		t.Skipf("no Kubernetes test binaries: set %s (scripts/k8s-test-env.sh prints it)", BinDirEnv)
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			t.Fatalf("%s: %v", BinDirEnv, err)
+		}
+	}
+	kubeURL := startKubeAPI(t, binDir)
+	rc, err := agent.KubeConfig(writeKubeconfig(t, kubeURL, kubeToken), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped manifests, applied as an operator would; the agent then
+	// reads the cluster with its ServiceAccount's token, so the API server
+	// (RBAC mode) checks that the ClusterRole's read-only rules suffice.
+	kubeconfig := writeKubeconfig(t, kubeURL, applyAgentManifests(t, kube, "../../deploy/agent"))
+
+	const token = "e2e-manent-token"
+	client, dir := manentServer(t, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// A real deploy that waits on the cluster.
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	desc, _ := json.Marshal(map[string]any{
+		"apiVersion": "manent/v1", "application": "billing", "environment": "prod", "version": "1.2.0",
+		"artifact": map[string]any{"url": "file://" + art},
+		"steps": []any{map[string]any{"name": "cluster", "before": "activation", "plugin": "cluster-ready", "max_retries": 0,
+			"with": map[string]any{"cluster": "e2e", "timeout": "3m"}}},
+	})
+	sub, err := client.Submit(ctx, desc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sub.ID
+
+	// The objects the kubernetes plugin would have applied, in a namespace of their own.
+	ns := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000)
+	lbl := map[string]string{clusterstate.LabelDeployID: id, clusterstate.LabelApplication: "billing",
+		clusterstate.LabelEnvironment: "prod", clusterstate.LabelVersion: "1.2.0", "app": "billing"}
+	image := "registry.invalid/billing:1.2.0"
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	must(err)
+	_, err = kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	must(err)
+	replicas := int32(2)
+	_, err = kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "billing", Labels: lbl},
+		Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "billing"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}},
+	}, metav1.CreateOptions{})
+	must(err)
+	// Nothing runs the Deployment controller: write its status as it would.
+	_, err = kube.AppsV1().Deployments(ns).Patch(ctx, "billing", types.MergePatchType, []byte(
+		`{"status":{"observedGeneration":1,"replicas":2,"updatedReplicas":2,"readyReplicas":1,"availableReplicas":1,"unavailableReplicas":1,`+
+			`"conditions":[{"type":"Progressing","status":"True","reason":"ReplicaSetUpdated"},{"type":"Available","status":"False","reason":"MinimumReplicasUnavailable"}]}}`),
+		metav1.PatchOptions{}, "status")
+	must(err)
+	owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "billing-7d9f", UID: "e2e-rs-uid", Controller: ptr(true)}}
+	pods := map[string]string{ // pod -> status patch
+		"billing-7d9f-pull": `{"status":{"phase":"Pending","conditions":[{"type":"Ready","status":"False"}],` +
+			`"containerStatuses":[{"name":"app","image":"` + image + `","imageID":"","ready":false,"restartCount":0,` +
+			`"state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image \"` + image + `\""}}}]}}`,
+		"billing-7d9f-ok": `{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}],` +
+			`"containerStatuses":[{"name":"app","image":"` + image + `","imageID":"x","ready":true,"restartCount":0,` +
+			`"state":{"running":{"startedAt":"2026-12-02T12:00:00Z"}}}]}}`,
+	}
+	for name, patch := range pods {
+		_, err = kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl, OwnerReferences: owner},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}},
+		}, metav1.CreateOptions{})
+		must(err)
+		_, err = kube.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		must(err)
+	}
+	// An object without manent's labels is not reported.
+	_, err = kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}}, metav1.CreateOptions{})
+	must(err)
+
+	// Run the agent as `manent agent`, in-process.
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	var agentErr bytes.Buffer
+	var mu sync.Mutex
+	exited, finished := make(chan int, 1), make(chan struct{})
+	t.Cleanup(func() { // also on a failed test: the agent stops before the servers
+		stopAgent()
+		select {
+		case <-finished:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	go func() {
+		defer close(finished)
+		code := cli.Run(agentCtx, cli.Invocation{
+			Args: []string{"agent", "--server", client.Server(), "--token", token, "--cluster", "e2e",
+				"--kubeconfig", kubeconfig, "--interval", "1s", "--log-level", "debug"},
+			Stderr: lockedWriter{&mu, &agentErr},
+		})
+		exited <- code
+	}()
+	agentLog := func() string { mu.Lock(); defer mu.Unlock(); return agentErr.String() }
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manent agent log:\n%s", tail([]byte(agentLog())))
+		}
+	})
+
+	var status *clusterstate.Status
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		st, err := client.ClusterStatus(ctx, "e2e")
+		if err != nil {
+			return false
+		}
+		status = st
+		return len(st.Pods) == 2 && len(st.Workloads) == 1
+	}, "the cluster's status to show 2 pods and 1 workload")
+	w := status.Workloads[0]
+	if w.Kind != "Deployment" || w.Namespace != ns || w.DeployID != id || w.Version != "1.2.0" ||
+		w.Replicas.Desired != 2 || w.Replicas.Ready != 1 || w.Declared == nil || w.Declared.Version != "1.2.0" {
+		t.Errorf("workload = %+v", w)
+	}
+	if w.State != clusterstate.StateFailed || len(w.FailingPods) != 1 || w.FailingPods[0] != ns+"/billing-7d9f-pull" {
+		t.Errorf("workload state %s (%s), failing pods %v; want FAILED naming %s/billing-7d9f-pull", w.State, w.Reason, w.FailingPods, ns)
+	}
+	for _, p := range status.Pods {
+		if p.Name == "billing-7d9f-pull" && (p.Phase != "Pending" || p.Containers[0].WaitingReason != "ImagePullBackOff") {
+			t.Errorf("pod = %+v", p)
+		}
+		if p.Name == "billing-7d9f-ok" && (!p.Ready || p.Phase != "Running") {
+			t.Errorf("pod = %+v", p)
+		}
+	}
+
+	// The deploy's cluster-ready step fails, naming the pod.
+	d, err := client.Wait(ctx, id, 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.State != manent.StateError {
+		t.Fatalf("deploy ended %s, want ERROR", d.State)
+	}
+	var step manent.Step
+	for _, s := range d.Steps {
+		if s.Name == "cluster" {
+			step = s
+		}
+	}
+	if step.State != manent.StepError || !strings.Contains(step.Error, ns+"/billing-7d9f-pull") || !strings.Contains(step.Error, "ImagePullBackOff") {
+		t.Errorf("cluster step = %s %q, want ERROR naming %s/billing-7d9f-pull", step.State, step.Error, ns)
+	}
+	if strings.Contains(step.Error, "billing-7d9f-ok") {
+		t.Errorf("the healthy pod is named: %q", step.Error)
+	}
+
+	// A deleted pod is gone after one cycle.
+	must(kube.CoreV1().Pods(ns).Delete(ctx, "billing-7d9f-ok", metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}))
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		st, err := client.ClusterStatus(ctx, "e2e")
+		return err == nil && len(st.Pods) == 1 && st.Pods[0].Name == "billing-7d9f-pull"
+	}, "the deleted pod to disappear")
+
+	stopAgent()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Errorf("manent agent exited %d after being stopped, want 0; log:\n%s", code, agentLog())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("manent agent did not stop")
+	}
+}
+
+// applyAgentManifests creates the objects of deploy/agent (every file but
+// the Secret example) and returns a token of the manent-agent ServiceAccount.
+func applyAgentManifests(t *testing.T, kube kubernetes.Interface, dir string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var created []string
+	for _, file := range []string{"namespace.yaml", "rbac.yaml", "deployment.yaml"} {
+		data, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for range 100 {
+			var raw runtime.RawExtension
+			if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if len(bytes.TrimSpace(raw.Raw)) == 0 {
+				continue
+			}
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw.Raw, nil, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			switch o := obj.(type) {
+			case *corev1.Namespace:
+				_, err = kube.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+			case *corev1.ServiceAccount:
+				_, err = kube.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRole:
+				_, err = kube.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+			case *rbacv1.ClusterRoleBinding:
+				_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+			case *appsv1.Deployment:
+				_, err = kube.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			default:
+				t.Fatalf("%s: unexpected %T", file, obj)
+			}
+			if err != nil {
+				t.Fatalf("%s: create %T: %v", file, obj, err)
+			}
+			created = append(created, fmt.Sprintf("%T", obj))
+		}
+	}
+	if len(created) != 5 {
+		t.Fatalf("created %v from %s, want a namespace, a service account, a cluster role, its binding and a deployment", created, dir)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts("manent-system").CreateToken(ctx, "manent-agent",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of manent-agent: %v", err)
+	}
+	return tr.Status.Token
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}

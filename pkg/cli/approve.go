@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+)
+
+// ApproveOptions are the inputs of `manent approve` and `manent reject`.
+type ApproveOptions struct {
+	IO       *IOStreams
+	Client   func() (*api.Client, error)
+	Exporter *Exporter
+
+	ID         string
+	Comment    string
+	PlanDigest string
+	Reject     bool
+}
+
+// NewCmdApprove builds `manent approve`.
+func NewCmdApprove(f *Factory, runF func(*ApproveOptions) error) *cobra.Command {
+	return newCmdDecide(f, runF, false)
+}
+
+// NewCmdReject builds `manent reject`.
+func NewCmdReject(f *Factory, runF func(*ApproveOptions) error) *cobra.Command {
+	return newCmdDecide(f, runF, true)
+}
+
+func newCmdDecide(f *Factory, runF func(*ApproveOptions) error, reject bool) *cobra.Command {
+	opts := &ApproveOptions{IO: f.IOStreams, Client: f.Client, Reject: reject}
+	cmd := &cobra.Command{
+		Use:   "approve <id>",
+		Short: "Approve a deploy waiting for approvals",
+		Long: `Record your approval of a deploy in AWAITING_APPROVAL. The submitter cannot
+approve their own deploy, each identity counts once, and only identities the
+governance rules name as approvers count. With --plan-digest (from
+'manent status -o json'), the approval is refused if the plan changed since
+you reviewed it. When enough approvals are in, the deploy is enqueued with
+the same id.`,
+		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
+  manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"`,
+		Args: exactArgs(1, "deploy id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.ID = args[0]
+			opts.Exporter = f.Exporter()
+			if runF != nil {
+				return runF(opts)
+			}
+			return approveRun(cmd.Context(), opts)
+		},
+	}
+	if reject {
+		cmd.Use = "reject <id>"
+		cmd.Short = "Reject a deploy waiting for approvals"
+		cmd.Long = `Reject a deploy in AWAITING_APPROVAL: it ends REJECTED and nothing runs.
+The submitter cannot reject their own deploy (cancel it instead).`
+		cmd.Example = `  manent reject dpl_01JABCDEF --comment "not during the sale"`
+	} else {
+		cmd.Flags().StringVar(&opts.PlanDigest, "plan-digest", "", "the plan digest you reviewed; refused if the plan changed")
+	}
+	cmd.Flags().StringVar(&opts.Comment, "comment", "", "a comment recorded with the decision")
+	return cmd
+}
+
+func approveRun(ctx context.Context, opts *ApproveOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	verb := "approved"
+	var call func() (any, error)
+	if opts.Reject {
+		verb = "rejected"
+		call = func() (any, error) { return client.Reject(ctx, opts.ID, opts.Comment) }
+	} else {
+		call = func() (any, error) { return client.Approve(ctx, opts.ID, opts.Comment, opts.PlanDigest) }
+	}
+	d, err := call()
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, d)
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "deploy %s %s\n", opts.ID, verb)
+	return err
+}

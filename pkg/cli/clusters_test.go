@@ -1,0 +1,40 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// sampleClusterStatus has a workload still deploying, one failing, one
+// current, and pods waiting, crashing, completed and ready.
+func sampleClusterStatus() *clusterstate.Status {
+	declared := &clusterstate.Declared{DeployID: "dpl_2", Application: "billing", Environment: "prod", Version: "1.4.2", State: manent.StatePending}
+	wl := func(name, kstatus string, ready int32) clusterstate.Workload {
+		return clusterstate.Workload{Kind: "Deployment", Namespace: "shop", Name: name, DeployID: "dpl_2",
+			Application: "billing", Environment: "prod", Version: "1.4.2", Images: []string{"registry.example/" + name + ":1.4.2"},
+			Replicas: clusterstate.Replicas{Desired: 3, Ready: ready, Updated: 3, Available: ready}, KStatus: kstatus}
+	}
+	pods := []clusterstate.Pod{
+		{Namespace: "shop", Name: "api-7d9f-a", DeployID: "dpl_2", Phase: "Pending", Owner: "ReplicaSet/api-7d9f",
+			Containers: []clusterstate.Container{{Name: "app", WaitingReason: "ImagePullBackOff"}}},
+		{Namespace: "shop", Name: "billing-5c6d-a", DeployID: "dpl_2", Phase: "Running", Ready: true, Restarts: 1, Owner: "ReplicaSet/billing-5c6d",
+			Containers: []clusterstate.Container{{Name: "app", Ready: true, Restarts: 1}, {Name: "migrate", Init: true, TerminatedReason: "Completed"}}},
+		{Namespace: "shop", Name: "billing-5c6d-b", DeployID: "dpl_2", Phase: "Running", Owner: "ReplicaSet/billing-5c6d",
+			Containers: []clusterstate.Container{{Name: "app"}}},
+	}
+	st := &clusterstate.Status{Cluster: "prod-eu-1", LastReportAt: *ts(95), ReportedAt: *ts(94), Pods: pods}
+	for _, w := range []clusterstate.Workload{wl("api", "InProgress", 0), wl("billing", "InProgress", 2), wl("web", "Current", 3)} {
+		st.Workloads = append(st.Workloads, clusterstate.Evaluate(w, declared, pods))
+	}
+	return st
+}
+
+func TestRenderClusterStatus(t *testing.T) {
+	s, out := testStreams(nil)
+	if err := renderClusterStatus(s, out, sampleClusterStatus(), now()); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "cluster_status", out.Bytes())
+}

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+)
+
+// SchedulesOptions are the inputs of `manent schedules`.
+type SchedulesOptions struct {
+	IO       *IOStreams
+	Client   func() (*api.Client, error)
+	Exporter *Exporter
+
+	Delete string
+}
+
+// NewCmdSchedules builds `manent schedules list|delete`.
+func NewCmdSchedules(f *Factory, runF func(*SchedulesOptions) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "schedules",
+		Short: "List or delete recurring deploys",
+		Long: `A descriptor with schedule.cron makes a recurring deploy: the server answers
+with a schedule id (state SCHEDULED) and each tick creates a deploy
+<schedule>@<UTC time> through the same checks.`,
+		Example: `  manent schedules list
+  manent schedules delete sch_4f1c2a9e0b7d3c11`,
+	}
+	list := &cobra.Command{
+		Use:     "list",
+		Short:   "List the recurring deploys",
+		Example: `  manent schedules list -o json`,
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := &SchedulesOptions{IO: f.IOStreams, Client: f.Client, Exporter: f.Exporter()}
+			if runF != nil {
+				return runF(opts)
+			}
+			return schedulesRun(c.Context(), opts)
+		},
+	}
+	del := &cobra.Command{
+		Use:     "delete <schedule id>",
+		Short:   "Stop a recurring deploy (deploys already created are not affected)",
+		Example: `  manent schedules delete sch_4f1c2a9e0b7d3c11`,
+		Args:    exactArgs(1, "schedule id"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := &SchedulesOptions{IO: f.IOStreams, Client: f.Client, Exporter: f.Exporter(), Delete: args[0]}
+			if runF != nil {
+				return runF(opts)
+			}
+			return schedulesRun(c.Context(), opts)
+		},
+	}
+	cmd.AddCommand(list, del)
+	return cmd
+}
+
+func schedulesRun(ctx context.Context, opts *SchedulesOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	if opts.Delete != "" {
+		if err := client.DeleteSchedule(ctx, opts.Delete); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(opts.IO.Out, "schedule %s deleted\n", opts.Delete)
+		return err
+	}
+	res, err := client.Schedules(ctx)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, res)
+	}
+	t := opts.IO.NewTable("ID", "APPLICATION", "ENVIRONMENT", "CRON", "STATE", "LAST TICK", "LAST DEPLOY", "LAST ERROR")
+	for _, s := range res.Items {
+		last := "-"
+		if s.LastTick != nil {
+			last = s.LastTick.UTC().Format(time.RFC3339)
+		}
+		t.AddRow(s.ID, s.Application, s.Environment, s.Cron, s.State, last, orDash(s.LastDeploy), orDash(s.LastError))
+	}
+	return t.Render()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

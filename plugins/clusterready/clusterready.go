@@ -1,0 +1,179 @@
+// Package clusterready is the `cluster-ready` step plugin: a deploy step
+// that waits until the deploy's workloads on a Kubernetes cluster are
+// Current, as the cluster's manent agent reports them (SPEC §9).
+//
+//	steps:
+//	  - name: wait-cluster
+//	    after: deploy
+//	    plugin: cluster-ready
+//	    with: {cluster: prod-eu-1, timeout: 10m, stale_after: 60s}
+//
+// It polls the server's store about once a second. The step succeeds when
+// every workload labelled with the deploy's id is Current and matches the
+// deploy's version; it fails at once (no retry) when one reports failure,
+// naming up to five pods whose containers wait or ended with
+// ImagePullBackOff, ErrImagePull, InvalidImageName, CrashLoopBackOff,
+// CreateContainerConfigError, CreateContainerError, Error or OOMKilled; it
+// fails when timeout passes. While the agent has not reported for
+// stale_after, the step's output and log show "no report from the agent
+// since <time>"; the notice goes with the next report.
+//
+// It imports pkg/plugin and pkg/clusterstate; the store is handed in.
+package clusterready
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// Defaults of `with`.
+const (
+	DefaultTimeout = 10 * time.Minute
+	DefaultEvery   = time.Second
+)
+
+// Store is what the plugin reads and writes (*store.Store).
+type Store interface {
+	clusterstate.Source
+	// SetStepNotice shows a notice on a running step ("" clears it).
+	SetStepNotice(ctx context.Context, deployID, step, notice string) error
+}
+
+// Plugin is the cluster-ready step plugin.
+type Plugin struct {
+	st    Store
+	every time.Duration
+}
+
+// New returns the plugin reading st.
+func New(st Store) *Plugin { return &Plugin{st: st, every: DefaultEvery} }
+
+// WithPollInterval returns a copy of p polling every d (tests).
+func (p *Plugin) WithPollInterval(d time.Duration) *Plugin {
+	c := *p
+	c.every = d
+	return &c
+}
+
+type config struct {
+	cluster    string
+	timeout    time.Duration
+	staleAfter time.Duration
+}
+
+func parse(with map[string]any) (config, error) {
+	c := config{timeout: DefaultTimeout, staleAfter: clusterstate.DefaultStaleAfter}
+	name, _ := with["cluster"].(string)
+	if !clusterstate.ValidClusterName(name) {
+		return c, fmt.Errorf("cluster-ready: with.cluster must name a cluster (lower-case letters, digits, '-' and '.'), got %v", with["cluster"])
+	}
+	c.cluster = name
+	for _, f := range []struct {
+		key string
+		dst *time.Duration
+	}{{"timeout", &c.timeout}, {"stale_after", &c.staleAfter}} {
+		v, ok := with[f.key]
+		if !ok {
+			continue
+		}
+		s, _ := v.(string)
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("cluster-ready: with.%s must be a positive duration such as 10m, got %v", f.key, v)
+		}
+		*f.dst = d
+	}
+	for k := range with {
+		switch k {
+		case "cluster", "timeout", "stale_after":
+		default:
+			return c, fmt.Errorf("cluster-ready: unknown setting with.%s (known: cluster, timeout, stale_after)", k)
+		}
+	}
+	return c, nil
+}
+
+// Validate checks `with`.
+func (p *Plugin) Validate(with map[string]any) error {
+	_, err := parse(with)
+	return err
+}
+
+// Run waits for the deploy's workloads on the cluster.
+func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	logf := func(format string, args ...any) {
+		if pc.Log != nil {
+			fmt.Fprintf(pc.Log, format+"\n", args...)
+		}
+	}
+	logf("waiting up to %s for deploy %s on cluster %s", c.timeout, pc.DeployID, c.cluster)
+	wctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	v, err := clusterstate.Wait(wctx, nudgingSource{p.st, pc.Log}, c.cluster, pc.DeployID, clusterstate.WaitOptions{
+		Every:      p.every,
+		StaleAfter: c.staleAfter,
+		OnWaiting:  func(waiting string) { logf("waiting: %s", waiting) },
+		OnNotice: func(notice string) {
+			if notice != "" {
+				logf("%s", notice)
+			} else {
+				logf("the agent of cluster %s reports again", c.cluster)
+			}
+			if err := p.st.SetStepNotice(ctx, pc.DeployID, pc.Step, notice); err != nil {
+				logf("cannot show the notice on the step: %v", err)
+			}
+		},
+	})
+	var failed *clusterstate.FailedError
+	switch {
+	case err == nil:
+		logf("deploy %s is ready on cluster %s: %s", pc.DeployID, c.cluster, summary(v))
+		return plugin.Result{"cluster": c.cluster, "ready": true, "workloads": v.Workloads}, nil
+	case errors.As(err, &failed):
+		logf("%s", failed.Message)
+		return nil, plugin.Permanent(failed)
+	case ctx.Err() != nil:
+		return nil, ctx.Err() // the deploy is stopping: not this step's verdict
+	case errors.Is(err, context.DeadlineExceeded):
+		msg := fmt.Sprintf("cluster-ready: deploy %s not ready on cluster %s after %s", pc.DeployID, c.cluster, c.timeout)
+		if v.Waiting != "" {
+			msg += ": " + v.Waiting
+		}
+		return nil, plugin.Permanent(errors.New(msg))
+	}
+	return nil, err
+}
+
+// nudgingSource reads the store and, at each poll, writes nothing to the
+// step's log: a log writer that batches lines gets the chance to flush
+// those waiting, so the notice shows while the step still waits.
+type nudgingSource struct {
+	st  Store
+	log io.Writer
+}
+
+func (n nudgingSource) Observe(ctx context.Context, cluster, deployID string) (clusterstate.Observation, error) {
+	if n.log != nil {
+		_, _ = n.log.Write(nil)
+	}
+	return n.st.Observe(ctx, cluster, deployID)
+}
+
+func summary(v clusterstate.Verdict) string {
+	parts := make([]string, 0, len(v.Workloads))
+	for _, w := range v.Workloads {
+		parts = append(parts, fmt.Sprintf("%s %s/%s %d/%d ready", w.Kind, w.Namespace, w.Name, w.Replicas.Ready, w.Replicas.Desired))
+	}
+	return strings.Join(parts, ", ")
+}
