@@ -37,6 +37,7 @@ import (
 	"github.com/manent-io/manent/plugins/clusterready"
 	"github.com/manent-io/manent/plugins/external"
 	httpplugin "github.com/manent-io/manent/plugins/http"
+	"github.com/manent-io/manent/plugins/kubernetes"
 	"github.com/manent-io/manent/plugins/local"
 	"github.com/manent-io/manent/plugins/script"
 )
@@ -172,6 +173,10 @@ func open(ctx context.Context, cfg *Config, log *slog.Logger) (*runtime, error) 
 	}
 	reg := plugin.NewRegistry()
 	if err := RegisterBuiltins(reg); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{})); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -1,0 +1,537 @@
+// Package kubernetes is the `kubernetes` target plugin (SPEC §6): it
+// server-side applies the Kubernetes manifests shipped in the artifact,
+// with the version substituted and every object labelled for manent, and
+// rolls back by re-applying what was live before.
+//
+//	target:
+//	  plugin: kubernetes
+//	  with:
+//	    kubeconfig: /etc/manent/kube/prod.yaml  # optional: else in-cluster, else $KUBECONFIG
+//	    context: prod-eu-1                      # optional
+//	    namespace: billing                      # default "default"
+//	    manifests: k8s/                         # inside the artifact (default "."): a directory or a file
+//	    image: registry.example/billing         # optional: these images get :<version>
+//	    wait: true                              # activation waits for readiness
+//	    timeout: 5m                             # … this long
+//
+// Actions:
+//   - deploy reads the manifests from the artifact (a .tar.gz, .tgz or .tar
+//     holding them, or a single YAML file), substitutes ${MANENT_VERSION},
+//     ${MANENT_DEPLOY_ID}, ${MANENT_APPLICATION} and ${MANENT_ENVIRONMENT},
+//     sets the image, labels every object and the pod templates of
+//     Deployments, StatefulSets and DaemonSets with manent.io/application,
+//     manent.io/environment, manent.io/deploy-id and manent.io/version, writes
+//     the result to the work directory and applies each object (server-side
+//     apply, field manager "manent", forced);
+//   - live (the checkpoint) returns the objects the manifests name as the
+//     cluster has them now, or absent;
+//   - activate waits until every workload of the deploy is kstatus Current,
+//     failing early — naming up to five pods — when one reports failure or a
+//     pod of the deploy has a failing container (SPEC §9);
+//   - health is the same check, read once;
+//   - rollback:deploy re-applies the checkpointed objects and deletes the
+//     ones that were absent and carry this deploy's id; rollback:activation
+//     has nothing to undo (activation only waited).
+//
+// Readiness is read from the API server with the agent's reader
+// (agent.Collect) and judged with clusterstate.Decide, the rules the
+// agent-based cluster-ready step uses.
+//
+// It imports pkg/plugin, pkg/clusterstate and pkg/agent, and client-go.
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// Defaults of `with`.
+const (
+	DefaultNamespace    = "default"
+	DefaultManifests    = "."
+	DefaultTimeout      = 5 * time.Minute
+	DefaultPollInterval = 2 * time.Second
+)
+
+// Options configure the plugin.
+type Options struct {
+	// RESTConfig returns the client configuration for a target's
+	// kubeconfig and context (default: RESTConfig).
+	RESTConfig func(kubeconfig, context string) (*rest.Config, error)
+	// PollInterval is how often activation reads the cluster while it
+	// waits (default 2 s).
+	PollInterval time.Duration
+}
+
+// Plugin is the kubernetes target. It holds no state between actions.
+type Plugin struct {
+	restConfig func(kubeconfig, context string) (*rest.Config, error)
+	every      time.Duration
+}
+
+// New returns the kubernetes plugin.
+func New(opts Options) *Plugin {
+	p := &Plugin{restConfig: opts.RESTConfig, every: opts.PollInterval}
+	if p.restConfig == nil {
+		p.restConfig = RESTConfig
+	}
+	if p.every <= 0 {
+		p.every = DefaultPollInterval
+	}
+	return p
+}
+
+// config is a parsed `with`.
+type config struct {
+	Kubeconfig, Context, Namespace, Manifests, Image string
+	Wait                                             bool
+	Timeout                                          time.Duration
+}
+
+var knownKeys = []string{"kubeconfig", "context", "namespace", "manifests", "image", "wait", "timeout"}
+
+func parse(with map[string]any) (config, error) {
+	c := config{Namespace: DefaultNamespace, Manifests: DefaultManifests, Wait: true, Timeout: DefaultTimeout}
+	var errs []string
+	for k := range with {
+		if !slices.Contains(knownKeys, k) {
+			errs = append(errs, fmt.Sprintf("with.%s is not a kubernetes setting (known: %s)", k, strings.Join(knownKeys, ", ")))
+		}
+	}
+	str := func(key string, dst *string) {
+		v, ok := with[key]
+		if !ok || v == nil {
+			return
+		}
+		s, ok := v.(string)
+		if !ok {
+			errs = append(errs, fmt.Sprintf("with.%s must be a string", key))
+			return
+		}
+		if strings.TrimSpace(s) == "" {
+			errs = append(errs, fmt.Sprintf("with.%s must not be empty", key))
+			return
+		}
+		*dst = s
+	}
+	str("kubeconfig", &c.Kubeconfig)
+	str("context", &c.Context)
+	str("namespace", &c.Namespace)
+	str("manifests", &c.Manifests)
+	str("image", &c.Image)
+	var timeout string
+	str("timeout", &timeout)
+	if v, ok := with["wait"]; ok && v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			errs = append(errs, "with.wait must be true or false")
+		}
+		c.Wait = b
+	}
+	if bad := validation.IsDNS1123Label(c.Namespace); len(bad) > 0 {
+		errs = append(errs, fmt.Sprintf("with.namespace %q is not a namespace name: %s", c.Namespace, strings.Join(bad, "; ")))
+	}
+	m := filepath.ToSlash(c.Manifests)
+	if strings.HasPrefix(m, "/") || slices.Contains(strings.Split(m, "/"), "..") {
+		errs = append(errs, fmt.Sprintf("with.manifests %q must be a relative path inside the artifact", c.Manifests))
+	}
+	if c.Image != "" {
+		last := c.Image[strings.LastIndexByte(c.Image, '/')+1:]
+		if strings.ContainsAny(last, ":@") || strings.ContainsAny(c.Image, " \t") {
+			errs = append(errs, fmt.Sprintf("with.image %q must be a repository without tag or digest (e.g. registry.example/billing)", c.Image))
+		}
+	}
+	if timeout != "" {
+		d, err := time.ParseDuration(timeout)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("with.timeout %q must be a positive duration like 5m", timeout))
+		}
+		c.Timeout = d
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return c, fmt.Errorf("kubernetes: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+// Validate checks `with`: known keys, a namespace name, a relative
+// manifests path, an image repository without tag, a positive timeout.
+func (p *Plugin) Validate(with map[string]any) error {
+	_, err := parse(with)
+	return err
+}
+
+func logOf(pc plugin.Context) io.Writer {
+	if pc.Log == nil {
+		return io.Discard
+	}
+	return pc.Log
+}
+
+// load parses `with` and renders the manifests of the deploy's artifact.
+func load(pc plugin.Context) (config, []*unstructured.Unstructured, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return c, nil, plugin.Permanent(err)
+	}
+	if pc.Artifact == "" {
+		return c, nil, plugin.Permanent(fmt.Errorf("kubernetes: no artifact was downloaded"))
+	}
+	files, single, err := readManifests(pc.Artifact, c.Manifests)
+	if err != nil {
+		return c, nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	if single && cleanInside(c.Manifests) != "." {
+		fmt.Fprintf(logOf(pc), "the artifact is a single manifest file: with.manifests %q does not apply\n", c.Manifests)
+	}
+	objs, err := render(files, varsOf(pc, c.Image))
+	if err != nil {
+		return c, nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	return c, objs, nil
+}
+
+// Deploy renders the manifests into the work directory and applies them.
+func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, objs, err := load(pc)
+	if err != nil {
+		return nil, err
+	}
+	rendered, err := writeRendered(pc, objs)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	log := logOf(pc)
+	refs := make([]Ref, 0, len(objs))
+	var imgs []string
+	crdApplied := false
+	for _, u := range objs {
+		var ri dynamic.ResourceInterface
+		if crdApplied { // the kind may be one the CRD just applied defines
+			ri, err = cl.resourceWaiting(ctx, u, c.Namespace)
+		} else {
+			ri, err = cl.resource(u, c.Namespace)
+		}
+		if err != nil {
+			return nil, classify(fmt.Errorf("kubernetes: %w", err))
+		}
+		if err := apply(ctx, ri, u); err != nil {
+			return nil, fmt.Errorf("kubernetes: %w", err)
+		}
+		crdApplied = crdApplied || applyRank(u) == 1
+		refs = append(refs, refOf(u))
+		imgs = append(imgs, images(u)...)
+		fmt.Fprintf(log, "applied %s\n", refOf(u))
+	}
+	slices.Sort(imgs)
+	return plugin.Result{"namespace": c.Namespace, "manifests": rendered, "applied": refs, "images": slices.Compact(imgs)}, nil
+}
+
+// writeRendered writes the rendered manifests to
+// <workdir>/kubernetes/<step>.yaml and returns the path.
+func writeRendered(pc plugin.Context, objs []*unstructured.Unstructured) (string, error) {
+	if pc.WorkDir == "" {
+		return "", plugin.Permanent(fmt.Errorf("kubernetes: no work directory"))
+	}
+	data, err := marshalManifests(objs)
+	if err != nil {
+		return "", plugin.Permanent(fmt.Errorf("kubernetes: %w", err))
+	}
+	dir := filepath.Join(pc.WorkDir, "kubernetes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("kubernetes: %w", err)
+	}
+	step := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' {
+			return r
+		}
+		return '_'
+	}, pc.Step)
+	if step == "" || strings.Trim(step, ".") == "" {
+		step = "deploy"
+	}
+	dst := filepath.Join(dir, step+".yaml")
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return "", fmt.Errorf("kubernetes: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return "", fmt.Errorf("kubernetes: %w", err)
+	}
+	return dst, nil
+}
+
+// Checkpoint is what live reports and the rollbacks return to: every
+// object the deploy's manifests name, as it was in the cluster.
+type Checkpoint struct {
+	Objects []LiveObject `json:"objects"`
+}
+
+// LiveObject is one object of a checkpoint: absent, or as the cluster had
+// it without status and server-set metadata. A Secret's content is never
+// recorded (checkpoints are logged and stored): Secret is true instead and
+// a rollback leaves the Secret as it is.
+type LiveObject struct {
+	Ref
+	Absent bool           `json:"absent,omitempty"`
+	Secret bool           `json:"secret,omitempty"`
+	Object map[string]any `json:"object,omitempty"`
+}
+
+// Live returns, for each object the manifests name, the object as the
+// cluster has it now, or that it is absent.
+func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, error) {
+	c, objs, err := load(pc)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	cp := Checkpoint{Objects: make([]LiveObject, 0, len(objs))}
+	for _, u := range objs {
+		ri, err := cl.resource(u, c.Namespace)
+		if meta.IsNoMatchError(err) { // the kind does not exist yet, nor any object of it
+			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Absent: true})
+			continue
+		}
+		if err != nil {
+			return nil, classify(fmt.Errorf("kubernetes: %w", err))
+		}
+		cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Absent: true})
+		case err != nil:
+			return nil, classify(fmt.Errorf("kubernetes: get %s: %w", refOf(u), err))
+		case isSecret(u):
+			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Secret: true})
+		default:
+			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Object: strip(cur)})
+		}
+	}
+	return json.Marshal(cp)
+}
+
+func isSecret(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Secret"
+}
+
+// strip removes what the server owns from a live object, so that it can
+// be applied again: status and server-set metadata.
+func strip(u *unstructured.Unstructured) map[string]any {
+	obj := u.DeepCopy().Object
+	delete(obj, "status")
+	for _, f := range []string{"managedFields", "resourceVersion", "uid", "creationTimestamp",
+		"generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
+		unstructured.RemoveNestedField(obj, "metadata", f)
+	}
+	return obj
+}
+
+// appliedRefs returns the objects a deploy applies, with their namespaces
+// resolved against the cluster.
+func appliedRefs(cl *cluster, c config, objs []*unstructured.Unstructured) ([]Ref, error) {
+	refs := make([]Ref, 0, len(objs))
+	for _, u := range objs {
+		if _, err := cl.resource(u, c.Namespace); err != nil && !meta.IsNoMatchError(err) {
+			return nil, classify(fmt.Errorf("kubernetes: %w", err))
+		}
+		refs = append(refs, refOf(u))
+	}
+	return refs, nil
+}
+
+// Activate waits until the deploy's workloads are ready (with.wait), at
+// most with.timeout.
+func (p *Plugin) Activate(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, objs, err := load(pc)
+	if err != nil {
+		return nil, err
+	}
+	log := logOf(pc)
+	if !c.Wait {
+		fmt.Fprintf(log, "with.wait is false: not waiting for readiness\n")
+		return plugin.Result{"waited": false}, nil
+	}
+	cl, err := p.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := appliedRefs(cl, c, objs)
+	if err != nil {
+		return nil, err
+	}
+	if ws, _ := workloads(refs); len(ws) == 0 {
+		fmt.Fprintf(log, "no Deployment, StatefulSet or DaemonSet to wait for\n")
+		return plugin.Result{"waited": true, "workloads": []string{}}, nil
+	}
+	start := time.Now()
+	r, err := p.wait(ctx, cl, pc, refs, c.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	fmt.Fprintf(log, "ready: %s\n", strings.Join(r.Workloads, ", "))
+	return plugin.Result{"waited": true, "workloads": r.Workloads, "seconds": time.Since(start).Seconds()}, nil
+}
+
+// Health reads the deploy's workloads once: healthy when all are ready;
+// a failure as Activate has it; a retryable error while they come up.
+func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, objs, err := load(pc)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := appliedRefs(cl, c, objs)
+	if err != nil {
+		return nil, err
+	}
+	if ws, _ := workloads(refs); len(ws) == 0 {
+		return plugin.Result{"workloads": []string{}}, nil
+	}
+	r, err := cl.check(ctx, pc.DeployID, refs)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	case r.Failed != nil:
+		return nil, fmt.Errorf("kubernetes: %w", r.Failed)
+	case !r.Ready:
+		return nil, fmt.Errorf("kubernetes: not ready: %s", r.Waiting)
+	}
+	return plugin.Result{"workloads": r.Workloads}, nil
+}
+
+// RollbackDeploy returns the manifests' objects to the checkpoint: each
+// recorded object is applied again as it was (forced), and each that was
+// absent is deleted if it carries this deploy's manent.io/deploy-id.
+// Namespaces and CustomResourceDefinitions are never deleted (that would
+// delete everything in them), nor Secrets restored (their content is not
+// checkpointed).
+func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	c, err := parse(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	var cp Checkpoint
+	if len(checkpoint) == 0 || string(checkpoint) == "null" {
+		return nil, plugin.Permanent(fmt.Errorf("kubernetes: no checkpoint to return to"))
+	}
+	if err := json.Unmarshal(checkpoint, &cp); err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("kubernetes: bad checkpoint: %w", err))
+	}
+	cl, err := p.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	log := logOf(pc)
+	restored, deleted, kept := []Ref{}, []Ref{}, []Ref{}
+	// Restore first (in apply order), then delete what is new (in reverse).
+	for _, o := range cp.Objects {
+		if o.Absent || o.Secret || o.Object == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: o.Object}
+		ri, err := cl.resource(u, c.Namespace)
+		if err != nil {
+			return nil, classify(fmt.Errorf("kubernetes: %w", err))
+		}
+		if err := apply(ctx, ri, u); err != nil {
+			return nil, fmt.Errorf("kubernetes: restore: %w", err)
+		}
+		restored = append(restored, refOf(u))
+		fmt.Fprintf(log, "restored %s\n", refOf(u))
+	}
+	for i := len(cp.Objects) - 1; i >= 0; i-- {
+		o := cp.Objects[i]
+		if !o.Absent {
+			continue
+		}
+		gvk := (&unstructured.Unstructured{Object: map[string]any{"apiVersion": o.APIVersion, "kind": o.Kind}}).GroupVersionKind()
+		if (gvk.Group == "" && gvk.Kind == "Namespace") || (gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition") {
+			kept = append(kept, o.Ref)
+			fmt.Fprintf(log, "kept %s: a rollback never deletes a %s\n", o.Ref, gvk.Kind)
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(o.APIVersion)
+		u.SetKind(o.Kind)
+		u.SetName(o.Name)
+		u.SetNamespace(o.Namespace)
+		ri, err := cl.resource(u, c.Namespace)
+		if meta.IsNoMatchError(err) {
+			continue // the kind is gone, and its objects with it
+		}
+		if err != nil {
+			return nil, classify(fmt.Errorf("kubernetes: %w", err))
+		}
+		ref := refOf(u) // with the namespace resolved
+		cur, err := ri.Get(ctx, o.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, classify(fmt.Errorf("kubernetes: get %s: %w", ref, err))
+		}
+		if cur.GetLabels()[clusterstate.LabelDeployID] != pc.DeployID {
+			kept = append(kept, ref)
+			fmt.Fprintf(log, "kept %s: not deployed by %s\n", ref, pc.DeployID)
+			continue
+		}
+		bg := metav1.DeletePropagationBackground
+		uid := cur.GetUID()
+		err = ri.Delete(ctx, o.Name, metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case apierrors.IsConflict(err): // replaced since the read: not this deploy's object any more
+			kept = append(kept, ref)
+			fmt.Fprintf(log, "kept %s: replaced meanwhile\n", ref)
+			continue
+		case err != nil:
+			return nil, classify(fmt.Errorf("kubernetes: delete %s: %w", ref, err))
+		}
+		deleted = append(deleted, ref)
+		fmt.Fprintf(log, "deleted %s: absent before the deploy\n", ref)
+	}
+	return plugin.Result{"restored": restored, "deleted": deleted, "kept": kept}, nil
+}
+
+// RollbackActivation has nothing to undo: activation only waited for
+// readiness. rollback:deploy, which runs next, restores the objects.
+func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, _ json.RawMessage) (plugin.Result, error) {
+	if _, err := parse(pc.With); err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	fmt.Fprintf(logOf(pc), "activation only waited for readiness: nothing to undo\n")
+	return plugin.Result{}, nil
+}
