@@ -77,8 +77,8 @@ type Decision struct {
 	ChangeRequired    bool     `json:"change_required,omitempty"`
 	// ApprovalsExpire is how long approvals may take (a Go duration).
 	ApprovalsExpire string `json:"approvals_expire,omitempty"`
-	Freeze            string   `json:"freeze,omitempty"`
-	Source            string   `json:"source,omitempty"`
+	Freeze          string `json:"freeze,omitempty"`
+	Source          string `json:"source,omitempty"`
 }
 
 // LogLine is one line of a deploy's log.

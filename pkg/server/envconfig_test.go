@@ -54,7 +54,12 @@ descriptor_policy: {parameters: [replicas]}
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) { c.Environments = defaults; c.TrialMode = false; src := urlpolicy.TrialSources(); c.Sources = &src })
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) {
+		c.Environments = defaults
+		c.TrialMode = false
+		src := urlpolicy.TrialSources()
+		c.Sources = &src
+	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
 	art := artifactFile(t)
@@ -129,7 +134,12 @@ func TestEnvironmentProviderDownAtSubmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) { c.Environments = defaults; c.TrialMode = false; src := urlpolicy.TrialSources(); c.Sources = &src })
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) {
+		c.Environments = defaults
+		c.TrialMode = false
+		src := urlpolicy.TrialSources()
+		c.Sources = &src
+	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
 	// Hold the queue so the provider can come back before the config step:
