@@ -3,24 +3,15 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,6 +32,7 @@ import (
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/kubetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
@@ -49,151 +41,12 @@ import (
 	"github.com/manent-io/manent/plugins/local"
 )
 
-// Environment of the end-to-end test against a real kube-apiserver.
-const (
-	// BinDirEnv names the directory holding kube-apiserver and etcd
-	// (what scripts/k8s-test-env.sh prints). Without it the test skips.
-	BinDirEnv = "MANENT_K8S_BIN_DIR"
-	// RequireEnv=1 makes a missing BinDirEnv a failure (CI).
-	RequireEnv = "MANENT_TEST_REQUIRE_K8S"
-)
-
-const kubeToken = "e2e-admin-token"
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// startProcess runs bin with args, its output in a log file, and stops it
-// (SIGTERM, then SIGKILL after 10 s) when the test ends.
-func startProcess(t *testing.T, dir, bin string, args ...string) *os.File {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(dir, filepath.Base(bin)+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
-	return logf
-}
-
-// startKubeAPI starts etcd and kube-apiserver on loopback (K8S-TESTING.md)
-// and returns the API server's URL once /readyz answers ok.
-func startKubeAPI(t *testing.T, binDir string) string {
-	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 3)
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
-
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saKey := filepath.Join(dir, "sa.key")
-	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	tokens := filepath.Join(dir, "tokens.csv")
-	if err := errors.Join(
-		os.WriteFile(saKey, pemKey, 0o600),
-		os.WriteFile(tokens, []byte(kubeToken+",admin,admin-uid,system:masters\n"), 0o600),
-	); err != nil {
-		t.Fatal(err)
-	}
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	etcdLog := startProcess(t, dir, filepath.Join(binDir, "etcd"),
-		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "e2e="+peerURL, "--unsafe-no-fsync")
-	apiLog := startProcess(t, dir, filepath.Join(binDir, "kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--cert-dir="+filepath.Join(dir, "certs"), "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
-		"--service-cluster-ip-range=10.96.0.0/16", "--token-auth-file="+tokens,
-		"--authorization-mode=RBAC", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
-
-	url := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the API server's self-signed test certificate
-	}}
-	ready := func() bool {
-		req, _ := http.NewRequest(http.MethodGet, url+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+kubeToken)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			etcdOut, _ := os.ReadFile(etcdLog.Name())
-			apiOut, _ := os.ReadFile(apiLog.Name())
-			t.Logf("--- etcd log (end):\n%s\n--- kube-apiserver log (end):\n%s", tail(etcdOut), tail(apiOut))
-		}
-	})
-	enginetest.Eventually(t, 90*time.Second, ready, "kube-apiserver to answer /readyz on %s", url)
-	return url
-}
-
+// tail is the end of a log, at most 4000 bytes.
 func tail(b []byte) string {
 	if len(b) > 4000 {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
-}
-
-func writeKubeconfig(t *testing.T, url, token string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: %q}
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: admin}
-current-context: e2e
-`, url, token)
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // manentServer is a real manent server with the cluster-ready step plugin.
@@ -239,20 +92,8 @@ func manentServer(t *testing.T, token string) (*api.Client, string) {
 // the pod, a deleted pod disappears after one cycle, and the agent — run as
 // `manent agent` — exits 0 when stopped.
 func TestE2ERealAPIServer(t *testing.T) {
-	binDir := os.Getenv(BinDirEnv)
-	if binDir == "" {
-		if os.Getenv(RequireEnv) == "1" {
-			t.Fatalf("%s is not set but %s=1: run scripts/k8s-test-env.sh", BinDirEnv, RequireEnv)
-		}
-		t.Skipf("no Kubernetes test binaries: set %s (scripts/k8s-test-env.sh prints it)", BinDirEnv)
-	}
-	for _, b := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			t.Fatalf("%s: %v", BinDirEnv, err)
-		}
-	}
-	kubeURL := startKubeAPI(t, binDir)
-	rc, err := agent.KubeConfig(writeKubeconfig(t, kubeURL, kubeToken), func(string) string { return "" })
+	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
+	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, kubeAPI.Token), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +104,7 @@ func TestE2ERealAPIServer(t *testing.T) {
 	// The shipped manifests, applied as an operator would; the agent then
 	// reads the cluster with its ServiceAccount's token, so the API server
 	// (RBAC mode) checks that the ClusterRole's read-only rules suffice.
-	kubeconfig := writeKubeconfig(t, kubeURL, applyAgentManifests(t, kube, "../../deploy/agent"))
+	kubeconfig := kubeAPI.Kubeconfig(t, applyAgentManifests(t, kube, "../../deploy/agent"))
 
 	const token = "e2e-manent-token"
 	client, dir := manentServer(t, token)

@@ -2,23 +2,13 @@ package kubernetes
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,149 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubeclient "k8s.io/client-go/kubernetes"
 
-	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/kubetest"
 	"github.com/manent-io/manent/pkg/plugin"
 )
-
-// Environment of the end-to-end test against a real kube-apiserver, the
-// same as pkg/agent's: the directory scripts/k8s-test-env.sh prints, and
-// whether its absence fails the test (CI) instead of skipping it.
-const (
-	binDirEnv  = "MANENT_K8S_BIN_DIR"
-	requireEnv = "MANENT_TEST_REQUIRE_K8S"
-	kubeToken  = "e2e-admin-token"
-)
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// startProcess runs bin with args, its output in a log file, and stops it
-// (SIGTERM, then SIGKILL after 10 s) when the test ends.
-func startProcess(t *testing.T, dir, bin string, args ...string) string {
-	t.Helper()
-	logPath := filepath.Join(dir, filepath.Base(bin)+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	})
-	return logPath
-}
-
-// startKubeAPI starts etcd and kube-apiserver on loopback as
-// pkg/agent's end-to-end test does (K8S-TESTING.md) and returns the API
-// server's URL once /readyz answers ok.
-func startKubeAPI(t *testing.T, binDir string) string {
-	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 3)
-	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	saKey := filepath.Join(dir, "sa.key")
-	tokens := filepath.Join(dir, "tokens.csv")
-	if err := errors.Join(
-		os.WriteFile(saKey, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600),
-		os.WriteFile(tokens, []byte(kubeToken+",admin,admin-uid,system:masters\n"), 0o600),
-	); err != nil {
-		t.Fatal(err)
-	}
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	etcdLog := startProcess(t, dir, filepath.Join(binDir, "etcd"),
-		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "e2e="+peerURL, "--unsafe-no-fsync")
-	apiLog := startProcess(t, dir, filepath.Join(binDir, "kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--cert-dir="+filepath.Join(dir, "certs"), "--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
-		"--service-cluster-ip-range=10.96.0.0/16", "--token-auth-file="+tokens,
-		"--authorization-mode=RBAC", "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, p := range []string{etcdLog, apiLog} {
-				b, _ := os.ReadFile(p)
-				if len(b) > 4000 {
-					b = b[len(b)-4000:]
-				}
-				t.Logf("--- %s (end):\n%s", filepath.Base(p), b)
-			}
-		}
-	})
-	url := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, // the API server's self-signed test certificate
-	}}
-	enginetest.Eventually(t, 90*time.Second, func() bool {
-		req, _ := http.NewRequest(http.MethodGet, url+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+kubeToken)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "kube-apiserver to answer /readyz on %s", url)
-	return url
-}
-
-func writeKubeconfig(t *testing.T, url string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	cfg := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster: {server: %q, insecure-skip-tls-verify: true}
-users:
-- name: admin
-  user: {token: %q}
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: admin}
-current-context: e2e
-`, url, kubeToken)
-	if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // testLog sends a plugin's log lines to the test log.
 type testLog struct{ t *testing.T }
@@ -263,19 +113,8 @@ data: {a: b}
 // pod in ImagePullBackOff, naming it; rollback:deploy restores version 1's
 // objects and deletes what version 2 added.
 func TestE2ERealAPIServer(t *testing.T) {
-	binDir := os.Getenv(binDirEnv)
-	if binDir == "" {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("%s is not set but %s=1: run scripts/k8s-test-env.sh", binDirEnv, requireEnv)
-		}
-		t.Skipf("no Kubernetes test binaries: set %s (scripts/k8s-test-env.sh prints it)", binDirEnv)
-	}
-	for _, b := range []string{"etcd", "kube-apiserver"} {
-		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
-			t.Fatalf("%s: %v", binDirEnv, err)
-		}
-	}
-	kubeconfig := writeKubeconfig(t, startKubeAPI(t, binDir))
+	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
+	kubeconfig := kubeAPI.Kubeconfig(t, kubeAPI.Token)
 	rc, err := RESTConfig(kubeconfig, "e2e")
 	if err != nil {
 		t.Fatal(err)
