@@ -34,6 +34,9 @@ type SubmitResult struct {
 	Errors    []manent.FieldError `json:"errors,omitempty"`
 	Plan      *manent.Plan        `json:"plan,omitempty"`
 	Effective map[string]any      `json:"effective,omitempty"`
+	// Decision is the governance decision (dry run): what the deploy
+	// would wait for.
+	Decision *manent.Decision `json:"decision,omitempty"`
 }
 
 // ListOptions filter GET /api/v1/deployments.

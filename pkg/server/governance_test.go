@@ -22,7 +22,7 @@ var govTokens = []auth.TokenConfig{
 }
 
 var govRules = []auth.RBACRule{{Subjects: []string{"token:ci", "group:sre"},
-	Permissions: []string{"deployment.submit", "deployment.read", "deployment.approve", "deployment.cancel"}}}
+	Permissions: []string{"deployment.submit", "deployment.dry-run", "deployment.read", "deployment.approve", "deployment.cancel"}}}
 
 func govServer(t *testing.T, rules string) (*testServer, func(token string) *api.Client) {
 	t.Helper()
@@ -107,6 +107,10 @@ func TestApprovalsOverHTTP(t *testing.T) {
 	art := artifactFile(t)
 	ctx := context.Background()
 	alice, bob := client("alice-token"), client("bob-token")
+	dry, err := alice.Submit(ctx, simple(art, "prod", "3", ""), true)
+	if err != nil || dry.Decision == nil || dry.Decision.ApprovalsRequired != 1 {
+		t.Fatalf("validate: %v %+v: want the decision with 1 approval required", err, dry.Decision)
+	}
 	res, err := alice.Submit(ctx, simple(art, "prod", "3", ""), false)
 	if err != nil {
 		t.Fatal(err)

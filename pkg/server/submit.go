@@ -71,7 +71,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		eff := map[string]any{}
 		_ = json.Unmarshal(in.Effective, &eff)
 		writeJSON(w, http.StatusOK, api.SubmitResult{Valid: &valid, Errors: []manent.FieldError{}, Plan: &in.Plan,
-			Effective: eff, Notice: in.Notice})
+			Effective: eff, Notice: in.Notice, Decision: decision})
 		return
 	}
 	rec, err := s.eng.Submit(r.Context(), in, decision)
