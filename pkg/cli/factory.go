@@ -35,6 +35,10 @@ type Factory struct {
 	Now func() time.Time
 	// PollInterval is how often deploys and logs are polled when followed.
 	PollInterval time.Duration
+	// StreamHTTP returns the HTTP client for event streams: the
+	// invocation's transport with no overall timeout (a stream lasts as
+	// long as the deploy).
+	StreamHTTP func() *http.Client
 	// WorkDir resolves relative paths given on the command line.
 	WorkDir string
 	// Getenv reads the environment of this invocation.
@@ -76,6 +80,13 @@ func NewFactory(inv Invocation) *Factory {
 		return api.NewClient(cfg.Server, cfg.Token, inv.HTTPClient), nil
 	})
 	f.Exporter = func() *Exporter { return NewExporter(f.format) }
+	f.StreamHTTP = func() *http.Client {
+		hc := &http.Client{}
+		if inv.HTTPClient != nil {
+			hc.Transport = inv.HTTPClient.Transport
+		}
+		return hc
+	}
 	return f
 }
 

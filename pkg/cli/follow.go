@@ -12,6 +12,10 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 )
 
+// unreachableGrace is how long following a deploy tolerates a server that
+// stopped answering (a restart, a network blip) before exiting 4.
+const unreachableGrace = 30 * time.Second
+
 // watchDeploy polls deploy id every interval until it is final, calling
 // onPoll (when not nil) with every answer. A positive timeout bounds the
 // whole wait: when it elapses watchDeploy returns the last deployment seen
@@ -23,7 +27,10 @@ func watchDeploy(ctx context.Context, client *api.Client, id string, interval, t
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	var last *manent.Deployment
+	var (
+		last   *manent.Deployment
+		lastOK time.Time
+	)
 	timedOut := func() error {
 		state := manent.State("")
 		if last != nil {
@@ -47,9 +54,15 @@ func watchDeploy(ctx context.Context, client *api.Client, id string, interval, t
 			if timeout > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return last, timedOut()
 			}
+			// A server that restarts while we wait is not a failed deploy:
+			// keep asking for a while once it has answered.
+			if last != nil && api.IsUnreachable(err) && time.Since(lastOK) < unreachableGrace {
+				timer.Reset(max(interval, time.Second))
+				continue
+			}
 			return last, err
 		}
-		last = d
+		last, lastOK = d, time.Now()
 		if onPoll != nil {
 			onPoll(d)
 		}

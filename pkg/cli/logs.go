@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +18,7 @@ import (
 type LogsOptions struct {
 	IO           *IOStreams
 	Client       func() (*api.Client, error)
+	StreamHTTP   func() *http.Client
 	Exporter     *Exporter
 	PollInterval time.Duration
 
@@ -26,16 +29,18 @@ type LogsOptions struct {
 
 // NewCmdLogs builds `manent logs`.
 func NewCmdLogs(f *Factory, runF func(*LogsOptions) error) *cobra.Command {
-	opts := &LogsOptions{IO: f.IOStreams, Client: f.Client, PollInterval: f.PollInterval}
+	opts := &LogsOptions{IO: f.IOStreams, Client: f.Client, StreamHTTP: f.StreamHTTP, PollInterval: f.PollInterval}
 	cmd := &cobra.Command{
 		Use:   "logs <id> [-f]",
 		Short: "Print the log of a deploy",
 		Long: `Print the log of a deploy, one line per entry: time (UTC), step, text.
 
-With -f the command keeps printing new lines until the deploy is final and
-then exits like 'manent wait': 0 if it ended SUCCESS, 1 otherwise (with the
-reason on stderr), 3 if --timeout elapsed first. With -o json each line is
-printed as one JSON object per line.`,
+With -f the command follows the log as Server-Sent Events until the deploy
+is final, printing each line once (a dropped connection is resumed where it
+stopped), then exits like 'manent wait': 0 if the deploy ended SUCCESS, 1
+otherwise (with the reason on stderr), 3 if --timeout elapsed first, 4 if
+the server stays unreachable. With -o json each line is printed as one JSON
+object per line.`,
 		Example: `  manent logs dpl_01JABCDEF
   manent logs -f dpl_01JABCDEF
   manent logs dpl_01JABCDEF -o json | jq -r '.lines[] | select(.step == "deploy") | .text'`,
@@ -84,8 +89,10 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 	return followLogs(ctx, client, opts)
 }
 
-// followLogs polls the log every PollInterval, printing the lines not yet
-// printed (by Seq), until the deploy is final; then it exits like `wait`.
+// followLogs streams the deploy's log (GET …/logs?follow=true, Server-Sent
+// Events) from its first line until the deploy is final, printing each line
+// once; a dropped connection is resumed with Last-Event-ID. It then exits
+// like `wait`: the deploy's outcome decides the exit code.
 func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) error {
 	parent := ctx
 	if opts.Timeout > 0 {
@@ -93,69 +100,45 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
 		defer cancel()
 	}
-	var (
-		lastSeq  int64
-		printed  bool
-		state    manent.State
-		sawLive  bool
-		finalRun bool
-	)
 	timedOut := func(err error) error {
 		if opts.Timeout > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			state := manent.State("")
+			qctx, cancel := context.WithTimeout(parent, 5*time.Second)
+			defer cancel()
+			if d, derr := client.Deployment(qctx, opts.ID); derr == nil {
+				state = d.State
+			}
 			return &TimeoutError{ID: opts.ID, State: state, After: opts.Timeout}
 		}
 		return err
 	}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return timedOut(ctx.Err())
-		case <-timer.C:
-		}
-		res, err := client.Logs(ctx, opts.ID)
-		if err != nil {
-			return timedOut(err)
-		}
-		for _, l := range res.Lines {
-			if printed && l.Seq <= lastSeq {
-				continue
-			}
-			if err := writeLogLine(opts, l); err != nil {
-				return err
-			}
-			lastSeq, printed = l.Seq, true
-		}
-		state = res.State
-		if state == "" {
-			d, err := client.Deployment(ctx, opts.ID)
-			if err != nil {
-				return timedOut(err)
-			}
-			state = d.State
-		}
-		switch {
-		case !state.Final():
-			sawLive = true
-		case sawLive && !finalRun:
-			// The deploy just ended: read once more for lines written
-			// while it did, then stop.
-			finalRun = true
-		default:
-			// The deploy itself (its error and rollback) decides the exit
-			// code; poll it in case it lags behind the log's state.
-			d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, 0, nil)
-			if err != nil {
-				return timedOut(err)
-			}
-			return outcome(d)
-		}
-		timer.Reset(opts.PollInterval)
-		if finalRun {
-			timer.Reset(0)
-		}
+	// A plain request first: an unknown deploy, a refused token or a
+	// server that is down get their exit codes at once.
+	if _, err := client.Deployment(ctx, opts.ID); err != nil {
+		return timedOut(err)
 	}
+	es := &eventStream{
+		client: client, hc: opts.StreamHTTP(), url: client.EventsURL(opts.ID, true), id: opts.ID,
+		onEvent: func(e api.Event) error {
+			if e.Type != api.EventLog {
+				return nil
+			}
+			var l api.EventLogData
+			if err := json.Unmarshal(e.Data, &l); err != nil {
+				return nil
+			}
+			return writeLogLine(opts, manent.LogLine{Seq: e.Seq, Time: e.Time, Step: l.Step, Text: l.Text})
+		},
+	}
+	if err := es.run(ctx); err != nil {
+		return timedOut(err)
+	}
+	// The deploy itself (its error and rollback) decides the exit code.
+	d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, 0, nil)
+	if err != nil {
+		return timedOut(err)
+	}
+	return outcome(d)
 }
 
 func writeLogLine(opts *LogsOptions, l manent.LogLine) error {

@@ -107,6 +107,16 @@ func TestCommandOptions(t *testing.T) {
 			},
 		},
 		{
+			name: "activity",
+			args: []string{"activity", "-o", "json"},
+			check: func(t *testing.T, got any) {
+				if o := got.(*ActivityOptions); o.Exporter.Format() != FormatJSON {
+					t.Errorf("got %+v", o)
+				}
+			},
+		},
+		{name: "activity with an argument", args: []string{"activity", "prod"}, usageErr: true},
+		{
 			name: "completion",
 			args: []string{"completion", "fish"},
 			check: func(t *testing.T, got any) {
@@ -133,6 +143,7 @@ func TestCommandOptions(t *testing.T) {
 				NewCmdStatus(f, func(o *StatusOptions) error { got = o; return nil }),
 				NewCmdCancel(f, func(o *CancelOptions) error { got = o; return nil }),
 				NewCmdCompletion(f, func(o *CompletionOptions) error { got = o; return nil }),
+				NewCmdActivity(f, func(o *ActivityOptions) error { got = o; return nil }),
 			)
 			root.SetArgs(tt.args)
 			err := root.Execute()

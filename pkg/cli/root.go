@@ -68,6 +68,7 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdLogs(f, nil),
 		NewCmdWait(f, nil),
 		NewCmdList(f, nil),
+		NewCmdActivity(f, nil),
 		NewCmdInventory(f, nil),
 		NewCmdSchedules(f, nil),
 		NewCmdAudit(f, nil),

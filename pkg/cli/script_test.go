@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"strconv"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/servertest"
 )
 
 var updateScripts = flag.Bool("update-scripts", false, "rewrite cmp targets inside the .txtar scripts")
@@ -27,17 +30,36 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScripts runs testdata/script/*.txtar. Each script gets a fake API
-// server of its own whose URL is $FAKE_SERVER (token $FAKE_TOKEN); scripts
-// that talk to it set MANENT_SERVER and MANENT_TOKEN themselves.
+// TestScripts runs testdata/script/*.txtar. Each script gets a real
+// manent-server of its own (pkg/servertest: SQLite, the DBOS engine, the
+// HTTP API in local trial mode) on a random loopback port; MANENT_SERVER
+// and MANENT_TOKEN point the CLI at it, and SERVER and TOKEN keep the
+// values for scripts that change those.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, scriptParams(t, "testdata/script", func(e *testscript.Env) error {
-		srv := startFakeServer()
-		e.Defer(srv.Close)
-		e.Setenv("FAKE_SERVER", srv.URL)
-		e.Setenv("FAKE_TOKEN", fakeToken)
+	testscript.Run(t, scriptParams(t, "testdata/script", serverSetup))
+}
+
+// serverSetup starts a server for one script.
+func serverSetup(e *testscript.Env) error {
+	{
+		dir, err := os.MkdirTemp("", "manent-script-server")
+		if err != nil {
+			return err
+		}
+		srv, err := servertest.New(dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+		e.Defer(func() {
+			srv.Close()
+			os.RemoveAll(dir)
+		})
+		for k, v := range map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token, "SERVER": srv.URL, "TOKEN": srv.Token} {
+			e.Setenv(k, v)
+		}
 		return nil
-	}))
+	}
 }
 
 // scriptParams returns the testscript parameters every CLI script suite
@@ -48,6 +70,12 @@ func TestScripts(t *testing.T) {
 //	                 go to the script's stdout/stderr. Like exec, it fails
 //	                 the script on a non-zero exit unless prefixed with "!".
 //	exitcode N       asserts the exit code of the last `manent` command.
+//	jsonvar NAME F   sets $NAME to the string field F of the JSON document
+//	                 the last `manent` command printed (e.g. a deploy id).
+//	expandwork FILE… replaces "$WORK" in the files with the script's work
+//	                 directory (descriptors need absolute file:// URLs).
+//	waitlog ID TEXT  waits (at most 30 s) until the log of deploy ID has a
+//	                 line containing TEXT.
 //
 // setup runs after the common setup; a suite against a real server uses it to
 // start the server and set MANENT_SERVER and MANENT_TOKEN:
@@ -66,6 +94,7 @@ func scriptParams(t *testing.T, dir string, setup func(*testscript.Env) error) t
 		UpdateScripts:       *updateScripts,
 		Setup: func(e *testscript.Env) error {
 			e.Values[lastExitKey{}] = new(int)
+			e.Values[lastStdoutKey{}] = new([]byte)
 			// No config file or admin token of the developer's machine
 			// may leak in: HOME is /no-home already; pin the rest.
 			e.Setenv("XDG_CONFIG_HOME", e.WorkDir+"/.config")
@@ -75,13 +104,19 @@ func scriptParams(t *testing.T, dir string, setup func(*testscript.Env) error) t
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"manent":   cmdManent,
-			"exitcode": cmdExitcode,
+			"manent":     cmdManent,
+			"exitcode":   cmdExitcode,
+			"jsonvar":    cmdJSONVar,
+			"expandwork": cmdExpandWork,
+			"waitlog":    cmdWaitLog,
 		},
 	}
 }
 
-type lastExitKey struct{}
+type (
+	lastExitKey   struct{}
+	lastStdoutKey struct{}
+)
 
 // cmdManent runs the CLI in-process.
 func cmdManent(ts *testscript.TestScript, neg bool, args []string) {
@@ -93,9 +128,10 @@ func cmdManent(ts *testscript.TestScript, neg bool, args []string) {
 		Stderr:       &stderr,
 		Getenv:       ts.Getenv,
 		Dir:          ts.MkAbs("."),
-		PollInterval: time.Millisecond,
+		PollInterval: 20 * time.Millisecond,
 	})
 	*ts.Value(lastExitKey{}).(*int) = code
+	*ts.Value(lastStdoutKey{}).(*[]byte) = stdout.Bytes()
 	ts.Stdout().Write(stdout.Bytes())
 	ts.Stderr().Write(stderr.Bytes())
 	switch {
@@ -116,5 +152,59 @@ func cmdExitcode(ts *testscript.TestScript, neg bool, args []string) {
 	got := *ts.Value(lastExitKey{}).(*int)
 	if (got == want) == neg {
 		ts.Fatalf("exit code is %d, want %s%d", got, map[bool]string{true: "not ", false: ""}[neg], want)
+	}
+}
+
+// cmdJSONVar sets an environment variable from the last command's JSON output.
+func cmdJSONVar(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: jsonvar NAME FIELD")
+	}
+	var doc map[string]any
+	ts.Check(json.Unmarshal(*ts.Value(lastStdoutKey{}).(*[]byte), &doc))
+	v, ok := doc[args[1]].(string)
+	if !ok || v == "" {
+		ts.Fatalf("the last output has no string field %q", args[1])
+	}
+	ts.Setenv(args[0], v)
+}
+
+// cmdExpandWork replaces "$WORK" in files with the work directory.
+func cmdExpandWork(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: expandwork FILE...")
+	}
+	for _, name := range args {
+		p := ts.MkAbs(name)
+		b, err := os.ReadFile(p)
+		ts.Check(err)
+		ts.Check(os.WriteFile(p, bytes.ReplaceAll(b, []byte("$WORK"), []byte(ts.Getenv("WORK"))), 0o644))
+	}
+}
+
+// cmdWaitLog waits until a deploy's log has a line containing a text.
+func cmdWaitLog(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitlog ID TEXT")
+	}
+	client := api.NewClient(ts.Getenv("SERVER"), ts.Getenv("TOKEN"), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := client.Logs(ctx, args[0])
+		if err == nil {
+			for _, l := range res.Lines {
+				if strings.Contains(l.Text, args[1]) {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			ts.Fatalf("the log of %s has no line with %q after 30s (last error: %v)", args[0], args[1], err)
+		case <-tick.C:
+		}
 	}
 }

@@ -29,7 +29,9 @@ func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   "status <id>",
 		Short: "Show a deploy: state, dates, decision, steps, error and rollback",
-		Long: `Show a deploy: what is released where, its state and why it waits, who
+		Long: `Show a deploy: what is released where, its state and why it waits (its
+place in the queue and the deploy ahead of it, the approvals it needs, the
+deploys it depends on, its start time) or the step it runs, who
 requested it, when it was created, started and finished, the governance
 decision, each step's result, and for a failed deploy the error and the
 rollback outcome.
@@ -75,7 +77,10 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	f.Add("Environment", d.Environment)
 	f.Add("Version", d.Version)
 	f.Add("State", s.State(string(d.State)))
-	if !d.State.Final() {
+	switch {
+	case d.State == manent.StatePending:
+		f.Add("Running", runningStepLine(d.Steps, now))
+	case !d.State.Final():
 		f.Add("Waiting for", d.Reason)
 	}
 	f.Add("Requester", d.Requester)
@@ -106,4 +111,24 @@ func attempts(n int) string {
 		return ""
 	}
 	return strconv.Itoa(n)
+}
+
+// runningStepLine prints what a running deploy is doing:
+// `step deploy (attempt 2), for 4s`.
+func runningStepLine(steps []manent.Step, now time.Time) string {
+	for i := len(steps) - 1; i >= 0; i-- {
+		st := steps[i]
+		if st.State != manent.StepRunning {
+			continue
+		}
+		line := "step " + st.Name
+		if st.Attempts > 1 {
+			line += fmt.Sprintf(" (attempt %d)", st.Attempts)
+		}
+		if st.StartedAt != nil {
+			line += ", for " + formatDuration(now.Sub(*st.StartedAt))
+		}
+		return line
+	}
+	return "between steps"
 }

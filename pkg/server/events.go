@@ -1,4 +1,267 @@
 package server
 
-// routesEvents registers the routes of Server-Sent Events streams and activity (GET /api/v1/deployments/{id}/events, GET /api/v1/events, GET /api/v1/activity).
-func (s *Server) routesEvents() {}
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// routesEvents registers the routes of Server-Sent Events streams and
+// activity: GET /api/v1/deployments/{id}/events, GET /api/v1/events,
+// GET /api/v1/activity. GET …/logs?follow=true is the deploy's stream
+// restricted to log lines (followLogs).
+func (s *Server) routesEvents() {
+	h := newHub(s.st, s.log)
+	s.st.OnCommit(h.publish)
+	s.mux.HandleFunc("GET /api/v1/deployments/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		s.handleDeployEvents(h, w, r)
+	})
+	s.mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+		s.handleGlobalEvents(h, w, r)
+	})
+	s.mux.HandleFunc("GET /api/v1/activity", s.handleActivity)
+}
+
+// followLogs serves GET /api/v1/deployments/{id}/logs?follow=true: the
+// deploy's event stream with its log lines (and the final `done`) only.
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request) {
+	r2 := r.Clone(r.Context())
+	q := r2.URL.Query()
+	q.Del("follow")
+	q.Set("types", store.EventLog)
+	r2.URL.Path = "/api/v1/deployments/" + url.PathEscape(r.PathValue("id")) + "/events"
+	r2.URL.RawPath = ""
+	r2.URL.RawQuery = q.Encode()
+	s.mux.ServeHTTP(w, r2)
+}
+
+// eventTypes are the types a stream may carry (SPEC §7).
+var eventTypes = map[string]bool{
+	store.EventState: true, store.EventStep: true, store.EventLog: true,
+	store.EventRollout: true, store.EventApproval: true, store.EventDone: true,
+}
+
+// streamParams reads Last-Event-ID (header, else ?last_event_id=) and
+// ?types=a,b (the `done` event is always sent).
+func streamParams(r *http.Request) (last int64, types map[string]bool, err error) {
+	raw := r.Header.Get("Last-Event-ID")
+	if raw == "" {
+		raw = r.URL.Query().Get("last_event_id")
+	}
+	if raw = strings.TrimSpace(raw); raw != "" {
+		last, err = strconv.ParseInt(raw, 10, 64)
+		if err != nil || last < 0 {
+			return 0, nil, manent.Errorf(manent.EInvalid, "Last-Event-ID %q is not an event id of this stream (a number)", raw)
+		}
+	}
+	if v := r.URL.Query().Get("types"); v != "" {
+		types = map[string]bool{store.EventDone: true}
+		for _, t := range strings.Split(v, ",") {
+			t = strings.TrimSpace(t)
+			if !eventTypes[t] {
+				return 0, nil, manent.Errorf(manent.EInvalid, "unknown event type %q (state, step, log, rollout, approval, done)", t)
+			}
+			types[t] = true
+		}
+	}
+	return last, types, nil
+}
+
+// handleDeployEvents streams one deploy's events: the history after
+// Last-Event-ID from the database, then live events from the hub, each with
+// `id:` = its seq, until the `done` event. Gaps in what the hub delivers
+// (another process wrote in between, or a cut) are filled from the
+// database, so a client sees every event exactly once, in order.
+func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Request) {
+	last, types, err := streamParams(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	rec, ok := s.deployment(w, r, PermRead)
+	if !ok {
+		return
+	}
+	// Subscribe before reading the history: what commits in between is in
+	// the buffer, and duplicates are dropped by seq.
+	sub := h.subscribe(r.Context(), rec.ID)
+	defer h.unsubscribe(sub)
+	sw := startStream(w, sub)
+	defer sw.close()
+
+	wanted := func(typ string) bool { return types == nil || types[typ] }
+	done := false
+	// fill writes the stored events after last.
+	fill := func() bool {
+		for {
+			evs, err := s.st.Events(sub.ctx, rec.ID, last, nil, 500)
+			if err != nil {
+				if sub.ctx.Err() == nil {
+					s.log.Warn("event stream: read events", "deploy", rec.ID, "error", err)
+				}
+				return false
+			}
+			for _, e := range evs {
+				if wanted(e.Type) {
+					sw.write(sseFrame(strconv.FormatInt(e.Seq, 10), e))
+				}
+				last = e.Seq
+				if e.Type == store.EventDone {
+					done = true
+				}
+			}
+			if len(evs) < 500 || done {
+				return sw.err == nil
+			}
+		}
+	}
+	if !fill() {
+		return
+	}
+	sw.flush()
+	// A final deploy has nothing more to say, `done` or not.
+	if done || sw.err != nil || rec.State.Final() {
+		return
+	}
+	h.caughtUp(rec.ID, last)
+
+	hb := time.NewTicker(currentStreamTiming().Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-sub.ctx.Done():
+			return
+		case <-hb.C:
+			sw.heartbeat()
+		case b := <-sub.ch:
+			for more := true; more && !done; {
+				evs := b.events
+				if types == nil && evs[0].Seq == last+1 && evs[len(evs)-1].Seq == last+int64(len(evs)) {
+					// The common case: the whole batch, next in line.
+					sw.write(b.allFrames())
+					last = evs[len(evs)-1].Seq
+					done = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == store.EventDone })
+				} else {
+					for i, e := range evs {
+						if done {
+							break
+						}
+						switch {
+						case e.Seq <= last:
+						case e.Seq > last+1:
+							if !fill() {
+								return
+							}
+						default:
+							if wanted(e.Type) {
+								sw.write(b.frame(i))
+							}
+							last = e.Seq
+							done = e.Type == store.EventDone
+						}
+					}
+				}
+				select {
+				case b = <-sub.ch:
+				default:
+					more = false
+				}
+			}
+			sw.flush()
+			if done {
+				return
+			}
+		}
+		if sw.err != nil {
+			return
+		}
+	}
+}
+
+// handleGlobalEvents streams the state, step and done events of every
+// deploy the caller may read (?application= and ?environment= narrow it),
+// for the activity view and the web page. It
+// starts with the current state of every running or waiting deploy; its
+// `id:` is "<deployment_id>:<seq>" and it does not resume: a client that
+// reconnects gets the current states again, then live events.
+func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	scope, err := s.readScope(p, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	sub := h.subscribe(r.Context(), "")
+	defer h.unsubscribe(sub)
+	heads, err := s.st.Heads(r.Context(), nil, true, time.Time{})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	sw := startStream(w, sub)
+	defer sw.close()
+
+	allowed := map[string]bool{}
+	last := map[string]int64{}
+	now := time.Now().UTC()
+	for _, hd := range heads {
+		h.caughtUp(hd.ID, hd.LastSeq)
+		last[hd.ID] = hd.LastSeq
+		allowed[hd.ID] = scope.has(hd.Application, hd.Environment) && s.cfg.Guard.Authorize(p, PermRead, hd.Application, hd.Environment) == nil
+		if !allowed[hd.ID] {
+			continue
+		}
+		data, _ := json.Marshal(store.StateData{State: hd.State, Reason: hd.Reason})
+		e := store.Event{DeploymentID: hd.ID, Seq: hd.LastSeq, Type: store.EventState, Time: now, Data: data}
+		sw.write(sseFrame(hd.ID+":"+strconv.FormatInt(hd.LastSeq, 10), e))
+	}
+	sw.flush()
+
+	may := func(id string) bool {
+		if ok, seen := allowed[id]; seen {
+			return ok
+		}
+		hs, err := s.st.Heads(sub.ctx, []string{id}, false, time.Time{})
+		ok := err == nil && len(hs) == 1 && scope.has(hs[0].Application, hs[0].Environment) &&
+			s.cfg.Guard.Authorize(p, PermRead, hs[0].Application, hs[0].Environment) == nil
+		if err == nil {
+			allowed[id] = ok
+		}
+		return ok
+	}
+	hb := time.NewTicker(currentStreamTiming().Heartbeat)
+	defer hb.Stop()
+	for sw.err == nil {
+		select {
+		case <-sub.ctx.Done():
+			return
+		case <-hb.C:
+			sw.heartbeat()
+		case b := <-sub.ch:
+			for more := true; more; {
+				for i, e := range b.events {
+					if e.Seq > last[e.DeploymentID] && may(e.DeploymentID) {
+						last[e.DeploymentID] = e.Seq
+						sw.write(b.frame(i))
+					}
+				}
+				select {
+				case b = <-sub.ch:
+				default:
+					more = false
+				}
+			}
+			sw.flush()
+		}
+	}
+}

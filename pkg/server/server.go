@@ -195,6 +195,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	s.explainWait(r.Context(), &rec.Deployment) // activity.go: the queue position of an ENQUEUED deploy
 	writeJSON(w, http.StatusOK, rec.Deployment)
 }
 
@@ -207,6 +208,10 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("follow") == "true" { // events.go: the log as Server-Sent Events
+		s.followLogs(w, r)
+		return
+	}
 	rec, ok := s.deployment(w, r, PermRead)
 	if !ok {
 		return

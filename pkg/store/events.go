@@ -67,6 +67,7 @@ func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, id, typ string, at 
 		id, seq, typ, fmtTime(at), string(b)); err != nil {
 		return 0, fmt.Errorf("append event: %w", err)
 	}
+	s.hooks.record(tx, Event{DeploymentID: id, Seq: seq, Type: typ, Time: at.UTC(), Data: json.RawMessage(b)})
 	return seq, nil
 }
 

@@ -22,6 +22,9 @@ type Store struct {
 	db       *sql.DB
 	pool     *pgxpool.Pool // PostgreSQL only
 	postgres bool
+	// hooks hands the events of each committed transaction to OnCommit
+	// listeners (stream.go).
+	hooks commitHooks
 }
 
 // Open opens the database named by url: `sqlite:<path>` (also
@@ -141,11 +144,15 @@ func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	s.hooks.begin(tx)
 	if err := fn(tx); err != nil {
+		s.hooks.end(tx, false)
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	err = tx.Commit()
+	s.hooks.end(tx, err == nil)
+	return err
 }
 
 // timeFormat is fixed-width so stored times sort as text.

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// ActivityOptions are the inputs of `manent activity`.
+type ActivityOptions struct {
+	IO       *IOStreams
+	Client   func() (*api.Client, error)
+	Exporter *Exporter
+	Now      func() time.Time
+}
+
+// NewCmdActivity builds `manent activity`.
+func NewCmdActivity(f *Factory, runF func(*ActivityOptions) error) *cobra.Command {
+	opts := &ActivityOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
+	return &cobra.Command{
+		Use:   "activity",
+		Short: "Show everything running or waiting now, and why it waits",
+		Long: `Show every deploy that runs or waits now, grouped by environment: the
+running ones with the step they are in, then the queued ones with their
+place in the queue of their application/environment and the deploy ahead
+of them, then those waiting for approvals, dependencies or a start time,
+with what they wait for.`,
+		Example: `  manent activity
+  manent activity -o json | jq '.environments[] | select(.environment == "prod") | .items[].reason'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Exporter = f.Exporter()
+			if runF != nil {
+				return runF(opts)
+			}
+			return activityRun(cmd.Context(), opts)
+		},
+	}
+}
+
+func activityRun(ctx context.Context, opts *ActivityOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	res, err := client.Activity(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Environments == nil {
+		res.Environments = []api.ActivityGroup{}
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, res)
+	}
+	if len(res.Environments) == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "nothing is running or waiting")
+		return nil
+	}
+	now := opts.Now()
+	for i, g := range res.Environments {
+		if i > 0 {
+			fmt.Fprintln(opts.IO.Out)
+		}
+		fmt.Fprintln(opts.IO.Out, opts.IO.Bold("Environment "+g.Environment))
+		t := opts.IO.NewTable("ID", "APPLICATION", "VERSION", "STATE", "FOR", "WHY").StateColumn(3)
+		for _, it := range g.Items {
+			t.AddRow(it.ID, it.Application, it.Version, string(it.State), activityAge(it, now), activityWhy(it))
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// activityAge is how long a deploy has been running (since it started) or
+// waiting (since it was submitted).
+func activityAge(it api.ActivityItem, now time.Time) string {
+	since := it.CreatedAt
+	if it.State == manent.StatePending && it.StartedAt != nil {
+		since = *it.StartedAt
+	}
+	if since.IsZero() {
+		return ""
+	}
+	return formatDuration(now.Sub(since))
+}
+
+// activityWhy says what a deploy does or waits for.
+func activityWhy(it api.ActivityItem) string {
+	if it.State == manent.StatePending {
+		return runningLine(it.Step, it.StepAttempts)
+	}
+	return it.Reason
+}
+
+// runningLine prints `running step deploy (attempt 2)`.
+func runningLine(step string, attempts int) string {
+	if step == "" {
+		return "running"
+	}
+	line := "running step " + step
+	if attempts > 1 {
+		line += fmt.Sprintf(" (attempt %d)", attempts)
+	}
+	return line
+}

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/r3labs/sse/v2"
+	"gopkg.in/cenkalti/backoff.v1"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// reconnectFor is how long a dropped event stream is retried before the
+// server counts as unreachable (exit 4).
+const reconnectFor = 30 * time.Second
+
+// eventStream follows a deploy's Server-Sent Events (r3labs/sse): after a
+// dropped connection it reconnects with Last-Event-ID, so no event is lost
+// or repeated; it returns once the `done` event has arrived.
+type eventStream struct {
+	client *api.Client
+	hc     *http.Client
+	url    string
+	id     string
+	// onEvent gets every event once, in order; an error stops the stream.
+	onEvent func(api.Event) error
+	// retryFor bounds how long reconnection is tried (reconnectFor if 0).
+	retryFor time.Duration
+
+	last int64
+	done *api.EventDoneData
+}
+
+// run follows the stream until `done`, ctx ends, or the server stays
+// unreachable for retryFor.
+func (s *eventStream) run(ctx context.Context) error {
+	if s.retryFor <= 0 {
+		s.retryFor = reconnectFor
+	}
+	sc := sse.NewClient(s.url, sse.ClientMaxBufferSize(16<<20))
+	sc.Connection = s.hc
+	sc.Headers["Accept"] = "text/event-stream"
+	if tok := s.client.Token(); tok != "" {
+		sc.Headers["Authorization"] = "Bearer " + tok
+	}
+	retry := &reconnect{ctx: ctx, max: s.retryFor}
+	sc.ReconnectStrategy = retry
+	sc.ResponseValidator = func(_ *sse.Client, resp *http.Response) error {
+		if resp.StatusCode == http.StatusOK {
+			retry.Reset() // connected: a later drop gets the full retry time again
+			return nil
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		err := s.client.ProblemError(resp.StatusCode, body)
+		if resp.StatusCode < 500 {
+			return backoff.Permanent(err) // no token, no permission, no such deploy
+		}
+		return err
+	}
+	var stop error
+	handler := func(msg *sse.Event) {
+		if stop != nil || s.done != nil || len(msg.Data) == 0 {
+			return
+		}
+		var e api.Event
+		if err := json.Unmarshal(msg.Data, &e); err != nil {
+			stop = &api.UnreachableError{Server: s.client.Server(), Err: fmt.Errorf("bad event from the server: %w", err)}
+			return
+		}
+		if e.Seq <= s.last {
+			return // already seen (cannot happen with Last-Event-ID, but costs nothing)
+		}
+		s.last = e.Seq
+		if e.Type == api.EventDone {
+			var d api.EventDoneData
+			_ = json.Unmarshal(e.Data, &d)
+			s.done = &d
+		}
+		if err := s.onEvent(e); err != nil {
+			stop = err
+		}
+	}
+	for {
+		err := sc.SubscribeRawWithContext(ctx, handler)
+		switch {
+		case stop != nil:
+			return stop
+		case s.done != nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			var domain *manent.Error
+			if errors.As(err, &domain) || api.IsUnreachable(err) {
+				return err
+			}
+			return &api.UnreachableError{Server: s.client.Server(), Err: err}
+		}
+		// The server ended the stream before `done`: it cut us off (we
+		// were too slow) or is shutting down. Resume from the last id,
+		// unless the deploy is over (a stream of a final deploy ends at once).
+		d, err := s.client.Deployment(ctx, s.id)
+		if err != nil {
+			return err
+		}
+		if d.State.Final() {
+			return nil
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// reconnect is the stream's backoff: 100 ms doubling to 2 s between
+// attempts, given up after failing for max, and at once when ctx ends.
+// Reset (on every successful connection) starts the failure window again.
+type reconnect struct {
+	ctx     context.Context
+	max     time.Duration
+	wait    time.Duration
+	failing time.Time
+}
+
+func (r *reconnect) Reset() { r.wait, r.failing = 0, time.Time{} }
+
+func (r *reconnect) NextBackOff() time.Duration {
+	if r.ctx.Err() != nil {
+		return backoff.Stop
+	}
+	now := time.Now()
+	if r.failing.IsZero() {
+		r.failing = now
+	}
+	if now.Sub(r.failing) >= r.max {
+		return backoff.Stop
+	}
+	r.wait = min(max(2*r.wait, 100*time.Millisecond), 2*time.Second)
+	return r.wait
+}
+
+// Context lets backoff stop waiting when ctx ends.
+func (r *reconnect) Context() context.Context { return r.ctx }

@@ -1,0 +1,211 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// handleActivity serves GET /api/v1/activity: every deploy running or
+// waiting now that the caller may read (?application= and ?environment=
+// narrow it), grouped by environment, each with why it waits.
+func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	scope, err := s.readScope(p, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	recs, err := s.st.Unfinished(r.Context())
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	slots := queueSlots(recs)
+	groups := map[string][]api.ActivityItem{}
+	for _, rec := range recs {
+		if !scope.has(rec.Application, rec.Environment) || s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) != nil {
+			continue
+		}
+		it := api.ActivityItem{
+			ID: rec.ID, Application: rec.Application, Environment: rec.Environment, Version: rec.Version,
+			State: rec.State, Requester: rec.Requester, CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
+			Reason: rec.Reason,
+		}
+		if sl, ok := slots[rec.ID]; ok {
+			it.QueuePosition, it.Ahead, it.AheadState = sl.position, sl.ahead, sl.aheadState
+			if it.Reason == "" {
+				it.Reason = sl.reason
+			}
+		}
+		if rec.State == manent.StatePending {
+			steps, err := s.st.Steps(r.Context(), rec.ID)
+			if err != nil {
+				writeError(w, r, s.log, err)
+				return
+			}
+			if st, ok := runningStep(steps); ok {
+				it.Step, it.StepAttempts = st.Name, st.Attempts
+			}
+		}
+		groups[rec.Environment] = append(groups[rec.Environment], it)
+	}
+	out := api.ActivityResult{Environments: []api.ActivityGroup{}}
+	for env, items := range groups {
+		slices.SortStableFunc(items, func(a, b api.ActivityItem) int {
+			return cmp.Or(
+				cmp.Compare(a.Application, b.Application),
+				cmp.Compare(stateRank(a.State), stateRank(b.State)),
+				cmp.Compare(a.QueuePosition, b.QueuePosition),
+				a.CreatedAt.Compare(b.CreatedAt),
+			)
+		})
+		out.Environments = append(out.Environments, api.ActivityGroup{Environment: env, Items: items})
+	}
+	slices.SortFunc(out.Environments, func(a, b api.ActivityGroup) int { return cmp.Compare(a.Environment, b.Environment) })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// stateRank orders an environment's activity: running first, then the
+// queue, then the earlier waiting states.
+func stateRank(st manent.State) int {
+	switch st {
+	case manent.StatePending:
+		return 0
+	case manent.StateEnqueued:
+		return 1
+	case manent.StateAwaitingApproval:
+		return 2
+	case manent.StateWaitingDependency:
+		return 3
+	case manent.StateDelayed:
+		return 4
+	}
+	return 5
+}
+
+// runningStep returns the step a running deploy is in.
+func runningStep(steps []manent.Step) (manent.Step, bool) {
+	for i := len(steps) - 1; i >= 0; i-- {
+		if steps[i].State == manent.StepRunning {
+			return steps[i], true
+		}
+	}
+	return manent.Step{}, false
+}
+
+// queueSlot is where an ENQUEUED deploy stands in its
+// application/environment.
+type queueSlot struct {
+	position   int // counting the running deploy: 1 is the next to run
+	ahead      string
+	aheadState manent.State
+	reason     string
+}
+
+// queueSlots places every ENQUEUED deploy of recs in the line of its
+// application/environment (one deploy at a time per partition): running
+// deploys first, then the queued ones by submission.
+func queueSlots(recs []store.Record) map[string]queueSlot {
+	type partition struct{ app, env string }
+	lines := map[partition][]store.Record{}
+	var order []partition
+	for _, r := range recs {
+		if r.State != manent.StatePending && r.State != manent.StateEnqueued {
+			continue
+		}
+		k := partition{r.Application, r.Environment}
+		if _, ok := lines[k]; !ok {
+			order = append(order, k)
+		}
+		lines[k] = append(lines[k], r)
+	}
+	out := map[string]queueSlot{}
+	for _, k := range order {
+		line := lines[k]
+		slices.SortStableFunc(line, func(a, b store.Record) int {
+			return cmp.Or(
+				cmp.Compare(stateRank(a.State), stateRank(b.State)),
+				a.CreatedAt.Compare(b.CreatedAt),
+				cmp.Compare(a.ID, b.ID),
+			)
+		})
+		for i, r := range line {
+			if r.State != manent.StateEnqueued {
+				continue
+			}
+			sl := queueSlot{position: i + 1}
+			if i > 0 {
+				sl.ahead, sl.aheadState = line[i-1].ID, line[i-1].State
+				sl.reason = fmt.Sprintf("queued: %s in %s/%s, behind %s (%s)", ordinal(i+1), k.app, k.env, sl.ahead, sl.aheadState)
+			} else {
+				sl.reason = fmt.Sprintf("queued: %s in %s/%s, waiting for a free worker slot", ordinal(i+1), k.app, k.env)
+			}
+			out[r.ID] = sl
+		}
+	}
+	return out
+}
+
+// explainWait fills the reason an ENQUEUED deploy waits, when nothing else
+// gave one: its place in the queue of its application/environment and the
+// deploy ahead of it.
+func (s *Server) explainWait(ctx context.Context, d *manent.Deployment) {
+	if d.State != manent.StateEnqueued || d.Reason != "" {
+		return
+	}
+	line, err := s.st.Queue(ctx, d.Application, d.Environment)
+	if err != nil {
+		s.log.Warn("queue position", "deploy", d.ID, "error", err)
+		return
+	}
+	if sl, ok := queueSlots(line)[d.ID]; ok {
+		d.Reason = sl.reason
+	}
+}
+
+// ordinal prints 1st, 2nd, 3rd, 4th, 11th, 21st…
+func ordinal(n int) string {
+	suffix := "th"
+	switch n % 100 {
+	case 11, 12, 13:
+	default:
+		switch n % 10 {
+		case 1:
+			suffix = "st"
+		case 2:
+			suffix = "nd"
+		case 3:
+			suffix = "rd"
+		}
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// readScope is the ?application=&environment= filter of a read across
+// deploys. Naming both asks for deployment.read there: 403 without it, as
+// for GET /api/v1/deployments; otherwise each deploy is checked on its own.
+type readScope struct{ application, environment string }
+
+func (s *Server) readScope(p Principal, r *http.Request) (readScope, error) {
+	sc := readScope{application: r.URL.Query().Get("application"), environment: r.URL.Query().Get("environment")}
+	if sc.application != "" && sc.environment != "" {
+		if err := s.cfg.Guard.Authorize(p, PermRead, sc.application, sc.environment); err != nil {
+			return sc, err
+		}
+	}
+	return sc, nil
+}
+
+func (sc readScope) has(app, env string) bool {
+	return (sc.application == "" || sc.application == app) && (sc.environment == "" || sc.environment == env)
+}

@@ -1,0 +1,32 @@
+package server
+
+import (
+	"testing"
+	"time"
+)
+
+// SetStreamTiming shortens the event streams' heartbeat, poll, write
+// timeout and subscriber buffer for the rest of t (zero keeps a value).
+// Tests using it must not run in parallel.
+func SetStreamTiming(t testing.TB, heartbeat, poll, writeTimeout time.Duration, buffer int) {
+	t.Helper()
+	cur := currentStreamTiming()
+	if heartbeat > 0 {
+		cur.Heartbeat = heartbeat
+	}
+	if poll > 0 {
+		cur.Poll = poll
+	}
+	if writeTimeout > 0 {
+		cur.WriteTimeout = writeTimeout
+	}
+	if buffer > 0 {
+		cur.Buffer = buffer
+	}
+	prev := streamTimingOverride.Swap(&cur)
+	t.Cleanup(func() { streamTimingOverride.Store(prev) })
+}
+
+// StreamsCut is how many streams were closed, process-wide, because their
+// client did not keep up.
+func StreamsCut() int64 { return streamsCut.Load() }
