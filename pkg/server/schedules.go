@@ -69,12 +69,10 @@ func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	app, env := r.URL.Query().Get("application"), r.URL.Query().Get("environment")
-	if app != "" && env != "" {
-		if err := s.cfg.Guard.Authorize(p, PermRead, app, env); err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
+	scope, err := s.readScope(p, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	all, err := s.st.Schedules(r.Context())
 	if err != nil {
@@ -83,7 +81,7 @@ func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SchedulesResult{Items: []store.Schedule{}}
 	for _, sc := range all {
-		if (app != "" && sc.Application != app) || (env != "" && sc.Environment != env) {
+		if !scope.has(sc.Application, sc.Environment) {
 			continue
 		}
 		if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) == nil {

@@ -299,12 +299,10 @@ func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	app, env := r.URL.Query().Get("application"), r.URL.Query().Get("environment")
-	if app != "" && env != "" {
-		if err := s.cfg.Guard.Authorize(p, PermRead, app, env); err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
+	scope, err := s.readScope(p, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	inv, err := s.st.Inventory(r.Context())
 	if err != nil {
@@ -313,7 +311,7 @@ func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.InventoryResult{Items: []manent.InventoryEntry{}}
 	for _, e := range inv {
-		if (app != "" && e.Application != app) || (env != "" && e.Environment != env) {
+		if !scope.has(e.Application, e.Environment) {
 			continue
 		}
 		if s.cfg.Guard.Authorize(p, PermRead, e.Application, e.Environment) == nil {
