@@ -458,6 +458,10 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 		e.wakeDependents(ctx, id)
 		return e.st.Deployment(ctx, id)
 	}
+	if st == manent.StatePending {
+		// A running deploy waiting for a wave's approval is woken to stop.
+		_ = dbos.Send(e.dbos, id, gateMsg{Kind: "cancel"}, waveApprovalTopic)
+	}
 	if st != manent.StatePending {
 		// Not started: take it off the queue. If a worker picked it up in the
 		// meantime, its first step sees the flag and ends CANCELLED.

@@ -383,12 +383,17 @@ func (e *Engine) Approve(ctx context.Context, id string, a manent.Approval, grou
 	if err != nil {
 		return nil, err
 	}
-	if rec.State != manent.StateAwaitingApproval {
-		return nil, manent.Errorf(manent.EConflict, "deploy %s is %s, not AWAITING_APPROVAL", id, rec.State)
-	}
 	var in Input
 	if err := json.Unmarshal(rec.Input, &in); err != nil {
 		return nil, err
+	}
+	if rec.State == manent.StatePending {
+		if wave := e.currentWaveApproval(ctx, id); wave != "" {
+			return e.approveWave(ctx, rec, in, wave, a, groups)
+		}
+	}
+	if rec.State != manent.StateAwaitingApproval {
+		return nil, manent.Errorf(manent.EConflict, "deploy %s is %s, not AWAITING_APPROVAL nor waiting for a wave's approval", id, rec.State)
 	}
 	if a.Identity == rec.Requester {
 		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject it", a.Identity, id)
@@ -539,4 +544,28 @@ func (e *Engine) changePoll() time.Duration {
 		return e.cfg.ChangePoll
 	}
 	return 30 * time.Second
+}
+
+// approveWave records a decision on the rollout wave a running deploy
+// waits on, with the same rules as approvals before the deploy.
+func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in Input, wave string, a manent.Approval, groups []string) (*store.Record, error) {
+	if a.Identity == rec.Requester {
+		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject its waves", a.Identity, rec.ID)
+	}
+	if in.Waits.Approvals != nil && !MatchApprover(in.Waits.Approvals.Approvers, a.Identity, groups) {
+		return nil, manent.Errorf(manent.EForbidden, "%s is not an approver of deploy %s (approvers: %s)", a.Identity, rec.ID,
+			strings.Join(in.Waits.Approvals.Approvers, ", "))
+	}
+	if a.Time.IsZero() {
+		a.Time = time.Now().UTC()
+	}
+	if err := e.st.AddWaveApproval(ctx, rec.ID, wave, a); errors.Is(err, store.ErrAlreadyDecided) {
+		return nil, manent.Errorf(manent.EConflict, "%s already decided on wave %s of deploy %s: an identity counts once", a.Identity, wave, rec.ID)
+	} else if err != nil {
+		return nil, err
+	}
+	if err := dbos.Send(e.dbos, rec.ID, gateMsg{Kind: "wake", From: "approval"}, waveApprovalTopic); err != nil {
+		e.log.Warn("wake a deploy waiting for a wave approval", "deploy", rec.ID, "error", err)
+	}
+	return e.Refresh(ctx, rec.ID)
 }

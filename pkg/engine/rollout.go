@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // Wave is one wave of a progressive rollout.
@@ -19,6 +21,8 @@ type Wave struct {
 	Targets []string      `json:"targets,omitempty"`
 	Percent int           `json:"percent,omitempty"`
 	Observe time.Duration `json:"observe,omitempty"`
+	// Approval: the wave starts only once approved (manent approve).
+	Approval bool `json:"approval,omitempty"`
 }
 
 // Wave state names shown in status and `rollout` events.
@@ -29,7 +33,15 @@ const (
 	WaveHealthy    = "healthy"
 	WaveFailed     = "failed"
 	WaveRolledBack = "rolled-back"
+	WaveApproval   = "awaiting-approval"
 )
+
+// WaveApprovalPrefix names the step that waits for a wave's approval:
+// "approval[rest]".
+const WaveApprovalPrefix = "approval"
+
+// waveApprovalTopic is the DBOS topic a deploy receives wave approvals on.
+const waveApprovalTopic = "wave-approval"
 
 // HealthGate is the step that checks a wave after its observation time.
 const HealthGate = "health-gate"
@@ -42,7 +54,7 @@ func WavesOf(r *descriptor.Rollout) []Wave {
 	}
 	var out []Wave
 	for _, w := range r.Waves {
-		out = append(out, Wave{Name: w.Name, Targets: w.Targets, Observe: w.Observe.D()})
+		out = append(out, Wave{Name: w.Name, Targets: w.Targets, Observe: w.Observe.D(), Approval: w.Approval})
 	}
 	for _, p := range r.Percentages {
 		out = append(out, Wave{Name: fmt.Sprintf("%d%%", p), Percent: p})
@@ -60,7 +72,7 @@ func baseStep(name string) string {
 	if i := strings.IndexByte(name, '['); i > 0 && strings.HasSuffix(name, "]") {
 		name = name[:i]
 	}
-	if name == HealthGate {
+	if name == HealthGate || name == WaveApprovalPrefix {
 		return manent.StepPostTest
 	}
 	return name
@@ -215,4 +227,120 @@ func FreezeRegions(waves []Wave) []string {
 		}
 	}
 	return nil
+}
+
+// waveApprovalStatus is what a count of a wave's approvals finds.
+type waveApprovalStatus struct {
+	Cancelled bool          `json:"cancelled,omitempty"`
+	Approved  bool          `json:"approved"`
+	Rejected  string        `json:"rejected,omitempty"`
+	Remaining time.Duration `json:"remaining"`
+}
+
+// waveRule is the approval rule of a wave: the deploy's approval rule when
+// it has one, else one approval by anyone allowed to approve, within 24 h.
+func (r *run) waveRule() ApprovalRule {
+	rule := ApprovalRule{Count: 1, Expires: 24 * time.Hour}
+	if a := r.in.Waits.Approvals; a != nil {
+		rule = *a
+		if rule.Count < 1 {
+			rule.Count = 1
+		}
+		if rule.Expires <= 0 {
+			rule.Expires = 24 * time.Hour
+		}
+	}
+	return rule
+}
+
+// waitWaveApproval holds a wave until it is approved (the deploy stays
+// PENDING; its status and the wave say why it waits). A rejection or the
+// expiry fails the deploy at that wave: the started waves are compensated.
+func (r *run) waitWaveApproval(ctx dbos.Context, w *Wave) (string, error) {
+	name := WaveApprovalPrefix + "[" + w.Name + "]"
+	rule := r.waveRule()
+	deadline, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Time, error) {
+		at := time.Now()
+		_, err := r.e.st.StepStarted(sctx, r.in.ID, name, at)
+		return at.Add(rule.Expires).UTC(), err
+	}, dbos.WithStepName(name+":start"), dbos.WithStepMaxRetries(5))
+	if err != nil {
+		return "", err
+	}
+	for i := 0; ; i++ {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (waveApprovalStatus, error) {
+			if c, err := r.e.st.CancelRequested(sctx, r.in.ID); err != nil || c {
+				if c {
+					_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+				}
+				return waveApprovalStatus{Cancelled: c}, err
+			}
+			as, err := r.e.st.WaveApprovals(sctx, r.in.ID, w.Name)
+			if err != nil {
+				return waveApprovalStatus{}, err
+			}
+			n := 0
+			for _, a := range as {
+				if a.Verdict == "reject" {
+					msg := "wave " + w.Name + " rejected by " + a.Identity
+					if a.Comment != "" {
+						msg += ": " + a.Comment
+					}
+					_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+					return waveApprovalStatus{Rejected: msg}, nil
+				}
+				n++
+			}
+			if n >= rule.Count {
+				_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
+				if err == nil {
+					_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, "")
+				}
+				return waveApprovalStatus{Approved: true}, err
+			}
+			remaining := time.Until(deadline)
+			if remaining <= 0 {
+				msg := fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
+				_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+				return waveApprovalStatus{Rejected: msg}, nil
+			}
+			reason := fmt.Sprintf("wave %s awaits approval %d/%d, expires at %s", w.Name, n, rule.Count, deadline.Format(time.RFC3339))
+			r.waveEvent(sctx, w, WaveApproval, reason)
+			_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, reason)
+			return waveApprovalStatus{Remaining: remaining}, err
+		}, dbos.WithStepName(fmt.Sprintf("%s-%d", name, i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return "", err
+		}
+		if st.Approved {
+			return "", nil
+		}
+		if st.Cancelled {
+			return errWaveCancelled, nil
+		}
+		if st.Rejected != "" {
+			return st.Rejected, nil
+		}
+		if _, err := dbos.Recv[gateMsg](ctx, waveApprovalTopic, min(st.Remaining, gatePoll)); err != nil && !errors.Is(err, dbos.ErrTimeout) {
+			return "", err
+		}
+	}
+}
+
+// errWaveCancelled is what waitWaveApproval answers for a cancelled deploy.
+const errWaveCancelled = "\x00cancelled"
+
+// currentWaveApproval returns the wave a running deploy waits on for
+// approval ("" when none).
+func (e *Engine) currentWaveApproval(ctx context.Context, id string) string {
+	steps, err := e.st.Steps(ctx, id)
+	if err != nil {
+		return ""
+	}
+	for _, s := range steps {
+		if s.State == manent.StepRunning && strings.HasPrefix(s.Name, WaveApprovalPrefix+"[") {
+			return strings.TrimSuffix(strings.TrimPrefix(s.Name, WaveApprovalPrefix+"["), "]")
+		}
+	}
+	return ""
 }

@@ -103,3 +103,64 @@ func TestRolloutLocalTargets(t *testing.T) {
 		}
 	}
 }
+
+// A wave with approval: true waits (the deploy stays PENDING, its status
+// says why) until another identity approves it; a rejection fails the
+// deploy at that wave and compensates the waves already started.
+func TestApprovalBetweenWaves(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v1", "one")
+		yml := descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n")
+		d, _ := descriptor.Parse([]byte(yml))
+		submit := func() string {
+			return f.submit(yml, withRollback, func(in *engine.Input) { in.Waves = engine.WavesOf(d.Rollout) })
+		}
+		ctx := context.Background()
+		id := submit()
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "wave rest awaits approval 0/1") }, "wave rest to wait for its approval")
+		if st := f.state(id); st.State != manent.StatePending {
+			t.Fatalf("state %s while a wave waits, want PENDING", st.State)
+		}
+		if _, err := f.eng.Approve(ctx, id, manent.Approval{Identity: "token:test", Verdict: "approve"}, nil); manent.ErrorCode(err) != manent.EForbidden {
+			t.Fatalf("the submitter approving a wave: %v, want forbidden", err)
+		}
+		if _, err := f.eng.Approve(ctx, id, manent.Approval{Identity: "token:lead", Verdict: "approve"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 60*time.Second)
+		if rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		if s := step(t, rec, "approval[rest]"); s.State != manent.StepSuccess {
+			t.Fatalf("approval[rest] = %s", s.State)
+		}
+
+		id = submit()
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "awaits approval") }, "the second deploy's wave to wait")
+		if _, err := f.eng.Approve(ctx, id, manent.Approval{Identity: "token:lead", Verdict: "reject", Comment: "error rate"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		rec = f.wait(id, 60*time.Second)
+		if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted || !strings.Contains(rec.Error, "error rate") {
+			t.Fatalf("state %s rollback %q error %q: want ERROR, rollback completed, the rejection named", rec.State, rec.Rollback, rec.Error)
+		}
+		if s := step(t, rec, "rollback:deploy[canary]"); s.State != manent.StepSuccess {
+			t.Fatalf("the canary wave was not compensated: %s", s.State)
+		}
+
+		// Cancel while a wave waits: CANCELLED promptly, the wave never runs.
+		id = submit()
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "awaits approval") }, "the third deploy's wave to wait")
+		if _, err := f.eng.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		rec = f.wait(id, 30*time.Second)
+		if rec.State != manent.StateCancelled {
+			t.Fatalf("state %s, want CANCELLED", rec.State)
+		}
+		if s := step(t, rec, "deploy[rest]"); s.StartedAt != nil {
+			t.Fatal("wave rest ran after the cancel")
+		}
+	})
+}

@@ -76,6 +76,20 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
 		ps := u.step
 		if u.wave != nil && !waveSeen[u.wave.Name] {
 			waveSeen[u.wave.Name] = true
+			if u.wave.Approval {
+				refused, err := r.waitWaveApproval(ctx, u.wave)
+				if err != nil {
+					return Result{}, err
+				}
+				if refused == errWaveCancelled {
+					cancelled = true
+					break
+				}
+				if refused != "" {
+					failed = WaveApprovalPrefix + "[" + u.wave.Name + "]"
+					break
+				}
+			}
 			if err := r.waitWaveFreeze(ctx, u.wave); err != nil {
 				return Result{}, err
 			}

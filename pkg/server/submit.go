@@ -121,14 +121,6 @@ func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.D
 			}
 		}
 	}
-	if d.Rollout != nil {
-		for i, w := range d.Rollout.Waves {
-			if w.Approval {
-				problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/rollout/waves/%d/approval", i),
-					Message: "approvals between waves are not supported by this server yet"})
-			}
-		}
-	}
 	// 4. Environment configuration, merged under the descriptor policy.
 	env := s.environment(ctx, d)
 	problems = append(problems, env.problems...)

@@ -82,3 +82,45 @@ func (s *Store) SetReason(ctx context.Context, id, reason string) error {
 	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_deployments SET reason = ? WHERE id = ? AND reason <> ?`), reason, id, reason)
 	return err
 }
+
+// AddWaveApproval records one identity's decision on a rollout wave, once
+// per identity and wave, with an `approval` event.
+func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.Approval) error {
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? AND identity = ?`), id, wave, a.Identity).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return ErrAlreadyDecided
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_wave_approvals (deployment_id, wave, identity, verdict, comment, time) VALUES (?, ?, ?, ?, ?, ?)`),
+			id, wave, a.Identity, a.Verdict, a.Comment, fmtTime(a.Time)); err != nil {
+			return fmt.Errorf("record wave approval: %w", err)
+		}
+		_, err := s.appendEvent(ctx, tx, id, EventApproval, a.Time, map[string]any{"wave": wave, "identity": a.Identity, "verdict": a.Verdict, "comment": a.Comment})
+		return err
+	})
+}
+
+// WaveApprovals returns the decisions on one wave, oldest first.
+func (s *Store) WaveApprovals(ctx context.Context, id, wave string) ([]manent.Approval, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? ORDER BY time`), id, wave)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []manent.Approval
+	for rows.Next() {
+		var a manent.Approval
+		var at string
+		if err := rows.Scan(&a.Identity, &a.Verdict, &a.Comment, &at); err != nil {
+			return nil, err
+		}
+		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
+			a.Time = *t
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
