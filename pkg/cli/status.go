@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,6 +82,9 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	switch {
 	case d.State == manent.StatePending:
 		f.Add("Running", runningStepLine(d.Steps, now))
+		if d.Reason != "" {
+			f.Add("Waiting for", d.Reason)
+		}
 	case !d.State.Final():
 		f.Add("Waiting for", d.Reason)
 	}
@@ -92,18 +97,60 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	f.Add("Rollback", d.Rollback)
 	f.Add("Decision", decisionSummary(d.Decision))
 	f.Add("Artifact sha256", d.ArtifactSHA256)
+	for _, a := range d.Approvals {
+		line := a.Identity + " " + a.Verdict + "d"
+		if a.Comment != "" {
+			line += ": " + a.Comment
+		}
+		f.Add("Approval", line)
+	}
 	if err := f.RenderTo(w); err != nil {
 		return err
 	}
-	if len(d.Steps) == 0 {
-		return nil
+	if len(d.Rollout) > 0 {
+		fmt.Fprintln(w)
+		t := s.NewTable("WAVE", "TARGETS", "STATE", "MESSAGE")
+		for _, wv := range d.Rollout {
+			targets := strings.Join(wv.Targets, ",")
+			if wv.Percent > 0 {
+				targets = strconv.Itoa(wv.Percent) + "%"
+			}
+			t.AddRow(wv.Name, targets, wv.State, wv.Message)
+		}
+		if err := t.RenderTo(w); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintln(w)
-	t := s.NewTable("STEP", "STATE", "ATTEMPTS", "DURATION", "ERROR").StateColumn(1)
-	for _, st := range d.Steps {
-		t.AddRow(st.Name, string(st.State), attempts(st.Attempts), durationCell(st.StartedAt, st.FinishedAt, now), st.Error)
+	if len(d.Steps) > 0 {
+		fmt.Fprintln(w)
+		t := s.NewTable("STEP", "STATE", "ATTEMPTS", "DURATION", "ERROR").StateColumn(1)
+		for _, st := range d.Steps {
+			t.AddRow(st.Name, string(st.State), attempts(st.Attempts), durationCell(st.StartedAt, st.FinishedAt, now), st.Error)
+		}
+		if err := t.RenderTo(w); err != nil {
+			return err
+		}
 	}
-	return t.RenderTo(w)
+	var deliveries []struct {
+		Event, Step, URL, Channel, State, Error string
+		Attempts                                []json.RawMessage
+	}
+	if len(d.Deliveries) > 0 && json.Unmarshal(d.Deliveries, &deliveries) == nil && len(deliveries) > 0 {
+		fmt.Fprintln(w)
+		t := s.NewTable("DELIVERY", "TO", "STATE", "ATTEMPTS", "ERROR")
+		for _, dl := range deliveries {
+			what, to := dl.Event, dl.URL
+			if dl.Step != "" {
+				what += " " + dl.Step
+			}
+			if dl.Channel != "" {
+				to = "chat " + dl.Channel
+			}
+			t.AddRow(what, to, dl.State, strconv.Itoa(len(dl.Attempts)), dl.Error)
+		}
+		return t.RenderTo(w)
+	}
+	return nil
 }
 
 func attempts(n int) string {

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// The status table shows a rollout's waves, the approvals and the
+// callback and chat deliveries, and why a running deploy waits.
+func TestStatusShowsRolloutApprovalsDeliveries(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	d := &manent.Deployment{ID: "dpl_1", Application: "shop", Environment: "prod", Version: "2", State: manent.StatePending,
+		Reason:    "wave rest awaits approval 0/1, expires at 2026-12-03T10:00:00Z",
+		CreatedAt: now, Approvals: []manent.Approval{{Identity: "token:bob", Verdict: "approve", Comment: "ok"}},
+		Rollout: []manent.WaveStatus{{Name: "canary", Targets: []string{"eu-1"}, State: "healthy"},
+			{Name: "rest", Targets: []string{"eu-2", "us-1"}, State: "awaiting-approval", Message: "wave rest awaits approval 0/1"}},
+	}
+	d.Deliveries, _ = json.Marshal([]map[string]any{
+		{"event": "started", "url": "https://ci.example/hook", "state": "delivered", "attempts": []any{map[string]any{}}},
+		{"event": "started", "channel": "deploys", "state": "failed", "error": "HTTP 404", "attempts": []any{map[string]any{}, map[string]any{}}},
+	})
+	var out bytes.Buffer
+	io := NewIOStreams(nil, &out, &out, func(string) string { return "" })
+	if err := renderStatus(io, &out, d, now); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"wave rest awaits approval 0/1", "token:bob approved: ok", "canary", "eu-2,us-1", "awaiting-approval",
+		"https://ci.example/hook", "chat deploys", "HTTP 404"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status output lacks %q:\n%s", want, got)
+		}
+	}
+}
