@@ -56,7 +56,7 @@ type Step struct {
 	Attempts   int             `json:"attempts"`
 	StartedAt  *time.Time      `json:"started_at"`
 	FinishedAt *time.Time      `json:"finished_at"`
-	Output     json.RawMessage `json:"output,omitempty"`
+	Output     json.RawMessage `json:"output"`
 	Error      string          `json:"error"`
 }
 
