@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -24,7 +23,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -256,11 +254,11 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 	cmd.Stdin = bytes.NewReader(in)
 	stdout := &limitedBuffer{max: MaxResponse}
 	cmd.Stdout = stdout
-	logw := &lineWriter{w: pc.Log}
+	logw := plugin.NewLineWriter(pc.Log)
 	cmd.Stderr = logw
 	cmd.WaitDelay = 5 * time.Second
 	runErr := cmd.Run()
-	logw.flush()
+	logw.Flush()
 
 	resp, parseErr := parseResponse(stdout)
 	if ctx.Err() == context.DeadlineExceeded {
@@ -326,47 +324,4 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	return b.buf.Write(p)
-}
-
-// lineWriter forwards whole lines to w (nil: discards).
-type lineWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		l.emit(l.buf[:i])
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 64<<10 {
-		l.emit(l.buf)
-		l.buf = nil
-	}
-	return len(p), nil
-}
-
-func (l *lineWriter) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.emit(l.buf)
-	}
-	l.buf = nil
-}
-
-func (l *lineWriter) emit(line []byte) {
-	if l.w != nil {
-		out := make([]byte, 0, len(line)+1)
-		out = append(out, bytes.TrimRight(line, "\r")...)
-		_, _ = l.w.Write(append(out, '\n'))
-	}
 }

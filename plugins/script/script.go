@@ -14,12 +14,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"sort"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -97,13 +94,13 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 		"with": pc.With, "parameters": pc.Parameters,
 	})
 	cmd.Stdin = bytes.NewReader(stdin)
-	lw := &lineWriter{w: pc.Log}
+	lw := plugin.NewLineWriter(pc.Log)
 	cmd.Stdout = lw
 	cmd.Stderr = lw
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
 	err = cmd.Run()
-	lw.flush()
+	lw.Flush()
 	res := plugin.Result{"command": c.Command[0], "duration_ms": time.Since(start).Milliseconds()}
 	if ctx.Err() == context.DeadlineExceeded {
 		return res, fmt.Errorf("script %s timed out after %s", c.Command[0], c.Timeout)
@@ -173,45 +170,4 @@ func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, _ json.R
 // RollbackActivation runs the command with MANENT_STEP=rollback:activation.
 func (p *Plugin) RollbackActivation(ctx context.Context, pc plugin.Context, _ json.RawMessage) (plugin.Result, error) {
 	return p.Run(ctx, pc)
-}
-
-// lineWriter forwards whole lines to w, safe for stdout and stderr at once.
-type lineWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	buf []byte
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if l.w != nil {
-			_, _ = l.w.Write(l.buf[:i+1])
-		}
-		l.buf = l.buf[i+1:]
-	}
-	if len(l.buf) > 64<<10 { // a very long line without newline
-		l.flushLocked()
-	}
-	return len(p), nil
-}
-
-func (l *lineWriter) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.flushLocked()
-}
-
-func (l *lineWriter) flushLocked() {
-	if len(l.buf) > 0 && l.w != nil {
-		s := strings.TrimRight(string(l.buf), "\r")
-		_, _ = l.w.Write([]byte(s + "\n"))
-	}
-	l.buf = nil
 }
