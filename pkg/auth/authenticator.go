@@ -59,10 +59,10 @@ var jwtRE = regexp.MustCompile(`^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$
 // Errors are *manent.Error: EUnauthorized for a missing, malformed, unknown,
 // expired or otherwise invalid credential, EUnavailable when the OIDC issuer
 // cannot be reached. Messages never contain the token.
-func (a *Authenticator) Authenticate(ctx context.Context, authorization string) (Identity, error) {
+func (a *Authenticator) Authenticate(ctx context.Context, authorization string) (manent.Identity, error) {
 	token, err := bearerToken(authorization)
 	if err != nil {
-		return Identity{}, err
+		return manent.Identity{}, err
 	}
 	if jwtRE.MatchString(token) {
 		if a.oidc != nil {
@@ -71,16 +71,16 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 		if t, ok := lookupToken(a.tokens, token); ok {
 			return t.identity(), nil
 		}
-		return Identity{}, unauthorized("unknown token (it looks like a JWT, but OIDC is not configured)")
+		return manent.Identity{}, unauthorized("unknown token (it looks like a JWT, but OIDC is not configured)")
 	}
 	if t, ok := lookupToken(a.tokens, token); ok {
 		return t.identity(), nil
 	}
-	return Identity{}, unauthorized("unknown token")
+	return manent.Identity{}, unauthorized("unknown token")
 }
 
-func (t staticToken) identity() Identity {
-	return Identity{Subject: "token:" + t.name, Groups: slices.Clone(t.groups)}
+func (t staticToken) identity() manent.Identity {
+	return manent.Identity{Subject: "token:" + t.name, Groups: slices.Clone(t.groups)}
 }
 
 // bearerToken extracts the token of "Bearer <token>"; the scheme is

@@ -38,14 +38,14 @@ func TestStaticTokens(t *testing.T) {
 	tests := []struct {
 		name       string
 		header     string
-		want       Identity
+		want       manent.Identity
 		wantSubstr string // an EUnauthorized message
 	}{
-		{name: "first entry", header: "Bearer ci-secret", want: Identity{Subject: "token:ci", Groups: []string{"deployers"}}},
-		{name: "upper-case hash in config", header: "Bearer agent-secret", want: Identity{Subject: "token:agent-eu"}},
-		{name: "last entry", header: "Bearer reader-secret", want: Identity{Subject: "token:reader", Groups: []string{"readers", "audit"}}},
-		{name: "bootstrap", header: "Bearer bootstrap-secret", want: Identity{Subject: BootstrapSubject, Groups: []string{"admins"}}},
-		{name: "scheme is case-insensitive", header: "bearer   ci-secret ", want: Identity{Subject: "token:ci", Groups: []string{"deployers"}}},
+		{name: "first entry", header: "Bearer ci-secret", want: manent.Identity{Subject: "token:ci", Groups: []string{"deployers"}}},
+		{name: "upper-case hash in config", header: "Bearer agent-secret", want: manent.Identity{Subject: "token:agent-eu"}},
+		{name: "last entry", header: "Bearer reader-secret", want: manent.Identity{Subject: "token:reader", Groups: []string{"readers", "audit"}}},
+		{name: "bootstrap", header: "Bearer bootstrap-secret", want: manent.Identity{Subject: BootstrapSubject, Groups: []string{"admins"}}},
+		{name: "scheme is case-insensitive", header: "bearer   ci-secret ", want: manent.Identity{Subject: "token:ci", Groups: []string{"deployers"}}},
 		{name: "wrong token", header: "Bearer ci-secreT", wantSubstr: "unknown token"},
 		{name: "the stored hash is not the token", header: "Bearer " + HashToken("ci-secret"), wantSubstr: "unknown token"},
 		{name: "JWT-shaped without OIDC", header: "Bearer aaa.bbb.ccc", wantSubstr: "OIDC is not configured"},

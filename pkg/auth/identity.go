@@ -6,19 +6,6 @@ import (
 	"time"
 )
 
-// Identity is who made a request, as RBAC sees it.
-type Identity struct {
-	// Subject is "token:<name>" for a static token or "oidc:<claim value>"
-	// for an OIDC JWT, e.g. "token:ci" or "oidc:alice@example.com".
-	Subject string
-	// Groups are the identity's groups without the "group:" prefix that
-	// RBAC subjects use for them.
-	Groups []string
-}
-
-// String returns the subject.
-func (id Identity) String() string { return id.Subject }
-
 // TokenConfig is one static token of `auth.tokens` (SPEC §8.1). The token
 // itself is never stored: SHA256 is the hex SHA-256 of it (see HashToken).
 type TokenConfig struct {

@@ -166,23 +166,23 @@ func (o *oidcVerifier) unavailable() error {
 }
 
 // verify checks raw, a compact JWT, and returns its identity.
-func (o *oidcVerifier) verify(ctx context.Context, raw string) (Identity, error) {
+func (o *oidcVerifier) verify(ctx context.Context, raw string) (manent.Identity, error) {
 	// Refuse a bad header before any network I/O, with a precise message.
 	if err := checkJWTHeader(raw); err != nil {
-		return Identity{}, err
+		return manent.Identity{}, err
 	}
 	v, err := o.idTokenVerifier(ctx)
 	if err != nil {
-		return Identity{}, err
+		return manent.Identity{}, err
 	}
 	tok, err := v.Verify(ctx, raw)
 	if err != nil {
 		o.logger.Info("oidc token refused", "error", err)
-		return Identity{}, o.refusal(err)
+		return manent.Identity{}, o.refusal(err)
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return Identity{}, unauthorized("OIDC token claims are not a JSON object")
+		return manent.Identity{}, unauthorized("OIDC token claims are not a JSON object")
 	}
 	subject := tok.Subject
 	if o.cfg.Claim != "sub" {
@@ -190,12 +190,12 @@ func (o *oidcVerifier) verify(ctx context.Context, raw string) (Identity, error)
 		subject = s
 	}
 	if subject == "" {
-		return Identity{}, unauthorized(fmt.Sprintf("OIDC token has no %q claim (auth.oidc.claim)", o.cfg.Claim))
+		return manent.Identity{}, unauthorized(fmt.Sprintf("OIDC token has no %q claim (auth.oidc.claim)", o.cfg.Claim))
 	}
 	if o.cfg.Claim == "email" && isFalse(claims["email_verified"]) {
-		return Identity{}, unauthorized("OIDC token's email is not verified (email_verified is false)")
+		return manent.Identity{}, unauthorized("OIDC token's email is not verified (email_verified is false)")
 	}
-	return Identity{Subject: "oidc:" + subject, Groups: groupsOf(claims[o.cfg.GroupsClaim])}, nil
+	return manent.Identity{Subject: "oidc:" + subject, Groups: groupsOf(claims[o.cfg.GroupsClaim])}, nil
 }
 
 // refusal maps a go-oidc verification error to the domain error. go-oidc

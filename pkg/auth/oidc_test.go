@@ -48,29 +48,29 @@ func TestOIDCTokens(t *testing.T) {
 	tests := []struct {
 		name       string
 		token      string
-		wantID     Identity
+		wantID     manent.Identity
 		wantCode   manent.Code
 		wantSubstr string
 	}{
 		{
 			name:   "valid",
 			token:  is.sign(good, is.claims(now)),
-			wantID: Identity{Subject: "oidc:alice@example.com"},
+			wantID: manent.Identity{Subject: "oidc:alice@example.com"},
 		},
 		{
 			name:   "groups array",
 			token:  is.sign(good, with(func(c map[string]any) { c["groups"] = []any{"sre", "deployers", 7} })),
-			wantID: Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre", "deployers"}},
+			wantID: manent.Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre", "deployers"}},
 		},
 		{
 			name:   "groups single string",
 			token:  is.sign(good, with(func(c map[string]any) { c["groups"] = "sre" })),
-			wantID: Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre"}},
+			wantID: manent.Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre"}},
 		},
 		{
 			name:   "audience list containing ours",
 			token:  is.sign(good, with(func(c map[string]any) { c["aud"] = []string{"other", "manent"} })),
-			wantID: Identity{Subject: "oidc:alice@example.com"},
+			wantID: manent.Identity{Subject: "oidc:alice@example.com"},
 		},
 		{
 			name:       "expired",

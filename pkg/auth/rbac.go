@@ -113,7 +113,7 @@ func permissionList() string {
 // application or environment stands for "all of them": only a rule whose
 // patterns cover every application (or environment) grants it, which is
 // how global permissions such as audit.read are checked.
-func (p *Policy) Allowed(id Identity, perm Permission, application, environment string) bool {
+func (p *Policy) Allowed(id manent.Identity, perm Permission, application, environment string) bool {
 	for _, r := range p.rulesFor(id, perm) {
 		if matchScope(r.Applications, application) && matchScope(r.Environments, environment) {
 			return true
@@ -124,7 +124,7 @@ func (p *Policy) Allowed(id Identity, perm Permission, application, environment 
 
 // Authorize is Allowed as an error: nil, or an *manent.Error with code
 // EForbidden such as "token:ci may not deployment.submit on billing/prod".
-func (p *Policy) Authorize(id Identity, perm Permission, application, environment string) error {
+func (p *Policy) Authorize(id manent.Identity, perm Permission, application, environment string) error {
 	if p.Allowed(id, perm, application, environment) {
 		return nil
 	}
@@ -136,14 +136,14 @@ func (p *Policy) Authorize(id Identity, perm Permission, application, environmen
 
 // CanRead reports whether id may read deployments of
 // application/environment; list endpoints filter with it.
-func (p *Policy) CanRead(id Identity, application, environment string) bool {
+func (p *Policy) CanRead(id manent.Identity, application, environment string) bool {
 	return p.Allowed(id, DeploymentRead, application, environment)
 }
 
 // AllowedCluster reports whether id may send agent reports for cluster: a
 // rule granting agent.report (or admin) whose Clusters match it, where no
 // Clusters means every cluster.
-func (p *Policy) AllowedCluster(id Identity, cluster string) bool {
+func (p *Policy) AllowedCluster(id manent.Identity, cluster string) bool {
 	for _, r := range p.rulesFor(id, AgentReport) {
 		if matchScope(r.Clusters, cluster) {
 			return true
@@ -153,7 +153,7 @@ func (p *Policy) AllowedCluster(id Identity, cluster string) bool {
 }
 
 // AuthorizeCluster is AllowedCluster as an error (EForbidden).
-func (p *Policy) AuthorizeCluster(id Identity, cluster string) error {
+func (p *Policy) AuthorizeCluster(id manent.Identity, cluster string) error {
 	if p.AllowedCluster(id, cluster) {
 		return nil
 	}
@@ -162,13 +162,13 @@ func (p *Policy) AuthorizeCluster(id Identity, cluster string) error {
 
 // rulesFor returns the rules that name id (or one of its groups) and grant
 // perm or admin.
-func (p *Policy) rulesFor(id Identity, perm Permission) []RBACRule {
+func (p *Policy) rulesFor(id manent.Identity, perm Permission) []RBACRule {
 	if p == nil || id.Subject == "" {
 		return nil
 	}
 	var out []RBACRule
 	for _, r := range p.rules {
-		if grants(r.Permissions, perm) && namesSubject(r.Subjects, id) {
+		if grants(r.Permissions, perm) && id.Matches(r.Subjects) {
 			out = append(out, r)
 		}
 	}
@@ -177,20 +177,6 @@ func (p *Policy) rulesFor(id Identity, perm Permission) []RBACRule {
 
 func grants(perms []string, perm Permission) bool {
 	return slices.Contains(perms, string(perm)) || slices.Contains(perms, string(Admin))
-}
-
-func namesSubject(patterns []string, id Identity) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, id.Subject); ok {
-			return true
-		}
-		for _, g := range id.Groups {
-			if ok, _ := path.Match(p, "group:"+g); ok {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // matchScope matches value against patterns; no patterns means all. The
@@ -213,7 +199,7 @@ func matchScope(patterns []string, value string) bool {
 	return false
 }
 
-func subjectOf(id Identity) string {
+func subjectOf(id manent.Identity) string {
 	if id.Subject == "" {
 		return "an anonymous caller"
 	}

@@ -60,14 +60,14 @@ func testPolicy(t *testing.T) *Policy {
 
 func TestPolicyAllowed(t *testing.T) {
 	p := testPolicy(t)
-	ci := Identity{Subject: "token:ci"}
-	deployer := Identity{Subject: "token:gitlab", Groups: []string{"deployers"}}
-	alice := Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre"}}
-	mallory := Identity{Subject: "oidc:mallory@example.com.evil"}
-	admin := Identity{Subject: BootstrapSubject, Groups: []string{"admins"}}
+	ci := manent.Identity{Subject: "token:ci"}
+	deployer := manent.Identity{Subject: "token:gitlab", Groups: []string{"deployers"}}
+	alice := manent.Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre"}}
+	mallory := manent.Identity{Subject: "oidc:mallory@example.com.evil"}
+	admin := manent.Identity{Subject: BootstrapSubject, Groups: []string{"admins"}}
 	tests := []struct {
 		name     string
-		id       Identity
+		id       manent.Identity
 		perm     Permission
 		app, env string
 		want     bool
@@ -85,12 +85,12 @@ func TestPolicyAllowed(t *testing.T) {
 		{"oidc group, wrong env", alice, DeploymentApprove, "search", "staging", false},
 		{"admin implies everything", admin, DeploymentCancel, "anything", "anywhere", true},
 		{"admin implies global perms", admin, AuditRead, "", "", true},
-		{"global perm needs an unrestricted rule", Identity{Subject: "token:auditor"}, AuditRead, "", "", true},
-		{"restricted rule does not grant global", Identity{Subject: "token:billing-auditor"}, AuditRead, "", "", false},
-		{"restricted rule grants its scope", Identity{Subject: "token:billing-auditor"}, AuditRead, "billing", "prod", true},
-		{"unknown identity", Identity{Subject: "token:nobody"}, DeploymentRead, "billing", "prod", false},
-		{"empty identity", Identity{}, DeploymentRead, "billing", "prod", false},
-		{"group named like a subject", Identity{Subject: "token:x", Groups: []string{"token:ci"}}, DeploymentSubmit, "billing", "prod", false},
+		{"global perm needs an unrestricted rule", manent.Identity{Subject: "token:auditor"}, AuditRead, "", "", true},
+		{"restricted rule does not grant global", manent.Identity{Subject: "token:billing-auditor"}, AuditRead, "", "", false},
+		{"restricted rule grants its scope", manent.Identity{Subject: "token:billing-auditor"}, AuditRead, "billing", "prod", true},
+		{"unknown identity", manent.Identity{Subject: "token:nobody"}, DeploymentRead, "billing", "prod", false},
+		{"empty identity", manent.Identity{}, DeploymentRead, "billing", "prod", false},
+		{"group named like a subject", manent.Identity{Subject: "token:x", Groups: []string{"token:ci"}}, DeploymentSubmit, "billing", "prod", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,9 +115,9 @@ func TestPolicyAuthorizeMessage(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"app/env", p.Authorize(Identity{Subject: "token:ci"}, DeploymentCancel, "billing", "prod"), "token:ci may not deployment.cancel on billing/prod"},
-		{"global", p.Authorize(Identity{Subject: "token:ci"}, AuditRead, "", ""), "token:ci may not audit.read"},
-		{"cluster", p.AuthorizeCluster(Identity{Subject: "token:agent-eu"}, "us-1"), "token:agent-eu may not agent.report on cluster us-1"},
+		{"app/env", p.Authorize(manent.Identity{Subject: "token:ci"}, DeploymentCancel, "billing", "prod"), "token:ci may not deployment.cancel on billing/prod"},
+		{"global", p.Authorize(manent.Identity{Subject: "token:ci"}, AuditRead, "", ""), "token:ci may not audit.read"},
+		{"cluster", p.AuthorizeCluster(manent.Identity{Subject: "token:agent-eu"}, "us-1"), "token:agent-eu may not agent.report on cluster us-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,15 +132,15 @@ func TestPolicyClusters(t *testing.T) {
 	p := testPolicy(t)
 	tests := []struct {
 		name    string
-		id      Identity
+		id      manent.Identity
 		cluster string
 		want    bool
 	}{
-		{"scoped agent, its cluster", Identity{Subject: "token:agent-eu"}, "eu-1", true},
-		{"scoped agent, another cluster", Identity{Subject: "token:agent-eu"}, "us-1", false},
-		{"unscoped agent, any cluster", Identity{Subject: "token:agent-any"}, "us-1", true},
-		{"admin, any cluster", Identity{Subject: "token:root", Groups: []string{"admins"}}, "ap-3", true},
-		{"deployer may not report", Identity{Subject: "token:ci"}, "eu-1", false},
+		{"scoped agent, its cluster", manent.Identity{Subject: "token:agent-eu"}, "eu-1", true},
+		{"scoped agent, another cluster", manent.Identity{Subject: "token:agent-eu"}, "us-1", false},
+		{"unscoped agent, any cluster", manent.Identity{Subject: "token:agent-any"}, "us-1", true},
+		{"admin, any cluster", manent.Identity{Subject: "token:root", Groups: []string{"admins"}}, "ap-3", true},
+		{"deployer may not report", manent.Identity{Subject: "token:ci"}, "eu-1", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,7 +156,7 @@ func TestPolicyClusters(t *testing.T) {
 
 func TestPolicyCanRead(t *testing.T) {
 	p := testPolicy(t)
-	alice := Identity{Subject: "oidc:alice@example.com"}
+	alice := manent.Identity{Subject: "oidc:alice@example.com"}
 	var got []string
 	for _, d := range []struct{ app, env string }{{"billing", "prod"}, {"search", "prod"}, {"pay-api", "dev"}} {
 		if p.CanRead(alice, d.app, d.env) {
@@ -170,14 +170,14 @@ func TestPolicyCanRead(t *testing.T) {
 
 func TestPolicyZeroAndBootstrap(t *testing.T) {
 	var zero Policy
-	if zero.Allowed(Identity{Subject: BootstrapSubject}, DeploymentRead, "a", "b") {
+	if zero.Allowed(manent.Identity{Subject: BootstrapSubject}, DeploymentRead, "a", "b") {
 		t.Fatal("the zero policy allows something")
 	}
 	p, err := NewPolicy([]RBACRule{BootstrapRule()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	boot := Identity{Subject: BootstrapSubject, Groups: []string{"admins"}}
+	boot := manent.Identity{Subject: BootstrapSubject, Groups: []string{"admins"}}
 	for _, perm := range Permissions() {
 		if !p.Allowed(boot, perm, "billing", "prod") || !p.Allowed(boot, perm, "", "") {
 			t.Fatalf("bootstrap identity lacks %s", perm)
@@ -186,7 +186,7 @@ func TestPolicyZeroAndBootstrap(t *testing.T) {
 	if !p.AllowedCluster(boot, "eu-1") {
 		t.Fatal("bootstrap identity may not report")
 	}
-	if p.Allowed(Identity{Subject: "token:ci", Groups: []string{"admins"}}, DeploymentRead, "a", "b") {
+	if p.Allowed(manent.Identity{Subject: "token:ci", Groups: []string{"admins"}}, DeploymentRead, "a", "b") {
 		t.Fatal("BootstrapRule grants the admins group, want the bootstrap subject only")
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
@@ -311,7 +310,7 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 				return approvalStatus{Approved: true}, nil
 			}
 			reason := fmt.Sprintf("approvals %d/%d", n, rule.Count)
-			if len(rule.Approvers) > 0 {
+			if len(rule.Approvers) > 0 && !(len(rule.Approvers) == 1 && rule.Approvers[0] == "*") {
 				reason += " by " + strings.Join(rule.Approvers, ", ")
 			}
 			remaining := time.Duration(1<<62 - 1)
@@ -356,29 +355,11 @@ func CountApprovals(as []manent.Approval, digest string) int {
 	return n
 }
 
-// MatchApprover reports whether an identity (subject and groups) matches
-// an approvers pattern list ("oidc:*@example.com", "group:sre").
-func MatchApprover(patterns []string, subject string, groups []string) bool {
-	if len(patterns) == 0 {
-		return true
-	}
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, subject); ok {
-			return true
-		}
-		for _, g := range groups {
-			if ok, _ := path.Match(p, "group:"+g); ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Approve records an approval or rejection by identity and wakes the gate.
-// The submitter cannot approve; an identity counts once; an approval given
-// for another plan digest does not count.
-func (e *Engine) Approve(ctx context.Context, id string, a manent.Approval, groups []string) (*store.Record, error) {
+// Approve records by's approval or rejection a and wakes the gate. The
+// submitter cannot approve; an identity counts once; an approval given for
+// another plan digest does not count.
+func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a manent.Approval) (*store.Record, error) {
+	a.Identity = by.Subject
 	rec, err := e.st.Deployment(ctx, id)
 	if err != nil {
 		return nil, err
@@ -389,7 +370,7 @@ func (e *Engine) Approve(ctx context.Context, id string, a manent.Approval, grou
 	}
 	if rec.State == manent.StatePending {
 		if wave := e.currentWaveApproval(ctx, id); wave != "" {
-			return e.approveWave(ctx, rec, in, wave, a, groups)
+			return e.approveWave(ctx, rec, in, wave, by, a)
 		}
 	}
 	if rec.State != manent.StateAwaitingApproval {
@@ -398,7 +379,7 @@ func (e *Engine) Approve(ctx context.Context, id string, a manent.Approval, grou
 	if a.Identity == rec.Requester {
 		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject it", a.Identity, id)
 	}
-	if in.Waits.Approvals != nil && !MatchApprover(in.Waits.Approvals.Approvers, a.Identity, groups) {
+	if in.Waits.Approvals != nil && !by.Matches(in.Waits.Approvals.Approvers) {
 		return nil, manent.Errorf(manent.EForbidden, "%s is not an approver of deploy %s (approvers: %s)", a.Identity, id,
 			strings.Join(in.Waits.Approvals.Approvers, ", "))
 	}
@@ -548,11 +529,11 @@ func (e *Engine) changePoll() time.Duration {
 
 // approveWave records a decision on the rollout wave a running deploy
 // waits on, with the same rules as approvals before the deploy.
-func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in Input, wave string, a manent.Approval, groups []string) (*store.Record, error) {
+func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in Input, wave string, by manent.Identity, a manent.Approval) (*store.Record, error) {
 	if a.Identity == rec.Requester {
 		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject its waves", a.Identity, rec.ID)
 	}
-	if in.Waits.Approvals != nil && !MatchApprover(in.Waits.Approvals.Approvers, a.Identity, groups) {
+	if in.Waits.Approvals != nil && !by.Matches(in.Waits.Approvals.Approvers) {
 		return nil, manent.Errorf(manent.EForbidden, "%s is not an approver of deploy %s (approvers: %s)", a.Identity, rec.ID,
 			strings.Join(in.Waits.Approvals.Approvers, ", "))
 	}

@@ -129,7 +129,7 @@ func TestApprovals(t *testing.T) {
 		d := f.state(id)
 		ctx := context.Background()
 		approve := func(who string, groups []string, digest string) error {
-			_, err := f.eng.Approve(ctx, id, manent.Approval{Identity: who, Verdict: "approve", PlanDigest: digest}, groups)
+			_, err := f.eng.Approve(ctx, id, manent.Identity{Subject: who, Groups: groups}, manent.Approval{Verdict: "approve", PlanDigest: digest})
 			return err
 		}
 		if err := approve("token:test", []string{"sre"}, ""); manent.ErrorCode(err) != manent.EForbidden {
@@ -166,9 +166,9 @@ func TestApprovals(t *testing.T) {
 func TestRejectedAndExpired(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "x")
-	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Expires: time.Hour}}))
+	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: time.Hour}}))
 	f.waitState(id, manent.StateAwaitingApproval)
-	if _, err := f.eng.Approve(context.Background(), id, manent.Approval{Identity: "token:bob", Verdict: "reject", Comment: "not on a Friday"}, nil); err != nil {
+	if _, err := f.eng.Approve(context.Background(), id, manent.Identity{Subject: "token:bob"}, manent.Approval{Verdict: "reject", Comment: "not on a Friday"}); err != nil {
 		t.Fatal(err)
 	}
 	d := f.waitState(id, manent.StateRejected)
@@ -177,7 +177,7 @@ func TestRejectedAndExpired(t *testing.T) {
 	}
 	noStepRan(t, d)
 
-	id = f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Expires: 2 * time.Second}}))
+	id = f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: 2 * time.Second}}))
 	d = f.waitState(id, manent.StateExpired)
 	noStepRan(t, d)
 }
@@ -187,11 +187,11 @@ func TestDependencyThenApproval(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 4)
 	url, _ := f.artifact("b", "x")
 	a, release := f.gated("a", "prod", "1", false)
-	b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a}, Approvals: &engine.ApprovalRule{Count: 1}}))
+	b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a}, Approvals: &engine.ApprovalRule{Count: 1, Approvers: []string{"*"}}}))
 	f.waitState(b, manent.StateWaitingDependency)
 	_ = os.WriteFile(release, nil, 0o644)
 	f.waitState(b, manent.StateAwaitingApproval)
-	if _, err := f.eng.Approve(context.Background(), b, manent.Approval{Identity: "token:ops", Verdict: "approve"}, nil); err != nil {
+	if _, err := f.eng.Approve(context.Background(), b, manent.Identity{Subject: "token:ops"}, manent.Approval{Verdict: "approve"}); err != nil {
 		t.Fatal(err)
 	}
 	f.waitState(b, manent.StateSuccess)

@@ -122,10 +122,10 @@ func TestApprovalBetweenWaves(t *testing.T) {
 		if st := f.state(id); st.State != manent.StatePending {
 			t.Fatalf("state %s while a wave waits, want PENDING", st.State)
 		}
-		if _, err := f.eng.Approve(ctx, id, manent.Approval{Identity: "token:test", Verdict: "approve"}, nil); manent.ErrorCode(err) != manent.EForbidden {
+		if _, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:test"}, manent.Approval{Verdict: "approve"}); manent.ErrorCode(err) != manent.EForbidden {
 			t.Fatalf("the submitter approving a wave: %v, want forbidden", err)
 		}
-		if _, err := f.eng.Approve(ctx, id, manent.Approval{Identity: "token:lead", Verdict: "approve"}, nil); err != nil {
+		if _, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}); err != nil {
 			t.Fatal(err)
 		}
 		rec := f.wait(id, 60*time.Second)
@@ -138,7 +138,7 @@ func TestApprovalBetweenWaves(t *testing.T) {
 
 		id = submit()
 		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "awaits approval") }, "the second deploy's wave to wait")
-		if _, err := f.eng.Approve(ctx, id, manent.Approval{Identity: "token:lead", Verdict: "reject", Comment: "error rate"}, nil); err != nil {
+		if _, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "reject", Comment: "error rate"}); err != nil {
 			t.Fatal(err)
 		}
 		rec = f.wait(id, 60*time.Second)

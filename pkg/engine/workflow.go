@@ -516,7 +516,7 @@ func (r *run) freeze(ctx context.Context, regions []string) (*governance.FreezeI
 	}
 	dec, err := g.Decide(ctx, governance.Input{
 		Descriptor:  r.in.Descriptor,
-		Identity:    governance.Identity{Subject: r.in.Requester, Groups: r.in.RequesterGroups},
+		Identity:    manent.Identity{Subject: r.in.Requester, Groups: r.in.RequesterGroups},
 		Environment: governance.Environment{Name: r.in.Environment, Regions: regions},
 		Now:         time.Now().UTC(),
 	})

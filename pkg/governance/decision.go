@@ -39,28 +39,31 @@ type Decision struct {
 	Source string `json:"source,omitempty"`
 }
 
+// AnyApprover is the approvers list of an approval rule that names none:
+// any identity the RBAC lets approve.
+const AnyApprover = "*"
+
 // Approvals is what a deploy waiting for approval must collect.
 type Approvals struct {
 	// Count is how many distinct identities, other than the submitter,
 	// must approve.
 	Count int `json:"count"`
 	// Approvers are the identity patterns allowed to approve: subjects
-	// ("oidc:*@example.com") or groups ("group:sre"). Empty means any
-	// identity the RBAC lets approve.
+	// ("oidc:*@example.com") or groups ("group:sre"), matched by
+	// manent.Identity.Matches. A rule or policy that names no approvers
+	// means any identity the RBAC lets approve: the decision says so
+	// explicitly with ["*"] (normalized), because an empty list matches no one.
 	Approvers []string `json:"approvers,omitempty"`
 	// Expires is how long the deploy waits before it becomes EXPIRED;
 	// zero leaves it to the server's default.
 	Expires descriptor.Duration `json:"expires,omitempty"`
 }
 
-// CanApprove reports whether id matches one of the approver patterns (any
-// identity when there are none). Excluding the submitter and counting each
-// identity once is the waiting workflow's job.
-func (a *Approvals) CanApprove(id Identity) bool {
-	if a == nil {
-		return false
-	}
-	return len(a.Approvers) == 0 || matchIdentity(a.Approvers, id)
+// CanApprove reports whether id matches one of the approver patterns.
+// Excluding the submitter and counting each identity once is the waiting
+// workflow's job.
+func (a *Approvals) CanApprove(id manent.Identity) bool {
+	return a != nil && id.Matches(a.Approvers)
 }
 
 // FreezeInfo names an active freeze window and when it reopens.
@@ -104,6 +107,9 @@ func (d Decision) normalized() Decision {
 		} else {
 			a := *d.Approvals
 			a.Approvers = sortedSet(a.Approvers)
+			if len(a.Approvers) == 0 {
+				a.Approvers = []string{AnyApprover}
+			}
 			d.Approvals = &a
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	_ "time/tzdata" // recurring windows name time zones; minimal machines lack /usr/share/zoneinfo
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // Freeze is one freeze window of governance.yaml: while it is active, no
@@ -137,7 +139,7 @@ func (f *Freeze) Active(now time.Time) (active bool, reopensAt time.Time) {
 }
 
 // Allows reports whether id may deploy through the freeze (break glass).
-func (f *Freeze) Allows(id Identity) bool { return matchIdentity(f.Allow, id) }
+func (f *Freeze) Allows(id manent.Identity) bool { return id.Matches(f.Allow) }
 
 // covers reports whether the freeze concerns a deploy to environment that
 // touches regions (none: the whole environment), and which of them it
@@ -173,7 +175,7 @@ type freezeHit struct {
 
 // activeFreezes returns the active freezes that concern a deploy to
 // environment and regions by id, in the order of the rules.
-func (r *Rules) activeFreezes(now time.Time, environment string, regions []string, id Identity) []freezeHit {
+func (r *Rules) activeFreezes(now time.Time, environment string, regions []string, id manent.Identity) []freezeHit {
 	var hits []freezeHit
 	for i := range r.Freezes {
 		f := &r.Freezes[i]
@@ -211,7 +213,7 @@ func latest(hits []freezeHit) freezeHit {
 // The engine calls it again in the config step and before each rollout
 // wave; a Rego policy answers the same question through Decide with
 // Environment.Regions set to the one region.
-func (r *Rules) ActiveFreeze(now time.Time, environment, region string, id Identity) (f *Freeze, reopensAt time.Time, breakGlass bool) {
+func (r *Rules) ActiveFreeze(now time.Time, environment, region string, id manent.Identity) (f *Freeze, reopensAt time.Time, breakGlass bool) {
 	var regions []string
 	if region != "" {
 		regions = []string{region}

@@ -3,11 +3,13 @@ package governance_test
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 func billing(env string) *descriptor.Descriptor {
@@ -31,14 +33,14 @@ func TestActiveFreeze(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ci := governance.Identity{Subject: "token:ci", Groups: []string{"deployers"}}
-	sre := governance.Identity{Subject: "oidc:ops@example.com", Groups: []string{"sre"}}
-	lead := governance.Identity{Subject: "oidc:sre-lead@example.com"}
+	ci := manent.Identity{Subject: "token:ci", Groups: []string{"deployers"}}
+	sre := manent.Identity{Subject: "oidc:ops@example.com", Groups: []string{"sre"}}
+	lead := manent.Identity{Subject: "oidc:sre-lead@example.com"}
 	tests := []struct {
 		name        string
 		now         string
 		env, region string
-		id          governance.Identity
+		id          manent.Identity
 		wantFreeze  string
 		wantReopens string
 		wantBreak   bool
@@ -159,7 +161,7 @@ func TestEnginesAgreeAllYear(t *testing.T) {
 	}
 	envs := []string{"prod", "lab-1", "sandbox"}
 	regions := [][]string{nil, {"eu-1"}, {"us-1", "eu-1"}, {"us-1"}}
-	ids := []governance.Identity{{Subject: "token:ci"}, {Subject: "oidc:sre-lead@example.com"}, {Subject: "token:ops", Groups: []string{"sre"}}}
+	ids := []manent.Identity{{Subject: "token:ci"}, {Subject: "oidc:sre-lead@example.com"}, {Subject: "token:ops", Groups: []string{"sre"}}}
 	ctx := context.Background()
 	frozen := 0
 	for n, now := range times {
@@ -219,24 +221,40 @@ func TestToDecision(t *testing.T) {
 func TestCanApprove(t *testing.T) {
 	a := &governance.Approvals{Count: 1, Approvers: []string{"group:sre", "oidc:*@payments.example"}}
 	tests := []struct {
-		id   governance.Identity
+		id   manent.Identity
 		want bool
 	}{
-		{governance.Identity{Subject: "oidc:ann@payments.example"}, true},
-		{governance.Identity{Subject: "token:ci", Groups: []string{"deployers", "sre"}}, true},
-		{governance.Identity{Subject: "token:ci", Groups: []string{"deployers"}}, false},
-		{governance.Identity{Subject: "group:sre"}, true}, // a subject is matched as written
+		{manent.Identity{Subject: "oidc:ann@payments.example"}, true},
+		{manent.Identity{Subject: "token:ci", Groups: []string{"deployers", "sre"}}, true},
+		{manent.Identity{Subject: "token:ci", Groups: []string{"deployers"}}, false},
+		{manent.Identity{Subject: "group:sre"}, true}, // a subject is matched as written
 	}
 	for _, tt := range tests {
 		if got := a.CanApprove(tt.id); got != tt.want {
 			t.Errorf("%+v: got %v, want %v", tt.id, got, tt.want)
 		}
 	}
-	if !(&governance.Approvals{Count: 1}).CanApprove(governance.Identity{Subject: "token:x"}) {
-		t.Error("no approver patterns must let anyone approve")
+	// An empty list matches no one (manent.Identity.Matches); a rule that
+	// names no approvers decides ["*"]: anyone the RBAC lets approve.
+	if (&governance.Approvals{Count: 1}).CanApprove(manent.Identity{Subject: "token:x"}) {
+		t.Error("an empty approvers list let someone approve")
+	}
+	rules, err := governance.ParseRules("g.yaml", []byte("approvals:\n  - {environments: [prod], count: 1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := rules.Decide(context.Background(), governance.Input{Descriptor: billing("prod"), Identity: manent.Identity{Subject: "token:ci"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Approvals == nil || !slices.Equal(dec.Approvals.Approvers, []string{governance.AnyApprover}) {
+		t.Fatalf("approvers of a rule naming none: got %+v, want [*]", dec.Approvals)
+	}
+	if !dec.Approvals.CanApprove(manent.Identity{Subject: "token:x"}) {
+		t.Error("a rule naming no approvers must let anyone approve")
 	}
 	var none *governance.Approvals
-	if none.CanApprove(governance.Identity{Subject: "token:x"}) {
+	if none.CanApprove(manent.Identity{Subject: "token:x"}) {
 		t.Error("nil approvals let someone approve")
 	}
 }

@@ -13,7 +13,7 @@ type Input struct {
 	// Descriptor is the submitted deploy.yml, as JSON (SPEC §2 names).
 	Descriptor *descriptor.Descriptor `json:"descriptor"`
 	// Identity is who submits the deploy.
-	Identity Identity `json:"identity"`
+	Identity manent.Identity `json:"identity"`
 	// Environment is the target environment; Name defaults to the
 	// descriptor's environment.
 	Environment Environment `json:"environment"`
@@ -23,14 +23,6 @@ type Input struct {
 	Now time.Time `json:"now"`
 	// Inventory is what the server knows about earlier deploys.
 	Inventory Inventory `json:"inventory"`
-}
-
-// Identity is who asks: a subject such as "token:ci" or
-// "oidc:alice@example.com", and its groups without the "group:" prefix.
-// Patterns in the rules match the subject, or "group:<name>" for each group.
-type Identity struct {
-	Subject string   `json:"subject"`
-	Groups  []string `json:"groups"`
 }
 
 // Environment is the deploy's environment as the server resolved it.

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 func TestParseRulesErrors(t *testing.T) {
@@ -149,7 +150,7 @@ func TestParseRegoErrors(t *testing.T) {
 // policy that says not allowed without a reason still denies; a runtime
 // error or a wrong shape is an error, never an allow.
 func TestRegoShapes(t *testing.T) {
-	in := governance.Input{Descriptor: billing("prod"), Identity: governance.Identity{Subject: "token:ci"}}
+	in := governance.Input{Descriptor: billing("prod"), Identity: manent.Identity{Subject: "token:ci"}}
 	tests := []struct {
 		name    string
 		src     string
@@ -249,7 +250,7 @@ func TestRegoInputDocument(t *testing.T) {
 	}
 	d, err := p.Decide(context.Background(), governance.Input{
 		Descriptor: billing("prod"),
-		Identity:   governance.Identity{Subject: "token:ci"},
+		Identity:   manent.Identity{Subject: "token:ci"},
 		Now:        mustTime(t, "2026-06-10T12:00:00+02:00"),
 	})
 	if err != nil {

@@ -21,20 +21,6 @@ func matchAny(patterns []string, value string) bool {
 	return false
 }
 
-// matchIdentity reports whether one of patterns matches id's subject or
-// "group:<g>" for one of its groups.
-func matchIdentity(patterns []string, id Identity) bool {
-	if id.Subject != "" && matchAny(patterns, id.Subject) {
-		return true
-	}
-	for _, g := range id.Groups {
-		if matchAny(patterns, "group:"+g) {
-			return true
-		}
-	}
-	return false
-}
-
 // validPattern reports whether p is a well-formed, non-empty glob.
 func validPattern(p string) bool {
 	if p == "" {

@@ -196,7 +196,7 @@ func ordinal(n int) string {
 // for GET /api/v1/deployments; otherwise each deploy is checked on its own.
 type readScope struct{ application, environment string }
 
-func (s *Server) readScope(p Principal, r *http.Request) (readScope, error) {
+func (s *Server) readScope(p manent.Identity, r *http.Request) (readScope, error) {
 	sc := readScope{application: r.URL.Query().Get("application"), environment: r.URL.Query().Get("environment")}
 	if sc.application != "" && sc.environment != "" {
 		if err := s.cfg.Guard.Authorize(p, PermRead, sc.application, sc.environment); err != nil {

@@ -39,18 +39,18 @@ const (
 // depending on how RBAC is configured.
 type clusterGuard struct{ admin server.Guard }
 
-func (g clusterGuard) Authenticate(ctx context.Context, authorization string) (server.Principal, error) {
+func (g clusterGuard) Authenticate(ctx context.Context, authorization string) (manent.Identity, error) {
 	if authorization == "Bearer "+agentC1Token {
-		return server.Principal{Subject: "token:agent-c1"}, nil
+		return manent.Identity{Subject: "token:agent-c1"}, nil
 	}
 	return g.admin.Authenticate(ctx, authorization)
 }
 
-func (g clusterGuard) Authorize(p server.Principal, permission, application, environment string) error {
+func (g clusterGuard) Authorize(p manent.Identity, permission, application, environment string) error {
 	return g.admin.Authorize(p, permission, application, environment)
 }
 
-func (g clusterGuard) AuthorizeCluster(p server.Principal, cluster string) error {
+func (g clusterGuard) AuthorizeCluster(p manent.Identity, cluster string) error {
 	if p.Subject == "token:agent-c1" && cluster == "c1" {
 		return nil
 	}

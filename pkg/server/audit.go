@@ -66,7 +66,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 
 // audit records a state-changing call; a failure to write it is logged,
 // never hidden.
-func (s *Server) audit(ctx context.Context, r *http.Request, p Principal, action, target, outcome, detail string) {
+func (s *Server) audit(ctx context.Context, r *http.Request, p manent.Identity, action, target, outcome, detail string) {
 	err := s.st.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
 		Identity: p.Subject, Action: action, Target: target, RequestID: requestID(r), Outcome: outcome, Detail: detail,
 	})

@@ -17,7 +17,7 @@ import (
 // decide runs governance (SPEC §3 check 5): freezes, promotion, approvals,
 // change management. It returns the decision to save, what the deploy
 // waits for, and the problems that refuse it.
-func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p Principal, regions []string) (*manent.Decision, engine.Waits, []manent.FieldError) {
+func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity, regions []string) (*manent.Decision, engine.Waits, []manent.FieldError) {
 	var waits engine.Waits
 	var problems []manent.FieldError
 	// Waits of the descriptor itself.
@@ -40,7 +40,7 @@ func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Desc
 	}
 	in := governance.Input{
 		Descriptor:  d,
-		Identity:    governance.Identity{Subject: p.Subject, Groups: p.Groups},
+		Identity:    p,
 		Environment: governance.Environment{Name: d.Environment, Regions: regions},
 		Now:         time.Now().UTC(),
 	}
@@ -118,8 +118,8 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 				return
 			}
 		}
-		after, err := s.eng.Approve(r.Context(), rec.ID, manent.Approval{Identity: p.Subject, Verdict: verdict,
-			Comment: req.Comment, PlanDigest: req.PlanDigest}, p.Groups)
+		after, err := s.eng.Approve(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
+			Comment: req.Comment, PlanDigest: req.PlanDigest})
 		if err != nil {
 			s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "refused", manent.ErrorMessage(err))
 			writeError(w, r, s.log, err)

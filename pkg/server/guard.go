@@ -4,20 +4,15 @@ import (
 	"context"
 
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/manent"
 )
-
-// Principal is an authenticated caller.
-type Principal struct {
-	Subject string   `json:"subject"`
-	Groups  []string `json:"groups,omitempty"`
-}
 
 // Guard authenticates requests and authorises actions. Every route asks it.
 type Guard interface {
-	Authenticate(ctx context.Context, authorization string) (Principal, error)
-	Authorize(p Principal, permission, application, environment string) error
+	Authenticate(ctx context.Context, authorization string) (manent.Identity, error)
+	Authorize(p manent.Identity, permission, application, environment string) error
 	// AuthorizeCluster checks agent.report on one cluster.
-	AuthorizeCluster(p Principal, cluster string) error
+	AuthorizeCluster(p manent.Identity, cluster string) error
 }
 
 // Permissions (SPEC §8.1).
@@ -55,22 +50,16 @@ func NewAdminGuard(token string) *AuthGuard {
 }
 
 // Authenticate checks the bearer token (401 as *manent.Error).
-func (g *AuthGuard) Authenticate(ctx context.Context, authorization string) (Principal, error) {
-	id, err := g.Authn.Authenticate(ctx, authorization)
-	if err != nil {
-		return Principal{}, err
-	}
-	return Principal{Subject: id.Subject, Groups: id.Groups}, nil
+func (g *AuthGuard) Authenticate(ctx context.Context, authorization string) (manent.Identity, error) {
+	return g.Authn.Authenticate(ctx, authorization)
 }
 
 // Authorize checks permission on application/environment (403 as *manent.Error).
-func (g *AuthGuard) Authorize(p Principal, permission, application, environment string) error {
-	return g.Policy.Authorize(identity(p), auth.Permission(permission), application, environment)
+func (g *AuthGuard) Authorize(p manent.Identity, permission, application, environment string) error {
+	return g.Policy.Authorize(p, auth.Permission(permission), application, environment)
 }
 
 // AuthorizeCluster checks agent.report on cluster.
-func (g *AuthGuard) AuthorizeCluster(p Principal, cluster string) error {
-	return g.Policy.AuthorizeCluster(identity(p), cluster)
+func (g *AuthGuard) AuthorizeCluster(p manent.Identity, cluster string) error {
+	return g.Policy.AuthorizeCluster(p, cluster)
 }
-
-func identity(p Principal) auth.Identity { return auth.Identity{Subject: p.Subject, Groups: p.Groups} }

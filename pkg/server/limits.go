@@ -86,7 +86,7 @@ func (l *rateLimiter) allow(identity string) (bool, time.Duration) {
 }
 
 // limitSubmission answers 429 with Retry-After when identity submits too fast.
-func (s *Server) limitSubmission(w http.ResponseWriter, r *http.Request, p Principal) bool {
+func (s *Server) limitSubmission(w http.ResponseWriter, r *http.Request, p manent.Identity) bool {
 	ok, wait := s.limiter.allow(p.Subject)
 	if ok {
 		return true

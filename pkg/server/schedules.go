@@ -21,7 +21,7 @@ type SchedulesResult struct {
 
 // createSchedule makes a recurring deploy (schedule.cron): checks 1 to 4
 // and the plan now, governance at each tick.
-func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p Principal) {
+func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p manent.Identity) {
 	if err := s.cfg.Guard.Authorize(p, PermSchedule, d.Application, d.Environment); err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -45,7 +45,7 @@ func (s *Server) Tick(ctx context.Context, sc *store.Schedule, at time.Time, id 
 		return err
 	}
 	d.Schedule = nil
-	p := Principal{Subject: sc.Requester, Groups: sc.RequesterGroups}
+	p := manent.Identity{Subject: sc.Requester, Groups: sc.RequesterGroups}
 	if err := s.cfg.Guard.Authorize(p, PermSubmit, d.Application, d.Environment); err != nil {
 		return err
 	}

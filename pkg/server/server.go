@@ -151,11 +151,11 @@ func (w *statusWriter) Flush() {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // authenticate returns the caller or writes 401.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (Principal, bool) {
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (manent.Identity, bool) {
 	p, err := s.cfg.Guard.Authenticate(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		writeError(w, r, s.log, err)
-		return Principal{}, false
+		return manent.Identity{}, false
 	}
 	return p, true
 }
@@ -167,7 +167,7 @@ func (s *Server) deployment(w http.ResponseWriter, r *http.Request, perm string)
 }
 
 // deploymentAs is deployment that also returns the caller.
-func (s *Server) deploymentAs(w http.ResponseWriter, r *http.Request, perm string) (*store.Record, Principal, bool) {
+func (s *Server) deploymentAs(w http.ResponseWriter, r *http.Request, perm string) (*store.Record, manent.Identity, bool) {
 	p, ok := s.authenticate(w, r)
 	if !ok {
 		return nil, p, false

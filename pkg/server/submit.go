@@ -88,17 +88,17 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 
 // admit runs checks 3 to 6 and returns the workflow input. Every problem of
 // one check is reported at once.
-func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity) (engine.Input, *manent.Decision, error) {
 	return s.admitWith(ctx, r, d, p, true)
 }
 
 // admitNoGovernance runs checks 3, 4 and the plan (a recurring deploy is
 // governed at each tick).
-func (s *Server) admitNoGovernance(ctx context.Context, d *descriptor.Descriptor, p Principal) (engine.Input, *manent.Decision, error) {
+func (s *Server) admitNoGovernance(ctx context.Context, d *descriptor.Descriptor, p manent.Identity) (engine.Input, *manent.Decision, error) {
 	return s.admitWith(ctx, nil, d, p, false)
 }
 
-func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p Principal, governed bool) (engine.Input, *manent.Decision, error) {
+func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity, governed bool) (engine.Input, *manent.Decision, error) {
 	var problems []manent.FieldError
 	// 3. Sources and callback URLs.
 	problems = append(problems, fieldErrors(s.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")...)
