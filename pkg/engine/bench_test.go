@@ -14,6 +14,7 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -99,8 +100,8 @@ func benchEngine(b *testing.B, db string) {
 		ids := make([]string, 0, benchDeploys)
 		for j := 0; j < benchDeploys; j++ {
 			env := fmt.Sprintf("env-%02d", j%benchEnvs)
-			in := Input{
-				ID: NewID(), Application: "bench", Environment: env, Version: fmt.Sprint(j), Requester: "token:bench",
+			in := plan.Input{
+				ID: manent.NewDeploymentID(), Application: "bench", Environment: env, Version: fmt.Sprint(j), Requester: "token:bench",
 				Descriptor: &descriptor.Descriptor{Artifact: descriptor.Artifact{URL: "file://" + art}},
 				Plan:       pipeline, Target: descriptor.Target{Plugin: "noop"},
 			}

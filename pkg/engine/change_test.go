@@ -11,6 +11,7 @@ import (
 	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/itsm/reference"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 )
 
 // Change management against the reference ITSM (a real HTTP server): the
@@ -25,7 +26,7 @@ func TestChangeTicket(t *testing.T) {
 		c.ChangePoll = 100 * time.Millisecond
 	})
 	url, _ := f.artifact("v1", "x")
-	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(engine.Waits{Change: true}))
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
 	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "CHG0001 pending") }, "the deploy to wait for change CHG0001")
 	ref.Set("CHG0001", itsm.Approved)
 	f.waitState(id, manent.StateSuccess)
@@ -46,7 +47,7 @@ func TestChangeTicket(t *testing.T) {
 		t.Fatalf("change after the deploy: %+v, want closed with SUCCESS", c)
 	}
 
-	id = f.submit(descriptorYAML("erp", "prod", "2", url, "", ""), waits(engine.Waits{Change: true}))
+	id = f.submit(descriptorYAML("erp", "prod", "2", url, "", ""), waits(plan.Waits{Change: true}))
 	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "CHG0002") }, "change CHG0002 to be opened")
 	ref.Set("CHG0002", itsm.Rejected)
 	d = f.waitState(id, manent.StateRejected)

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -18,13 +17,13 @@ import (
 	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite" // SQLite system database
 	"github.com/dbos-inc/dbos-transact-golang/dbos/internals"
 
-	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
@@ -206,92 +205,11 @@ func (e *Engine) SetTick(fn TickFunc) { e.cfg.Tick = fn }
 // Store returns the engine's store.
 func (e *Engine) Store() *store.Store { return e.st }
 
-// Input is the workflow input, saved at submission.
-type Input struct {
-	ID          string `json:"id"`
-	Application string `json:"application"`
-	Environment string `json:"environment"`
-	Version     string `json:"version"`
-	Requester   string `json:"requester"`
-	// RequesterGroups are the submitter's groups (freeze allow lists).
-	RequesterGroups []string               `json:"requester_groups,omitempty"`
-	Descriptor      *descriptor.Descriptor `json:"descriptor"`
-	Plan            manent.Plan            `json:"plan"`
-	// Target is the effective target (descriptor merged with the environment).
-	Target     descriptor.Target `json:"target"`
-	Parameters map[string]any    `json:"parameters,omitempty"`
-	// Rollback is the effective rollback policy.
-	Rollback RollbackPolicy `json:"rollback"`
-	// Waves is the progressive rollout (none: one pass).
-	Waves []Wave `json:"waves,omitempty"`
-	// Waits is what the deploy waits for before it is enqueued.
-	Waits Waits `json:"waits,omitzero"`
-	// EnvChecked says whether the environment configuration was read and
-	// merged at submission (EnvRevision); if not, the config step must.
-	EnvChecked  bool               `json:"env_checked"`
-	EnvRevision envconfig.Revision `json:"env_revision"`
-	// Notice is what the submitter was told (e.g. the provider was down).
-	Notice string `json:"notice,omitempty"`
-	// Effective is the merged deploy as checked at submission.
-	Effective json.RawMessage `json:"effective,omitempty"`
-}
-
-// RollbackPolicy says whether a failed step is compensated.
-type RollbackPolicy struct {
-	Enabled bool     `json:"enabled"`
-	On      []string `json:"on,omitempty"`
-}
-
-// DefaultRollbackOn are the steps whose failure triggers a rollback when
-// neither the descriptor nor the environment says otherwise.
-var DefaultRollbackOn = []string{manent.StepDeploy, manent.StepPostTest, manent.StepActivation}
-
-// PlanRows is the step table a deploy starts with: config, notify:started,
-// the plan with a checkpoint before each compensable step, cleanup.
-func PlanRows(p manent.Plan) []string { return PlanRowsWaves(p, nil) }
-
-// PartitionKey is the queue partition of a deploy.
-func PartitionKey(application, environment string) string {
-	return application + "/" + environment
-}
-
-// NewID returns a new deploy id: "dpl_" and 26 Crockford base32 characters,
-// sortable by time.
-func NewID() string {
-	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-	var b [16]byte
-	ms := uint64(time.Now().UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	_, _ = rand.Read(b[6:])
-	// 128 bits -> 26 base32 digits (the first holds 3 bits).
-	var out [26]byte
-	var acc uint64
-	var bits uint
-	j := 25
-	for i := 15; i >= 0; i-- {
-		acc |= uint64(b[i]) << bits
-		bits += 8
-		for bits >= 5 && j >= 0 {
-			out[j] = alphabet[acc&31]
-			acc >>= 5
-			bits -= 5
-			j--
-		}
-	}
-	if j >= 0 {
-		out[j] = alphabet[acc&31]
-	}
-	return "dpl_" + string(out[:])
-}
-
 // Submit makes a checked deploy durable: its row and its workflow are
 // written in one transaction, so a 202 never loses a deploy.
-func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision) (*store.Record, error) {
+func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Decision) (*store.Record, error) {
 	if in.ID == "" {
-		in.ID = NewID()
+		in.ID = manent.NewDeploymentID()
 	}
 	raw, err := json.Marshal(in)
 	if err != nil {
@@ -300,7 +218,7 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 	rec := &store.Record{
 		Deployment: manent.Deployment{
 			ID: in.ID, Application: in.Application, Environment: in.Environment, Version: in.Version,
-			State: in.Waits.firstState(), Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
+			State: in.Waits.FirstState(), Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
 		},
 		Input: raw,
 	}
@@ -326,10 +244,10 @@ func (e *Engine) Submit(ctx context.Context, in Input, decision *manent.Decision
 	return rec, nil
 }
 
-func (e *Engine) enqueue(in Input, tx *sql.Tx) error {
+func (e *Engine) enqueue(in plan.Input, tx *sql.Tx) error {
 	opts := []dbos.EnqueueOption{
 		dbos.WithEnqueueWorkflowID(in.ID),
-		dbos.WithEnqueueQueuePartitionKey(PartitionKey(in.Application, in.Environment)),
+		dbos.WithEnqueueQueuePartitionKey(plan.PartitionKey(in.Application, in.Environment)),
 		dbos.WithEnqueueApplicationVersion(WorkflowVersion),
 		dbos.WithEnqueueAttributes(map[string]any{
 			"application": in.Application, "environment": in.Environment, "version": in.Version,
@@ -354,7 +272,7 @@ func (e *Engine) Reconcile(ctx context.Context) error {
 		st, err := e.workflowStatus(r.ID)
 		switch {
 		case errors.Is(err, dbos.ErrNonExistentWorkflow) || (err != nil && strings.Contains(err.Error(), "not found")):
-			var in Input
+			var in plan.Input
 			if json.Unmarshal(r.Input, &in) != nil {
 				continue
 			}
@@ -421,9 +339,9 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
 		r.Deliveries, _ = json.Marshal(ds)
 	}
-	var in Input
+	var in plan.Input
 	if json.Unmarshal(r.Input, &in) == nil && in.Waits.Approvals != nil {
-		r.PlanDigest = PlanDigest(in)
+		r.PlanDigest = plan.Digest(in)
 		r.Approvals, _ = e.st.Approvals(ctx, id)
 	}
 	if r.State == manent.StatePending || r.State == manent.StateEnqueued {

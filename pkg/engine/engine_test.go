@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -113,13 +112,13 @@ func (f *fixture) artifact(name, content string) (string, string) {
 }
 
 // submit parses yml, plans it and submits it with the local target.
-func (f *fixture) submit(yml string, opts ...func(*engine.Input)) string {
+func (f *fixture) submit(yml string, opts ...func(*plan.Input)) string {
 	f.t.Helper()
 	return f.submitWith(yml, nil, opts...)
 }
 
 // submitWith submits yml with a pipeline (nil: the default one).
-func (f *fixture) submitWith(yml string, pipeline []string, opts ...func(*engine.Input)) string {
+func (f *fixture) submitWith(yml string, pipeline []string, opts ...func(*plan.Input)) string {
 	f.t.Helper()
 	d, err := descriptor.Parse([]byte(yml))
 	if err != nil {
@@ -129,8 +128,8 @@ func (f *fixture) submitWith(yml string, pipeline []string, opts ...func(*engine
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	in := engine.Input{
-		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
+	in := plan.Input{
+		ID: manent.NewDeploymentID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
 		Requester: "token:test", Descriptor: d, Plan: pl,
 		Target: descriptor.Target{Plugin: "local", With: map[string]any{"dir": filepath.Join(f.targets, d.Application, d.Environment)}},
 	}
@@ -438,34 +437,4 @@ func TestCancelQueuedIsImmediate(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestNewIDUniqueAndSortable(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	var wg sync.WaitGroup
-	for g := 0; g < 8; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 1000; i++ {
-				id := engine.NewID()
-				mu.Lock()
-				if seen[id] {
-					t.Errorf("duplicate id %s", id)
-				}
-				seen[id] = true
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	a := engine.NewID()
-	later := time.Now().Add(2 * time.Millisecond)
-	for time.Now().Before(later) {
-	}
-	b := engine.NewID()
-	if !(a < b) || len(a) != 30 || !strings.HasPrefix(a, "dpl_") {
-		t.Fatalf("ids %s, %s: want dpl_ + 26 chars, increasing with time", a, b)
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 )
 
 func rules(t *testing.T, src string) *governance.Rules {
@@ -50,7 +51,7 @@ func TestWaveWaitsForRegionFreeze(t *testing.T) {
 	url, _ := f.artifact("v1", "x")
 	yml := descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: eu, targets: [eu-1]}\n    - {name: us, targets: [us-1]}\n")
 	d, _ := descriptor.Parse([]byte(yml))
-	id := f.submit(yml, func(in *engine.Input) { in.Waves = engine.WavesOf(d.Rollout) })
+	id := f.submit(yml, func(in *plan.Input) { in.Waves = plan.WavesOf(d.Rollout) })
 	enginetest.Eventually(t, 30*time.Second, func() bool {
 		for _, w := range f.state(id).Rollout {
 			if w.Name == "us" && strings.Contains(w.Message, "us-maintenance") {

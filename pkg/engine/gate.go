@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -35,40 +34,6 @@ const (
 	gatePoll = 5 * time.Minute
 )
 
-// Waits is what a deploy waits for before it is enqueued.
-type Waits struct {
-	At        *time.Time    `json:"at,omitempty"`
-	After     []string      `json:"after,omitempty"`
-	Approvals *ApprovalRule `json:"approvals,omitempty"`
-	// Change says an ITSM change must be opened and approved.
-	Change bool `json:"change,omitempty"`
-}
-
-// ApprovalRule is how many approvals by whom, within how long.
-type ApprovalRule struct {
-	Count     int           `json:"count"`
-	Approvers []string      `json:"approvers,omitempty"`
-	Expires   time.Duration `json:"expires,omitempty"`
-}
-
-// Empty reports whether nothing is waited for.
-func (w Waits) Empty() bool {
-	return w.At == nil && len(w.After) == 0 && w.Approvals == nil && !w.Change
-}
-
-// firstState is the state a deploy starts in.
-func (w Waits) firstState() manent.State {
-	switch {
-	case w.At != nil:
-		return manent.StateDelayed
-	case len(w.After) > 0:
-		return manent.StateWaitingDependency
-	case w.Approvals != nil || w.Change:
-		return manent.StateAwaitingApproval
-	}
-	return manent.StateEnqueued
-}
-
 // gateMsg is a message to a gate: a wake-up (a dependency finished, an
 // approval was recorded) or a cancel.
 type gateMsg struct {
@@ -78,22 +43,8 @@ type gateMsg struct {
 
 func gateID(id string) string { return id + ".gate" }
 
-// PlanDigest binds approvals to what they approve: the plan, the target and
-// the artifact (URL and expected digest).
-func PlanDigest(in Input) string {
-	h := sha256.New()
-	b, _ := json.Marshal(struct {
-		Plan     manent.Plan `json:"plan"`
-		Target   any         `json:"target"`
-		Artifact any         `json:"artifact"`
-		Version  string      `json:"version"`
-	}{in.Plan, in.Target, in.Descriptor.Artifact, in.Version})
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // gateWorkflow waits out a deploy's waits, then enqueues it.
-func (e *Engine) gateWorkflow(ctx dbos.Context, in Input) (Result, error) {
+func (e *Engine) gateWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 	g := &gate{e: e, in: in}
 	if in.Waits.At != nil {
 		if done, res, err := g.delay(ctx); done || err != nil {
@@ -122,7 +73,7 @@ func (e *Engine) gateWorkflow(ctx dbos.Context, in Input) (Result, error) {
 		return Result{State: manent.StateCancelled}, err
 	}
 	if _, err := dbos.RunWorkflow(ctx, e.deployWorkflow, in,
-		dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(PartitionKey(in.Application, in.Environment)),
+		dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(plan.PartitionKey(in.Application, in.Environment)),
 		dbos.WithWorkflowID(in.ID)); err != nil {
 		return Result{}, fmt.Errorf("enqueue %s: %w", in.ID, err)
 	}
@@ -131,7 +82,7 @@ func (e *Engine) gateWorkflow(ctx dbos.Context, in Input) (Result, error) {
 
 type gate struct {
 	e  *Engine
-	in Input
+	in plan.Input
 }
 
 // transition moves the deploy to state unless it is final (cancelled
@@ -289,7 +240,7 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 	if err != nil {
 		return false, Result{}, err
 	}
-	digest := PlanDigest(g.in)
+	digest := plan.Digest(g.in)
 	for i := 0; ; i++ {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (approvalStatus, error) {
 			as, err := g.e.st.Approvals(sctx, g.in.ID)
@@ -364,7 +315,7 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	if err != nil {
 		return nil, err
 	}
-	var in Input
+	var in plan.Input
 	if err := json.Unmarshal(rec.Input, &in); err != nil {
 		return nil, err
 	}
@@ -383,7 +334,7 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 		return nil, manent.Errorf(manent.EForbidden, "%s is not an approver of deploy %s (approvers: %s)", a.Identity, id,
 			strings.Join(in.Waits.Approvals.Approvers, ", "))
 	}
-	digest := PlanDigest(in)
+	digest := plan.Digest(in)
 	if a.PlanDigest != "" && a.PlanDigest != digest {
 		return nil, manent.Errorf(manent.EConflict, "the plan of deploy %s changed since it was reviewed (digest %s, now %s): review it again", id, a.PlanDigest, digest)
 	}
@@ -420,7 +371,7 @@ func (e *Engine) wakeDependents(ctx context.Context, id string) {
 }
 
 // enqueueGate starts the gate of a waiting deploy in tx.
-func (e *Engine) enqueueGate(in Input, tx *sql.Tx) error {
+func (e *Engine) enqueueGate(in plan.Input, tx *sql.Tx) error {
 	opts := []dbos.EnqueueOption{
 		dbos.WithEnqueueWorkflowID(gateID(in.ID)),
 		dbos.WithEnqueueApplicationVersion(WorkflowVersion),
@@ -529,7 +480,7 @@ func (e *Engine) changePoll() time.Duration {
 
 // approveWave records a decision on the rollout wave a running deploy
 // waits on, with the same rules as approvals before the deploy.
-func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in Input, wave string, by manent.Identity, a manent.Approval) (*store.Record, error) {
+func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Input, wave string, by manent.Identity, a manent.Approval) (*store.Record, error) {
 	if a.Identity == rec.Requester {
 		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject its waves", a.Identity, rec.ID)
 	}

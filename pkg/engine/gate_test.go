@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 )
 
 func (f *fixture) state(id string) *manent.Deployment {
@@ -39,7 +39,7 @@ func noStepRan(t *testing.T, d *manent.Deployment) {
 	}
 }
 
-func waits(w engine.Waits) func(*engine.Input) { return func(in *engine.Input) { in.Waits = w } }
+func waits(w plan.Waits) func(*plan.Input) { return func(in *plan.Input) { in.Waits = w } }
 
 // SUBMITTED → DELAYED → ENQUEUED at schedule.at → SUCCESS, surviving a restart.
 func TestDelayedThenEnqueued(t *testing.T) {
@@ -47,7 +47,7 @@ func TestDelayedThenEnqueued(t *testing.T) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "x")
 		at := time.Now().Add(3 * time.Second)
-		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(engine.Waits{At: &at}))
+		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
 		if d := f.state(id); d.State != manent.StateDelayed {
 			t.Fatalf("state %s, want DELAYED", d.State)
 		}
@@ -64,7 +64,7 @@ func TestCancelWaitingIsImmediate(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "x")
 	at := time.Now().Add(time.Hour)
-	id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(engine.Waits{At: &at}))
+	id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
 	rec, err := f.eng.Cancel(context.Background(), id)
 	if err != nil || rec.State != manent.StateCancelled {
 		t.Fatalf("cancel: %v %+v", err, rec)
@@ -93,11 +93,11 @@ func TestDependencies(t *testing.T) {
 		f := newFixture(t, db, 4)
 		url, _ := f.artifact("b", "x")
 		a, releaseA := f.gated("a", "prod", "1", false)
-		b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a}}))
+		b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(plan.Waits{After: []string{a}}))
 		f.waitState(b, manent.StateWaitingDependency)
 		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(b).Reason, a) }, "the reason to name %s", a)
 		a2, releaseA2 := f.gated("a", "qa", "2", true)
-		c := f.submit(descriptorYAML("c", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a, a2}}))
+		c := f.submit(descriptorYAML("c", "prod", "1", url, "", ""), waits(plan.Waits{After: []string{a, a2}}))
 		f.waitState(c, manent.StateWaitingDependency)
 
 		f.restart()
@@ -122,8 +122,8 @@ func TestApprovals(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "x")
-		rule := &engine.ApprovalRule{Count: 2, Approvers: []string{"group:sre", "oidc:lead@example.com"}, Expires: time.Hour}
-		id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(engine.Waits{Approvals: rule}))
+		rule := &plan.ApprovalRule{Count: 2, Approvers: []string{"group:sre", "oidc:lead@example.com"}, Expires: time.Hour}
+		id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
 		f.waitState(id, manent.StateAwaitingApproval)
 		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "approvals 0/2") }, "the reason to count approvals")
 		d := f.state(id)
@@ -166,7 +166,7 @@ func TestApprovals(t *testing.T) {
 func TestRejectedAndExpired(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "x")
-	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: time.Hour}}))
+	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: time.Hour}}))
 	f.waitState(id, manent.StateAwaitingApproval)
 	if _, err := f.eng.Approve(context.Background(), id, manent.Identity{Subject: "token:bob"}, manent.Approval{Verdict: "reject", Comment: "not on a Friday"}); err != nil {
 		t.Fatal(err)
@@ -177,7 +177,7 @@ func TestRejectedAndExpired(t *testing.T) {
 	}
 	noStepRan(t, d)
 
-	id = f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(engine.Waits{Approvals: &engine.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: 2 * time.Second}}))
+	id = f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: 2 * time.Second}}))
 	d = f.waitState(id, manent.StateExpired)
 	noStepRan(t, d)
 }
@@ -187,7 +187,7 @@ func TestDependencyThenApproval(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 4)
 	url, _ := f.artifact("b", "x")
 	a, release := f.gated("a", "prod", "1", false)
-	b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(engine.Waits{After: []string{a}, Approvals: &engine.ApprovalRule{Count: 1, Approvers: []string{"*"}}}))
+	b := f.submit(descriptorYAML("b", "prod", "1", url, "", ""), waits(plan.Waits{After: []string{a}, Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}}}))
 	f.waitState(b, manent.StateWaitingDependency)
 	_ = os.WriteFile(release, nil, 0o644)
 	f.waitState(b, manent.StateAwaitingApproval)

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 )
 
-func withRollback(in *engine.Input) {
-	in.Rollback = engine.RollbackPolicy{Enabled: true, On: engine.DefaultRollbackOn}
+func withRollback(in *plan.Input) {
+	in.Rollback = envconfig.RollbackPolicy{Enabled: true, On: envconfig.DefaultRollbackOn()}
 }
 
 // executed lists the steps that ran (not PENDING or SKIPPED), in table order.
@@ -109,7 +110,7 @@ func TestFailingCompensationStopsChain(t *testing.T) {
 	marks := filepath.Join(f.dir, "marks")
 	cmd := fmt.Sprintf(`echo $MANENT_STEP >> %s; case $MANENT_STEP in post-test|rollback:activation) exit 1;; esac`, marks)
 	id := f.submitWith(descriptorYAML("api", "prod", "1", url, "", ""), []string{"artifacts", "deploy", "activation", "post-test"},
-		withRollback, func(in *engine.Input) {
+		withRollback, func(in *plan.Input) {
 			in.Target = descriptor.Target{Plugin: "script", With: map[string]any{"command": []any{"sh", "-c", cmd}}}
 			in.Plan.Steps[len(in.Plan.Steps)-1].MaxRetries = 0
 		})

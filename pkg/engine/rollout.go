@@ -10,20 +10,10 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
-	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
-
-// Wave is one wave of a progressive rollout.
-type Wave struct {
-	Name    string        `json:"name"`
-	Targets []string      `json:"targets,omitempty"`
-	Percent int           `json:"percent,omitempty"`
-	Observe time.Duration `json:"observe,omitempty"`
-	// Approval: the wave starts only once approved (manent approve).
-	Approval bool `json:"approval,omitempty"`
-}
 
 // Wave state names shown in status and `rollout` events.
 const (
@@ -46,22 +36,6 @@ const waveApprovalTopic = "wave-approval"
 // HealthGate is the step that checks a wave after its observation time.
 const HealthGate = "health-gate"
 
-// WavesOf turns a descriptor's rollout into waves: named waves as written,
-// percentages as waves named "10%", "50%", "100%".
-func WavesOf(r *descriptor.Rollout) []Wave {
-	if r == nil {
-		return nil
-	}
-	var out []Wave
-	for _, w := range r.Waves {
-		out = append(out, Wave{Name: w.Name, Targets: w.Targets, Observe: w.Observe.D(), Approval: w.Approval})
-	}
-	for _, p := range r.Percentages {
-		out = append(out, Wave{Name: fmt.Sprintf("%d%%", p), Percent: p})
-	}
-	return out
-}
-
 // waveStepName is a plan step's name within a wave: "deploy[canary]".
 func waveStepName(step, wave string) string { return step + "[" + wave + "]" }
 
@@ -81,14 +55,14 @@ func baseStep(name string) string {
 // unit is one step of the execution sequence, with its wave if any.
 type unit struct {
 	step manent.PlanStep
-	wave *Wave
+	wave *plan.Wave
 	gate bool // the wave's health gate, after its observation time
 }
 
 // sequence lays out the plan: steps before `deploy` once, then for each
 // wave the steps from `deploy` to `activation` and the wave's health gate,
 // then the steps after `activation` once.
-func sequence(p manent.Plan, waves []Wave) []unit {
+func sequence(p manent.Plan, waves []plan.Wave) []unit {
 	var out []unit
 	if len(waves) == 0 {
 		for _, ps := range p.Steps {
@@ -129,7 +103,7 @@ func sequence(p manent.Plan, waves []Wave) []unit {
 }
 
 // PlanRowsWaves is PlanRows for a rollout: the step table a deploy starts with.
-func PlanRowsWaves(p manent.Plan, waves []Wave) []string {
+func PlanRowsWaves(p manent.Plan, waves []plan.Wave) []string {
 	names := []string{manent.StepConfig, manent.StepNotifyStarted}
 	for _, u := range sequence(p, waves) {
 		if compensable(baseStep(u.step.Name)) {
@@ -142,7 +116,7 @@ func PlanRowsWaves(p manent.Plan, waves []Wave) []string {
 
 // observe waits out a wave's observation time durably: a restarted worker
 // sleeps only what is left.
-func (r *run) observe(ctx dbos.Context, w *Wave) error {
+func (r *run) observe(ctx dbos.Context, w *plan.Wave) error {
 	if w.Observe <= 0 {
 		return nil
 	}
@@ -159,7 +133,7 @@ func (r *run) observe(ctx dbos.Context, w *Wave) error {
 }
 
 // waveEvent records a wave's state; called from inside steps.
-func (r *run) waveEvent(ctx context.Context, w *Wave, state, msg string) {
+func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string) {
 	if w == nil {
 		return
 	}
@@ -168,7 +142,7 @@ func (r *run) waveEvent(ctx context.Context, w *Wave, state, msg string) {
 
 // RolloutStatus overlays the recorded wave states on the deploy's waves.
 func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent.WaveStatus {
-	var in Input
+	var in plan.Input
 	if json.Unmarshal(input, &in) != nil || len(in.Waves) == 0 {
 		return recorded
 	}
@@ -189,7 +163,7 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 
 // waitWaveFreeze holds a wave while a freeze covers its targets (regions):
 // the wave waits, durably, until the freeze reopens, and its status says so.
-func (r *run) waitWaveFreeze(ctx dbos.Context, w *Wave) error {
+func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) error {
 	if r.e.cfg.Governance == nil || len(w.Targets) == 0 {
 		return nil
 	}
@@ -214,21 +188,6 @@ func (r *run) waitWaveFreeze(ctx dbos.Context, w *Wave) error {
 	}
 }
 
-// RolloutRegion stands for "the whole rollout" when checking freezes before
-// the waves: only a freeze on every region (or none) blocks the deploy then;
-// a freeze on some regions holds only the waves that target them.
-const RolloutRegion = "manent:rollout"
-
-// FreezeRegions is what the deploy-wide freeze check passes as regions.
-func FreezeRegions(waves []Wave) []string {
-	for _, w := range waves {
-		if len(w.Targets) > 0 {
-			return []string{RolloutRegion}
-		}
-	}
-	return nil
-}
-
 // waveApprovalStatus is what a count of a wave's approvals finds.
 type waveApprovalStatus struct {
 	Cancelled bool          `json:"cancelled,omitempty"`
@@ -239,8 +198,8 @@ type waveApprovalStatus struct {
 
 // waveRule is the approval rule of a wave: the deploy's approval rule when
 // it has one, else one approval by anyone allowed to approve, within 24 h.
-func (r *run) waveRule() ApprovalRule {
-	rule := ApprovalRule{Count: 1, Expires: 24 * time.Hour}
+func (r *run) waveRule() plan.ApprovalRule {
+	rule := plan.ApprovalRule{Count: 1, Expires: 24 * time.Hour}
 	if a := r.in.Waits.Approvals; a != nil {
 		rule = *a
 		if rule.Count < 1 {
@@ -256,7 +215,7 @@ func (r *run) waveRule() ApprovalRule {
 // waitWaveApproval holds a wave until it is approved (the deploy stays
 // PENDING; its status and the wave say why it waits). A rejection or the
 // expiry fails the deploy at that wave: the started waves are compensated.
-func (r *run) waitWaveApproval(ctx dbos.Context, w *Wave) (string, error) {
+func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 	name := WaveApprovalPrefix + "[" + w.Name + "]"
 	rule := r.waveRule()
 	deadline, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Time, error) {

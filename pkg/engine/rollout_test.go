@@ -13,6 +13,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 )
 
 // Three waves where the second fails its health gate: the third never
@@ -33,9 +34,9 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := f.submit(yml, withRollback, func(in *engine.Input) {
+		id := f.submit(yml, withRollback, func(in *plan.Input) {
 			in.Target = descriptor.Target{Plugin: "script", With: map[string]any{"command": []any{"sh", "-c", cmd}}}
-			in.Waves = engine.WavesOf(d.Rollout)
+			in.Waves = plan.WavesOf(d.Rollout)
 		})
 		rec := f.wait(id, 60*time.Second)
 		if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted {
@@ -85,7 +86,7 @@ func TestRolloutLocalTargets(t *testing.T) {
 	url, _ := f.artifact("v1", "one")
 	yml := descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: a, targets: [eu-1]}\n    - {name: b, targets: [eu-2, us-1]}\n")
 	d, _ := descriptor.Parse([]byte(yml))
-	id := f.submit(yml, withRollback, func(in *engine.Input) { in.Waves = engine.WavesOf(d.Rollout) })
+	id := f.submit(yml, withRollback, func(in *plan.Input) { in.Waves = plan.WavesOf(d.Rollout) })
 	rec := f.wait(id, 60*time.Second)
 	if rec.State != manent.StateSuccess {
 		t.Fatalf("state %s (%s)", rec.State, rec.Error)
@@ -114,7 +115,7 @@ func TestApprovalBetweenWaves(t *testing.T) {
 		yml := descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n")
 		d, _ := descriptor.Parse([]byte(yml))
 		submit := func() string {
-			return f.submit(yml, withRollback, func(in *engine.Input) { in.Waves = engine.WavesOf(d.Rollout) })
+			return f.submit(yml, withRollback, func(in *plan.Input) { in.Waves = plan.WavesOf(d.Rollout) })
 		}
 		ctx := context.Background()
 		id := submit()

@@ -23,6 +23,7 @@ import (
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -46,16 +47,16 @@ type stepOut struct {
 // recorded step results on recovery, so it holds no state of its own.
 type run struct {
 	e       *Engine
-	in      Input
+	in      plan.Input
 	outputs map[string]json.RawMessage
-	waves   map[string]*Wave // step name → its rollout wave
+	waves   map[string]*plan.Wave // step name → its rollout wave
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
 // steps, then the conclusion. Every step's result is saved before the next
 // starts; a crash resumes after the last saved step.
-func (e *Engine) deployWorkflow(ctx dbos.Context, in Input) (Result, error) {
-	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*Wave{}}
+func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
+	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
 	units := []unit{
 		{step: manent.PlanStep{Name: manent.StepConfig, MaxRetries: 3}},
 		{step: manent.PlanStep{Name: manent.StepNotifyStarted, MaxRetries: 3}},
@@ -416,12 +417,12 @@ func (r *run) applyConfig(raw json.RawMessage) {
 // configOutput is what the config step records: the configuration it used
 // and where it came from. The rest of the deploy uses it.
 type configOutput struct {
-	Source     string            `json:"source"`
-	Revision   string            `json:"revision,omitempty"`
-	Target     descriptor.Target `json:"target"`
-	Parameters map[string]any    `json:"parameters,omitempty"`
-	Rollback   RollbackPolicy    `json:"rollback"`
-	Plan       []string          `json:"plan"`
+	Source     string                   `json:"source"`
+	Revision   string                   `json:"revision,omitempty"`
+	Target     descriptor.Target        `json:"target"`
+	Parameters map[string]any           `json:"parameters,omitempty"`
+	Rollback   envconfig.RollbackPolicy `json:"rollback"`
+	Plan       []string                 `json:"plan"`
 }
 
 // config reads the environment configuration valid now, merges the
@@ -466,7 +467,7 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 				}
 				out.Target.With["dir"] = r.in.Target.With["dir"]
 			}
-			out.Rollback = RollbackPolicy{Enabled: eff.Rollback.Enabled, On: eff.Rollback.On}
+			out.Rollback = envconfig.RollbackPolicy{Enabled: eff.Rollback.Enabled, On: eff.Rollback.On}
 			if r.in.EnvChecked && rev.Revision != r.in.EnvRevision.Revision {
 				fmt.Fprintf(log, "environment configuration changed since submission: revision %s, was %s\n", rev.Revision, r.in.EnvRevision.Revision)
 			}
@@ -475,7 +476,7 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	if out.Target.Plugin == "" {
 		return nil, plugin.Permanent(errors.New("no target: the descriptor names none and the environment configuration gives none"))
 	}
-	if f, err := r.freeze(ctx, FreezeRegions(r.in.Waves)); err != nil {
+	if f, err := r.freeze(ctx, plan.FreezeRegions(r.in.Waves)); err != nil {
 		return nil, err
 	} else if f != nil {
 		return nil, plugin.Permanent(fmt.Errorf("environment %s is frozen by %q until %s: the deploy may not start",

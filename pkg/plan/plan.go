@@ -1,7 +1,10 @@
-// Package plan builds a deploy's ordered step list from the pipeline's
-// built-in steps and the descriptor's custom steps (SPEC §3 check 6).
+// Package plan holds what an admitted deploy will run: the ordered step
+// list built from the pipeline's built-in steps and the descriptor's custom
+// steps (SPEC §3 check 6), the rollout waves, what the deploy waits for,
+// and Input, the effective deploy saved as the durable workflow's input.
 //
-// It imports pkg/manent and descriptor only.
+// It imports pkg/manent, pkg/envconfig (the configuration revision) and
+// descriptor only.
 package plan
 
 import (

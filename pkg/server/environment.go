@@ -7,7 +7,6 @@ import (
 	"maps"
 
 	"github.com/manent-io/manent/descriptor"
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -22,7 +21,7 @@ type Environments interface {
 type envResult struct {
 	target     descriptor.Target
 	parameters map[string]any
-	rollback   engine.RollbackPolicy
+	rollback   envconfig.RollbackPolicy
 	effective  json.RawMessage
 	revision   envconfig.Revision
 	checked    bool
@@ -72,7 +71,7 @@ func (s *Server) environment(ctx context.Context, d *descriptor.Descriptor) envR
 				res.target = descriptor.Target{Plugin: d.Target.Plugin, With: maps.Clone(d.Target.With)}
 			}
 			res.parameters = d.Parameters
-			res.rollback = engine.RollbackPolicy{Enabled: false, On: envconfig.DefaultRollbackOn()}
+			res.rollback = envconfig.RollbackPolicy{Enabled: false, On: envconfig.DefaultRollbackOn()}
 			res.effective, _ = json.Marshal(d)
 			return res
 		}
@@ -90,7 +89,7 @@ func (s *Server) environment(ctx context.Context, d *descriptor.Descriptor) envR
 		eff.Target = res.target
 	}
 	res.parameters = eff.Parameters
-	res.rollback = engine.RollbackPolicy{Enabled: eff.Rollback.Enabled, On: eff.Rollback.On}
+	res.rollback = envconfig.RollbackPolicy{Enabled: eff.Rollback.Enabled, On: eff.Rollback.On}
 	res.effective, _ = json.Marshal(eff)
 	return res
 }

@@ -8,17 +8,17 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
 
 // decide runs governance (SPEC §3 check 5): freezes, promotion, approvals,
 // change management. It returns the decision to save, what the deploy
 // waits for, and the problems that refuse it.
-func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity, regions []string) (*manent.Decision, engine.Waits, []manent.FieldError) {
-	var waits engine.Waits
+func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity, regions []string) (*manent.Decision, plan.Waits, []manent.FieldError) {
+	var waits plan.Waits
 	var problems []manent.FieldError
 	// Waits of the descriptor itself.
 	if d.Schedule != nil && d.Schedule.At != nil && d.Schedule.At.After(time.Now()) {
@@ -88,7 +88,7 @@ func (s *Server) decide(ctx context.Context, r *http.Request, d *descriptor.Desc
 			"application", d.Application, "environment", d.Environment)
 	}
 	if dec.Approvals != nil && dec.Approvals.Count > 0 {
-		waits.Approvals = &engine.ApprovalRule{Count: dec.Approvals.Count, Approvers: dec.Approvals.Approvers, Expires: dec.Approvals.Expires.D()}
+		waits.Approvals = &plan.ApprovalRule{Count: dec.Approvals.Count, Approvers: dec.Approvals.Approvers, Expires: dec.Approvals.Expires.D()}
 		out.ApprovalsExpire = dec.Approvals.Expires.D().String()
 	}
 	return out, waits, problems

@@ -10,7 +10,6 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/api"
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
 )
@@ -88,17 +87,17 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 
 // admit runs checks 3 to 6 and returns the workflow input. Every problem of
 // one check is reported at once.
-func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity) (engine.Input, *manent.Decision, error) {
+func (s *Server) admit(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity) (plan.Input, *manent.Decision, error) {
 	return s.admitWith(ctx, r, d, p, true)
 }
 
 // admitNoGovernance runs checks 3, 4 and the plan (a recurring deploy is
 // governed at each tick).
-func (s *Server) admitNoGovernance(ctx context.Context, d *descriptor.Descriptor, p manent.Identity) (engine.Input, *manent.Decision, error) {
+func (s *Server) admitNoGovernance(ctx context.Context, d *descriptor.Descriptor, p manent.Identity) (plan.Input, *manent.Decision, error) {
 	return s.admitWith(ctx, nil, d, p, false)
 }
 
-func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity, governed bool) (engine.Input, *manent.Decision, error) {
+func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.Descriptor, p manent.Identity, governed bool) (plan.Input, *manent.Decision, error) {
 	var problems []manent.FieldError
 	// 3. Sources and callback URLs.
 	problems = append(problems, fieldErrors(s.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")...)
@@ -130,22 +129,22 @@ func (s *Server) admitWith(ctx context.Context, r *http.Request, d *descriptor.D
 		problems = append(problems, manent.FieldError{Path: "/steps", Message: err.Error()})
 	}
 	if len(problems) > 0 {
-		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
+		return plan.Input{}, nil, &manent.Error{Code: manent.EInvalid,
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
 	}
 	// 5. Governance.
-	decision, waits, refused := &manent.Decision{Allowed: true, Source: "at each tick"}, engine.Waits{}, []manent.FieldError(nil)
+	decision, waits, refused := &manent.Decision{Allowed: true, Source: "at each tick"}, plan.Waits{}, []manent.FieldError(nil)
 	if governed {
-		decision, waits, refused = s.decide(ctx, r, d, p, engine.FreezeRegions(engine.WavesOf(d.Rollout)))
+		decision, waits, refused = s.decide(ctx, r, d, p, plan.FreezeRegions(plan.WavesOf(d.Rollout)))
 	}
 	if len(refused) > 0 {
-		return engine.Input{}, nil, &manent.Error{Code: manent.EInvalid,
+		return plan.Input{}, nil, &manent.Error{Code: manent.EInvalid,
 			Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(refused)), Fields: refused}
 	}
-	in := engine.Input{
-		ID: engine.NewID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
+	in := plan.Input{
+		ID: manent.NewDeploymentID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
 		Requester: p.Subject, Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
-		Waves: engine.WavesOf(d.Rollout), EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
+		Waves: plan.WavesOf(d.Rollout), EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
 		Effective: env.effective, Waits: waits, RequesterGroups: p.Groups,
 	}
 	return in, decision, nil
