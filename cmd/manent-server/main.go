@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/manent-io/manent/pkg/servercmd"
+	"github.com/manent-io/manent/plugins/builtin"
 )
 
-func main() { os.Exit(servercmd.Main()) }
+func main() { os.Exit(servercmd.Main(builtin.Register)) }

@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 // verify checks a Standard Webhooks signature, written from the spec
@@ -87,9 +86,10 @@ func TestCallbacksSignedFromOutbox(t *testing.T) {
 			types = append(types, name)
 		}))
 		defer recv.Close()
-		f := newFixture(t, db, 2, func(c *engine.Config) {
-			c.Callbacks = urlpolicy.Callbacks{Allow: []string{"http://127.0.0.1:*/**"}}
-			c.CallbackSecret, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+		t.Setenv("TEST_CALLBACK_SECRET", secret)
+		f := newFixture(t, db, 2, func(c *node.Config) {
+			c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+			c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
 		})
 		url, _ := f.artifact("v1", "x")
 		id := f.submit(descriptorYAML("cb", "prod", "1", url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))

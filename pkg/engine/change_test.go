@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/itsm/reference"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plan"
 )
 
@@ -21,9 +21,9 @@ func TestChangeTicket(t *testing.T) {
 	ref := reference.New()
 	srv := httptest.NewServer(ref)
 	defer srv.Close()
-	f := newFixture(t, enginetest.SQLite(t), 2, func(c *engine.Config) {
-		c.ITSM = &itsm.HTTP{URL: srv.URL}
-		c.ChangePoll = 100 * time.Millisecond
+	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
+		c.ITSM.URL = srv.URL
+		c.ITSM.Poll = 100 * time.Millisecond
 	})
 	url, _ := f.artifact("v1", "x")
 	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))

@@ -5,6 +5,11 @@
 // interrupted workflows, and the conclusion (cleanup, outcome attributes,
 // inventory).
 //
-// It imports pkg/manent, pkg/store, pkg/plugin, pkg/artifact, pkg/plan and
-// descriptor; it knows nothing of HTTP.
+// The config step, schedule ticks and wave freezes go through pkg/admit,
+// the one admission path, so a deploy is checked by the same code when it
+// is submitted and when it starts.
+//
+// It imports pkg/manent, pkg/plan, pkg/admit, pkg/store, pkg/plugin,
+// pkg/artifact, pkg/envconfig, pkg/governance (freeze info), pkg/itsm,
+// pkg/notify, pkg/urlpolicy and descriptor; it knows nothing of HTTP.
 package engine

@@ -17,9 +17,8 @@ import (
 	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite" // SQLite system database
 	"github.com/dbos-inc/dbos-transact-golang/dbos/internals"
 
+	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/artifact"
-	"github.com/manent-io/manent/pkg/envconfig"
-	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
@@ -61,8 +60,6 @@ type Config struct {
 	// MaxArtifactBytes bounds a download.
 	MaxArtifactBytes int64
 	Plugins          *plugin.Registry
-	// Environments is read again by the config step (nil: none).
-	Environments Environments
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
@@ -70,23 +67,16 @@ type Config struct {
 	// is how often a pending change is asked about (0: 30 s).
 	ITSM       itsm.Provider
 	ChangePoll time.Duration
-	// Tick submits the deploy of a schedule tick (the server's checks).
-	Tick TickFunc
 	// SchedulerPoll is how often DBOS reconciles schedules (0: 30 s).
 	SchedulerPoll time.Duration
-	// Governance re-checks freezes in the config step and before each
-	// rollout wave (nil: none).
-	Governance     governance.Decider
+	// Admitter runs the submission checks: again in the config step, for
+	// each schedule tick, and for the freezes of rollout waves. Required.
+	Admitter       *admit.Admitter
 	Callbacks      urlpolicy.Callbacks
 	CallbackSecret []byte
 	Chat           map[string]string
 	HTTPClient     *http.Client
 	Logger         *slog.Logger
-}
-
-// Environments gives the environment configuration valid now.
-type Environments interface {
-	Get(ctx context.Context, application, environment string) (*envconfig.Config, envconfig.Revision, error)
 }
 
 // Engine runs deploys.
@@ -126,6 +116,9 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	}
 	if cfg.Plugins == nil {
 		return nil, errors.New("engine: no plugin registry")
+	}
+	if cfg.Admitter == nil {
+		return nil, errors.New("engine: no admitter")
 	}
 	dcfg := dbos.Config{
 		AppName:                  appName,
@@ -197,10 +190,6 @@ func (e *Engine) Launch(ctx context.Context) error {
 func (e *Engine) Shutdown(timeout time.Duration) {
 	dbos.Shutdown(e.dbos, timeout)
 }
-
-// SetTick sets the function schedule ticks submit their deploys with (the
-// server's checks). Call it before Launch.
-func (e *Engine) SetTick(fn TickFunc) { e.cfg.Tick = fn }
 
 // Store returns the engine's store.
 func (e *Engine) Store() *store.Store { return e.st }

@@ -15,79 +15,66 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plan"
-	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
-	"github.com/manent-io/manent/plugins/local"
-	"github.com/manent-io/manent/plugins/script"
+	"github.com/manent-io/manent/plugins/builtin"
 )
 
 type fixture struct {
 	t       *testing.T
-	cfg     engine.Config
+	cfg     *node.Config
+	node    *node.Node
 	eng     *engine.Engine
 	st      *store.Store
 	dir     string // scratch dir: artifacts, targets, scripts
 	targets string
 }
 
-func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*engine.Config)) *fixture {
+// newFixture runs a real server node — a trial-mode configuration with fast
+// retries, built by pkg/node as the binary builds it — on dbURL, without
+// HTTP: tests submit through admission (f.submit) and drive the engine.
+// The identity token:test may do everything.
+func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*node.Config)) *fixture {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := plugin.NewRegistry()
-	sp := script.New()
-	for _, err := range []error{reg.RegisterTarget("local", local.New()), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	dir := t.TempDir()
-	cfg := engine.Config{
-		ExecutorID: "test", Slots: slots, DataDir: filepath.Join(dir, "data"),
-		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
-		Plugins: reg,
-	}
+	cfg := servertest.Config(dir)
+	cfg.Database, cfg.ExecutorID, cfg.Workers.Slots = dbURL, "test", slots
+	cfg.RBAC = []auth.RBACRule{{Subjects: []string{"token:test"}, Permissions: []string{string(auth.Admin)}}}
 	for _, o := range opts {
-		o(&cfg)
+		o(cfg)
 	}
-	eng, err := engine.New(ctx, st, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := eng.Launch(ctx); err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{t: t, cfg: cfg, eng: eng, st: st, dir: dir, targets: filepath.Join(dir, "targets")}
-	t.Cleanup(func() {
-		f.eng.Shutdown(5 * time.Second)
-		st.Close()
-	})
+	f := &fixture{t: t, cfg: cfg, dir: dir, targets: filepath.Join(cfg.DataDir, "targets")}
+	f.open()
+	t.Cleanup(func() { f.node.Close(5 * time.Second) })
 	return f
 }
 
-// restart stops the engine and starts a new one on the same database with
-// the same executor id, as a restarted server would.
-func (f *fixture) restart() {
+func (f *fixture) open() {
 	f.t.Helper()
-	f.eng.Shutdown(5 * time.Second)
-	eng, err := engine.New(context.Background(), f.st, f.cfg)
+	ctx := context.Background()
+	n, err := node.Open(ctx, f.cfg, node.Options{Plugins: builtin.Register})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := eng.Launch(context.Background()); err != nil {
+	if err := n.Launch(ctx); err != nil {
 		f.t.Fatal(err)
 	}
-	f.eng = eng
+	f.node, f.eng, f.st = n, n.Engine, n.Store
+}
+
+// restart stops the node and starts a new one on the same database with
+// the same executor id, as a restarted server would.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.node.Close(5 * time.Second)
+	f.open()
 }
 
 // artifact writes a .tar.gz holding index.html with content and returns its
@@ -117,26 +104,29 @@ func (f *fixture) submit(yml string, opts ...func(*plan.Input)) string {
 	return f.submitWith(yml, nil, opts...)
 }
 
-// submitWith submits yml with a pipeline (nil: the default one).
+// submitWith submits yml through admission (SPEC §3 checks 2–6, as
+// token:test); opts then change the admitted input (waits a test wants
+// without a governance policy). A non-nil pipeline replaces the plan.
 func (f *fixture) submitWith(yml string, pipeline []string, opts ...func(*plan.Input)) string {
 	f.t.Helper()
 	d, err := descriptor.Parse([]byte(yml))
 	if err != nil {
 		f.t.Fatalf("descriptor: %v\n%s", err, yml)
 	}
-	pl, err := plan.Build(d, pipeline)
+	adm, err := f.node.Admitter.Admit(context.Background(), admit.Request{Descriptor: d, Identity: manent.Identity{Subject: "token:test"}})
 	if err != nil {
-		f.t.Fatal(err)
+		f.t.Fatalf("admission: %v", err)
 	}
-	in := plan.Input{
-		ID: manent.NewDeploymentID(), Application: d.Application, Environment: d.Environment, Version: d.Version,
-		Requester: "token:test", Descriptor: d, Plan: pl,
-		Target: descriptor.Target{Plugin: "local", With: map[string]any{"dir": filepath.Join(f.targets, d.Application, d.Environment)}},
+	in := adm.Input
+	if pipeline != nil {
+		if in.Plan, err = plan.Build(d, pipeline); err != nil {
+			f.t.Fatal(err)
+		}
 	}
 	for _, o := range opts {
 		o(&in)
 	}
-	rec, err := f.eng.Submit(context.Background(), in, &manent.Decision{Allowed: true})
+	rec, err := f.eng.Submit(context.Background(), in, adm.Decision)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -2,36 +2,38 @@ package engine_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/descriptor"
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
-	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/node"
 )
 
-func rules(t *testing.T, src string) *governance.Rules {
+// withRules makes the fixture's server use the governance rules src.
+func withRules(t *testing.T, src string) func(*node.Config) {
 	t.Helper()
-	r, err := governance.ParseRules("governance.yaml", []byte(src))
-	if err != nil {
+	path := filepath.Join(t.TempDir(), "governance.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return func(c *node.Config) { c.Governance.Rules = path }
 }
 
 // A deploy accepted before a freeze that starts before it runs fails in its
-// config step, naming the freeze; nothing is deployed.
+// config step, naming the freeze; nothing is deployed. (The deploy waits
+// for its schedule.at past the freeze's start.)
 func TestConfigStepRechecksFreeze(t *testing.T) {
-	now := time.Now().UTC()
-	g := rules(t, fmt.Sprintf("freezes:\n  - {name: incident, environments: [prod], from: %s, to: %s}\n",
-		now.Add(-time.Minute).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339)))
-	f := newFixture(t, enginetest.SQLite(t), 2, func(c *engine.Config) { c.Governance = g })
+	now := time.Now().UTC().Truncate(time.Second)
+	starts := now.Add(2 * time.Second)
+	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: incident, environments: [prod], from: %s, to: %s}\n",
+		starts.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))))
 	url, _ := f.artifact("v1", "x")
-	rec := f.wait(f.submit(descriptorYAML("api", "prod", "1", url, "", "")), 30*time.Second)
+	at := fmt.Sprintf("schedule: {at: %s}\n", starts.Add(time.Second).Format(time.RFC3339))
+	rec := f.wait(f.submit(descriptorYAML("api", "prod", "1", url, "", at)), 30*time.Second)
 	if rec.State != manent.StateError || !strings.Contains(rec.Error, `"incident"`) || !strings.HasPrefix(rec.Error, `step "config" failed`) {
 		t.Fatalf("state %s error %q: want ERROR in config naming the freeze", rec.State, rec.Error)
 	}
@@ -45,13 +47,11 @@ func TestConfigStepRechecksFreeze(t *testing.T) {
 func TestWaveWaitsForRegionFreeze(t *testing.T) {
 	now := time.Now().UTC()
 	reopens := now.Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
-	g := rules(t, fmt.Sprintf("freezes:\n  - {name: us-maintenance, environments: [prod], regions: [us-1], from: %s, to: %s}\n",
-		now.Add(-time.Minute).Format(time.RFC3339), reopens.Format(time.RFC3339)))
-	f := newFixture(t, enginetest.SQLite(t), 2, func(c *engine.Config) { c.Governance = g })
+	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: us-maintenance, environments: [prod], regions: [us-1], from: %s, to: %s}\n",
+		now.Add(-time.Minute).Format(time.RFC3339), reopens.Format(time.RFC3339))))
 	url, _ := f.artifact("v1", "x")
 	yml := descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: eu, targets: [eu-1]}\n    - {name: us, targets: [us-1]}\n")
-	d, _ := descriptor.Parse([]byte(yml))
-	id := f.submit(yml, func(in *plan.Input) { in.Waves = plan.WavesOf(d.Rollout) })
+	id := f.submit(yml)
 	enginetest.Eventually(t, 30*time.Second, func() bool {
 		for _, w := range f.state(id).Rollout {
 			if w.Name == "us" && strings.Contains(w.Message, "us-maintenance") {

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,15 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/enginetest"
-	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/plan"
 )
 
-func withRollback(in *plan.Input) {
-	in.Rollback = envconfig.RollbackPolicy{Enabled: true, On: envconfig.DefaultRollbackOn()}
+// withRollback enables rollback on the default steps (deploy, post-test,
+// activation) in a descriptor.
+const withRollback = "rollback: {enabled: true}\n"
+
+// scriptTarget is a descriptor's target running cmd with sh for every action.
+func scriptTarget(cmd string) string {
+	b, _ := json.Marshal(map[string]any{"plugin": "script", "with": map[string]any{"command": []string{"sh", "-c", cmd}}})
+	return "target: " + string(b) + "\n"
 }
 
 // executed lists the steps that ran (not PENDING or SKIPPED), in table order.
@@ -44,12 +48,12 @@ func TestRollbackOnFailedPostTest(t *testing.T) {
 		defer unhealthy.Close()
 		url1, _ := f.artifact("v1", "one")
 		url2, _ := f.artifact("v2", "two")
-		if r := f.wait(f.submit(descriptorYAML("shop", "prod", "1", url1, "", ""), withRollback), 30*time.Second); r.State != manent.StateSuccess {
+		if r := f.wait(f.submit(descriptorYAML("shop", "prod", "1", url1, "", withRollback)), 30*time.Second); r.State != manent.StateSuccess {
 			t.Fatalf("v1: %s %s", r.State, r.Error)
 		}
 		pipeline := []string{"secrets", "artifacts", "qa", "deploy", "activation", "post-test"}
 		health := fmt.Sprintf("health:\n  - {url: %q, retries: 1}\n", unhealthy.URL)
-		rec := f.wait(f.submitWith(descriptorYAML("shop", "prod", "2", url2, "", health), pipeline, withRollback), 30*time.Second)
+		rec := f.wait(f.submitWith(descriptorYAML("shop", "prod", "2", url2, "", health+withRollback), pipeline), 30*time.Second)
 		if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted {
 			t.Fatalf("state %s rollback %q (%s), want ERROR with rollback completed", rec.State, rec.Rollback, rec.Error)
 		}
@@ -83,7 +87,7 @@ func TestRollbackDefaultPipelineAndDisabled(t *testing.T) {
 	defer bad.Close()
 	url, _ := f.artifact("v1", "one")
 	health := fmt.Sprintf("health:\n  - {url: %q}\n", bad.URL)
-	rec := f.wait(f.submit(descriptorYAML("web", "qa", "1", url, "", health), withRollback), 30*time.Second)
+	rec := f.wait(f.submit(descriptorYAML("web", "qa", "1", url, "", health+withRollback)), 30*time.Second)
 	if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted {
 		t.Fatalf("state %s rollback %q", rec.State, rec.Rollback)
 	}
@@ -91,7 +95,7 @@ func TestRollbackDefaultPipelineAndDisabled(t *testing.T) {
 		t.Fatalf("steps run: %v", got)
 	}
 	// Rollback disabled: nothing is compensated, rollback "".
-	rec = f.wait(f.submit(descriptorYAML("web", "qa", "2", url, "", health)), 30*time.Second)
+	rec = f.wait(f.submit(descriptorYAML("web", "qa", "2", url, "", health+"rollback: {enabled: false}\n")), 30*time.Second)
 	if rec.State != manent.StateError || rec.Rollback != "" {
 		t.Fatalf("disabled: state %s rollback %q", rec.State, rec.Rollback)
 	}
@@ -109,11 +113,8 @@ func TestFailingCompensationStopsChain(t *testing.T) {
 	url, _ := f.artifact("v1", "one")
 	marks := filepath.Join(f.dir, "marks")
 	cmd := fmt.Sprintf(`echo $MANENT_STEP >> %s; case $MANENT_STEP in post-test|rollback:activation) exit 1;; esac`, marks)
-	id := f.submitWith(descriptorYAML("api", "prod", "1", url, "", ""), []string{"artifacts", "deploy", "activation", "post-test"},
-		withRollback, func(in *plan.Input) {
-			in.Target = descriptor.Target{Plugin: "script", With: map[string]any{"command": []any{"sh", "-c", cmd}}}
-			in.Plan.Steps[len(in.Plan.Steps)-1].MaxRetries = 0
-		})
+	id := f.submitWith(descriptorYAML("api", "prod", "1", url, "", withRollback+scriptTarget(cmd)+"max_retries: 0\n"),
+		[]string{"artifacts", "deploy", "activation", "post-test"})
 	rec := f.wait(id, 30*time.Second)
 	if rec.State != manent.StateError || rec.Rollback != manent.RollbackFailed {
 		t.Fatalf("state %s rollback %q, want ERROR with rollback failed", rec.State, rec.Rollback)

@@ -164,12 +164,12 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 // waitWaveFreeze holds a wave while a freeze covers its targets (regions):
 // the wave waits, durably, until the freeze reopens, and its status says so.
 func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) error {
-	if r.e.cfg.Governance == nil || len(w.Targets) == 0 {
+	if !r.e.cfg.Admitter.Governed() || len(w.Targets) == 0 {
 		return nil
 	}
 	for i := 0; ; i++ {
 		wait, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Duration, error) {
-			f, err := r.freeze(sctx, w.Targets)
+			f, err := r.e.cfg.Admitter.Freeze(sctx, r.in, w.Targets)
 			if err != nil || f == nil {
 				return 0, err
 			}

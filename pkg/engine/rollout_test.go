@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/plan"
 )
 
 // Three waves where the second fails its health gate: the third never
@@ -30,14 +28,7 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
     - {name: two, targets: [eu-2, eu-3], observe: 100ms}
     - {name: three, targets: [us-1]}
 `)
-		d, err := descriptor.Parse([]byte(yml))
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := f.submit(yml, withRollback, func(in *plan.Input) {
-			in.Target = descriptor.Target{Plugin: "script", With: map[string]any{"command": []any{"sh", "-c", cmd}}}
-			in.Waves = plan.WavesOf(d.Rollout)
-		})
+		id := f.submit(yml + withRollback + scriptTarget(cmd))
 		rec := f.wait(id, 60*time.Second)
 		if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted {
 			t.Fatalf("state %s rollback %q (%s), want ERROR with rollback completed", rec.State, rec.Rollback, rec.Error)
@@ -85,8 +76,7 @@ func TestRolloutLocalTargets(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "one")
 	yml := descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: a, targets: [eu-1]}\n    - {name: b, targets: [eu-2, us-1]}\n")
-	d, _ := descriptor.Parse([]byte(yml))
-	id := f.submit(yml, withRollback, func(in *plan.Input) { in.Waves = plan.WavesOf(d.Rollout) })
+	id := f.submit(yml + withRollback)
 	rec := f.wait(id, 60*time.Second)
 	if rec.State != manent.StateSuccess {
 		t.Fatalf("state %s (%s)", rec.State, rec.Error)
@@ -113,9 +103,8 @@ func TestApprovalBetweenWaves(t *testing.T) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "one")
 		yml := descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n")
-		d, _ := descriptor.Parse([]byte(yml))
 		submit := func() string {
-			return f.submit(yml, withRollback, func(in *plan.Input) { in.Waves = plan.WavesOf(d.Rollout) })
+			return f.submit(yml + withRollback)
 		}
 		ctx := context.Background()
 		id := submit()

@@ -16,10 +16,6 @@ import (
 // TickWorkflow is the workflow each schedule tick runs (DBOS scheduler).
 const TickWorkflow = "manent.tick"
 
-// TickFunc submits the deploy of one tick, with id <schedule>@<UTC time>,
-// through the same checks as any submission. The server provides it.
-type TickFunc func(ctx context.Context, sc *store.Schedule, at time.Time, id string) error
-
 // scheduleContext is what DBOS hands each tick of a schedule.
 type scheduleContext struct {
 	Schedule string `json:"schedule"`
@@ -89,10 +85,7 @@ func (e *Engine) tickWorkflow(ctx dbos.Context, in dbos.ScheduledWorkflowInput) 
 		if _, err := e.st.Deployment(c, id); err == nil {
 			return id, nil // created before a crash
 		}
-		if e.cfg.Tick == nil {
-			return "", errors.New("no tick function configured")
-		}
-		terr := e.cfg.Tick(c, sc, in.ScheduledTime, id)
+		terr := e.tick(c, sc, id)
 		msg := ""
 		if terr != nil {
 			msg = terr.Error()
@@ -103,4 +96,18 @@ func (e *Engine) tickWorkflow(ctx dbos.Context, in dbos.ScheduledWorkflowInput) 
 		}
 		return id, nil
 	}, dbos.WithStepName("tick"), dbos.WithStepMaxRetries(3))
+}
+
+// tick admits the deploy of one tick through every submission check, as
+// the schedule's creator, and makes it durable.
+func (e *Engine) tick(ctx context.Context, sc *store.Schedule, id string) error {
+	adm, err := e.cfg.Admitter.Tick(ctx, sc, id)
+	if err != nil {
+		return err
+	}
+	if _, err := e.Submit(ctx, adm.Input, adm.Decision); err != nil {
+		return err
+	}
+	e.log.Info("schedule tick submitted a deploy", "schedule", sc.ID, "deploy", id)
+	return nil
 }

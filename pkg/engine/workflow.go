@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,7 +19,6 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
-	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plan"
@@ -425,122 +423,24 @@ type configOutput struct {
 	Plan       []string                 `json:"plan"`
 }
 
-// config reads the environment configuration valid now, merges the
-// descriptor into it, and checks the target and step plugins.
+// config reads the environment configuration valid now and checks the
+// deploy again with the submission's own code (admit.Reconfigure): the
+// merge, the plugins and the whole governance decision.
 func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
-	out := configOutput{Source: "submission", Revision: r.in.EnvRevision.Revision, Target: r.in.Target,
-		Parameters: r.in.Parameters, Rollback: r.in.Rollback, Plan: r.in.Plan.Names()}
-	if r.in.EnvRevision.Source != "" {
-		out.Source = r.in.EnvRevision.Source
-	}
-	if p := r.e.cfg.Environments; p != nil && r.in.Descriptor != nil {
-		cfg, rev, err := p.Get(ctx, r.in.Application, r.in.Environment)
-		switch {
-		case errors.Is(err, envconfig.ErrUnavailable) && r.in.EnvChecked:
-			fmt.Fprintf(log, "environment configuration unreachable (%v): using the one checked at submission (%s %s)\n",
-				err, r.in.EnvRevision.Source, r.in.EnvRevision.Revision)
-		case errors.Is(err, envconfig.ErrUnavailable):
-			return nil, fmt.Errorf("environment configuration unreachable, and it was not checked at submission: %w", err)
-		case err != nil:
-			return nil, plugin.Permanent(fmt.Errorf("environment configuration: %w", err))
-		default:
-			if cfg == nil {
-				cfg = &envconfig.Config{}
-			}
-			if cfg.Target == nil && r.in.Target.Plugin != "" && (r.in.Descriptor.Target == nil || r.in.Descriptor.Target.Plugin == "") {
-				t := r.in.Target // the server's default target (local trial mode)
-				cfg.Target = &t
-			}
-			if cfg.Rollback.Enabled == nil && !r.in.EnvChecked {
-				cfg.Rollback.Enabled = &r.in.Rollback.Enabled
-			}
-			eff, err := envconfig.Merge(r.in.Descriptor, cfg)
-			if err != nil {
-				return nil, plugin.Permanent(fmt.Errorf("%s%s", manent.ErrorMessage(err), fieldList(err)))
-			}
-			out.Source, out.Revision = rev.Source, rev.Revision
-			out.Target, out.Parameters = eff.Target, eff.Parameters
-			if out.Target.Plugin == r.in.Target.Plugin && r.in.Target.With["dir"] != nil && out.Target.With["dir"] == nil {
-				out.Target.With = maps.Clone(out.Target.With)
-				if out.Target.With == nil {
-					out.Target.With = map[string]any{}
-				}
-				out.Target.With["dir"] = r.in.Target.With["dir"]
-			}
-			out.Rollback = envconfig.RollbackPolicy{Enabled: eff.Rollback.Enabled, On: eff.Rollback.On}
-			if r.in.EnvChecked && rev.Revision != r.in.EnvRevision.Revision {
-				fmt.Fprintf(log, "environment configuration changed since submission: revision %s, was %s\n", rev.Revision, r.in.EnvRevision.Revision)
-			}
-		}
-	}
-	if out.Target.Plugin == "" {
-		return nil, plugin.Permanent(errors.New("no target: the descriptor names none and the environment configuration gives none"))
-	}
-	if f, err := r.freeze(ctx, plan.FreezeRegions(r.in.Waves)); err != nil {
-		return nil, err
-	} else if f != nil {
-		return nil, plugin.Permanent(fmt.Errorf("environment %s is frozen by %q until %s: the deploy may not start",
-			r.in.Environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
-	}
-	t, err := r.e.cfg.Plugins.Target(out.Target.Plugin)
+	rc, err := r.e.cfg.Admitter.Reconfigure(ctx, r.in)
 	if err != nil {
 		return nil, err
 	}
-	if err := t.Validate(out.Target.With); err != nil {
-		return nil, plugin.Permanent(fmt.Errorf("target %s: %w", out.Target.Plugin, err))
-	}
-	for _, ps := range r.in.Plan.Steps {
-		if ps.Plugin == "" {
-			continue
-		}
-		run, err := r.e.cfg.Plugins.Runner(ps.Plugin)
-		if err != nil {
-			return nil, err
-		}
-		if err := run.Validate(ps.With); err != nil {
-			return nil, plugin.Permanent(fmt.Errorf("step %s: %w", ps.Name, err))
-		}
+	for _, n := range rc.Notes {
+		fmt.Fprintln(log, n)
 	}
 	if err := os.MkdirAll(r.e.WorkDir(r.in.ID), 0o755); err != nil {
 		return nil, err
 	}
+	out := configOutput{Source: rc.Source, Revision: rc.Revision, Target: rc.Target, Parameters: rc.Parameters,
+		Rollback: rc.Rollback, Plan: r.in.Plan.Names()}
 	fmt.Fprintf(log, "configuration %s %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
 	return out, nil
-}
-
-// freeze returns the freeze that blocks the deploy now (for regions, when
-// given), or nil. A freeze the submitter may break does not block.
-func (r *run) freeze(ctx context.Context, regions []string) (*governance.FreezeInfo, error) {
-	g := r.e.cfg.Governance
-	if g == nil || r.in.Descriptor == nil {
-		return nil, nil
-	}
-	dec, err := g.Decide(ctx, governance.Input{
-		Descriptor:  r.in.Descriptor,
-		Identity:    manent.Identity{Subject: r.in.Requester, Groups: r.in.RequesterGroups},
-		Environment: governance.Environment{Name: r.in.Environment, Regions: regions},
-		Now:         time.Now().UTC(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("governance: %w", err)
-	}
-	if dec.Freeze == nil || dec.BreakGlass {
-		return nil, nil
-	}
-	return dec.Freeze, nil
-}
-
-// fieldList renders the field errors of err for a step's error text.
-func fieldList(err error) string {
-	var me *manent.Error
-	if !errors.As(err, &me) || len(me.Fields) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	for _, f := range me.Fields {
-		fmt.Fprintf(&b, "; %s: %s", f.Path, f.Message)
-	}
-	return b.String()
 }
 
 func (r *run) notifyStarted(ctx context.Context, log *logWriter) (any, error) {

@@ -17,11 +17,12 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/clusterstate"
-	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/plugins/clusterready"
 	"github.com/manent-io/manent/plugins/local"
@@ -73,42 +74,31 @@ type agentServer struct {
 func newAgentServer(t testing.TB, db string) *agentServer {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := plugin.NewRegistry()
-	if err := errors.Join(
-		reg.RegisterTarget("local", local.New()),
-		reg.RegisterRunner("cluster-ready", clusterready.New(st).WithPollInterval(20*time.Millisecond)),
-	); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	eng, err := engine.New(ctx, st, engine.Config{
-		ExecutorID: "agent-test", DataDir: filepath.Join(dir, "data"), Plugins: reg,
-		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
+	cfg := servertest.Config(dir)
+	cfg.Database, cfg.ExecutorID = db, "agent-test"
+	n, err := node.Open(ctx, cfg, node.Options{
+		Guard: clusterGuard{admin: server.NewAdminGuard(agentAdminToken)},
+		Plugins: func(reg *plugin.Registry, host node.Host) error {
+			return errors.Join(
+				reg.RegisterTarget("local", local.New()),
+				reg.RegisterRunner("cluster-ready", clusterready.New(host.Store).WithPollInterval(20*time.Millisecond)),
+			)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := eng.Launch(ctx); err != nil {
+	if err := n.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(server.New(server.Config{
-		Engine: eng, Guard: clusterGuard{admin: server.NewAdminGuard(agentAdminToken)},
-		DataDir: filepath.Join(dir, "data"), TrialMode: true,
-	}))
+	hs := httptest.NewServer(n.API)
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
 		hs.Close()
-		eng.Shutdown(5 * time.Second)
-		st.Close()
+		n.Close(5 * time.Second)
 	})
-	return &agentServer{URL: hs.URL, st: st, dir: dir,
+	return &agentServer{URL: hs.URL, st: n.Store, dir: dir,
 		admin: api.NewClient(hs.URL, agentAdminToken, nil), agent: api.NewClient(hs.URL, agentC1Token, nil)}
 }
 

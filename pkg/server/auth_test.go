@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,7 +17,7 @@ import (
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 // Identities of the authorisation matrix.
@@ -144,7 +145,7 @@ func TestPublicRoutes(t *testing.T) {
 }
 
 func TestBodyLimitAndRateLimit(t *testing.T) {
-	srv := newTestServer(t, enginetest.SQLite(t), matrixTokens, matrixPolicy, func(c *server.Config) { c.SubmissionsPerMinute = 2 })
+	srv := newTestServer(t, enginetest.SQLite(t), matrixTokens, matrixPolicy, func(c *node.Config) { c.Limits.SubmissionsPerMinute = 2 })
 	big := "apiVersion: manent/v1\n# " + strings.Repeat("x", 2<<20) + "\n"
 	status, body, _ := do(t, "POST", srv.URL+"/api/v1/deployments", "right-token", big)
 	if status != 413 {
@@ -168,9 +169,10 @@ func TestBodyLimitAndRateLimit(t *testing.T) {
 }
 
 func TestPolicyErrorsInOne422(t *testing.T) {
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) {
+	t.Setenv("TEST_CALLBACK_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
 		c.Callbacks.Allow = []string{"https://ci.example/**"}
-		c.CallbacksSigned = true
+		c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
 	})
 	desc := `apiVersion: manent/v1
 application: billing

@@ -17,8 +17,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/server"
-	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 func configStep(t *testing.T, d *manent.Deployment) map[string]any {
@@ -50,15 +49,9 @@ descriptor_policy: {parameters: [replicas]}
 	if err := os.WriteFile(filepath.Join(dir, "staging.yaml"), []byte(env), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defaults, err := envconfig.FromConfig(envconfig.Settings{Provider: "files", Dir: dir}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) {
-		c.Environments = defaults
-		c.TrialMode = false
-		src := urlpolicy.TrialSources()
-		c.Sources = &src
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
+		configured(c)
+		c.Environments = envconfig.Settings{Provider: "files", Dir: dir}
 	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -66,7 +59,7 @@ descriptor_policy: {parameters: [replicas]}
 	base := fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: staging\nversion: \"7\"\nartifact: {url: %q}\n", art)
 
 	// Two refused parameters and a target conflict, in one 422.
-	_, err = c.Submit(ctx, []byte(base+"parameters: {replicas: 3, debug: true, region: us}\ntarget: {plugin: script, with: {command: [\"true\"]}}\n"), false)
+	_, err := c.Submit(ctx, []byte(base+"parameters: {replicas: 3, debug: true, region: us}\ntarget: {plugin: script, with: {command: [\"true\"]}}\n"), false)
 	var me *manent.Error
 	if !errorsAs(err, &me) || me.Code != manent.EInvalid {
 		t.Fatalf("conflicting submit: %v", err)
@@ -130,15 +123,9 @@ func TestEnvironmentProviderDownAtSubmission(t *testing.T) {
 		fmt.Fprintf(w, `{"target": {"plugin": "local", "with": {"dir": %q}}, "parameters": {"replicas": 2}}`, targets)
 	}))
 	defer provider.Close()
-	defaults, err := envconfig.FromConfig(envconfig.Settings{Provider: "http", URL: provider.URL + "/environments/{environment}", Timeout: 2 * time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *server.Config) {
-		c.Environments = defaults
-		c.TrialMode = false
-		src := urlpolicy.TrialSources()
-		c.Sources = &src
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
+		configured(c)
+		c.Environments = envconfig.Settings{Provider: "http", URL: provider.URL + "/environments/{environment}", Timeout: 2 * time.Second}
 	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()

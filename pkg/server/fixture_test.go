@@ -16,11 +16,11 @@ import (
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/plugin"
-	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
-	"github.com/manent-io/manent/plugins/local"
-	"github.com/manent-io/manent/plugins/script"
+	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/plugins/builtin"
 )
 
 // testServer is a real manent server (store, DBOS engine, HTTP API) on a
@@ -33,63 +33,38 @@ type testServer struct {
 }
 
 // newTestServer starts a server on db with the given static tokens and RBAC
-// rules; the token "admin-token" is the bootstrap admin.
-func newTestServer(t *testing.T, db string, tokens []auth.TokenConfig, rules []auth.RBACRule, opts ...func(*server.Config)) *testServer {
+// rules; the token "admin-token" is the bootstrap admin. It is built by
+// pkg/node from a configuration, as the binary builds it; opts change that
+// configuration (local trial mode with fast retries by default).
+func newTestServer(t *testing.T, db string, tokens []auth.TokenConfig, rules []auth.RBACRule, opts ...func(*node.Config)) *testServer {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := plugin.NewRegistry()
-	sp := script.New()
-	for _, err := range []error{reg.RegisterTarget("local", local.New()), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := t.TempDir()
-	authn, err := auth.New(auth.Config{Tokens: tokens, BootstrapToken: "admin-token"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := auth.NewPolicy(append([]auth.RBACRule{auth.BootstrapRule()}, rules...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := server.Config{Guard: &server.AuthGuard{Authn: authn, Policy: policy},
-		DataDir: filepath.Join(dir, "data"), TrialMode: true}
+	cfg := servertest.Config(t.TempDir())
+	cfg.Database, cfg.ExecutorID = db, "test"
+	cfg.Auth.Tokens, cfg.RBAC = tokens, rules
 	for _, o := range opts {
-		o(&cfg)
+		o(cfg)
 	}
-	var envs engine.Environments
-	if cfg.Environments != nil {
-		envs = cfg.Environments
-	}
-	eng, err := engine.New(ctx, st, engine.Config{
-		ExecutorID: "test", DataDir: filepath.Join(dir, "data"), Plugins: reg, Environments: envs,
-		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
-		Governance: cfg.Governance, SchedulerPoll: time.Second,
-	})
+	ctx := context.Background()
+	n, err := node.Open(ctx, cfg, node.Options{Plugins: builtin.Register, BootstrapToken: "admin-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Engine = eng
-	api := server.New(cfg)
-	eng.SetTick(api.Tick)
-	if err := eng.Launch(ctx); err != nil {
+	if err := n.Launch(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(api)
+	hs := httptest.NewServer(n.API)
 	t.Cleanup(func() {
 		hs.Close()
-		eng.Shutdown(5 * time.Second)
-		st.Close()
+		n.Close(5 * time.Second)
 	})
-	return &testServer{URL: hs.URL, Store: st, Engine: eng, DataDir: cfg.DataDir}
+	return &testServer{URL: hs.URL, Store: n.Store, Engine: n.Engine, DataDir: cfg.DataDir}
+}
+
+// configured makes cfg a configured server (not local trial mode) that
+// still allows the trial artifact sources.
+func configured(cfg *node.Config) {
+	cfg.Trial = false
+	cfg.Artifacts.Sources = urlpolicy.TrialPatterns()
 }
 
 func errorsAs(err error, target **manent.Error) bool { return errors.As(err, target) }

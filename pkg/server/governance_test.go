@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,9 +12,8 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
-	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
-	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 var govTokens = []auth.TokenConfig{
@@ -26,11 +27,11 @@ var govRules = []auth.RBACRule{{Subjects: []string{"token:ci", "group:sre"},
 
 func govServer(t *testing.T, rules string) (*testServer, func(token string) *api.Client) {
 	t.Helper()
-	r, err := governance.ParseRules("governance.yaml", []byte(rules))
-	if err != nil {
+	path := filepath.Join(t.TempDir(), "governance.yaml")
+	if err := os.WriteFile(path, []byte(rules), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules, func(c *server.Config) { c.Governance = r })
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules, func(c *node.Config) { c.Governance.Rules = path })
 	return srv, func(token string) *api.Client { return api.NewClient(srv.URL, token, nil) }
 }
 

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -19,13 +17,9 @@ type SchedulesResult struct {
 	Items []store.Schedule `json:"items"`
 }
 
-// createSchedule makes a recurring deploy (schedule.cron): checks 1 to 4
-// and the plan now, governance at each tick.
+// createSchedule records a recurring deploy (schedule.cron) that
+// admission accepted: governance runs at each tick.
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p manent.Identity) {
-	if err := s.cfg.Guard.Authorize(p, PermSchedule, d.Application, d.Environment); err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
 	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: d.Application, Environment: d.Environment,
 		Cron: d.Schedule.Cron, Descriptor: body, Requester: p.Subject, RequesterGroups: p.Groups, CreatedAt: time.Now().UTC()}
 	if err := s.eng.CreateSchedule(r.Context(), sc); err != nil {
@@ -35,33 +29,6 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []b
 	s.audit(r.Context(), r, p, "schedule.create", sc.ID, "accepted", sc.Cron)
 	w.Header().Set("Location", "/api/v1/schedules/"+sc.ID)
 	writeJSON(w, http.StatusCreated, api.SubmitResult{Schedule: sc.ID, State: manent.StateScheduled})
-}
-
-// Tick submits the deploy of one schedule tick through the same checks as
-// any submission, as the schedule's creator (engine.TickFunc).
-func (s *Server) Tick(ctx context.Context, sc *store.Schedule, at time.Time, id string) error {
-	d, err := descriptor.Parse(sc.Descriptor)
-	if err != nil {
-		return err
-	}
-	d.Schedule = nil
-	p := manent.Identity{Subject: sc.Requester, Groups: sc.RequesterGroups}
-	if err := s.cfg.Guard.Authorize(p, PermSubmit, d.Application, d.Environment); err != nil {
-		return err
-	}
-	in, decision, err := s.admit(ctx, nil, d, p)
-	if err != nil {
-		if me := (*manent.Error)(nil); errors.As(err, &me) && len(me.Fields) > 0 {
-			return fmt.Errorf("%s: %s", me.Message, me.Fields[0].Message)
-		}
-		return err
-	}
-	in.ID = id
-	if _, err := s.eng.Submit(ctx, in, decision); err != nil {
-		return err
-	}
-	s.log.Info("schedule tick submitted a deploy", "schedule", sc.ID, "deploy", id, "tick", at)
-	return nil
 }
 
 func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -14,13 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/engine"
-	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
-	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // MaxBody bounds a request body (SPEC: 1 MiB, 413 beyond).
@@ -31,38 +28,17 @@ type Config struct {
 	Engine *engine.Engine
 	Guard  Guard
 	Logger *slog.Logger
-	// DataDir is where local trial targets live (<DataDir>/targets/<app>/<env>).
-	DataDir string
-	// TrialMode allows file:// and http(s):// artifacts and targets the
-	// local plugin when the descriptor names no target (SPEC §8.1).
-	TrialMode bool
-	// Pipeline is pipeline.steps (empty: the default pipeline).
-	Pipeline []string
-	// Sources are artifacts.sources; nil means the trial sources in trial
-	// mode and nothing otherwise.
-	Sources *urlpolicy.Sources
-	// Callbacks is the callback policy (callbacks.allow).
-	Callbacks urlpolicy.Callbacks
+	// Admitter runs the submission checks (SPEC §3 checks 2–6).
+	Admitter *admit.Admitter
 	// SubmissionsPerMinute limits each identity's submissions (0: 120).
 	SubmissionsPerMinute int
-	// Environments gives the environment configuration (nil: none).
-	Environments Environments
-	// CallbacksSigned says a callback signing secret is configured; without
-	// one, descriptors with callbacks are refused.
-	CallbacksSigned bool
-	// ChatChannels are the chat channels configured on the server.
-	ChatChannels []string
-	// Governance decides freezes, promotion, approvals and change
-	// management (nil: everything allowed).
-	Governance governance.Decider
-	// ChangeManagement says an ITSM provider is configured.
-	ChangeManagement bool
 }
 
 // Server is the HTTP API.
 type Server struct {
 	cfg     Config
 	eng     *engine.Engine
+	admit   *admit.Admitter
 	st      *store.Store
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -77,14 +53,7 @@ func New(cfg Config) *Server {
 	if cfg.SubmissionsPerMinute == 0 {
 		cfg.SubmissionsPerMinute = 120
 	}
-	if cfg.Sources == nil {
-		src := urlpolicy.Sources{}
-		if cfg.TrialMode {
-			src = urlpolicy.TrialSources()
-		}
-		cfg.Sources = &src
-	}
-	s := &Server{cfg: cfg, eng: cfg.Engine, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, eng: cfg.Engine, admit: cfg.Admitter, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
 		limiter: newRateLimiter(cfg.SubmissionsPerMinute)}
 	s.routes()
 	return s
@@ -346,10 +315,4 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, manent.Errorf(manent.EInvalid, "read request body: %v", err)
 	}
 	return body, nil
-}
-
-// trialTarget is the local target of SPEC §8.1.
-func (s *Server) trialTarget(app, env string) descriptor.Target {
-	dir, _ := filepath.Abs(filepath.Join(s.cfg.DataDir, "targets", app, env))
-	return descriptor.Target{Plugin: "local", With: map[string]any{"dir": dir}}
 }

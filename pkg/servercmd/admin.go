@@ -7,10 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
 
-func newAdminCmd(stdout, stderr io.Writer) *cobra.Command {
+func newAdminCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {
 	admin := &cobra.Command{
 		Use:   "admin",
 		Short: "Administrative tasks on the server's database",
@@ -37,13 +38,12 @@ executor id recovers its own deploys by itself.`,
 				return usageError{err}
 			}
 			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
-			rt, err := open(cmd.Context(), cfg, newLogger(stderr, "warn"))
+			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn")})
 			if err != nil {
 				return err
 			}
-			defer rt.st.Close()
-			defer rt.eng.Shutdown(5 * time.Second)
-			ids, err := rt.eng.Recover(executors)
+			defer n.Close(5 * time.Second)
+			ids, err := n.Engine.Recover(executors)
 			if err != nil {
 				return fmt.Errorf("recover: %w", err)
 			}

@@ -4,8 +4,9 @@
 // engine with fast retry and queue settings, and the HTTP API in local
 // trial mode behind the admin token, on a random 127.0.0.1 port.
 //
-// It imports pkg/api, pkg/engine, pkg/plugin, pkg/server, pkg/servercmd
-// (for the built-in plugins) and pkg/store.
+// It builds the server with pkg/node (the composition root the binary uses)
+// and plugins/builtin, and imports pkg/api, pkg/engine, pkg/server and
+// pkg/store for the handles it returns.
 package servertest
 
 import (
@@ -21,10 +22,10 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/engine"
-	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
-	"github.com/manent-io/manent/pkg/servercmd"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/plugins/builtin"
 )
 
 // DefaultToken is the admin token of a test server unless WithToken says otherwise.
@@ -43,6 +44,7 @@ type Server struct {
 	Store   *store.Store
 	API     *server.Server
 	HTTP    *httptest.Server
+	Node    *node.Node
 
 	closeOnce sync.Once
 }
@@ -109,43 +111,39 @@ func New(dir string, opts ...Option) (*Server, error) {
 		o.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, o.database)
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
-	reg := plugin.NewRegistry()
-	if err := servercmd.RegisterBuiltins(reg); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("plugins: %w", err)
-	}
-	dataDir := filepath.Join(dir, "data")
-	eng, err := engine.New(ctx, st, engine.Config{
-		ExecutorID: o.executorID, Slots: o.slots, DataDir: dataDir,
-		RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond, QueuePoll: 50 * time.Millisecond,
-		Plugins: reg, Logger: o.logger,
+	cfg := Config(dir)
+	cfg.Database, cfg.ExecutorID, cfg.Workers.Slots = o.database, o.executorID, o.slots
+	n, err := node.Open(ctx, cfg, node.Options{
+		Plugins: builtin.Register, BootstrapToken: o.token, Logger: o.logger,
+		OnStore: func(st *store.Store) {
+			for _, fn := range o.beforeAPI {
+				fn(st)
+			}
+		},
 	})
 	if err != nil {
-		st.Close()
-		return nil, fmt.Errorf("engine: %w", err)
+		return nil, err
 	}
-	for _, fn := range o.beforeAPI {
-		fn(st)
-	}
-	api := server.New(server.Config{
-		Engine: eng, Guard: server.NewAdminGuard(o.token), Logger: o.logger,
-		DataDir: dataDir, TrialMode: true,
-	})
-	if err := eng.Launch(ctx); err != nil {
-		eng.Shutdown(time.Second)
-		st.Close()
+	if err := n.Launch(ctx); err != nil {
+		n.Close(time.Second)
 		return nil, fmt.Errorf("launch engine: %w", err)
 	}
-	hs := httptest.NewServer(api)
-	return &Server{URL: hs.URL, Token: o.token, DataDir: dataDir, Engine: eng, Store: st, API: api, HTTP: hs}, nil
+	hs := httptest.NewServer(n.API)
+	return &Server{URL: hs.URL, Token: o.token, DataDir: cfg.DataDir, Engine: n.Engine, Store: n.Store, API: n.API, HTTP: hs, Node: n}, nil
+}
+
+// Config is the configuration of a test server keeping its files in dir:
+// local trial mode with fast retries and queue polls. Tests that need a
+// configured server change it and call node.Open themselves.
+func Config(dir string) *node.Config {
+	cfg := &node.Config{Trial: true, DataDir: filepath.Join(dir, "data"), ExecutorID: "servertest",
+		Database: "sqlite:" + filepath.Join(dir, "manent.db")}
+	cfg.Workers.Slots = 4
+	cfg.Workers.RetryBase, cfg.Workers.RetryMax = 10*time.Millisecond, 50*time.Millisecond
+	cfg.Workers.QueuePoll, cfg.Workers.SchedulerPoll = 50*time.Millisecond, time.Second
+	cfg.Artifacts.MaxBytes = 1 << 30
+	cfg.Limits.SubmissionsPerMinute = 120
+	return cfg
 }
 
 // Close stops the server: its connections (streams never end by

@@ -1,0 +1,309 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/urlpolicy"
+)
+
+// Authorizer decides RBAC (check 2). The server's guard is one.
+type Authorizer interface {
+	Authorize(id manent.Identity, permission, application, environment string) error
+}
+
+// Config configures admission. Its fields are the server configuration
+// keys the checks read.
+type Config struct {
+	// Store answers what earlier deploys did (`after`, promotion, the
+	// current release) and records the break-glass audit entry.
+	Store *store.Store
+	// Authorizer checks permissions (nil: everything is allowed, for tests
+	// of the later checks only).
+	Authorizer Authorizer
+	// Plugins are the registered plugins: a target or custom step naming
+	// another one is refused (nil: not checked).
+	Plugins *plugin.Registry
+	// Sources is artifacts.sources.
+	Sources urlpolicy.Sources
+	// Callbacks is callbacks.allow; CallbacksSigned says a signing secret is
+	// configured (without one, descriptors with callbacks are refused).
+	Callbacks       urlpolicy.Callbacks
+	CallbacksSigned bool
+	// ChatChannels are the chat channels configured on the server.
+	ChatChannels []string
+	// Environments gives the environment configuration (nil: none).
+	Environments envconfig.Provider
+	// Governance decides freezes, promotion, approvals and change
+	// management (nil: everything allowed).
+	Governance governance.Decider
+	// ChangeManagement says an ITSM provider is configured.
+	ChangeManagement bool
+	// Pipeline is pipeline.steps (empty: manent.DefaultPipeline).
+	Pipeline []string
+	// Trial is local trial mode (SPEC §8.1): the local target under
+	// TargetsDir/<application>/<environment> and rollback enabled where the
+	// environment configuration says nothing.
+	Trial      bool
+	TargetsDir string
+	Logger     *slog.Logger
+}
+
+// Admitter runs the submission checks.
+type Admitter struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns an Admitter, or a configuration error (an unknown step in
+// pipeline.steps, say) that must stop the server from starting.
+func New(cfg Config) (*Admitter, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("admit: no store")
+	}
+	if err := CheckPipeline(cfg.Pipeline); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Trial && cfg.TargetsDir != "" {
+		abs, err := filepath.Abs(cfg.TargetsDir)
+		if err != nil {
+			return nil, fmt.Errorf("admit: targets dir: %w", err)
+		}
+		cfg.TargetsDir = abs
+	}
+	return &Admitter{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// CheckPipeline checks pipeline.steps: built-in step names only
+// (manent.DefaultPipeline), each once, with `deploy`, and in an order the
+// engine can run (artifacts before qa and deploy, activation after deploy).
+func CheckPipeline(steps []string) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	pos := map[string]int{}
+	for i, s := range steps {
+		if !slices.Contains(manent.DefaultPipeline, s) {
+			return fmt.Errorf("pipeline.steps[%d]: unknown step %q (the built-in steps are %s)", i, s, strings.Join(manent.DefaultPipeline, ", "))
+		}
+		if _, dup := pos[s]; dup {
+			return fmt.Errorf("pipeline.steps[%d]: step %q is listed twice", i, s)
+		}
+		pos[s] = i
+	}
+	before := func(a, b string) error {
+		ia, okA := pos[a]
+		ib, okB := pos[b]
+		if okA && okB && ia > ib {
+			return fmt.Errorf("pipeline.steps: %q must come before %q", a, b)
+		}
+		return nil
+	}
+	if _, ok := pos[manent.StepDeploy]; !ok {
+		return fmt.Errorf("pipeline.steps must include %q", manent.StepDeploy)
+	}
+	return errors.Join(
+		before(manent.StepArtifacts, manent.StepQA),
+		before(manent.StepArtifacts, manent.StepDeploy),
+		before(manent.StepDeploy, manent.StepPostTest),
+		before(manent.StepDeploy, manent.StepActivation),
+	)
+}
+
+// Request is a deploy to admit.
+type Request struct {
+	Descriptor *descriptor.Descriptor
+	Identity   manent.Identity
+	// DryRun checks deployment.dry-run instead of deployment.submit (and
+	// records nothing).
+	DryRun bool
+	// ID is the deploy id to give it (empty: a new one).
+	ID string
+	// RequestID ties audit entries to the request.
+	RequestID string
+}
+
+// Admission is an admitted deploy: what to run and the decision.
+type Admission struct {
+	Input    plan.Input
+	Decision *manent.Decision
+}
+
+// Admit runs checks 2 to 6 on a deploy. Every problem of one check is
+// reported at once, as one *manent.Error (EInvalid) with field errors;
+// a missing permission is EForbidden.
+func (a *Admitter) Admit(ctx context.Context, req Request) (*Admission, error) {
+	d := req.Descriptor
+	perm := auth.DeploymentSubmit
+	if req.DryRun {
+		perm = auth.DeploymentDryRun
+	}
+	if err := a.authorize(req.Identity, perm, d); err != nil {
+		return nil, err
+	}
+	return a.admit(ctx, req, true)
+}
+
+// AdmitSchedule checks a recurring deploy (schedule.cron) when it is
+// created: permissions (deployment.submit and schedule.manage), checks 3, 4
+// and the plan now; governance runs at each tick (Tick).
+func (a *Admitter) AdmitSchedule(ctx context.Context, req Request) (*Admission, error) {
+	d := req.Descriptor
+	if err := a.authorize(req.Identity, auth.DeploymentSubmit, d); err != nil {
+		return nil, err
+	}
+	if err := a.authorize(req.Identity, auth.ScheduleManage, d); err != nil {
+		return nil, err
+	}
+	return a.admit(ctx, req, false)
+}
+
+func (a *Admitter) authorize(id manent.Identity, perm auth.Permission, d *descriptor.Descriptor) error {
+	if a.cfg.Authorizer == nil {
+		return nil
+	}
+	return a.cfg.Authorizer.Authorize(id, string(perm), d.Application, d.Environment)
+}
+
+func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admission, error) {
+	d := req.Descriptor
+	// 3. Sources and callback URLs.
+	problems := a.checkURLs(ctx, d)
+	// 4. Environment configuration, merged under the descriptor policy.
+	env := a.environment(ctx, d)
+	problems = append(problems, env.problems...)
+	// The plugins the deploy names must exist and accept their settings.
+	if len(env.problems) == 0 {
+		problems = append(problems, a.checkPlugins(d, env.target, env.checked)...)
+	}
+	// 6. Plan.
+	pl, err := plan.Build(d, a.cfg.Pipeline)
+	if err != nil {
+		problems = append(problems, manent.FieldError{Path: "/steps", Message: err.Error()})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		return nil, refused(problems)
+	}
+	// 5. Governance.
+	waves := plan.WavesOf(d.Rollout)
+	decision, waits := &manent.Decision{Allowed: true, Source: "at each tick"}, plan.Waits{}
+	if governed {
+		var refusals []manent.FieldError
+		decision, waits, refusals = a.decide(ctx, req, plan.FreezeRegions(waves))
+		if len(refusals) > 0 {
+			return nil, refused(refusals)
+		}
+	}
+	id := req.ID
+	if id == "" {
+		id = manent.NewDeploymentID()
+	}
+	in := plan.Input{
+		ID: id, Application: d.Application, Environment: d.Environment, Version: d.Version,
+		Requester: req.Identity.Subject, RequesterGroups: req.Identity.Groups,
+		Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
+		Waves: waves, EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
+		Effective: env.effective, Waits: waits,
+	}
+	return &Admission{Input: in, Decision: decision}, nil
+}
+
+// refused is the 422 of a check that found problems.
+func refused(problems []manent.FieldError) error {
+	return &manent.Error{Code: manent.EInvalid,
+		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
+}
+
+// checkURLs is check 3: the artifact source, callback URLs and chat channels.
+func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []manent.FieldError {
+	problems := fieldErrors(a.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")
+	if len(d.Callbacks) > 0 {
+		urls := make([]string, len(d.Callbacks))
+		for i, c := range d.Callbacks {
+			urls[i] = c.URL
+		}
+		problems = append(problems, fieldErrors(a.cfg.Callbacks.CheckAll(ctx, urls), "/callbacks")...)
+		if !a.cfg.CallbacksSigned {
+			problems = append(problems, manent.FieldError{Path: "/callbacks",
+				Message: "this server has no callback signing secret (callbacks.secret_env): callbacks would go unsigned"})
+		}
+	}
+	if d.Notify != nil {
+		for i, ch := range d.Notify.Chat {
+			if !slices.Contains(a.cfg.ChatChannels, ch) {
+				problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/notify/chat/%d", i),
+					Message: fmt.Sprintf("chat channel %q is not configured on this server (known: %v)", ch, a.cfg.ChatChannels)})
+			}
+		}
+	}
+	return problems
+}
+
+// checkPlugins checks that the target and every custom step name a
+// registered plugin that accepts its settings. Without the environment's
+// answer (checked false) a missing target is left to the config step.
+func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
+	reg := a.cfg.Plugins
+	if reg == nil {
+		return nil
+	}
+	var problems []manent.FieldError
+	if target.Plugin != "" {
+		if t, err := reg.Target(target.Plugin); err != nil {
+			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
+		} else if err := t.Validate(target.With); err != nil {
+			problems = append(problems, manent.FieldError{Path: "/target/with", Message: fmt.Sprintf("target %s: %v", target.Plugin, err)})
+		}
+	} else if checked {
+		problems = append(problems, manent.FieldError{Path: "/target",
+			Message: "no target: the descriptor names none and the environment configuration gives none"})
+	}
+	for i, s := range d.Steps {
+		if s.Plugin == "" {
+			continue
+		}
+		r, err := reg.Runner(s.Plugin)
+		if err != nil {
+			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/plugin", i),
+				Message: fmt.Sprintf("step %s: %v", s.Name, err)})
+			continue
+		}
+		if err := r.Validate(s.With); err != nil {
+			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/with", i),
+				Message: fmt.Sprintf("step %s: %v", s.Name, err)})
+		}
+	}
+	return problems
+}
+
+// fieldErrors turns a policy error into field errors (at path when it has
+// none of its own).
+func fieldErrors(err error, path string) []manent.FieldError {
+	if err == nil {
+		return nil
+	}
+	var me *manent.Error
+	if errors.As(err, &me) && len(me.Fields) > 0 {
+		return me.Fields
+	}
+	return []manent.FieldError{{Path: path, Message: manent.ErrorMessage(err)}}
+}

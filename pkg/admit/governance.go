@@ -1,0 +1,174 @@
+package admit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// decide is check 5, governance: freezes, promotion, approvals, change
+// management, and the waits of the descriptor itself (schedule.at, after).
+// It returns the decision to save, what the deploy waits for, and the
+// problems that refuse it.
+func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*manent.Decision, plan.Waits, []manent.FieldError) {
+	d := req.Descriptor
+	var waits plan.Waits
+	var problems []manent.FieldError
+	if d.Schedule != nil && d.Schedule.At != nil && d.Schedule.At.After(time.Now()) {
+		at := d.Schedule.At.UTC()
+		waits.At = &at
+	}
+	for i, dep := range d.After {
+		if _, err := a.cfg.Store.Deployment(ctx, dep); errors.Is(err, store.ErrNotFound) {
+			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/after/%d", i), Message: fmt.Sprintf("deploy %s does not exist", dep)})
+		} else if err != nil {
+			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/after/%d", i), Message: err.Error()})
+		}
+	}
+	waits.After = d.After
+
+	dec, err := a.governanceDecision(ctx, governance.Input{
+		Descriptor:  d,
+		Identity:    req.Identity,
+		Environment: governance.Environment{Name: d.Environment, Regions: regions},
+		Now:         time.Now().UTC(),
+	})
+	if err != nil {
+		a.log.Error("governance decision failed", "error", err)
+		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()})
+	}
+	out := dec.ToDecision()
+	problems = append(problems, denials(dec, d.Environment)...)
+	if dec.ChangeRequired {
+		if a.cfg.ChangeManagement {
+			waits.Change = true
+		} else {
+			problems = append(problems, manent.FieldError{Path: "/environment",
+				Message: "a change ticket is required for " + d.Environment + " but this server has no ITSM provider (itsm.url)"})
+		}
+	}
+	if dec.BreakGlass && dec.Freeze != nil && len(problems) == 0 && !req.DryRun {
+		err := a.cfg.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
+			Identity: req.Identity.Subject, Action: "governance.break-glass", Target: d.Application + "/" + d.Environment,
+			RequestID: req.RequestID, Outcome: "allowed",
+			Detail: fmt.Sprintf("%s bypassed freeze %q (reopens %s)", req.Identity.Subject, dec.Freeze.Name, dec.Freeze.ReopensAt.UTC().Format(time.RFC3339)),
+		})
+		if err != nil {
+			a.log.Error("audit write failed", "action", "governance.break-glass", "error", err)
+		}
+		a.log.Warn("BREAK GLASS: a deploy bypasses a freeze", "identity", req.Identity.Subject, "freeze", dec.Freeze.Name,
+			"application", d.Application, "environment", d.Environment)
+	}
+	if dec.Approvals != nil && dec.Approvals.Count > 0 {
+		waits.Approvals = &plan.ApprovalRule{Count: dec.Approvals.Count, Approvers: dec.Approvals.Approvers, Expires: dec.Approvals.Expires.D()}
+		out.ApprovalsExpire = dec.Approvals.Expires.D().String()
+	}
+	return out, waits, problems
+}
+
+// governanceDecision asks the decider, with what the store knows of earlier
+// deploys (promotion, the current release).
+func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input) (governance.Decision, error) {
+	decider := a.cfg.Governance
+	if decider == nil {
+		decider = governance.AllowAll{}
+	}
+	d := in.Descriptor
+	succ, err := a.cfg.Store.Successes(ctx, d.Application, d.Version)
+	if err != nil {
+		return governance.Decision{}, err
+	}
+	for _, r := range succ {
+		in.Inventory.Successes = append(in.Inventory.Successes, governance.Success{Application: r.Application,
+			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt})
+	}
+	if cur, err := a.cfg.Store.Current(ctx, d.Application, d.Environment); err == nil {
+		in.Inventory.Current = cur
+	}
+	return decider.Decide(ctx, in)
+}
+
+// denials are the problems a decision refuses the deploy with: the policy's
+// deny reasons and a blocking freeze.
+func denials(dec governance.Decision, environment string) []manent.FieldError {
+	if dec.Allowed && len(dec.Deny) == 0 {
+		return nil
+	}
+	var problems []manent.FieldError
+	for _, reason := range dec.Deny {
+		problems = append(problems, manent.FieldError{Path: "/", Message: "policy: " + reason})
+	}
+	if f := blockingFreeze(dec); f != nil {
+		problems = append(problems, manent.FieldError{Path: "/environment", Message: fmt.Sprintf("environment %s is frozen by %q until %s",
+			environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339))})
+	}
+	if len(problems) == 0 {
+		problems = append(problems, manent.FieldError{Path: "/", Message: "refused by the governance policy"})
+	}
+	return problems
+}
+
+func blockingFreeze(dec governance.Decision) *governance.FreezeInfo {
+	if dec.Freeze == nil || dec.BreakGlass {
+		return nil
+	}
+	return dec.Freeze
+}
+
+// recheckGovernance re-applies the whole decision when the deploy starts
+// (SPEC §11.2): a freeze, a promotion no longer met or a policy that now
+// denies refuses it, permanently. Approvals and change tickets were settled
+// before the deploy was enqueued and are not asked again.
+func (a *Admitter) recheckGovernance(ctx context.Context, in plan.Input) error {
+	dec, err := a.governanceDecision(ctx, governance.Input{
+		Descriptor:  in.Descriptor,
+		Identity:    in.Requesting(),
+		Environment: governance.Environment{Name: in.Environment, Regions: plan.FreezeRegions(in.Waves)},
+		Now:         time.Now().UTC(),
+	})
+	if err != nil {
+		return fmt.Errorf("governance: %w", err)
+	}
+	if f := blockingFreeze(dec); f != nil {
+		return plugin.Permanent(fmt.Errorf("environment %s is frozen by %q until %s: the deploy may not start",
+			in.Environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
+	}
+	if problems := denials(dec, in.Environment); len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			msgs[i] = p.Message
+		}
+		return plugin.Permanent(fmt.Errorf("governance refuses the deploy now: %s", strings.Join(msgs, "; ")))
+	}
+	return nil
+}
+
+// Freeze returns the freeze that holds regions of the deploy now, or nil: a
+// rollout wave waits while one covers its targets. A freeze the submitter
+// may break does not hold.
+func (a *Admitter) Freeze(ctx context.Context, in plan.Input, regions []string) (*governance.FreezeInfo, error) {
+	if a.cfg.Governance == nil || in.Descriptor == nil {
+		return nil, nil
+	}
+	dec, err := a.cfg.Governance.Decide(ctx, governance.Input{
+		Descriptor:  in.Descriptor,
+		Identity:    in.Requesting(),
+		Environment: governance.Environment{Name: in.Environment, Regions: regions},
+		Now:         time.Now().UTC(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("governance: %w", err)
+	}
+	return blockingFreeze(dec), nil
+}
+
+// Governed reports whether a governance policy is configured.
+func (a *Admitter) Governed() bool { return a.cfg.Governance != nil }
