@@ -1,0 +1,154 @@
+package admit_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/plugins/local"
+	"github.com/manent-io/manent/plugins/script"
+)
+
+func TestCheckPipeline(t *testing.T) {
+	tests := []struct {
+		steps []string
+		want  string // "" for valid, else a fragment of the error
+	}{
+		{nil, ""},
+		{[]string{"artifacts", "deploy", "activation", "post-test"}, ""},
+		{[]string{"deploy"}, ""},
+		{[]string{"artifacts", "deploy", "activaton"}, `unknown step "activaton"`},
+		{[]string{"artifacts", "deploy", "deploy"}, "listed twice"},
+		{[]string{"artifacts", "activation"}, `must include "deploy"`},
+		{[]string{"deploy", "artifacts"}, `"artifacts" must come before "deploy"`},
+		{[]string{"activation", "deploy"}, `"deploy" must come before "activation"`},
+	}
+	for _, tt := range tests {
+		err := admit.CheckPipeline(tt.steps)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%v: %v, want valid", tt.steps, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%v: %v, want an error with %q", tt.steps, err, tt.want)
+		}
+	}
+}
+
+type fixture struct {
+	a   *admit.Admitter
+	art string
+}
+
+func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, enginetest.SQLite(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := plugin.NewRegistry()
+	sp := script.New()
+	if err := errors.Join(reg.RegisterTarget("local", local.New()), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg.Store, cfg.Plugins, cfg.TargetsDir = st, reg, filepath.Join(dir, "targets")
+	cfg.Sources = urlpolicy.TrialSources()
+	a, err := admit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{a: a, art: "file://" + art}
+}
+
+func (f *fixture) descriptor(t *testing.T, extra string) *descriptor.Descriptor {
+	t.Helper()
+	d, err := descriptor.Parse([]byte("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: \"1\"\nartifact: {url: " + f.art + "}\n" + extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+var ci = manent.Identity{Subject: "token:ci"}
+
+// Unknown plugins are refused at submission (SPEC §11.2), each at its path,
+// in one 422.
+func TestUnknownPluginsRefused(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	d := f.descriptor(t, "target: {plugin: helm}\nsteps:\n  - {name: smoke, after: deploy, plugin: pytest}\n  - {name: ok, after: deploy, plugin: script, with: {command: [\"true\"]}}\n")
+	_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: d, Identity: ci})
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid {
+		t.Fatalf("got %v, want a 422", err)
+	}
+	paths := map[string]string{}
+	for _, fe := range me.Fields {
+		paths[fe.Path] = fe.Message
+	}
+	if !strings.Contains(paths["/target/plugin"], "helm") || !strings.Contains(paths["/steps/0/plugin"], "pytest") || len(paths) != 2 {
+		t.Fatalf("field errors %+v: want /target/plugin (helm) and /steps/0/plugin (pytest) only", me.Fields)
+	}
+}
+
+// validate and the run share one computation: what admission decides (the
+// trial target and rollback enabled) is what the config step runs with.
+func TestReconfigureAgreesWithAdmission(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	adm, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := adm.Input
+	if !in.Rollback.Enabled || in.Target.Plugin != "local" || in.Target.With["dir"] == nil {
+		t.Fatalf("admitted %+v %+v: want the trial local target and rollback enabled", in.Target, in.Rollback)
+	}
+	rc, err := f.a.Reconfigure(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Rollback.Enabled != in.Rollback.Enabled || strings.Join(rc.Rollback.On, ",") != strings.Join(in.Rollback.On, ",") ||
+		rc.Target.Plugin != in.Target.Plugin || rc.Target.With["dir"] != in.Target.With["dir"] {
+		t.Fatalf("config step %+v %+v, admission %+v %+v: they must agree", rc.Target, rc.Rollback, in.Target, in.Rollback)
+	}
+}
+
+// The config step re-applies the whole governance decision, not freezes
+// only: a policy that denies the deploy when it starts refuses it,
+// permanently.
+func TestReconfigureReappliesGovernance(t *testing.T) {
+	allow := newAdmitter(t, admit.Config{Trial: true})
+	adm, err := allow.a.Admit(context.Background(), admit.Request{Descriptor: allow.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same deploy met by a server whose policy now requires staging first.
+	rules, err := governance.ParseRules("g.yaml", []byte("promotion:\n  - {environment: prod, requires: [staging]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deny := newAdmitter(t, admit.Config{Trial: true, Governance: rules})
+	_, err = deny.a.Reconfigure(context.Background(), adm.Input)
+	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "staging") {
+		t.Fatalf("got %v, want a permanent refusal naming the missing promotion", err)
+	}
+}
