@@ -72,9 +72,7 @@ func (c *Client) Deployment(ctx context.Context, id string) (*manent.Deployment,
 
 // Steps returns every recorded step of a deploy.
 func (c *Client) Steps(ctx context.Context, id string) ([]manent.Step, error) {
-	var out struct {
-		Steps []manent.Step `json:"steps"`
-	}
+	var out StepsResult
 	err := c.do(ctx, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id)+"/steps", "", nil, &out)
 	return out.Steps, err
 }

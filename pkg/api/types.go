@@ -54,6 +54,11 @@ type ListResult struct {
 	NextCursor string              `json:"next_cursor,omitempty"`
 }
 
+// StepsResult answers GET /api/v1/deployments/{id}/steps.
+type StepsResult struct {
+	Steps []manent.Step `json:"steps"`
+}
+
 // LogsResult is the log of a deploy.
 type LogsResult struct {
 	Lines []manent.LogLine `json:"lines"`
@@ -80,6 +85,7 @@ type Schedule struct {
 	State       string     `json:"state"`
 	Requester   string     `json:"requester"`
 	CreatedAt   time.Time  `json:"created_at"`
+	DeletedAt   *time.Time `json:"deleted_at,omitempty"`
 	LastTick    *time.Time `json:"last_tick,omitempty"`
 	LastDeploy  string     `json:"last_deploy,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -12,12 +13,6 @@ import (
 // routesAudit registers the routes of the audit log (GET /api/v1/audit).
 func (s *Server) routesAudit() {
 	s.mux.HandleFunc("GET /api/v1/audit", s.handleAudit)
-}
-
-// AuditResult is one page of the audit log, newest first.
-type AuditResult struct {
-	Items      []store.AuditEntry `json:"items"`
-	NextBefore int64              `json:"next_before,omitempty"`
 }
 
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +49,10 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	out := AuditResult{Items: items}
+	out := api.AuditResult{Items: make([]api.AuditEntry, len(items))}
+	for i, e := range items {
+		out.Items[i] = wireAuditEntry(e)
+	}
 	if f.Limit == 0 {
 		f.Limit = 100
 	}

@@ -12,11 +12,6 @@ import (
 	"github.com/manent-io/manent/pkg/store"
 )
 
-// SchedulesResult lists the recurring deploys.
-type SchedulesResult struct {
-	Items []store.Schedule `json:"items"`
-}
-
 // createSchedule records a recurring deploy (schedule.cron) that
 // admission accepted: governance runs at each tick.
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p manent.Identity) {
@@ -46,13 +41,13 @@ func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	out := SchedulesResult{Items: []store.Schedule{}}
+	out := api.SchedulesResult{Items: []api.Schedule{}}
 	for _, sc := range all {
 		if !scope.has(sc.Application, sc.Environment) {
 			continue
 		}
 		if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) == nil {
-			out.Items = append(out.Items, sc)
+			out.Items = append(out.Items, wireSchedule(sc))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

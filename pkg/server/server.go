@@ -173,7 +173,7 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"steps": rec.Steps})
+	writeJSON(w, http.StatusOK, api.StepsResult{Steps: rec.Steps})
 }
 
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {

@@ -342,7 +342,7 @@ func (h *hub) pollOnce(ids []string, global bool, since time.Time) {
 
 // sseFrame encodes one event: id, event type and the event as JSON data.
 func sseFrame(id string, e store.Event) []byte {
-	data, err := json.Marshal(e)
+	data, err := json.Marshal(wireEvent(e))
 	if err != nil {
 		data = []byte(`{}`)
 	}

@@ -12,19 +12,19 @@ import (
 
 // Schedule is a recurring deploy (SCHEDULED).
 type Schedule struct {
-	ID              string     `json:"id"`
-	Application     string     `json:"application"`
-	Environment     string     `json:"environment"`
-	Cron            string     `json:"cron"`
-	State           string     `json:"state"` // SCHEDULED or DELETED
-	Descriptor      []byte     `json:"-"`
-	Requester       string     `json:"requester"`
-	RequesterGroups []string   `json:"-"`
-	CreatedAt       time.Time  `json:"created_at"`
-	DeletedAt       *time.Time `json:"deleted_at,omitempty"`
-	LastTick        *time.Time `json:"last_tick,omitempty"`
-	LastDeploy      string     `json:"last_deploy,omitempty"`
-	LastError       string     `json:"last_error,omitempty"`
+	ID              string
+	Application     string
+	Environment     string
+	Cron            string
+	State           string // SCHEDULED or DELETED
+	Descriptor      []byte
+	Requester       string
+	RequesterGroups []string
+	CreatedAt       time.Time
+	DeletedAt       *time.Time
+	LastTick        *time.Time
+	LastDeploy      string
+	LastError       string
 }
 
 const scheduleColumns = `id, application, environment, cron, descriptor, requester, requester_groups, created_at, deleted_at, last_tick, last_deploy, last_error`
