@@ -31,7 +31,7 @@ import (
 // WorkflowVersion pins DBOS's application version. Change it only when the
 // workflow code changes incompatibly: every value strands the PENDING and
 // ENQUEUED deploys of the others (DBOS-NOTES sharp edge 2).
-const WorkflowVersion = "manent-wf-1"
+const WorkflowVersion = "manent-wf-2"
 
 // Names of what the engine registers with DBOS.
 const (
@@ -41,6 +41,10 @@ const (
 	defaultSlots     = 4
 	defaultRecovery  = 10
 	defaultQueuePoll = 100 * time.Millisecond
+	// dbosRecoveryBackstop is how often DBOS resumes a deploy workflow
+	// before it stops (MAX_RECOVERY_ATTEMPTS_EXCEEDED, concluded by the
+	// sweeper).
+	dbosRecoveryBackstop = 100
 )
 
 // Config configures the engine.
@@ -81,13 +85,14 @@ type Config struct {
 
 // Engine runs deploys.
 type Engine struct {
-	cfg     Config
-	st      *store.Store
-	dbos    dbos.Context
-	queue   dbos.Queue
-	fetcher *artifact.Fetcher
-	outbox  *notify.Outbox
-	log     *slog.Logger
+	cfg         Config
+	stopSweeper context.CancelFunc
+	st          *store.Store
+	dbos        dbos.Context
+	queue       dbos.Queue
+	fetcher     *artifact.Fetcher
+	outbox      *notify.Outbox
+	log         *slog.Logger
 }
 
 // New prepares the engine on st's database: DBOS context, queue and
@@ -168,11 +173,21 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("register queue: %w", err)
 	}
 	dbos.RegisterWorkflow(dctx, e.tickWorkflow, dbos.WithWorkflowName(TickWorkflow))
+	// A gate waits (days, for an approval) and is resumed by every restart
+	// of its worker: restarts are not crashes of the gate, and DBOS must
+	// never dead-letter it for them (0: no limit).
 	dbos.RegisterWorkflow(dctx, e.gateWorkflow, dbos.WithWorkflowName(GateWorkflow),
-		dbos.WithMaxRecoveryAttempts(cfg.MaxRecoveryAttempts))
+		dbos.WithMaxRecoveryAttempts(0))
+	// A deploy gives itself up after MaxRecoveryAttempts interruptions of
+	// one step (run.giveUp) and concludes while it still holds its
+	// environment. DBOS counts every resumption, also of a deploy that only
+	// waits (an observation time, a wave's approval) across restarts: its
+	// limit is a far backstop, which the sweeper handles.
 	dbos.RegisterWorkflow(dctx, e.deployWorkflow,
 		dbos.WithWorkflowName(DeployWorkflow),
-		dbos.WithMaxRecoveryAttempts(cfg.MaxRecoveryAttempts))
+		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
+	dbos.RegisterWorkflow(dctx, e.announceWorkflow, dbos.WithWorkflowName(AnnounceWorkflow),
+		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
 	return e, nil
 }
 
@@ -182,12 +197,21 @@ func (e *Engine) Launch(ctx context.Context) error {
 	if err := dbos.Launch(e.dbos); err != nil {
 		return fmt.Errorf("launch DBOS: %w", err)
 	}
-	return e.Reconcile(ctx)
+	if err := e.Reconcile(ctx); err != nil {
+		return err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.stopSweeper = cancel
+	go e.runSweeper(sctx)
+	return nil
 }
 
 // Shutdown stops taking work; running steps get timeout to finish, the
 // rest is left to recovery.
 func (e *Engine) Shutdown(timeout time.Duration) {
+	if e.stopSweeper != nil {
+		e.stopSweeper()
+	}
 	dbos.Shutdown(e.dbos, timeout)
 }
 
@@ -258,7 +282,7 @@ func (e *Engine) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	for _, r := range recs {
-		st, err := e.workflowStatus(r.ID)
+		_, err := e.workflowStatus(r.ID)
 		switch {
 		case errors.Is(err, dbos.ErrNonExistentWorkflow) || (err != nil && strings.Contains(err.Error(), "not found")):
 			var in plan.Input
@@ -283,11 +307,9 @@ func (e *Engine) Reconcile(ctx context.Context) error {
 			}
 		case err != nil:
 			return fmt.Errorf("reconcile %s: %w", r.ID, err)
-		default:
-			e.syncDBOSState(ctx, r.ID, st)
 		}
 	}
-	return nil
+	return e.sweep(ctx)
 }
 
 func (e *Engine) workflowStatus(id string) (dbos.WorkflowStatusType, error) {
@@ -302,21 +324,8 @@ func (e *Engine) workflowStatus(id string) (dbos.WorkflowStatusType, error) {
 	return s.Status, nil
 }
 
-// syncDBOSState records states that only DBOS knows of.
-func (e *Engine) syncDBOSState(ctx context.Context, id string, st dbos.WorkflowStatusType) {
-	switch st {
-	case dbos.WorkflowStatusMaxRecoveryAttemptsExceeded:
-		_ = e.st.Finish(ctx, id, store.Outcome{
-			State: manent.StateMaxRecoveryAttemptsExceeded, At: time.Now(),
-			Error: "the deploy was resumed too many times after crashes and DBOS stopped resuming it; check the worker logs",
-		})
-	case dbos.WorkflowStatusCancelled:
-		_ = e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"})
-	}
-}
-
-// Refresh returns a deploy, first recording a final state that only DBOS
-// knows of (MAX_RECOVERY_ATTEMPTS_EXCEEDED).
+// Refresh returns a deploy as users see it, with its rollout, approvals
+// and deliveries. It only reads: the deploy's state is the store's.
 func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) {
 	r, err := e.st.Deployment(ctx, id)
 	if err != nil {
@@ -332,13 +341,6 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	if json.Unmarshal(r.Input, &in) == nil && in.Waits.Approvals != nil {
 		r.PlanDigest = plan.Digest(in)
 		r.Approvals, _ = e.st.Approvals(ctx, id)
-	}
-	if r.State == manent.StatePending || r.State == manent.StateEnqueued {
-		if st, err := e.workflowStatus(id); err == nil &&
-			(st == dbos.WorkflowStatusMaxRecoveryAttemptsExceeded || st == dbos.WorkflowStatusCancelled) {
-			e.syncDBOSState(ctx, id, st)
-			return e.st.Deployment(ctx, id)
-		}
 	}
 	return r, nil
 }
@@ -356,13 +358,12 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 	switch st {
 	case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
 		// Waiting in its gate: cancelled at once, the gate is told to stop.
-		if err := e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"}); err != nil {
+		if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: "cancelled"}); err != nil {
 			return nil, err
 		}
 		if err := dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "cancel"}, gateTopic); err != nil {
 			e.log.Warn("tell the gate of a cancelled deploy", "deploy", id, "error", err)
 		}
-		e.wakeDependents(ctx, id)
 		return e.st.Deployment(ctx, id)
 	}
 	if st == manent.StatePending {
@@ -376,7 +377,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 			if err := dbos.CancelWorkflow(e.dbos, id); err != nil {
 				return nil, fmt.Errorf("cancel %s: %w", id, err)
 			}
-			if err := e.st.Finish(ctx, id, store.Outcome{State: manent.StateCancelled, At: time.Now(), Error: "cancelled"}); err != nil {
+			if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: "cancelled"}); err != nil {
 				return nil, err
 			}
 		}

@@ -102,16 +102,7 @@ func (g *gate) transition(ctx context.Context, state manent.State, reason string
 // end finishes the deploy in a final state without running anything.
 func (g *gate) end(ctx dbos.Context, state manent.State, msg string) (bool, Result, error) {
 	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-		if err := g.e.st.Finish(sctx, g.in.ID, store.Outcome{State: state, Error: msg, At: time.Now()}); err != nil {
-			return false, err
-		}
-		if id := g.e.changeID(sctx, g.in.ID); id != "" && g.e.cfg.ITSM != nil {
-			if err := g.e.cfg.ITSM.Close(sctx, id, string(state)); err != nil {
-				g.e.log.Warn("close change", "deploy", g.in.ID, "change", id, "error", err)
-			}
-		}
-		g.e.wakeDependents(sctx, g.in.ID)
-		return true, nil
+		return true, g.e.conclude(sctx, g.in.ID, store.Outcome{State: state, Error: msg})
 	}, dbos.WithStepName("gate:end"), dbos.WithStepMaxRetries(5))
 	return true, Result{State: state, Error: msg}, err
 }

@@ -37,7 +37,9 @@ type Result struct {
 // stepOut is what a step records in DBOS: its output, or that it did not
 // run because the deploy was cancelled.
 type stepOut struct {
-	Cancelled bool            `json:"cancelled,omitempty"`
+	Cancelled bool `json:"cancelled,omitempty"`
+	// Abandoned says the deploy gave itself up at this step (run.giveUp).
+	Abandoned bool            `json:"abandoned,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"`
 }
 
@@ -48,6 +50,8 @@ type run struct {
 	in      plan.Input
 	outputs map[string]json.RawMessage
 	waves   map[string]*plan.Wave // step name → its rollout wave
+	// dispatchChecked: this execution already asked giveUp.
+	dispatchChecked bool
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -68,8 +72,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		}
 	}
 
-	failed, cancelled := "", false
+	failed, cancelled, abandoned := "", false, false
 	var started []string // compensable steps that started, in order
+	activated := false   // an activation completed: the release is live
 	waveSeen := map[string]bool{}
 	for _, u := range units {
 		ps := u.step
@@ -114,6 +119,10 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				cancelled = true
 				break
 			}
+			if out.Abandoned {
+				failed, abandoned = cp.Name, true
+				break
+			}
 			r.outputs[cp.Name] = out.Output
 			started = append(started, ps.Name)
 		}
@@ -131,16 +140,25 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 			cancelled = true
 			break
 		}
+		if out.Abandoned {
+			failed, abandoned = ps.Name, true
+			break
+		}
 		r.outputs[ps.Name] = out.Output
 		if ps.Name == manent.StepConfig {
 			r.applyConfig(out.Output)
 		}
+		if baseStep(ps.Name) == manent.StepActivation {
+			activated = true
+		}
 	}
 
 	// Error and rollback: compensate the started steps in reverse order,
-	// stopping at the first compensation that fails.
+	// stopping at the first compensation that fails. A deploy given up
+	// after too many crashes is in an unknown state: it is compensated
+	// whenever rollback is enabled, whichever step it stopped in.
 	rollback := manent.RollbackNone
-	if failed != "" && r.in.Rollback.Enabled && slices.Contains(r.in.Rollback.On, baseStep(failed)) && len(started) > 0 {
+	if failed != "" && r.in.Rollback.Enabled && (abandoned || slices.Contains(r.in.Rollback.On, baseStep(failed))) && len(started) > 0 {
 		rollback = manent.RollbackCompleted
 		for i := len(started) - 1; i >= 0; i-- {
 			name := RollbackPrefix + started[i]
@@ -150,6 +168,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				}
 				rollback = manent.RollbackFailed
 				break
+			}
+			if baseStep(started[i]) == manent.StepActivation {
+				activated = false
 			}
 		}
 	}
@@ -162,17 +183,10 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
 	}
 	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
-		return r.finish(sctx, failed, cancelled, rollback)
+		return r.finish(sctx, ending{failed: failed, cancelled: cancelled, abandoned: abandoned, rollback: rollback, live: activated})
 	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 	if err != nil {
 		return Result{}, err
-	}
-	if in.Waits.Change {
-		// change:close: the ticket records the outcome.
-		_, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose, MaxRetries: 5})
-		if err != nil && ctx.Err() != nil {
-			return Result{}, err
-		}
 	}
 	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
 	if err := dbos.SetWorkflowAttributes(ctx, in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
@@ -192,6 +206,14 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
 		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
+			if n, ok := r.giveUp(sctx, ps.Name); ok {
+				now := time.Now()
+				if _, err := r.e.st.StepFinished(sctx, r.in.ID, ps.Name, store.StepEnd{State: manent.StepError,
+					Error: errAbandoned(n).Error(), StartedAt: now, Counted: true}); err != nil {
+					return stepOut{}, err
+				}
+				return stepOut{Abandoned: true}, nil
+			}
 			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
 			if err != nil {
 				return stepOut{}, err
@@ -635,43 +657,48 @@ func (r *run) cleanup(_ context.Context, log *logWriter) (any, error) {
 	return map[string]any{"removed": r.e.WorkDir(r.in.ID)}, nil
 }
 
-// finish records the outcome: the final state, the error a person reads,
-// the inventory, and marks the steps that never ran as SKIPPED.
-func (r *run) finish(ctx context.Context, failed string, cancelled bool, rollback string) (Result, error) {
-	res := Result{State: manent.StateSuccess, Rollback: rollback}
+// ending is how the steps of a deploy ended.
+type ending struct {
+	failed    string // the step that failed, if any
+	cancelled bool
+	abandoned bool   // given up after too many crashes in failed
+	rollback  string // the rollback outcome
+	live      bool   // an activation completed and was not compensated
+}
+
+// finish concludes the deploy: the final state, the error a person reads,
+// the inventory (through conclude, the one finishing path).
+func (r *run) finish(ctx context.Context, end ending) (Result, error) {
+	res := Result{State: manent.StateSuccess, Rollback: end.rollback}
 	var f artifact.Fetched
 	if raw, ok := r.outputs[manent.StepArtifacts]; ok && json.Unmarshal(raw, &f) == nil {
 		res.SHA256 = f.SHA256
 	}
 	switch {
-	case failed != "":
+	case end.failed != "":
 		res.State = manent.StateError
+		if end.abandoned {
+			res.State = manent.StateMaxRecoveryAttemptsExceeded
+		}
 		msg := "failed"
-		if st, err := r.e.st.Step(ctx, r.in.ID, failed); err == nil && st.Error != "" {
+		if st, err := r.e.st.Step(ctx, r.in.ID, end.failed); err == nil && st.Error != "" {
 			msg = st.Error
 		}
-		res.Error = fmt.Sprintf("step %q failed: %s", failed, msg)
-	case cancelled:
-		res.State = manent.StateCancelled
-		res.Error = "cancelled"
-	}
-	if failed != "" {
-		if st, err := r.e.st.Step(ctx, r.in.ID, failed); err == nil {
-			if _, err := r.notify(ctx, notify.EventStep, "step."+failed, &st, manent.StatePending, "", ""); err != nil {
+		res.Error = fmt.Sprintf("step %q failed: %s", end.failed, msg)
+		if st, err := r.e.st.Step(ctx, r.in.ID, end.failed); err == nil {
+			if _, err := r.notify(ctx, notify.EventStep, "step."+end.failed, &st, manent.StatePending, "", ""); err != nil {
 				return res, err
 			}
 		}
+	case end.cancelled:
+		res.State = manent.StateCancelled
+		res.Error = "cancelled"
 	}
-	if err := r.e.st.Finish(ctx, r.in.ID, store.Outcome{
+	err := r.e.conclude(ctx, r.in.ID, store.Outcome{
 		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
-	}); err != nil {
-		return res, err
-	}
-	if _, err := r.notify(ctx, notify.EventFinished, "finished", nil, res.State, res.Error, res.Rollback); err != nil {
-		return res, err
-	}
-	r.e.wakeDependents(ctx, r.in.ID)
-	return res, nil
+		Live: end.live && res.State != manent.StateSuccess,
+	})
+	return res, err
 }
 
 // logWriter collects what a step writes to the deploy's log, line by line.

@@ -288,53 +288,67 @@ type Outcome struct {
 	Rollback string
 	SHA256   string
 	At       time.Time
+	// Live says the deploy's release is live although it did not end
+	// SUCCESS (it was activated, then failed and was not compensated): the
+	// inventory must name what really runs.
+	Live bool
 }
 
 // Finish records a final state, marks the steps that never ran SKIPPED,
-// and writes the inventory and a `done` event, in one transaction.
-// Finishing an already final deployment changes nothing.
+// and writes the inventory, a `done` event and the `deployment.finish`
+// audit entry, in one transaction. Finishing an already final deployment
+// changes nothing.
 func (s *Store) Finish(ctx context.Context, id string, o Outcome) error {
-	if !o.State.Final() {
-		return fmt.Errorf("finish %s: %s is not a final state", id, o.State)
-	}
 	return s.Tx(ctx, func(tx *sql.Tx) error {
-		r, err := scanRecord(tx.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
-		if err != nil {
-			return err
+		_, err := s.FinishTx(ctx, tx, id, o)
+		return err
+	})
+}
+
+// FinishTx is Finish in tx; it reports whether the deployment changed (false
+// when it was already final), so a caller can add to the same transaction
+// what must happen once per ending.
+func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome) (bool, error) {
+	if !o.State.Final() {
+		return false, fmt.Errorf("finish %s: %s is not a final state", id, o.State)
+	}
+	r, err := scanRecord(tx.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
+	if err != nil {
+		return false, err
+	}
+	if r.State.Final() {
+		return false, nil
+	}
+	if err := s.closeSteps(ctx, tx, id, o.At, o.State); err != nil {
+		return false, err
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET state = ?, reason = '', error = ?, rollback = ?,
+		artifact_sha256 = CASE WHEN ? <> '' THEN ? ELSE artifact_sha256 END, finished_at = ? WHERE id = ?`),
+		string(o.State), o.Error, o.Rollback, o.SHA256, o.SHA256, fmtTime(o.At), id); err != nil {
+		return false, err
+	}
+	at := o.At.UTC()
+	rel := manent.Release{DeploymentID: id, Version: r.Version, SHA256: o.SHA256, FinishedAt: &at, Error: o.Error, Rollback: o.Rollback}
+	if o.State == manent.StateSuccess || o.Live {
+		if err := s.setInventory(ctx, tx, r.Application, r.Environment, "current", rel); err != nil {
+			return false, err
 		}
-		if r.State.Final() {
-			return nil
+	}
+	switch o.State {
+	case manent.StateError, manent.StateMaxRecoveryAttemptsExceeded:
+		if err := s.setInventory(ctx, tx, r.Application, r.Environment, "last_failure", rel); err != nil {
+			return false, err
 		}
-		if err := s.skipPending(ctx, tx, id); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET state = ?, reason = '', error = ?, rollback = ?,
-			artifact_sha256 = CASE WHEN ? <> '' THEN ? ELSE artifact_sha256 END, finished_at = ? WHERE id = ?`),
-			string(o.State), o.Error, o.Rollback, o.SHA256, o.SHA256, fmtTime(o.At), id); err != nil {
-			return err
-		}
-		at := o.At.UTC()
-		rel := manent.Release{DeploymentID: id, Version: r.Version, SHA256: o.SHA256, FinishedAt: &at, Error: o.Error, Rollback: o.Rollback}
-		switch o.State {
-		case manent.StateSuccess:
-			if err := s.setInventory(ctx, tx, r.Application, r.Environment, "current", rel); err != nil {
-				return err
-			}
-		case manent.StateError:
-			if err := s.setInventory(ctx, tx, r.Application, r.Environment, "last_failure", rel); err != nil {
-				return err
-			}
-		}
-		if _, err := s.appendEvent(ctx, tx, id, EventState, o.At, stateEvent(o.State, "", o.Error)); err != nil {
-			return err
-		}
-		if _, err := s.appendEvent(ctx, tx, id, EventDone, o.At, DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}); err != nil {
-			return err
-		}
-		return s.appendAudit(ctx, tx, AuditEntry{
-			Time: o.At, Identity: "system:manent", Action: "deployment.finish", Target: id, RequestID: id,
-			Outcome: string(o.State), Detail: auditJSON(map[string]string{"error": o.Error, "rollback": o.Rollback, "sha256": o.SHA256}),
-		})
+	}
+	if _, err := s.appendEvent(ctx, tx, id, EventState, o.At, stateEvent(o.State, "", o.Error)); err != nil {
+		return false, err
+	}
+	if _, err := s.appendEvent(ctx, tx, id, EventDone, o.At, DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}); err != nil {
+		return false, err
+	}
+	return true, s.appendAudit(ctx, tx, AuditEntry{
+		Time: o.At, Identity: "system:manent", Action: "deployment.finish", Target: id, RequestID: id,
+		Outcome: string(o.State), Detail: auditJSON(map[string]string{"error": o.Error, "rollback": o.Rollback, "sha256": o.SHA256}),
 	})
 }
 

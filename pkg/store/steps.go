@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -115,9 +116,19 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) 
 	return st, err
 }
 
-func (s *Store) skipPending(ctx context.Context, tx *sql.Tx, id string) error {
-	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ? WHERE deployment_id = ? AND state = ?`),
-		string(manent.StepSkipped), id, string(manent.StepPending))
+// closeSteps is what a deploy's ending does to its step table: the steps
+// that never ran become SKIPPED, and a step still RUNNING — its worker
+// crashed in it and the deploy was given up — becomes ERROR, so no step is
+// left RUNNING.
+func (s *Store) closeSteps(ctx context.Context, tx *sql.Tx, id string, at time.Time, state manent.State) error {
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ? WHERE deployment_id = ? AND state = ?`),
+		string(manent.StepSkipped), id, string(manent.StepPending)); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?,
+		error = CASE WHEN error = '' THEN ? ELSE error END WHERE deployment_id = ? AND state = ?`),
+		string(manent.StepError), fmtTime(at), "interrupted: the deploy ended "+string(state)+" while this step ran",
+		id, string(manent.StepRunning))
 	return err
 }
 
@@ -166,4 +177,18 @@ func (s *Store) Steps(ctx context.Context, id string) ([]manent.Step, error) {
 		out = append(out, st)
 	}
 	return out, rows.Err()
+}
+
+// StepResumed counts one more resumption of a step: the deploy's workflow
+// was resumed after its worker stopped, and this is the first step the new
+// execution runs — the one the worker stopped in, or the first after a wait
+// it stopped in. It returns how many the step has had.
+func (s *Store) StepResumed(ctx context.Context, id, name string) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET interrupted = interrupted + 1
+		WHERE deployment_id = ? AND name = ? RETURNING interrupted`), id, name).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
 }

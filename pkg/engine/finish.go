@@ -1,0 +1,229 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/notify"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// Every deploy ends through conclude, whatever ends it — its own workflow
+// (SUCCESS, ERROR, CANCELLED, MAX_RECOVERY_ATTEMPTS_EXCEEDED when it gives
+// itself up), its gate (REJECTED, EXPIRED, DEPENDENCY_FAILED), a cancel
+// before it ran, or the sweeper (a workflow DBOS stopped running). conclude
+// records the final state (with the inventory, the `done` event and the
+// `deployment.finish` audit entry) and enqueues the deploy's announce
+// workflow in the same transaction; the announce workflow sends the
+// `finished` callback and chat message, closes the change ticket and wakes
+// the deploys waiting on this one. A crash at any instant loses none of it
+// and repeats none of it.
+
+// AnnounceWorkflow is the DBOS name of the workflow that announces a
+// deploy's ending.
+const AnnounceWorkflow = "manent.announce"
+
+func announceID(id string) string { return id + ".finish" }
+
+// conclude records a deploy's ending and enqueues its announcements, in one
+// transaction. Concluding a deploy that is already final changes nothing.
+func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome) error {
+	if o.At.IsZero() {
+		o.At = time.Now()
+	}
+	return e.st.Tx(ctx, func(tx *sql.Tx) error {
+		changed, err := e.st.FinishTx(ctx, tx, id, o)
+		if err != nil || !changed {
+			return err
+		}
+		_, err = dbos.Enqueue[Result](e.dbos, GateQueue, AnnounceWorkflow, id,
+			dbos.WithEnqueueWorkflowID(announceID(id)),
+			dbos.WithEnqueueApplicationVersion(WorkflowVersion),
+			dbos.WithEnqueueTransaction(tx))
+		return err
+	})
+}
+
+// announceWorkflow announces a final deploy: the `finished` callback and
+// chat message, change:close when a change ticket was opened, the deploys
+// waiting on it woken, its work directory removed.
+func (e *Engine) announceWorkflow(ctx dbos.Context, id string) (Result, error) {
+	rec, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
+		r, err := e.st.Deployment(sctx, id)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{State: r.State, Error: r.Error, Rollback: r.Rollback, SHA256: r.ArtifactSHA256}, nil
+	}, dbos.WithStepName("announce:outcome"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
+	if err != nil {
+		return Result{}, err
+	}
+	in, err := e.input(ctx, id)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
+	if _, err := dbos.RunAsStep(ctx, func(sctx context.Context) (int, error) {
+		return r.notify(sctx, notify.EventFinished, "finished", nil, rec.State, rec.Error, rec.Rollback)
+	}, dbos.WithStepName("announce:finished"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase)); err != nil {
+		return Result{}, err
+	}
+	opened, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		return e.changeID(sctx, id) != "", nil
+	}, dbos.WithStepName("announce:change"), dbos.WithStepMaxRetries(10))
+	if err != nil {
+		return Result{}, err
+	}
+	if opened {
+		// The ticket records the outcome; a failure to close it is visible on
+		// the step, it does not change the deploy's state.
+		if _, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose, MaxRetries: 5}); err != nil && ctx.Err() != nil {
+			return Result{}, err
+		}
+	}
+	if _, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		e.wakeDependents(sctx, id)
+		return true, e.removeWorkDir(id)
+	}, dbos.WithStepName("announce:wake"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase)); err != nil {
+		return Result{}, err
+	}
+	return rec, nil
+}
+
+// input reads a deploy's saved workflow input, as a step.
+func (e *Engine) input(ctx dbos.Context, id string) (plan.Input, error) {
+	raw, err := dbos.RunAsStep(ctx, func(sctx context.Context) (json.RawMessage, error) {
+		r, err := e.st.Deployment(sctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return r.Input, nil
+	}, dbos.WithStepName("announce:input"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
+	if err != nil {
+		return plan.Input{}, err
+	}
+	var in plan.Input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return plan.Input{}, fmt.Errorf("input of %s: %w", id, err)
+	}
+	return in, nil
+}
+
+// sweepEvery is how often a worker looks for deploys DBOS stopped running
+// without their workflow concluding them.
+const sweepEvery = 10 * time.Second
+
+// sweep concludes the deploys whose workflow DBOS stopped running while
+// they are not final: a deploy workflow dead-lettered after too many
+// recoveries (MAX_RECOVERY_ATTEMPTS_EXCEEDED), cancelled in DBOS or ended
+// in error, and a waiting deploy whose gate did. A deploy normally gives
+// itself up before DBOS does (see run.giveUp) and compensates while it
+// still holds its environment; the sweeper is the backstop and only
+// records and announces the ending.
+func (e *Engine) sweep(ctx context.Context) error {
+	recs, err := e.st.Unfinished(ctx)
+	if err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	for _, r := range recs {
+		wfID := r.ID
+		if r.State.Waiting() && r.State != manent.StateEnqueued {
+			wfID = gateID(r.ID)
+		}
+		st, err := e.workflowStatus(wfID)
+		if err != nil {
+			continue // not in DBOS (yet): Reconcile's business
+		}
+		var o store.Outcome
+		switch st {
+		case dbos.WorkflowStatusMaxRecoveryAttemptsExceeded:
+			o = store.Outcome{State: manent.StateMaxRecoveryAttemptsExceeded,
+				Error: "the worker crashed too many times while the deploy ran and DBOS stopped resuming it; check the worker logs"}
+		case dbos.WorkflowStatusCancelled:
+			o = store.Outcome{State: manent.StateCancelled, Error: "cancelled"}
+		case dbos.WorkflowStatusError:
+			o = store.Outcome{State: manent.StateError, Error: "the deploy's workflow failed: " + e.workflowError(wfID)}
+		default:
+			continue
+		}
+		e.log.Warn("concluding a deploy its workflow left unfinished", "deploy", r.ID, "dbos_status", st, "state", o.State)
+		if err := e.conclude(ctx, r.ID, o); err != nil {
+			return fmt.Errorf("sweep %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+func (e *Engine) workflowError(id string) string {
+	h, err := dbos.RetrieveWorkflow[Result](e.dbos, id)
+	if err != nil {
+		return err.Error()
+	}
+	s, err := h.GetStatus()
+	if err != nil || s.Error == nil {
+		return "unknown error"
+	}
+	return s.Error.Error()
+}
+
+// runSweeper sweeps every sweepEvery until ctx ends.
+func (e *Engine) runSweeper(ctx context.Context) {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := e.sweep(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("sweep", "error", err)
+			}
+		}
+	}
+}
+
+// giveUp reports whether the deploy gives up at step. It is asked by the
+// first step an execution of the workflow runs. When that execution is a
+// resumption (DBOS counts each dispatch of the workflow), the step is the
+// one the previous execution's worker stopped in, or the first after a
+// wait it stopped in: it counts one more resumption, the log says "step
+// resumed on <worker>", and past Config.MaxRecoveryAttempts the deploy
+// stops there — while it still holds its environment's slot — then
+// compensates, cleans up and ends MAX_RECOVERY_ATTEMPTS_EXCEEDED like an
+// ERROR. A deploy that only waited across restarts (an observation time, a
+// wave's approval) resumes no step until the wait ends, and is not given up
+// for it. Costs one read per execution, one write per resumption.
+func (r *run) giveUp(ctx context.Context, step string) (int, bool) {
+	if r.dispatchChecked {
+		return 0, false
+	}
+	r.dispatchChecked = true
+	h, err := dbos.RetrieveWorkflow[Result](r.e.dbos, r.in.ID)
+	if err != nil {
+		return 0, false
+	}
+	s, err := h.GetStatus()
+	if err != nil || s.Attempts <= 1 {
+		return 0, false
+	}
+	n, err := r.e.st.StepResumed(ctx, r.in.ID, step)
+	if err != nil || n == 0 {
+		return n, false
+	}
+	_ = r.e.st.AppendLog(ctx, r.in.ID, step, []store.LogEntry{{Time: time.Now(), Text: fmt.Sprintf(
+		"step resumed on %s after its worker stopped (resumption %d of at most %d)",
+		r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)}})
+	return n, n > r.e.cfg.MaxRecoveryAttempts
+}
+
+// errAbandoned is the error of the step a deploy gave up in.
+func errAbandoned(interruptions int) error {
+	return fmt.Errorf("the worker stopped during this step %d times (crash, kill or shutdown); manent gave the deploy up instead of running it again", interruptions)
+}
