@@ -220,7 +220,11 @@ func (e *Engine) Store() *store.Store { return e.st }
 
 // Submit makes a checked deploy durable: its row and its workflow are
 // written in one transaction, so a 202 never loses a deploy.
-func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Decision) (*store.Record, error) {
+// The state and id of the accepted deploy are known before the
+// transaction commits; also, when given, runs in the same transaction (the
+// server records the Idempotency-Key's answer there), so the deploy and
+// whatever also records are durable together or not at all.
+func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Decision, also ...func(tx *sql.Tx, rec *store.Record) error) (*store.Record, error) {
 	if in.ID == "" {
 		in.ID = manent.NewDeploymentID()
 	}
@@ -245,6 +249,11 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		}
 		if err := e.st.PlanSteps(ctx, tx, in.ID, rows); err != nil {
 			return err
+		}
+		for _, fn := range also {
+			if err := fn(tx, rec); err != nil {
+				return err
+			}
 		}
 		if !in.Waits.Empty() {
 			return e.enqueueGate(in, tx)

@@ -177,6 +177,7 @@ func (e *Engine) workflowError(id string) string {
 func (e *Engine) runSweeper(ctx context.Context) {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -184,6 +185,12 @@ func (e *Engine) runSweeper(ctx context.Context) {
 		case <-t.C:
 			if err := e.sweep(ctx); err != nil && ctx.Err() == nil {
 				e.log.Warn("sweep", "error", err)
+			}
+			if time.Since(pruned) > time.Hour {
+				pruned = time.Now()
+				if err := e.st.PruneIdempotency(ctx); err != nil && ctx.Err() == nil {
+					e.log.Warn("prune idempotency keys", "error", err)
+				}
 			}
 		}
 	}

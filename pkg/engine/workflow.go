@@ -286,7 +286,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	}
 	if err != nil {
 		end.State, end.Output, end.Error = manent.StepError, out, err.Error()
-		if _, serr := r.e.st.StepFinished(ctx, r.in.ID, name, end); serr != nil {
+		if _, serr := r.recordEnd(ctx, name, end); serr != nil {
 			return stepOut{}, errors.Join(err, serr)
 		}
 		return stepOut{}, err
@@ -296,7 +296,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		return stepOut{}, plugin.Permanent(merr)
 	}
 	end.Output = json.RawMessage(raw)
-	st, err := r.e.st.StepFinished(ctx, r.in.ID, name, end)
+	st, err := r.recordEnd(ctx, name, end)
 	if err != nil {
 		return stepOut{}, err
 	}
@@ -306,6 +306,35 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		}
 	}
 	return stepOut{Output: raw}, nil
+}
+
+// recordEndFor bounds how long the end of a step that already ran is
+// retried against a storage fault (busy or locked database, full disk):
+// the command must not run again only because its result could not be
+// saved at once.
+const recordEndFor = 2 * time.Minute
+
+// recordEnd records the end of an attempt, retrying storage faults with
+// backoff for up to recordEndFor.
+func (r *run) recordEnd(ctx context.Context, name string, end store.StepEnd) (manent.Step, error) {
+	deadline := time.Now().Add(recordEndFor)
+	wait := 100 * time.Millisecond
+	for {
+		st, err := r.e.st.StepFinished(ctx, r.in.ID, name, end)
+		f := store.AsFault(err)
+		if err == nil || f == nil || time.Now().After(deadline) {
+			return st, err
+		}
+		r.e.log.Warn("recording a step's end failed; retrying", "deploy", r.in.ID, "step", name, "error", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return st, err
+		case <-t.C:
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
 }
 
 type action func(ctx context.Context, log *logWriter) (any, error)

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
@@ -25,6 +27,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	if errors.Is(err, store.ErrNotFound) {
 		err = manent.Errorf(manent.ENotFound, "not found")
+	}
+	if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
+		// Overload and storage faults are the server's, temporary, never a
+		// 500: 503 with when to come back.
+		secs := int(math.Ceil(f.RetryAfter.Seconds()))
+		log.Warn("storage fault", "method", r.Method, "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		err = manent.Errorf(manent.EUnavailable, "%s; retry in %ds", f.Reason, secs)
 	}
 	code := manent.ErrorCode(err)
 	status := api.StatusForCode(code)

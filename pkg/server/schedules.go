@@ -1,6 +1,7 @@
 package server
 
 import (
+	"database/sql"
 	"errors"
 	"net/http"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // createSchedule records a recurring deploy (schedule.cron) that
 // admission accepted: governance runs at each tick.
-func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p manent.Identity) {
+func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p manent.Identity, key string) {
 	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: d.Application, Environment: d.Environment,
 		Cron: d.Schedule.Cron, Descriptor: body, Requester: p.Subject, RequesterGroups: p.Groups, CreatedAt: time.Now().UTC()}
 	if err := s.eng.CreateSchedule(r.Context(), sc); err != nil {
@@ -22,8 +23,18 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []b
 		return
 	}
 	s.audit(r.Context(), r, p, "schedule.create", sc.ID, "accepted", sc.Cron)
+	res := api.SubmitResult{Schedule: sc.ID, State: manent.StateScheduled}
+	if key != "" {
+		// Recorded after the schedule: two concurrent creations with one key
+		// may both succeed; a retry after either is replayed.
+		if err := s.st.Tx(r.Context(), func(tx *sql.Tx) error {
+			return s.recordIdempotency(r.Context(), tx, p, key, body, http.StatusCreated, res)
+		}); err != nil && !errors.Is(err, store.ErrIdempotencyTaken) {
+			s.log.Warn("record idempotency key", "schedule", sc.ID, "error", err)
+		}
+	}
 	w.Header().Set("Location", "/api/v1/schedules/"+sc.ID)
-	writeJSON(w, http.StatusCreated, api.SubmitResult{Schedule: sc.ID, State: manent.StateScheduled})
+	writeJSON(w, http.StatusCreated, res)
 }
 
 func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {

@@ -297,8 +297,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.st.DB().PingContext(ctx); err != nil {
-		writeError(w, r, s.log, manent.Errorf(manent.EUnavailable, "database unreachable"))
+	if err := s.st.Probe(ctx); err != nil {
+		reason := "the database cannot be written"
+		if f := store.AsFault(err); f != nil {
+			reason = f.Reason
+		}
+		s.log.Warn("not ready", "error", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, r, s.log, manent.Errorf(manent.EUnavailable, "not ready: %s", reason))
 		return
 	}
 	writeJSON(w, http.StatusOK, api.Health{Status: "ready", Time: time.Now().UTC()})

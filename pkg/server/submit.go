@@ -1,13 +1,16 @@
 package server
 
 import (
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // handleSubmit runs the checks of SPEC §3 in order — the descriptor, then
@@ -32,6 +35,14 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if key != "" && !dryRun && s.replay(w, r, p, key, body) {
+		return
+	}
 	// Permission first, so an identity that may not submit here learns
 	// nothing from the rate limit; admission checks it again with the rest.
 	perm := PermSubmit
@@ -53,7 +64,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, s.log, err)
 			return
 		}
-		s.createSchedule(w, r, body, d, p)
+		s.createSchedule(w, r, body, d, p, key)
 		return
 	}
 	adm, err := s.admit.Admit(r.Context(), req)
@@ -73,7 +84,17 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			Effective: eff, Notice: in.Notice, Decision: adm.Decision})
 		return
 	}
-	rec, err := s.eng.Submit(r.Context(), in, adm.Decision)
+	var also []func(*sql.Tx, *store.Record) error
+	if key != "" {
+		also = append(also, func(tx *sql.Tx, rec *store.Record) error {
+			return s.recordIdempotency(r.Context(), tx, p, key, body, http.StatusAccepted,
+				api.SubmitResult{ID: rec.ID, State: rec.State, Notice: in.Notice})
+		})
+	}
+	rec, err := s.eng.Submit(r.Context(), in, adm.Decision, also...)
+	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, body) {
+		return // a concurrent request with the same key won
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

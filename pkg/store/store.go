@@ -46,13 +46,17 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
+		busy, err := sqliteBusyTimeout(rawURL)
+		if err != nil {
+			return nil, err
+		}
 		if dir := filepath.Dir(path); dir != "." {
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				return nil, fmt.Errorf("create database directory: %w", err)
 			}
 		}
 		dsn := "file:" + path + "?_txlock=immediate" +
-			"&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)" +
+			"&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=foreign_keys(1)" +
 			"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
@@ -79,6 +83,31 @@ func sqlitePath(raw string) (string, error) {
 		return "", fmt.Errorf("sqlite database URL %q has no path", raw)
 	}
 	return rest, nil
+}
+
+// DefaultBusyTimeout is how long a SQLite statement waits for the write
+// lock before the database answers busy (a 503 to API callers).
+const DefaultBusyTimeout = 10 * time.Second
+
+// sqliteBusyTimeout reads ?busy_timeout=<duration> of a sqlite: URL.
+func sqliteBusyTimeout(raw string) (time.Duration, error) {
+	_, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return DefaultBusyTimeout, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite database URL %q: %w", raw, err)
+	}
+	v := q.Get("busy_timeout")
+	if v == "" {
+		return DefaultBusyTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("sqlite database URL %q: busy_timeout %q is not a duration like 5s", raw, v)
+	}
+	return d, nil
 }
 
 // redact hides a password in a database URL.
@@ -180,3 +209,11 @@ func parseTime(s sql.NullString) *time.Time {
 
 // ErrNotFound is returned when a row does not exist.
 var ErrNotFound = errors.New("not found")
+
+// Probe proves the database can be written now: it updates one row of its
+// own, in a transaction, within ctx.
+func (s *Store) Probe(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_probe (id, at) VALUES (1, ?)
+		ON CONFLICT (id) DO UPDATE SET at = excluded.at`), fmtTime(time.Now()))
+	return err
+}
