@@ -137,7 +137,7 @@ func (e *benchEngineT) rates(b *testing.B, n int) (manentRate, rawRate float64) 
 			ID: manent.NewDeploymentID(), Application: "bench", Environment: env, Version: fmt.Sprint(j), Requester: "token:bench",
 			Descriptor: &descriptor.Descriptor{APIVersion: "manent/v1", Application: "bench", Environment: env, Version: fmt.Sprint(j),
 				Artifact: descriptor.Artifact{URL: "file://" + e.art}, Target: &descriptor.Target{Plugin: "noop"}},
-			Plan:       e.pipeline, Target: descriptor.Target{Plugin: "noop"},
+			Plan: e.pipeline, Target: descriptor.Target{Plugin: "noop"},
 		}
 		if _, err := e.Submit(ctx, in, nil); err != nil {
 			b.Fatal(err)
