@@ -83,7 +83,7 @@ func boolInt(b bool) int {
 
 // Deployment returns one deployment with its steps.
 func (s *Store) Deployment(ctx context.Context, id string) (*Record, error) {
-	r, err := scanRecord(s.db.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
+	r, err := scanRecord(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list deployments: %w", err)
 	}
@@ -197,7 +197,7 @@ func unfinishedQuery() string {
 
 // Unfinished returns the deployments not in a final state, oldest first.
 func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
-	rows, err := s.db.QueryContext(ctx, unfinishedQuery())
+	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (manent.State, err
 // CancelRequested reports whether cancel was asked for.
 func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT cancel_requested FROM manent_deployments WHERE id = ?`), id).Scan(&n)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT cancel_requested FROM manent_deployments WHERE id = ?`), id).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ErrNotFound
 	}
@@ -369,7 +369,7 @@ func (s *Store) setInventory(ctx context.Context, tx *sql.Tx, app, env, column s
 
 // Inventory returns every application/environment's current release and last failure.
 func (s *Store) Inventory(ctx context.Context) ([]manent.InventoryEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory ORDER BY application, environment`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory ORDER BY application, environment`)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +391,7 @@ func (s *Store) Inventory(ctx context.Context) ([]manent.InventoryEntry, error) 
 // Current returns the current release of one application/environment, nil if none.
 func (s *Store) Current(ctx context.Context, app, env string) (*manent.Release, error) {
 	var cur sql.NullString
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT current FROM manent_inventory WHERE application = ? AND environment = ?`), app, env).Scan(&cur)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT current FROM manent_inventory WHERE application = ? AND environment = ?`), app, env).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -416,7 +416,7 @@ const countByStateQuery = `SELECT state, COUNT(*) FROM manent_deployments GROUP 
 
 // CountByState counts deployments per state.
 func (s *Store) CountByState(ctx context.Context) (map[manent.State]int, error) {
-	rows, err := s.db.QueryContext(ctx, countByStateQuery)
+	rows, err := s.rdb.QueryContext(ctx, countByStateQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +439,7 @@ const successesQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
 // Successes returns where application ended SUCCESS with version: one
 // entry per environment, the latest.
 func (s *Store) Successes(ctx context.Context, application, version string) ([]Record, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(successesQuery), application, version, string(manent.StateSuccess))
+	rows, err := s.rdb.QueryContext(ctx, s.q(successesQuery), application, version, string(manent.StateSuccess))
 	if err != nil {
 		return nil, err
 	}

@@ -55,7 +55,7 @@ func (s *Store) WorkflowsDeleted(ctx context.Context, id string, at time.Time) e
 // false while none were kept (DBOS still holds them).
 func (s *Store) SavedDeliveries(ctx context.Context, id string) (deliveries []byte, ok bool, err error) {
 	var d sql.NullString
-	err = s.db.QueryRowContext(ctx, s.q(`SELECT deliveries FROM manent_deployments WHERE id = ?`), id).Scan(&d)
+	err = s.rdb.QueryRowContext(ctx, s.q(`SELECT deliveries FROM manent_deployments WHERE id = ?`), id).Scan(&d)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, ErrNotFound
 	}
@@ -141,7 +141,7 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 }
 
 func (s *Store) ids(ctx context.Context, query string, args ...any) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
 	}

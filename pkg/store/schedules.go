@@ -63,12 +63,12 @@ func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule) error {
 
 // GetSchedule returns one schedule.
 func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
-	return scanSchedule(s.db.QueryRowContext(ctx, s.q(`SELECT `+scheduleColumns+` FROM manent_schedules WHERE id = ?`), id))
+	return scanSchedule(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+scheduleColumns+` FROM manent_schedules WHERE id = ?`), id))
 }
 
 // Schedules returns the schedules not deleted, newest first.
 func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM manent_schedules WHERE deleted_at IS NULL ORDER BY created_at DESC, id DESC`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM manent_schedules WHERE deleted_at IS NULL ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, err
 	}

@@ -165,7 +165,7 @@ const stepsQuery = `SELECT ` + stepColumns + ` FROM manent_steps WHERE deploymen
 
 // Steps returns a deploy's steps in plan order.
 func (s *Store) Steps(ctx context.Context, id string) ([]manent.Step, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(stepsQuery), id)
+	rows, err := s.rdb.QueryContext(ctx, s.q(stepsQuery), id)
 	if err != nil {
 		return nil, err
 	}

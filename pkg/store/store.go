@@ -19,7 +19,12 @@ import (
 
 // Store is the application database.
 type Store struct {
-	db       *sql.DB
+	db *sql.DB
+	// rdb serves reads outside transactions. On SQLite it is a read-only
+	// pool of its own: WAL readers never wait for the write lock, and a
+	// burst of status and list calls never waits behind the workers'
+	// writes for a connection of the write pool. On PostgreSQL it is db.
+	rdb      *sql.DB
 	pool     *pgxpool.Pool // PostgreSQL only
 	postgres bool
 	// hooks hands the events of each committed transaction to OnCommit
@@ -40,7 +45,8 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			pool.Close()
 			return nil, fmt.Errorf("connect to postgres: %w", err)
 		}
-		return &Store{db: stdlib.OpenDBFromPool(pool), pool: pool, postgres: true}, nil
+		db := stdlib.OpenDBFromPool(pool)
+		return &Store{db: db, rdb: db, pool: pool, postgres: true}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path, err := sqlitePath(rawURL)
 		if err != nil {
@@ -68,7 +74,20 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
-		return &Store{db: db}, nil
+		rdb, err := sql.Open("sqlite", "file:"+path+"?mode=ro"+
+			"&_pragma=busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")&_pragma=foreign_keys(1)")
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+		}
+		rdb.SetMaxOpenConns(8)
+		rdb.SetMaxIdleConns(8)
+		if err := rdb.PingContext(ctx); err != nil {
+			rdb.Close()
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+		}
+		return &Store{db: db, rdb: rdb}, nil
 	}
 	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
 }
@@ -135,6 +154,9 @@ func (s *Store) Postgres() bool { return s.postgres }
 // Close closes the database.
 func (s *Store) Close() error {
 	err := s.db.Close()
+	if s.rdb != s.db {
+		err = errors.Join(err, s.rdb.Close())
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -154,7 +154,7 @@ func (s *Store) Heads(ctx context.Context, ids []string, unfinished bool, since 
 	if query == "" {
 		return nil, nil
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("event heads: %w", err)
 	}
@@ -193,7 +193,7 @@ const queueQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
 // (PENDING) or wait in its partition of the queue (ENQUEUED), in the order
 // the queue serves them: running first, then by submission.
 func (s *Store) Queue(ctx context.Context, app, env string) ([]Record, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(queueQuery),
+	rows, err := s.rdb.QueryContext(ctx, s.q(queueQuery),
 		app, env, string(manent.StatePending), string(manent.StateEnqueued), string(manent.StatePending))
 	if err != nil {
 		return nil, fmt.Errorf("queue of %s/%s: %w", app, env, err)
