@@ -183,6 +183,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
 	}
 	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
+		if err := e.admitStep(sctx); err != nil {
+			return Result{}, err
+		}
 		return r.finish(sctx, ending{failed: failed, cancelled: cancelled, abandoned: abandoned, rollback: rollback, live: activated})
 	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 	if err != nil {
@@ -205,6 +208,12 @@ const startRecordDelay = 50 * time.Millisecond
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		// A worker declared dead runs no step (workers.go).
+		if err := r.e.admitStep(sctx); err != nil {
+			return stepOut{}, err
+		}
+		r.e.enterStep()
+		defer r.e.leaveStep()
 		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
 			if n, ok := r.giveUp(sctx, ps.Name); ok {
 				now := time.Now()
@@ -277,6 +286,11 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	}
 	close(stopFlush)
 	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take()}
+	// Paused past dead_after while the command ran: the deploy was taken
+	// over, its result is not this worker's to record.
+	if ferr := r.e.mayRecord(ctx); ferr != nil {
+		err = ferr
+	}
 	if err != nil && ctx.Err() != nil {
 		// Interrupted by shutdown: not an outcome. Keep the log lines; the
 		// step stays RUNNING until recovery runs it again.

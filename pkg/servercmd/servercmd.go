@@ -132,7 +132,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	n, err := node.Open(ctx, cfg, node.Options{Plugins: plugins, BootstrapToken: token, Logger: log})
+	fenced := make(chan error, 1)
+	n, err := node.Open(ctx, cfg, node.Options{Plugins: plugins, BootstrapToken: token, Logger: log,
+		OnFenced: func(err error) { fenced <- err }})
 	if err != nil {
 		return err
 	}
@@ -171,10 +173,16 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	case err := <-errc:
 		n.Close(10 * time.Second)
 		return err
+	case err := <-fenced:
+		// Declared dead while paused or cut off: its deploys run elsewhere
+		// now. Stop at once; a supervisor starts it again as a new worker.
+		_ = hs.Close()
+		n.Close(time.Second)
+		return err
 	case <-ctx.Done():
 	}
 	stop() // a second signal now kills the process
-	log.Info("shutting down: no new requests; running steps get 20s, the rest is left to recovery")
+	log.Info("shutting down: no new requests or deploys; running steps get 20s to finish, then this worker leaves and the others take its deploys over")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)

@@ -77,3 +77,42 @@ func splitSQL(body string) []string {
 	}
 	return out
 }
+
+// migrationLockKey is the PostgreSQL advisory lock that serialises the
+// migrations of workers starting together.
+const migrationLockKey int64 = 0x6d616e656e74_00 // "manent" 00
+
+// LockMigrations takes a PostgreSQL advisory lock on a dedicated
+// connection, so several workers starting at once on an empty database
+// migrate it (manent's tables and DBOS's system schema) one after the
+// other; unlock releases it. On SQLite it does nothing: one server owns the
+// file (LockFile).
+func (s *Store) LockMigrations(ctx context.Context) (unlock func(), err error) {
+	if !s.postgres {
+		return func() {}, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	return func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // ending the session releases the lock
+		}
+		conn.Release()
+	}, nil
+}
+
+// WithMigrationLock runs fn holding the migration lock (LockMigrations).
+func (s *Store) WithMigrationLock(ctx context.Context, fn func() error) error {
+	unlock, err := s.LockMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
+}
