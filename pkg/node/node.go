@@ -64,6 +64,9 @@ type Options struct {
 	// dead and took its deploys over: it runs nothing more and must stop
 	// (manent-server exits). Nil: it is only logged.
 	OnFenced func(error)
+	// NoFileLock opens a SQLite database beside the server that owns it
+	// (admin commands that only read); a node opened so must not Launch.
+	NoFileLock bool
 }
 
 // ConfigError is a mistake in the configuration: the server must not start
@@ -117,10 +120,12 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, err
 	}
 	// One server per SQLite file (SPEC §11.3).
-	lock, err := store.LockFile(cfg.Database)
-	if err != nil {
-		st.Close()
-		return nil, err
+	var lock *store.FileLock
+	if !o.NoFileLock {
+		if lock, err = store.LockFile(cfg.Database); err != nil {
+			st.Close()
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
