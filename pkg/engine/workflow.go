@@ -292,6 +292,10 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		err = ferr
 	}
 	if err != nil && ctx.Err() != nil {
+		if r.e.live.isFenced() {
+			// Taken over: the step and its log are another worker's now.
+			return stepOut{}, err
+		}
 		// Interrupted by shutdown: not an outcome. Keep the log lines; the
 		// step stays RUNNING until recovery runs it again.
 		_ = r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,

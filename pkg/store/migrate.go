@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed migrations/*.sql
@@ -95,9 +96,25 @@ func (s *Store) LockMigrations(ctx context.Context) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("migration lock: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrationLockKey); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("migration lock: %w", err)
+	// pg_try_advisory_lock, polled: a session blocked in pg_advisory_lock is
+	// a running statement, and DBOS's CREATE INDEX CONCURRENTLY waits for
+	// every running statement to end — the holder would wait for the
+	// waiters forever.
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil {
+			conn.Release()
+			return nil, fmt.Errorf("migration lock: %w", err)
+		}
+		if got {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			conn.Release()
+			return nil, fmt.Errorf("migration lock: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	return func() {
 		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey); err != nil {
