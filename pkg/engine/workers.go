@@ -359,3 +359,34 @@ type WorkerInfo struct {
 	store.Worker
 	Running int
 }
+
+// OnDeadWorkers returns, for each running (PENDING) deploy whose worker is
+// dead or silent for DeadAfter and not yet taken over, that worker: the
+// deploy waits for a takeover (SPEC §11.3).
+func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, error) {
+	ws, err := e.st.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string]store.Worker{}
+	var ids []string
+	for _, w := range ws {
+		if w.TakenOverAt == nil && (w.State != store.WorkerAlive || time.Since(w.LastSeen) > e.cfg.DeadAfter) {
+			gone[w.ID] = w
+			ids = append(ids, w.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow),
+		dbos.WithFilterStatus(dbos.WorkflowStatusPending), dbos.WithFilterExecutorIDs(ids...))
+	if err != nil {
+		return nil, fmt.Errorf("list deploys on dead workers: %w", err)
+	}
+	out := map[string]store.Worker{}
+	for _, p := range pending {
+		out[p.ID] = gone[p.ExecutorID]
+	}
+	return out, nil
+}
