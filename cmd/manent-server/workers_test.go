@@ -19,10 +19,19 @@ import (
 // Several workers on one PostgreSQL database (SPEC §11.3), as real
 // processes. Small heartbeat and dead_after keep the tests short; takeover
 // must happen within dead_after + 15 s.
-const (
-	testHeartbeat = 250 * time.Millisecond
-	testDeadAfter = 3 * time.Second
+// MANENT_TEST_HEARTBEAT and MANENT_TEST_DEAD_AFTER override them (to
+// measure takeover with the defaults, 5s and 30s).
+var (
+	testHeartbeat = envDuration("MANENT_TEST_HEARTBEAT", 250*time.Millisecond)
+	testDeadAfter = envDuration("MANENT_TEST_DEAD_AFTER", 3*time.Second)
 )
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
 
 var workerEnv = []string{
 	"MANENT_WORKERS_HEARTBEAT=" + testHeartbeat.String(),

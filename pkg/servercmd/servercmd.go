@@ -85,7 +85,15 @@ work directories), allows file:// and http(s):// artifacts, and deploys with
 the local plugin into <data-dir>/targets/<application>/<environment> when a
 descriptor names no target. The admin token is MANENT_BOOTSTRAP_TOKEN when
 set, otherwise it is generated, printed once and written to
-<data-dir>/admin.token (mode 0600).`,
+<data-dir>/admin.token (mode 0600).
+
+Several workers share one PostgreSQL database, each with its own
+--executor-id (docs/operations.md): each records a heartbeat every
+workers.heartbeat; a worker silent for workers.dead_after has its running
+deploys taken over by another. SIGTERM stops taking deploys, lets the
+running steps finish (up to 20s) and hands the rest over at once. A worker
+that finds it was declared dead (it was paused) exits with an error. With
+SQLite, a second server on the same database file refuses to start.`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
   manent-server serve
 
