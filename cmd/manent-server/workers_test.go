@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,5 +346,65 @@ func TestSQLiteSecondServerRefused(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "another manent-server uses this SQLite database") {
 		t.Fatalf("second server's error does not say why:\n%s", out)
+	}
+}
+
+// A rolling restart of all three workers (SIGTERM, start again) while 50
+// deploys in 10 environments run: every deploy ends SUCCESS and every
+// deploy's step ran exactly once.
+func TestWorkersRollingRestart(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	effects := filepath.Join(dir, "effects")
+	ids := []string{"w1", "w2", "w3"}
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, ids...)
+	c := ps["w1"].client()
+	var deploys []string
+	for i := range 50 {
+		yml := fmt.Sprintf(`apiVersion: manent/v1
+application: roll
+environment: env%d
+version: "%d"
+artifact: {url: "file://%s"}
+steps:
+  - {name: work, after: qa, plugin: script, with: {command: [sh, -c, "sleep 0.3; echo $MANENT_DEPLOY_ID >> %s"]}}
+`, i%10, i, art, effects)
+		res, err := c.Submit(context.Background(), []byte(yml), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deploys = append(deploys, res.ID)
+	}
+	for _, id := range ids {
+		if err := ps[id].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ps[id].done:
+			if ps[id].waitErr != nil {
+				t.Fatalf("%s exited with %v after SIGTERM", id, ps[id].waitErr)
+			}
+		case <-time.After(40 * time.Second):
+			t.Fatalf("%s did not stop within 40s", id)
+		}
+		p, addrc := launch(t, filepath.Join(dir, "w"), db, id)
+		p.listen(t, addrc, filepath.Join(dir, "w", id, "server.log"))
+		ps[id] = p
+	}
+	c = ps["w2"].client()
+	for _, id := range deploys {
+		if d := waitFinal(t, c, id); d.State != manent.StateSuccess {
+			t.Fatalf("%s: %s (%s), want SUCCESS", id, d.State, d.Error)
+		}
+	}
+	got := countLines(t, effects)
+	for _, id := range deploys {
+		if got[id] != 1 {
+			t.Errorf("the step of %s ran %d times, want once", id, got[id])
+		}
 	}
 }

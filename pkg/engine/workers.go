@@ -63,15 +63,18 @@ type liveness struct {
 	fenced    chan struct{}
 	fenceOnce sync.Once
 	draining  atomic.Bool
-	running   atomic.Int64
-	idle      chan struct{} // signalled when running drops to 0
-	leader    atomic.Bool
-	stop      context.CancelFunc
-	done      chan struct{}
+	// active counts the deploy workflows executing here; parked those of
+	// them stopped where nothing is half-recorded: waiting to start a step
+	// (admitStep) or in a durable wait. A drain waits for active == parked.
+	active atomic.Int64
+	parked atomic.Int64
+	leader atomic.Bool
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 func newLiveness() *liveness {
-	return &liveness{start: time.Now(), fenced: make(chan struct{}), idle: make(chan struct{}, 1), done: make(chan struct{})}
+	return &liveness{start: time.Now(), fenced: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (l *liveness) beatOK() { l.lastOK.Store(int64(time.Since(l.start))) }
@@ -127,7 +130,9 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 	}
 	for {
 		if e.live.isFenced() || (starting && e.live.draining.Load()) {
+			e.live.parked.Add(1)
 			<-ctx.Done()
+			e.live.parked.Add(-1)
 			return ctx.Err()
 		}
 		if e.live.sinceOK() < e.freshFor() {
@@ -153,20 +158,17 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 	}
 }
 
-// enterStep and leaveStep count the steps running, for a drain.
-func (e *Engine) enterStep() {
-	if e.live != nil {
-		e.live.running.Add(1)
-	}
-}
+// deployStarted and deployEnded count the deploy workflows executing here;
+// parked wraps a durable wait (an observation time, a wave's approval):
+// nothing is half-recorded while a workflow waits there.
+func (e *Engine) deployStarted() { e.live.active.Add(1) }
 
-func (e *Engine) leaveStep() {
-	if e.live != nil && e.live.running.Add(-1) == 0 {
-		select {
-		case e.live.idle <- struct{}{}:
-		default:
-		}
-	}
+func (e *Engine) deployEnded() { e.live.active.Add(-1) }
+
+func (e *Engine) parked(fn func() error) error {
+	e.live.parked.Add(1)
+	defer e.live.parked.Add(-1)
+	return fn()
 }
 
 // startWorker registers this worker and starts its heartbeat (and, on
@@ -287,24 +289,25 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 	return conn
 }
 
-// drain stops taking deploys, lets the running steps finish (for at most
-// timeout) and starts no new one.
+// drain stops taking deploys and starts no new step; it waits (for at
+// most timeout) until every deploy executing here is parked: waiting to
+// start a step, or in a durable wait. A step that ran is then recorded
+// (DBOS checkpoints it before the workflow reaches its next step), so
+// cancelling the workflows loses nothing and re-runs nothing.
 func (e *Engine) drain(timeout time.Duration) {
-	if e.live == nil {
-		return
-	}
 	e.live.draining.Store(true)
 	// Listen to no deploy queue: the queue runner stops dequeuing.
 	dbos.ListenQueues(e.dbos, "manent-draining")
-	deadline := time.After(timeout)
-	for e.live.running.Load() > 0 {
-		select {
-		case <-e.live.idle:
-		case <-deadline:
-			e.log.Warn("steps still running after the drain timeout; they are interrupted and resumed elsewhere", "steps", e.live.running.Load())
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for e.live.active.Load() > e.live.parked.Load() {
+		if time.Now().After(deadline) {
+			e.log.Warn("steps still running after the drain timeout; they are interrupted and resumed elsewhere",
+				"deploys", e.live.active.Load()-e.live.parked.Load())
 			return
-		case <-time.After(100 * time.Millisecond):
 		}
+		<-tick.C
 	}
 }
 

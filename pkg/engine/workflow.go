@@ -59,6 +59,8 @@ type run struct {
 // starts; a crash resumes after the last saved step.
 func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
+	e.deployStarted()
+	defer e.deployEnded()
 	units := []unit{
 		{step: manent.PlanStep{Name: manent.StepConfig, MaxRetries: 3}},
 		{step: manent.PlanStep{Name: manent.StepNotifyStarted, MaxRetries: 3}},
@@ -81,7 +83,8 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		if u.wave != nil && !waveSeen[u.wave.Name] {
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
-				refused, err := r.waitWaveApproval(ctx, u.wave)
+				var refused string
+				err := e.parked(func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
 				if err != nil {
 					return Result{}, err
 				}
@@ -94,12 +97,12 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 					break
 				}
 			}
-			if err := r.waitWaveFreeze(ctx, u.wave); err != nil {
+			if err := e.parked(func() error { return r.waitWaveFreeze(ctx, u.wave) }); err != nil {
 				return Result{}, err
 			}
 		}
 		if u.gate {
-			if err := r.observe(ctx, u.wave); err != nil {
+			if err := e.parked(func() error { return r.observe(ctx, u.wave) }); err != nil {
 				return Result{}, err
 			}
 		}
@@ -212,8 +215,6 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 		if err := r.e.admitStep(sctx); err != nil {
 			return stepOut{}, err
 		}
-		r.e.enterStep()
-		defer r.e.leaveStep()
 		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
 			if n, ok := r.giveUp(sctx, ps.Name); ok {
 				now := time.Now()
