@@ -80,7 +80,9 @@ type Config struct {
 	CallbackSecret []byte
 	Chat           map[string]string
 	HTTPClient     *http.Client
-	Logger         *slog.Logger
+	// Retention bounds the history kept (retention.*).
+	Retention Retention
+	Logger    *slog.Logger
 	// Heartbeat is how often this worker records that it is alive
 	// (workers.heartbeat, 0: 5 s); DeadAfter how long a silent worker is
 	// alive for the others (workers.dead_after, 0: 30 s).
@@ -204,6 +206,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
 	dbos.RegisterWorkflow(dctx, e.announceWorkflow, dbos.WithWorkflowName(AnnounceWorkflow),
 		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
+	e.registerRetention(dctx)
 	return e, nil
 }
 
@@ -219,6 +222,9 @@ func (e *Engine) Launch(ctx context.Context) error {
 		return fmt.Errorf("launch DBOS: %w", err)
 	}
 	if err := e.Reconcile(ctx); err != nil {
+		return err
+	}
+	if err := e.scheduleRetention(); err != nil {
 		return err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -371,7 +377,11 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	if waves, err := e.st.Rollout(ctx, id); err == nil {
 		r.Rollout = RolloutStatus(r.Input, waves)
 	}
-	if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
+	if saved, kept, err := e.st.SavedDeliveries(ctx, id); err == nil && kept {
+		if len(saved) > 2 { // not "[]"
+			r.Deliveries = saved
+		}
+	} else if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
 		r.Deliveries, _ = json.Marshal(ds)
 	}
 	var in plan.Input

@@ -72,6 +72,15 @@ type Config struct {
 	Environments     envconfig.Settings `mapstructure:"environments"`
 	DescriptorPolicy *envconfig.Policy  `mapstructure:"descriptor_policy"`
 	LogLevel         string             `mapstructure:"log_level"`
+	// Retention bounds the history kept (docs/operations.md): the DBOS
+	// rows of final deploys after Workflows (default 168h), manent's log
+	// lines after Logs and whole deploys after Deploys (default: keep).
+	Retention struct {
+		Workflows time.Duration `mapstructure:"workflows"`
+		Logs      time.Duration `mapstructure:"logs"`
+		Deploys   time.Duration `mapstructure:"deploys"`
+		Every     time.Duration `mapstructure:"every"`
+	} `mapstructure:"retention"`
 
 	// Trial is set when no configuration file was given (SPEC §8.1): local
 	// trial mode.

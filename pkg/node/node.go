@@ -102,6 +102,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if r := cfg.Retention; r.Deploys > 0 && (r.Workflows <= 0 || r.Deploys < r.Workflows) {
+		return nil, configError(fmt.Errorf("retention.deploys (%s) must be at least retention.workflows (%s): a deploy's workflows go first", r.Deploys, r.Workflows))
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -214,6 +217,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Admitter: adm,
 		ITSM: changes, ChangePoll: cfg.ITSM.Poll,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
+		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
+			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
 		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, OnFenced: o.OnFenced,
 		Logger: log,
 	})

@@ -30,6 +30,8 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("log_level", "info")
+	v.SetDefault("retention.workflows", "168h")
+	v.SetDefault("retention.every", "10m")
 	v.SetEnvPrefix("MANENT")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()

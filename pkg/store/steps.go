@@ -161,9 +161,11 @@ func (s *Store) Step(ctx context.Context, id, name string) (manent.Step, error) 
 	return st, err
 }
 
+const stepsQuery = `SELECT ` + stepColumns + ` FROM manent_steps WHERE deployment_id = ? ORDER BY position, name`
+
 // Steps returns a deploy's steps in plan order.
 func (s *Store) Steps(ctx context.Context, id string) ([]manent.Step, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+stepColumns+` FROM manent_steps WHERE deployment_id = ? ORDER BY position, name`), id)
+	rows, err := s.db.QueryContext(ctx, s.q(stepsQuery), id)
 	if err != nil {
 		return nil, err
 	}
