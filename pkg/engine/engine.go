@@ -83,6 +83,14 @@ type Config struct {
 	// Retention bounds the history kept (retention.*).
 	Retention Retention
 	Logger    *slog.Logger
+	// Heartbeat is how often this worker records that it is alive
+	// (workers.heartbeat, 0: 5 s); DeadAfter how long a silent worker is
+	// alive for the others (workers.dead_after, 0: 30 s).
+	Heartbeat time.Duration
+	DeadAfter time.Duration
+	// OnFenced is called once when this worker learns the others declared
+	// it dead: it runs no more steps and must stop (the node exits).
+	OnFenced func(error)
 }
 
 // Engine runs deploys.
@@ -95,6 +103,7 @@ type Engine struct {
 	fetcher     *artifact.Fetcher
 	outbox      *notify.Outbox
 	log         *slog.Logger
+	live        *liveness
 }
 
 // New prepares the engine on st's database: DBOS context, queue and
@@ -114,6 +123,12 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxRecoveryAttempts <= 0 {
 		cfg.MaxRecoveryAttempts = defaultRecovery
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = DefaultDeadAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -149,6 +164,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		dbos:    dctx,
 		fetcher: &artifact.Fetcher{HTTP: cfg.HTTPClient, MaxBytes: cfg.MaxArtifactBytes},
 		log:     cfg.Logger,
+		live:    newLiveness(),
 	}
 	e.queue, err = dbos.RegisterQueue(dctx, QueueName,
 		dbos.WithPartitionConcurrency(1),
@@ -197,6 +213,11 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 // Launch starts the queue runner and recovers this executor's interrupted
 // deploys, then re-enqueues any accepted deploy DBOS never saw.
 func (e *Engine) Launch(ctx context.Context) error {
+	// Registered (alive) before DBOS recovers this executor's deploys: a
+	// takeover of this worker in progress finishes first (store.TakeOver).
+	if err := e.startWorker(ctx); err != nil {
+		return err
+	}
 	if err := dbos.Launch(e.dbos); err != nil {
 		return fmt.Errorf("launch DBOS: %w", err)
 	}
@@ -212,13 +233,20 @@ func (e *Engine) Launch(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops taking work; running steps get timeout to finish, the
-// rest is left to recovery.
+// Shutdown stops taking work; running steps get timeout to finish and no
+// new step starts; then DBOS stops (what still runs is interrupted) and the
+// worker is marked leaving, so another worker takes its deploys over at
+// once (SPEC §11.3).
 func (e *Engine) Shutdown(timeout time.Duration) {
 	if e.stopSweeper != nil {
 		e.stopSweeper()
 	}
+	launched := e.live.stop != nil
+	if launched {
+		e.drain(timeout)
+	}
 	dbos.Shutdown(e.dbos, timeout)
+	e.stopWorker()
 }
 
 // Store returns the engine's store.

@@ -59,6 +59,8 @@ type run struct {
 // starts; a crash resumes after the last saved step.
 func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
+	e.deployStarted()
+	defer e.deployEnded()
 	units := []unit{
 		{step: manent.PlanStep{Name: manent.StepConfig, MaxRetries: 3}},
 		{step: manent.PlanStep{Name: manent.StepNotifyStarted, MaxRetries: 3}},
@@ -81,7 +83,8 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		if u.wave != nil && !waveSeen[u.wave.Name] {
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
-				refused, err := r.waitWaveApproval(ctx, u.wave)
+				var refused string
+				err := e.parked(func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
 				if err != nil {
 					return Result{}, err
 				}
@@ -94,12 +97,12 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 					break
 				}
 			}
-			if err := r.waitWaveFreeze(ctx, u.wave); err != nil {
+			if err := e.parked(func() error { return r.waitWaveFreeze(ctx, u.wave) }); err != nil {
 				return Result{}, err
 			}
 		}
 		if u.gate {
-			if err := r.observe(ctx, u.wave); err != nil {
+			if err := e.parked(func() error { return r.observe(ctx, u.wave) }); err != nil {
 				return Result{}, err
 			}
 		}
@@ -183,6 +186,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
 	}
 	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
+		if err := e.admitStep(sctx); err != nil {
+			return Result{}, err
+		}
 		return r.finish(sctx, ending{failed: failed, cancelled: cancelled, abandoned: abandoned, rollback: rollback, live: activated})
 	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 	if err != nil {
@@ -205,6 +211,10 @@ const startRecordDelay = 50 * time.Millisecond
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		// A worker declared dead runs no step (workers.go).
+		if err := r.e.admitStep(sctx); err != nil {
+			return stepOut{}, err
+		}
 		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
 			if n, ok := r.giveUp(sctx, ps.Name); ok {
 				now := time.Now()
@@ -277,7 +287,16 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	}
 	close(stopFlush)
 	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take()}
+	// Paused past dead_after while the command ran: the deploy was taken
+	// over, its result is not this worker's to record.
+	if ferr := r.e.mayRecord(ctx); ferr != nil {
+		err = ferr
+	}
 	if err != nil && ctx.Err() != nil {
+		if r.e.live.isFenced() {
+			// Taken over: the step and its log are another worker's now.
+			return stepOut{}, err
+		}
 		// Interrupted by shutdown: not an outcome. Keep the log lines; the
 		// step stays RUNNING until recovery runs it again.
 		_ = r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,

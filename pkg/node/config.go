@@ -27,6 +27,11 @@ type Config struct {
 		MaxRecoveryAttempts int `mapstructure:"max_recovery_attempts"`
 		// SchedulerPoll is how often recurring schedules are reconciled.
 		SchedulerPoll time.Duration `mapstructure:"scheduler_poll"`
+		// Heartbeat is how often this worker records that it is alive;
+		// DeadAfter how long a silent worker stays alive for the others
+		// before one of them takes its deploys over (SPEC §11.3).
+		Heartbeat time.Duration `mapstructure:"heartbeat"`
+		DeadAfter time.Duration `mapstructure:"dead_after"`
 	} `mapstructure:"workers"`
 	Pipeline struct {
 		Steps []string `mapstructure:"steps"`

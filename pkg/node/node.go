@@ -60,6 +60,13 @@ type Options struct {
 	// the API's own).
 	OnStore func(*store.Store)
 	Logger  *slog.Logger
+	// OnFenced is called once when the other workers declared this one
+	// dead and took its deploys over: it runs nothing more and must stop
+	// (manent-server exits). Nil: it is only logged.
+	OnFenced func(error)
+	// NoFileLock opens a SQLite database beside the server that owns it
+	// (admin commands that only read); a node opened so must not Launch.
+	NoFileLock bool
 }
 
 // ConfigError is a mistake in the configuration: the server must not start
@@ -86,6 +93,7 @@ type Node struct {
 	Engine   *engine.Engine
 	API      *server.Server
 	Log      *slog.Logger
+	lock     *store.FileLock
 }
 
 // Open assembles a node from cfg. Nothing runs until Launch.
@@ -104,15 +112,37 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if cfg.Workers.Heartbeat < 0 || cfg.Workers.DeadAfter < 0 {
+		return nil, configError(errors.New("workers.heartbeat and workers.dead_after must not be negative"))
+	}
+	if cfg.Workers.Heartbeat > 0 && cfg.Workers.DeadAfter > 0 && cfg.Workers.DeadAfter < 3*cfg.Workers.Heartbeat {
+		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", cfg.Workers.DeadAfter, cfg.Workers.Heartbeat))
+	}
 	st, err := store.Open(ctx, cfg.Database)
 	if err != nil {
 		return nil, err
 	}
+	// One server per SQLite file (SPEC §11.3).
+	var lock *store.FileLock
+	if !o.NoFileLock {
+		if lock, err = store.LockFile(cfg.Database); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			st.Close()
+			lock.Unlock()
 		}
 	}()
+	// Workers starting together migrate one after the other: manent's
+	// tables here, DBOS's system schema in engine.New below.
+	unlock, err := st.LockMigrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -189,6 +219,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
+		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, OnFenced: o.OnFenced,
 		Logger: log,
 	})
 	if err != nil {
@@ -198,13 +229,14 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 	})
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Log: log}, nil
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Log: log, lock: lock}, nil
 }
 
 // Launch starts the workers: the queue, recovery of this executor's
 // interrupted deploys, the schedules.
 func (n *Node) Launch(ctx context.Context) error {
-	return n.Engine.Launch(ctx)
+	// DBOS may still migrate or seed its tables at Launch: serialised too.
+	return n.Store.WithMigrationLock(ctx, func() error { return n.Engine.Launch(ctx) })
 }
 
 // Close stops the workers — running steps get timeout to finish, the rest
@@ -212,6 +244,7 @@ func (n *Node) Launch(ctx context.Context) error {
 func (n *Node) Close(timeout time.Duration) {
 	n.Engine.Shutdown(timeout)
 	n.Store.Close()
+	n.lock.Unlock()
 }
 
 // callbackSecret reads the callback signing secret from the environment

@@ -75,6 +75,7 @@ func (s *Server) routes() {
 	s.routesEvents()
 	s.routesAgent()
 	s.routesAudit()
+	s.routesWorkers()
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()

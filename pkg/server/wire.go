@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -22,4 +23,12 @@ func wireAuditEntry(e store.AuditEntry) api.AuditEntry {
 
 func wireEvent(e store.Event) api.Event {
 	return api.Event{DeploymentID: e.DeploymentID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data}
+}
+
+// wireWorker converts a worker with its running count.
+func wireWorker(w engine.WorkerInfo) api.Worker {
+	return api.Worker{
+		ID: w.ID, State: w.State, LastSeen: w.LastSeen, Running: w.Running,
+		StartedAt: w.StartedAt, Version: w.Version, TakenOver: w.TakenOverAt, TakenOverBy: w.TakenOverBy,
+	}
 }

@@ -25,6 +25,8 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("workers.queue_poll", "100ms")
 	v.SetDefault("workers.max_recovery_attempts", 10)
 	v.SetDefault("workers.scheduler_poll", "10s")
+	v.SetDefault("workers.heartbeat", "5s")
+	v.SetDefault("workers.dead_after", "30s")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("log_level", "info")
