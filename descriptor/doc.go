@@ -2,5 +2,5 @@
 // Go types, the embedded JSON Schema, and parsing that reports every error at
 // once with its JSON path and YAML line:column.
 //
-// It imports only pkg/manent of this module.
+// It imports only pkg/manent and pkg/cronspec of this module.
 package descriptor
