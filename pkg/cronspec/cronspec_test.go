@@ -17,8 +17,8 @@ func TestParseNext(t *testing.T) {
 		expr string
 		want time.Time
 	}{
-		{"0 3 * * 1-5", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)},   // Friday 03:00 UTC
-		{"0 3 * * 6", time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)},     // Saturday
+		{"0 3 * * 1-5", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)},    // Friday 03:00 UTC
+		{"0 3 * * 6", time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)},      // Saturday
 		{"*/15 * * * *", time.Date(2026, 12, 3, 10, 30, 0, 0, time.UTC)}, // quarter hours
 		{"  0 3 * * 1-5  ", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)},
 		{"CRON_TZ=Europe/Paris 0 3 * * *", time.Date(2026, 12, 4, 3, 0, 0, 0, paris)}, // 02:00 UTC
@@ -90,14 +90,14 @@ func TestMinInterval(t *testing.T) {
 	}{
 		{"* * * * *", time.Minute},
 		{"*/5 * * * *", 5 * time.Minute},
-		{"0 3 * * 1-5", 24 * time.Hour},           // Monday to Friday: consecutive days
-		{"0 3 * * 1", 7 * 24 * time.Hour},         // once a week
-		{"0 3 * * 1,3", 2 * 24 * time.Hour},       // Monday and Wednesday
-		{"0,59 0,23 * * *", time.Minute},          // 23:59 then 00:00 the next day
-		{"0,59 0,23 * * 1", 59 * time.Minute},     // the next day is no Monday
-		{"0 0 1 * *", 28 * 24 * time.Hour},        // February
-		{"0 0 28,1 2,3 *", 24 * time.Hour},        // February 28th, then March 1st
-		{"0 0 29 2 *", 1461 * 24 * time.Hour},     // leap days, four years apart
+		{"0 3 * * 1-5", 24 * time.Hour},       // Monday to Friday: consecutive days
+		{"0 3 * * 1", 7 * 24 * time.Hour},     // once a week
+		{"0 3 * * 1,3", 2 * 24 * time.Hour},   // Monday and Wednesday
+		{"0,59 0,23 * * *", time.Minute},      // 23:59 then 00:00 the next day
+		{"0,59 0,23 * * 1", 59 * time.Minute}, // the next day is no Monday
+		{"0 0 1 * *", 28 * 24 * time.Hour},    // February
+		{"0 0 28,1 2,3 *", 24 * time.Hour},    // February 28th, then March 1st
+		{"0 0 29 2 *", 1461 * 24 * time.Hour}, // leap days, four years apart
 		{"CRON_TZ=Asia/Tokyo 30 */6 * * *", 6 * time.Hour},
 		{"@hourly", time.Hour},
 		{"@daily", 24 * time.Hour},
