@@ -27,6 +27,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("workers.scheduler_poll", "10s")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
+	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")
 	v.SetEnvPrefix("MANENT")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
