@@ -170,7 +170,11 @@ func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schema
 		}
 		return at(fmt.Sprintf("must have at least %d items, got %d", k.Want, k.Got))
 	case *kind.MaxItems:
-		return at(fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got))
+		got := k.Got
+		if n, ok := t.listLen[pointer(loc)]; ok {
+			got = n // the list was cut before validation
+		}
+		return at(fmt.Sprintf("must have at most %d items, got %d", k.Want, got))
 	case *kind.UniqueItems:
 		i, j := k.Duplicates[0], k.Duplicates[1]
 		path := append(slices.Clip(loc), fmt.Sprint(j))

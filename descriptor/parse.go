@@ -63,6 +63,7 @@ func Parse(data []byte) (*Descriptor, error) {
 	if err != nil {
 		return nil, &manent.Error{Code: manent.EInternal, Message: "descriptor schema", Err: err}
 	}
+	trimLists(doc, set.raw, nil, t.listLen)
 	if err := set.schema.Validate(doc); err != nil {
 		schemaErrors(err, t, set, errs, func(path string) bool {
 			if conv.bad[path] {

@@ -277,6 +277,9 @@ func resolve(n *yaml.Node) *yaml.Node {
 type tree struct {
 	root  *yaml.Node
 	index map[*yaml.Node]*mappingIndex
+	// listLen is the length of each list cut for the schema (trimLists),
+	// by JSON pointer.
+	listLen map[string]int
 }
 
 // mappingIndex is one mapping's explicit keys (first occurrence, as the
@@ -287,7 +290,7 @@ type mappingIndex struct {
 }
 
 func newTree(root *yaml.Node) *tree {
-	return &tree{root: root, index: make(map[*yaml.Node]*mappingIndex)}
+	return &tree{root: root, index: make(map[*yaml.Node]*mappingIndex), listLen: make(map[string]int)}
 }
 
 func (t *tree) indexOf(m *yaml.Node) *mappingIndex {
