@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/cronspec"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
@@ -54,6 +56,9 @@ type Config struct {
 	ChangeManagement bool
 	// Pipeline is pipeline.steps (empty: manent.DefaultPipeline).
 	Pipeline []string
+	// ScheduleMinInterval is schedules.min_interval: a recurring schedule
+	// that fires more often is refused (0: DefaultScheduleMinInterval).
+	ScheduleMinInterval time.Duration
 	// Trial is local trial mode (SPEC §8.1): the local target under
 	// TargetsDir/<application>/<environment> and rollback enabled where the
 	// environment configuration says nothing.
@@ -61,6 +66,9 @@ type Config struct {
 	TargetsDir string
 	Logger     *slog.Logger
 }
+
+// DefaultScheduleMinInterval is schedules.min_interval when unset.
+const DefaultScheduleMinInterval = time.Minute
 
 // Admitter runs the submission checks.
 type Admitter struct {
@@ -79,6 +87,12 @@ func New(cfg Config) (*Admitter, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ScheduleMinInterval < 0 {
+		return nil, fmt.Errorf("schedules.min_interval must not be negative, got %s", cfg.ScheduleMinInterval)
+	}
+	if cfg.ScheduleMinInterval == 0 {
+		cfg.ScheduleMinInterval = DefaultScheduleMinInterval
 	}
 	if cfg.Trial && cfg.TargetsDir != "" {
 		abs, err := filepath.Abs(cfg.TargetsDir)
@@ -183,8 +197,9 @@ func (a *Admitter) authorize(id manent.Identity, perm auth.Permission, d *descri
 
 func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admission, error) {
 	d := req.Descriptor
-	// 3. Sources and callback URLs.
+	// 3. Sources and callback URLs; how often a recurring deploy fires.
 	problems := a.checkURLs(ctx, d)
+	problems = append(problems, a.checkSchedule(d)...)
 	// 4. Environment configuration, merged under the descriptor policy.
 	env := a.environment(ctx, d)
 	problems = append(problems, env.problems...)
@@ -231,6 +246,36 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 func refused(problems []manent.FieldError) error {
 	return &manent.Error{Code: manent.EInvalid,
 		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
+}
+
+// checkSchedule refuses a recurring schedule that fires more often than
+// schedules.min_interval (SPEC §11.1).
+func (a *Admitter) checkSchedule(d *descriptor.Descriptor) []manent.FieldError {
+	if d.Schedule == nil || d.Schedule.Cron == "" {
+		return nil
+	}
+	spec, err := cronspec.Parse(d.Schedule.Cron)
+	if err != nil {
+		// Parse refuses it first; a descriptor built in Go may not have been.
+		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf("invalid cron expression %q: %v", d.Schedule.Cron, err)}}
+	}
+	if every, limit := spec.MinInterval(), a.cfg.ScheduleMinInterval; every < limit {
+		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf(
+			"%q fires every %s, more often than this server allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), short(limit))}}
+	}
+	return nil
+}
+
+// short writes a duration without its zero minutes and seconds: 1m, 24h.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // checkURLs is check 3: the artifact source, callback URLs and chat channels.

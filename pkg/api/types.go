@@ -89,6 +89,9 @@ type Schedule struct {
 	LastTick    *time.Time `json:"last_tick,omitempty"`
 	LastDeploy  string     `json:"last_deploy,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
+	// NextTick is when the schedule fires next (UTC; absent once deleted).
+	// For @every it counts from the last tick.
+	NextTick *time.Time `json:"next_tick,omitempty"`
 }
 
 // SchedulesResult lists schedules.

@@ -11,5 +11,6 @@
 //
 // It imports pkg/manent, pkg/plan, pkg/admit, pkg/store, pkg/plugin,
 // pkg/artifact, pkg/envconfig, pkg/governance (freeze info), pkg/itsm,
-// pkg/notify, pkg/urlpolicy and descriptor; it knows nothing of HTTP.
+// pkg/notify, pkg/urlpolicy, pkg/cronspec and descriptor; it knows nothing
+// of HTTP.
 package engine

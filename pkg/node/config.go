@@ -60,6 +60,11 @@ type Config struct {
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`
+	Schedules struct {
+		// MinInterval is the shortest time between two ticks of a
+		// recurring schedule: one that fires more often is refused (0: 1m).
+		MinInterval time.Duration `mapstructure:"min_interval"`
+	} `mapstructure:"schedules"`
 	ITSM struct {
 		URL      string        `mapstructure:"url"`
 		TokenEnv string        `mapstructure:"token_env"`

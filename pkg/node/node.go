@@ -201,7 +201,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
 		Pipeline: cfg.Pipeline.Steps, Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
-		Logger: log.With("component", "admit"),
+		ScheduleMinInterval: cfg.Schedules.MinInterval,
+		Logger:              log.With("component", "admit"),
 	})
 	if err != nil {
 		return nil, configError(err)

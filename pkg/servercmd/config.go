@@ -29,6 +29,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("workers.dead_after", "30s")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
+	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")
 	v.SetDefault("retention.workflows", "168h")
 	v.SetDefault("retention.every", "10m")
