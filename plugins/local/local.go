@@ -2,8 +2,8 @@
 // artifact into `<dir>/releases/<version>` and activates a release by
 // switching the `<dir>/current` symlink atomically; rollback switches back.
 // Every action is idempotent. `dir` must be under the server's local root
-// (plugins.local.root, SPEC §11.1), checked at submission and again before
-// each action.
+// (plugins.local.root, SPEC §11.1), checked at submission and by the config
+// step, and checked again for links before each action.
 package local
 
 import (
@@ -109,12 +109,18 @@ func under(path, root string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
-// dirOf is the target directory of pc, checked again against the root at
-// the time of the action (a link made since submission does not lead out).
+// dirOf is the target directory of pc. A directory under the root is
+// checked again at the time of the action, so that a link made since the
+// submission does not lead out of it. (One outside this worker's root was
+// admitted by a worker with another root — a deploy taken over from a dead
+// worker — whose admission and config step checked it.)
 func (p *Plugin) dirOf(pc plugin.Context) (string, error) {
 	d, _ := pc.With["dir"].(string)
 	if d == "" {
 		return "", plugin.Permanent(fmt.Errorf("local: target.with.dir is not set"))
+	}
+	if p.o.Root != "" && filepath.IsAbs(d) && !under(filepath.Clean(d), filepath.Clean(p.o.Root)) {
+		return d, nil
 	}
 	if err := p.checkDir(d); err != nil {
 		return "", plugin.Permanent(err)
