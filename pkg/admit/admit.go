@@ -59,6 +59,9 @@ type Config struct {
 	// ScheduleMinInterval is schedules.min_interval: a recurring schedule
 	// that fires more often is refused (0: DefaultScheduleMinInterval).
 	ScheduleMinInterval time.Duration
+	// StepPlugins is plugins.steps: the plugins custom steps may use
+	// (SPEC §11.1; empty: none). Local trial mode allows every plugin.
+	StepPlugins []string
 	// Trial is local trial mode (SPEC §8.1): the local target under
 	// TargetsDir/<application>/<environment> and rollback enabled where the
 	// environment configuration says nothing.
@@ -83,6 +86,9 @@ func New(cfg Config) (*Admitter, error) {
 		return nil, errors.New("admit: no store")
 	}
 	if err := CheckPipeline(cfg.Pipeline); err != nil {
+		return nil, err
+	}
+	if err := checkStepPlugins(cfg.StepPlugins, cfg.Plugins); err != nil {
 		return nil, err
 	}
 	if cfg.Logger == nil {
@@ -138,6 +144,26 @@ func CheckPipeline(steps []string) error {
 		before(manent.StepDeploy, manent.StepPostTest),
 		before(manent.StepDeploy, manent.StepActivation),
 	)
+}
+
+// checkStepPlugins checks plugins.steps: each name a registered step plugin,
+// so that a typo stops the server instead of refusing every deploy.
+func checkStepPlugins(names []string, reg *plugin.Registry) error {
+	var errs []error
+	for i, n := range names {
+		if reg == nil {
+			break
+		}
+		if _, err := reg.Runner(n); err != nil {
+			errs = append(errs, fmt.Errorf("plugins.steps[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stepAllowed says whether custom steps may use plugin name (SPEC §11.1).
+func (a *Admitter) stepAllowed(name string) bool {
+	return a.cfg.Trial || slices.Contains(a.cfg.StepPlugins, name)
 }
 
 // Request is a deploy to admit.
@@ -304,26 +330,39 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 }
 
 // checkPlugins checks that the target and every custom step name a
-// registered plugin that accepts its settings. Without the environment's
+// registered plugin that accepts its settings, and that custom steps use
+// only the plugins of plugins.steps (SPEC §11.1). Without the environment's
 // answer (checked false) a missing target is left to the config step.
 func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
 	reg := a.cfg.Plugins
-	if reg == nil {
-		return nil
-	}
 	var problems []manent.FieldError
-	if target.Plugin != "" {
+	switch {
+	case reg == nil:
+		// Nothing registered to check against.
+	case target.Plugin != "":
 		if t, err := reg.Target(target.Plugin); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
 		} else if err := t.Validate(target.With); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/with", Message: fmt.Sprintf("target %s: %v", target.Plugin, err)})
 		}
-	} else if checked {
+	case checked:
 		problems = append(problems, manent.FieldError{Path: "/target",
 			Message: "no target: the descriptor names none and the environment configuration gives none"})
 	}
 	for i, s := range d.Steps {
 		if s.Plugin == "" {
+			continue
+		}
+		if !a.stepAllowed(s.Plugin) {
+			allowed := "none"
+			if len(a.cfg.StepPlugins) > 0 {
+				allowed = strings.Join(a.cfg.StepPlugins, ", ")
+			}
+			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/plugin", i),
+				Message: fmt.Sprintf("step %s: plugin %q is not allowed in custom steps on this server (plugins.steps: %s)", s.Name, s.Plugin, allowed)})
+			continue
+		}
+		if reg == nil {
 			continue
 		}
 		r, err := reg.Runner(s.Plugin)

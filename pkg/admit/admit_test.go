@@ -48,9 +48,10 @@ func TestCheckPipeline(t *testing.T) {
 type fixture struct {
 	a   *admit.Admitter
 	art string
+	dir string // the local root is dir/targets
 }
 
-func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
+func newAdmitterStore(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, enginetest.SQLite(t))
@@ -61,12 +62,19 @@ func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
+	t.Helper()
+	st := newAdmitterStore(t)
+	dir := t.TempDir()
 	reg := plugin.NewRegistry()
-	sp := script.New()
-	if err := errors.Join(reg.RegisterTarget("local", local.New()), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)); err != nil {
+	sp := script.New(script.Options{})
+	lp := local.New(local.Options{Root: filepath.Join(dir, "targets")})
+	if err := errors.Join(reg.RegisterTarget("local", lp), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	cfg.Store, cfg.Plugins, cfg.TargetsDir = st, reg, filepath.Join(dir, "targets")
 	cfg.Sources = urlpolicy.TrialSources()
 	a, err := admit.New(cfg)
@@ -77,7 +85,7 @@ func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
 	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{a: a, art: "file://" + art}
+	return &fixture{a: a, art: "file://" + art, dir: dir}
 }
 
 func (f *fixture) descriptor(t *testing.T, extra string) *descriptor.Descriptor {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
@@ -56,6 +57,17 @@ type Config struct {
 		Path []string `mapstructure:"path"`
 		// HTTPAllow lists the URL patterns the http plugin may call.
 		HTTPAllow []string `mapstructure:"http_allow"`
+		// PassEnv names the server's environment variables that the
+		// commands of script and external plugins also get (SPEC §11.1).
+		PassEnv []string `mapstructure:"pass_env"`
+		// Steps lists the plugins custom steps may use (SPEC §11.1; none
+		// by default). Local trial mode allows every plugin.
+		Steps []string `mapstructure:"steps"`
+		Local struct {
+			// Root is the directory the local target may write under
+			// (default, and always in local trial mode: <data_dir>/targets).
+			Root string `mapstructure:"root"`
+		} `mapstructure:"local"`
 	} `mapstructure:"plugins"`
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
@@ -90,4 +102,15 @@ type Config struct {
 	// Trial is set when no configuration file was given (SPEC §8.1): local
 	// trial mode.
 	Trial bool `mapstructure:"-"`
+}
+
+// LocalRoot is the absolute directory the local target writes under
+// (SPEC §11.1): plugins.local.root, or <data_dir>/targets by default and
+// always in local trial mode.
+func (c *Config) LocalRoot() (string, error) {
+	root := c.Plugins.Local.Root
+	if c.Trial || root == "" {
+		root = filepath.Join(c.DataDir, "targets")
+	}
+	return filepath.Abs(root)
 }

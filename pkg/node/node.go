@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/admit"
@@ -41,6 +42,9 @@ import (
 type Host struct {
 	Config *Config
 	Store  *store.Store
+	// Procs runs step commands in their own process groups and records
+	// them under <data_dir>/procs/<executor_id> (SPEC §11.2).
+	Procs *plugin.Procs
 }
 
 // Registrar registers plugins into reg (plugins/builtin.Register).
@@ -94,6 +98,8 @@ type Node struct {
 	API      *server.Server
 	Log      *slog.Logger
 	lock     *store.FileLock
+	// Procs are the process groups of running step commands.
+	Procs *plugin.Procs
 }
 
 // Open assembles a node from cfg. Nothing runs until Launch.
@@ -149,14 +155,21 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if o.OnStore != nil {
 		o.OnStore(st)
 	}
+	if err := checkPassEnv(cfg); err != nil {
+		return nil, configError(err)
+	}
+	procs := plugin.NewProcs(filepath.Join(dataDir, "procs", fileName(cfg.ExecutorID)), 0)
 	reg := plugin.NewRegistry()
 	if o.Plugins != nil {
-		if err := o.Plugins(reg, Host{Config: cfg, Store: st}); err != nil {
+		if err := o.Plugins(reg, Host{Config: cfg, Store: st, Procs: procs}); err != nil {
 			return nil, fmt.Errorf("plugins: %w", err)
 		}
 	}
 	found, err := external.Discover(cfg.Plugins.Path)
 	if err == nil {
+		for _, p := range found {
+			p.PassEnv, p.Procs = cfg.Plugins.PassEnv, procs
+		}
 		err = external.Register(reg, found)
 	}
 	if err != nil {
@@ -200,7 +213,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Sources: sources, Callbacks: callbacks, CallbacksSigned: len(secret) > 0,
 		ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
-		Pipeline: cfg.Pipeline.Steps, Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
+		Pipeline: cfg.Pipeline.Steps, StepPlugins: cfg.Plugins.Steps,
+		Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
 		ScheduleMinInterval: cfg.Schedules.MinInterval,
 		Logger:              log.With("component", "admit"),
 	})
@@ -230,22 +244,73 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 	})
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Log: log, lock: lock}, nil
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Log: log, lock: lock, Procs: procs}, nil
 }
 
-// Launch starts the workers: the queue, recovery of this executor's
-// interrupted deploys, the schedules.
+// Launch starts the workers: first it stops the step processes a previous
+// life of this executor left running (SPEC §11.2), then the queue,
+// recovery of this executor's interrupted deploys, the schedules.
 func (n *Node) Launch(ctx context.Context) error {
+	stopped, err := n.Procs.Sweep(ctx)
+	for _, s := range stopped {
+		n.Log.Warn("stopped the processes of a step left running by a previous life of this worker", "step", s)
+	}
+	if err != nil {
+		// The steps concerned check again before they run: they wait.
+		n.Log.Error("step processes of a previous life of this worker are still running", "error", err)
+	}
 	// DBOS may still migrate or seed its tables at Launch: serialised too.
 	return n.Store.WithMigrationLock(ctx, func() error { return n.Engine.Launch(ctx) })
 }
 
 // Close stops the workers — running steps get timeout to finish, the rest
-// is left to recovery — and closes the database.
+// is left to recovery, and the process groups of step commands still
+// running are killed — and closes the database.
 func (n *Node) Close(timeout time.Duration) {
 	n.Engine.Shutdown(timeout)
+	n.Procs.Kill()
 	n.Store.Close()
 	n.lock.Unlock()
+}
+
+// checkPassEnv refuses a plugins.pass_env name that is not a variable name
+// or that would hand a step a server secret: a MANENT_* variable (the
+// server's own configuration, MANENT_BOOTSTRAP_TOKEN), callbacks.secret_env
+// or itsm.token_env.
+func checkPassEnv(cfg *Config) error {
+	var errs []error
+	for i, name := range cfg.Plugins.PassEnv {
+		if err := plugin.CheckEnvName(name); err != nil {
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %w", i, err))
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "MANENT_"):
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s: MANENT_* variables are the server's own configuration and never reach a step", i, name))
+		case name == cfg.Callbacks.SecretEnv:
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s holds the callback signing secret (callbacks.secret_env) and never reaches a step", i, name))
+		case name == cfg.ITSM.TokenEnv:
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s holds the ITSM token (itsm.token_env) and never reaches a step", i, name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileName turns an executor id into a safe file name.
+func fileName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, "%%%02x", r)
+		}
+	}
+	if s := b.String(); s != "" && s != "." && s != ".." {
+		return s
+	}
+	return "_" + b.String()
 }
 
 // callbackSecret reads the callback signing secret from the environment

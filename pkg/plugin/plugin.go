@@ -1,8 +1,11 @@
 // Package plugin holds the plugin interface of SPEC §6, the registry that
 // refuses duplicates, and the permanent-error marker steps use to fail at
-// once instead of retrying.
+// once instead of retrying. For plugins that run commands (script,
+// external) it holds the step environment built from nothing (StepEnv,
+// SPEC §11.1) and Procs, which runs each command in its own recorded
+// process group (SPEC §11.2).
 //
-// It imports pkg/manent only. Built-in plugins live under plugins/ and are
+// It imports nothing of manent. Built-in plugins live under plugins/ and are
 // registered by cmd/ wiring, never by init().
 package plugin
 

@@ -9,6 +9,7 @@ package builtin
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -20,11 +21,17 @@ import (
 	"github.com/manent-io/manent/plugins/script"
 )
 
-// Register registers the built-in plugins into reg.
+// Register registers the built-in plugins into reg, configured from the
+// node's plugins.* keys: the local target's root, the variables that reach
+// a script's command, the process groups of the node.
 func Register(reg *plugin.Registry, host node.Host) error {
-	sp := script.New()
+	root, err := host.Config.LocalRoot()
+	if err != nil {
+		return fmt.Errorf("plugins.local.root: %w", err)
+	}
+	sp := script.New(script.Options{PassEnv: host.Config.Plugins.PassEnv, Procs: host.Procs})
 	return errors.Join(
-		reg.RegisterTarget("local", local.New()),
+		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
 		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{})),

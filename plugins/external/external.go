@@ -5,7 +5,8 @@
 // stderr lines go to the deploy log.
 //
 // An external plugin is both a target (plugin.Target) and a custom-step
-// runner (plugin.Runner).
+// runner (plugin.Runner). Like a script, it runs in its own process group
+// (plugin.Procs) with the environment of plugin.StepEnv (SPEC §11.1).
 //
 // It imports pkg/plugin only.
 package external
@@ -102,6 +103,12 @@ type Plugin struct {
 	// Timeout bounds one action; 0 means DefaultTimeout. A context deadline
 	// that comes earlier wins.
 	Timeout time.Duration
+	// PassEnv names the server's environment variables the executable also
+	// gets (plugins.pass_env); see plugin.StepEnv for the rest.
+	PassEnv []string
+	// Procs runs the executable in its own process group and records it
+	// (nil: not recorded).
+	Procs *plugin.Procs
 }
 
 // Discover finds the external plugins in dirs: executable files named
@@ -236,28 +243,17 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 	if err != nil {
 		return nil, plugin.Permanent(fmt.Errorf("plugin %s: encode request: %w", p.Name, err))
 	}
-	cmd := exec.CommandContext(ctx, p.Path)
+	cmd := exec.Command(p.Path)
 	if st, err := os.Stat(pc.WorkDir); err == nil && st.IsDir() {
 		cmd.Dir = pc.WorkDir
 	}
-	cmd.Env = append(os.Environ(),
-		"MANENT_PLUGIN_PROTOCOL="+Protocol,
-		"MANENT_ACTION="+action,
-		"MANENT_DEPLOY_ID="+pc.DeployID,
-		"MANENT_APPLICATION="+pc.Application,
-		"MANENT_ENVIRONMENT="+pc.Environment,
-		"MANENT_VERSION="+pc.Version,
-		"MANENT_STEP="+pc.Step,
-		"MANENT_ARTIFACT="+pc.Artifact,
-		"MANENT_WORKDIR="+pc.WorkDir,
-	)
+	cmd.Env = plugin.StepEnv(pc, p.PassEnv, "MANENT_PLUGIN_PROTOCOL="+Protocol, "MANENT_ACTION="+action)
 	cmd.Stdin = bytes.NewReader(in)
 	stdout := &limitedBuffer{max: MaxResponse}
 	cmd.Stdout = stdout
 	logw := plugin.NewLineWriter(pc.Log)
 	cmd.Stderr = logw
-	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
+	runErr := p.Procs.Run(ctx, pc, cmd)
 	logw.Flush()
 
 	resp, parseErr := parseResponse(stdout)

@@ -1,7 +1,8 @@
 // Package script is the `script` plugin (SPEC §6): it runs a command in the
-// deploy's work directory with the MANENT_* environment and the full
-// context as JSON on stdin; its output goes to the deploy log and an exit
-// code other than 0 fails the step.
+// deploy's work directory, in its own process group (plugin.Procs), with
+// the environment of plugin.StepEnv (SPEC §11.1) and the full context as
+// JSON on stdin; its output goes to the deploy log and an exit code other
+// than 0 fails the step.
 //
 // As a custom step it runs `with.command`; as a target, `with.command` runs
 // for every action with MANENT_STEP telling which (deploy, activation,
@@ -16,7 +17,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -25,16 +25,25 @@ import (
 // DefaultTimeout bounds a command without `with.timeout`.
 const DefaultTimeout = 10 * time.Minute
 
+// Options configure the script plugin.
+type Options struct {
+	// PassEnv names the server's environment variables a command also gets
+	// (plugins.pass_env); see plugin.StepEnv for the rest.
+	PassEnv []string
+	// Procs runs the commands in their own process groups and records
+	// them (nil: not recorded).
+	Procs *plugin.Procs
+}
+
 // Plugin is the script plugin.
-type Plugin struct{}
+type Plugin struct{ o Options }
 
 // New returns the script plugin.
-func New() *Plugin { return &Plugin{} }
+func New(o Options) *Plugin { return &Plugin{o: o} }
 
 type config struct {
 	Command []string
 	Timeout time.Duration
-	Env     map[string]string
 }
 
 func parse(with map[string]any) (config, error) {
@@ -62,11 +71,9 @@ func parse(with map[string]any) (config, error) {
 		}
 		c.Timeout = d
 	}
-	if env, ok := with["env"].(map[string]any); ok {
-		c.Env = map[string]string{}
-		for k, v := range env {
-			c.Env[k] = fmt.Sprint(v)
-		}
+	// with.env is applied by plugin.StepEnv; checked here.
+	if _, err := plugin.WithEnv(with); err != nil {
+		return c, fmt.Errorf("script: %w", err)
 	}
 	return c, nil
 }
@@ -85,9 +92,9 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Command[0], c.Command[1:]...)
+	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Dir = pc.WorkDir
-	cmd.Env = environ(pc, c.Env)
+	cmd.Env = plugin.StepEnv(pc, p.o.PassEnv)
 	stdin, _ := json.Marshal(map[string]any{
 		"deploy_id": pc.DeployID, "application": pc.Application, "environment": pc.Environment,
 		"version": pc.Version, "step": pc.Step, "artifact": pc.Artifact, "workdir": pc.WorkDir,
@@ -97,9 +104,8 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	lw := plugin.NewLineWriter(pc.Log)
 	cmd.Stdout = lw
 	cmd.Stderr = lw
-	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	err = cmd.Run()
+	err = p.o.Procs.Run(ctx, pc, cmd)
 	lw.Flush()
 	res := plugin.Result{"command": c.Command[0], "duration_ms": time.Since(start).Milliseconds()}
 	if ctx.Err() == context.DeadlineExceeded {
@@ -118,28 +124,6 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	}
 	res["exit_code"] = 0
 	return res, nil
-}
-
-func environ(pc plugin.Context, extra map[string]string) []string {
-	env := os.Environ()
-	env = append(env,
-		"MANENT_DEPLOY_ID="+pc.DeployID,
-		"MANENT_APPLICATION="+pc.Application,
-		"MANENT_ENVIRONMENT="+pc.Environment,
-		"MANENT_VERSION="+pc.Version,
-		"MANENT_STEP="+pc.Step,
-		"MANENT_ARTIFACT="+pc.Artifact,
-		"MANENT_WORKDIR="+pc.WorkDir,
-	)
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+extra[k])
-	}
-	return env
 }
 
 // Live has nothing to report for a script target.
