@@ -6,6 +6,13 @@
 // As a custom step it runs `with.command`; as a target, `with.command` runs
 // for every action with MANENT_STEP telling which (deploy, activation,
 // post-test, rollback:deploy, rollback:activation).
+//
+// Within a rollout wave (SPEC §11.6) the command also gets
+// MANENT_ROLLOUT_WAVE (the wave's name), MANENT_ROLLOUT_INDEX (1 for the
+// first wave), MANENT_ROLLOUT_TARGETS (comma-separated) and
+// MANENT_ROLLOUT_PERCENT (0 for a wave of targets), and `rollout` on stdin.
+// A script target honours rollout.percentages: the command is the one that
+// deploys MANENT_ROLLOUT_PERCENT % of the release.
 package script
 
 import (
@@ -17,6 +24,8 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -91,7 +100,7 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	stdin, _ := json.Marshal(map[string]any{
 		"deploy_id": pc.DeployID, "application": pc.Application, "environment": pc.Environment,
 		"version": pc.Version, "step": pc.Step, "artifact": pc.Artifact, "workdir": pc.WorkDir,
-		"with": pc.With, "parameters": pc.Parameters,
+		"with": pc.With, "parameters": pc.Parameters, "rollout": pc.Rollout(),
 	})
 	cmd.Stdin = bytes.NewReader(stdin)
 	lw := plugin.NewLineWriter(pc.Log)
@@ -131,6 +140,14 @@ func environ(pc plugin.Context, extra map[string]string) []string {
 		"MANENT_ARTIFACT="+pc.Artifact,
 		"MANENT_WORKDIR="+pc.WorkDir,
 	)
+	if ro := pc.Rollout(); ro != nil {
+		env = append(env,
+			"MANENT_ROLLOUT_WAVE="+ro.Wave,
+			"MANENT_ROLLOUT_INDEX="+strconv.Itoa(ro.Index),
+			"MANENT_ROLLOUT_TARGETS="+strings.Join(ro.Targets, ","),
+			"MANENT_ROLLOUT_PERCENT="+strconv.Itoa(ro.Percent),
+		)
+	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
 		keys = append(keys, k)
@@ -140,6 +157,13 @@ func environ(pc plugin.Context, extra map[string]string) []string {
 		env = append(env, k+"="+extra[k])
 	}
 	return env
+}
+
+// HonoursPercentages: the command receives MANENT_ROLLOUT_PERCENT and is
+// the one that deploys that share (docs/rollout.md).
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	_, err := parse(with)
+	return err
 }
 
 // Live has nothing to report for a script target.
