@@ -23,12 +23,13 @@ import (
 // Register registers the built-in plugins into reg.
 func Register(reg *plugin.Registry, host node.Host) error {
 	sp := script.New()
+	cr := clusterready.New(host.Store)
 	return errors.Join(
 		reg.RegisterTarget("local", local.New()),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
-		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{})),
-		reg.RegisterRunner("cluster-ready", clusterready.New(host.Store)),
+		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr})),
+		reg.RegisterRunner("cluster-ready", cr),
 		reg.RegisterTarget("http", httpplugin.New(urlpolicy.Callbacks{Allow: host.Config.Plugins.HTTPAllow}.Client(0))),
 	)
 }
