@@ -154,3 +154,50 @@ func TestApprovalBetweenWaves(t *testing.T) {
 		}
 	})
 }
+
+// Each wave runs the target with its rollout context: a script target gets
+// MANENT_ROLLOUT_WAVE, _INDEX, _TARGETS and _PERCENT in its environment and
+// `rollout` on stdin, for every action of the wave (rollbacks included);
+// the waves' status shows each gate's outcome.
+func TestRolloutContextReachesScript(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "one")
+	marks := filepath.Join(f.dir, "marks")
+	cmd := fmt.Sprintf(`stdin=$(cat); case "$stdin" in *'"rollout":{"wave":"'"$MANENT_ROLLOUT_WAVE"'"'*) in=yes;; *) in=no;; esac
+echo "$MANENT_STEP wave=$MANENT_ROLLOUT_WAVE index=$MANENT_ROLLOUT_INDEX targets=$MANENT_ROLLOUT_TARGETS percent=$MANENT_ROLLOUT_PERCENT stdin=$in" >> %s
+[ "$MANENT_STEP" != "health-gate[100%%]" ]`, marks)
+	id := f.submit(descriptorYAML("api", "prod", "1", url, "", "rollout: {percentages: [25, 100]}\n") + withRollback + scriptTarget(cmd))
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted {
+		t.Fatalf("state %s rollback %q (%s), want ERROR at the last gate, rolled back", rec.State, rec.Rollback, rec.Error)
+	}
+	b, _ := os.ReadFile(marks)
+	got := strings.TrimSpace(string(b))
+	want := strings.Join([]string{
+		"deploy[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"post-test[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"activation[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"health-gate[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"deploy[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"post-test[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"activation[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"health-gate[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"rollback:activation[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"rollback:deploy[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"rollback:activation[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"rollback:deploy[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+	}, "\n")
+	if got != want {
+		t.Fatalf("actions:\n got %s\nwant %s", got, want)
+	}
+	var gates []string
+	for _, w := range rec.Rollout {
+		gates = append(gates, fmt.Sprintf("%s %d%% %s gate=%s", w.Name, w.Percent, w.State, w.Gate))
+	}
+	if g := strings.Join(gates, ", "); g != "25% 25% rolled-back gate=passed, 100% 100% rolled-back gate=failed" {
+		t.Errorf("rollout status: %s", g)
+	}
+	if !strings.Contains(rec.Rollout[1].Message, "exited with status 1") {
+		t.Errorf("the failed gate's message %q, want the script's failure", rec.Rollout[1].Message)
+	}
+}

@@ -97,11 +97,15 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	cmd := exec.CommandContext(ctx, c.Command[0], c.Command[1:]...)
 	cmd.Dir = pc.WorkDir
 	cmd.Env = environ(pc, c.Env)
-	stdin, _ := json.Marshal(map[string]any{
+	doc := map[string]any{
 		"deploy_id": pc.DeployID, "application": pc.Application, "environment": pc.Environment,
 		"version": pc.Version, "step": pc.Step, "artifact": pc.Artifact, "workdir": pc.WorkDir,
-		"with": pc.With, "parameters": pc.Parameters, "rollout": pc.Rollout(),
-	})
+		"with": pc.With, "parameters": pc.Parameters,
+	}
+	if ro := pc.Rollout(); ro != nil {
+		doc["rollout"] = ro
+	}
+	stdin, _ := json.Marshal(doc)
 	cmd.Stdin = bytes.NewReader(stdin)
 	lw := plugin.NewLineWriter(pc.Log)
 	cmd.Stdout = lw
