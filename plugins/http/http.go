@@ -24,7 +24,8 @@
 // URLs may hold {deploy_id}, {application}, {environment}, {version} and
 // {step}, and within a rollout wave (SPEC §11.6) {wave}, {wave_index},
 // {targets} (comma-separated) and {percent}, replaced path-escaped
-// (outside a rollout the wave placeholders are empty, {percent} is 100).
+// (outside a rollout the wave placeholders are empty; {percent} is 100
+// except in a percentage wave).
 // The JSON body carries `rollout: {wave, index, targets, percent}` within
 // a wave.
 //
