@@ -201,3 +201,45 @@ echo "$MANENT_STEP wave=$MANENT_ROLLOUT_WAVE index=$MANENT_ROLLOUT_INDEX targets
 		t.Errorf("the failed gate's message %q, want the script's failure", rec.Rollout[1].Message)
 	}
 }
+
+// A deploy whose worker stops mid-wave resumes in that wave: the waves
+// already done are not run again, the interrupted action runs again with
+// the same rollout context, and the rollout ends as if nothing happened.
+func TestRolloutResumesInItsWave(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "one")
+	marks := filepath.Join(f.dir, "marks")
+	release := filepath.Join(f.dir, "release")
+	cmd := fmt.Sprintf(`echo "$MANENT_STEP $MANENT_ROLLOUT_PERCENT" >> %s
+if [ "$MANENT_STEP" = "deploy[100%%]" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, release)
+	id := f.submit(descriptorYAML("api", "prod", "1", url, "", "rollout: {percentages: [50, 100]}\n") + withRollback + scriptTarget(cmd))
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		b, _ := os.ReadFile(marks)
+		return strings.Contains(string(b), "deploy[100%] 100")
+	}, "wave 100%% to start deploying")
+	f.restart() // the running deploy[100%] is interrupted; recovery runs it again
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	b, _ := os.ReadFile(marks)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	count := map[string]int{}
+	for _, l := range lines {
+		count[l]++
+	}
+	for l, want := range map[string]int{"deploy[50%] 50": 1, "activation[50%] 50": 1, "health-gate[50%] 50": 1,
+		"deploy[100%] 100": 2, "activation[100%] 100": 1, "health-gate[100%] 100": 1} {
+		if count[l] != want {
+			t.Errorf("%q ran %d times, want %d (actions: %v)", l, count[l], want, lines)
+		}
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "rollback:") {
+			t.Errorf("a rollback ran: %v", lines)
+		}
+	}
+}
