@@ -170,6 +170,7 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 		if w.Observe > 0 {
 			st.Observe = w.Observe.String()
 		}
+		st.ObserveLeftSeconds = int(st.ObserveLeft(time.Now()).Round(time.Second).Seconds())
 		out = append(out, st)
 	}
 	return out

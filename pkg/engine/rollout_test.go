@@ -60,6 +60,12 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
 				t.Errorf("%s = %s, want SKIPPED", s, st.State)
 			}
 		}
+		if w := full.Rollout[1]; w.Observe != "100ms" || w.ObserveUntil == nil || w.Gate != engine.GateFailed || w.ObserveLeftSeconds != 0 {
+			t.Errorf("wave two: observe %q until %v, gate %q, left %d; want 100ms, a time, failed, 0", w.Observe, w.ObserveUntil, w.Gate, w.ObserveLeftSeconds)
+		}
+		if w := full.Rollout[0]; w.Gate != engine.GatePassed {
+			t.Errorf("wave one: gate %q, want passed", w.Gate)
+		}
 		evs, _ := f.st.Events(context.Background(), id, 0, []string{"rollout"}, 0)
 		var observing bool
 		for _, e := range evs {

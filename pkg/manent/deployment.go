@@ -50,6 +50,9 @@ type WaveStatus struct {
 	// ObserveUntil is when the observation ends, once it started.
 	Observe      string     `json:"observe,omitempty"`
 	ObserveUntil *time.Time `json:"observe_until,omitempty"`
+	// ObserveLeftSeconds is the observation time left when the deploy was
+	// read (0 unless the wave is being observed).
+	ObserveLeftSeconds int `json:"observe_left_seconds,omitempty"`
 	// Gate is the health gate's outcome: "passed", "failed" or empty
 	// while it has not run (Message says why it failed).
 	Gate string     `json:"gate,omitempty"`
