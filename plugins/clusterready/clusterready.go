@@ -18,6 +18,9 @@
 // stale_after, the step's output and log show "no report from the agent
 // since <time>"; the notice goes with the next report.
 //
+// AwaitReady is the same wait for the kubernetes plugin's health gate
+// between rollout waves, restricted to the workloads the wave changed.
+//
 // It imports pkg/plugin and pkg/clusterstate; the store is handed in.
 package clusterready
 
