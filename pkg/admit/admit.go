@@ -344,6 +344,12 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
 		} else if err := t.Validate(target.With); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/with", Message: fmt.Sprintf("target %s: %v", target.Plugin, err)})
+		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
+			// SPEC §11.6: never a silent full deploy for a percentage.
+			if err := plugin.HonoursPercentages(t, target.With); err != nil {
+				problems = append(problems, manent.FieldError{Path: "/rollout/percentages",
+					Message: fmt.Sprintf("target %s cannot honour a percentage rollout: %v", target.Plugin, err)})
+			}
 		}
 	case checked:
 		problems = append(problems, manent.FieldError{Path: "/target",

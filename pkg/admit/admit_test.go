@@ -160,3 +160,38 @@ func TestReconfigureReappliesGovernance(t *testing.T) {
 		t.Fatalf("got %v, want a permanent refusal naming the missing promotion", err)
 	}
 }
+
+// A percentage rollout on a target that cannot deploy a share of a
+// release is refused at submission (SPEC §11.6), at /rollout/percentages,
+// instead of deploying everything at once; a target that honours
+// percentages (script: MANENT_ROLLOUT_PERCENT) is admitted, and so are
+// waves of targets on any plugin.
+func TestPercentagesNeedACapablePlugin(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	ctx := context.Background()
+	x := filepath.Join(f.dir, "targets", "x")
+	for _, tt := range []struct {
+		name, extra string
+		refused     bool
+	}{
+		{"local, percentages", "target: {plugin: local, with: {dir: " + x + "}}\nrollout: {percentages: [10, 100]}\n", true},
+		{"trial target, percentages", "rollout: {percentages: [50, 100]}\n", true},
+		{"script, percentages", "target: {plugin: script, with: {command: [\"true\"]}}\nrollout: {percentages: [10, 100]}\n", false},
+		{"local, waves", "target: {plugin: local, with: {dir: " + x + "}}\nrollout: {waves: [{name: a, targets: [eu-1]}]}\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.a.Admit(ctx, admit.Request{Descriptor: f.descriptor(t, tt.extra), Identity: ci, DryRun: true})
+			if !tt.refused {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var me *manent.Error
+			if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/rollout/percentages" ||
+				!strings.Contains(me.Fields[0].Message, "target local cannot honour a percentage rollout") {
+				t.Fatalf("got %v (%+v), want a 422 at /rollout/percentages naming the local target", err, me)
+			}
+		})
+	}
+}

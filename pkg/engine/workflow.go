@@ -402,16 +402,40 @@ func (r *run) action(ps manent.PlanStep) action {
 	}
 }
 
-// healthGate checks a wave after its observation time.
+// healthGate checks a wave after its observation time: the post-test
+// check, or — when the target has a gate of its own (plugin.Gate) — the
+// descriptor's health checks, if any, then the target's gate.
 func (r *run) healthGate(ctx context.Context, log *logWriter) (any, error) {
 	w := r.waves[log.step]
-	out, err := r.postTest(ctx, log)
+	out, err := r.gateCheck(ctx, log)
 	if err != nil {
-		r.waveEvent(ctx, w, WaveFailed, err.Error())
+		r.waveEvent(ctx, w, WaveFailed, err.Error(), GateFailed)
 		return out, err
 	}
-	r.waveEvent(ctx, w, WaveHealthy, "")
+	r.waveEvent(ctx, w, WaveHealthy, "", GatePassed)
 	return out, nil
+}
+
+func (r *run) gateCheck(ctx context.Context, log *logWriter) (any, error) {
+	t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := t.(plugin.Gate)
+	if !ok {
+		return r.postTest(ctx, log)
+	}
+	out := map[string]any{}
+	if r.in.Descriptor != nil && len(r.in.Descriptor.Health) > 0 {
+		h, err := CheckHealth(ctx, r.e.cfg.HTTPClient, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+		if err != nil {
+			return h, err
+		}
+		out["health"] = h
+	}
+	res, err := g.HealthGate(ctx, r.pluginContext(log.step, r.in.Target.With, log))
+	out["target"] = res
+	return out, err
 }
 
 // prepareWorkDir makes sure the work directory and the downloaded artifact
@@ -462,6 +486,11 @@ func (r *run) pluginContext(step string, with map[string]any, log *logWriter) pl
 	}
 	if w := r.waves[step]; w != nil {
 		pc.Wave, pc.Targets, pc.Percent = w.Name, w.Targets, w.Percent
+		for i := range r.in.Waves {
+			if r.in.Waves[i].Name == w.Name {
+				pc.WaveIndex = i + 1
+			}
+		}
 	}
 	if raw, ok := r.outputs[manent.StepArtifacts]; ok {
 		var f artifact.Fetched

@@ -30,12 +30,13 @@ func Register(reg *plugin.Registry, host node.Host) error {
 		return fmt.Errorf("plugins.local.root: %w", err)
 	}
 	sp := script.New(script.Options{PassEnv: host.Config.Plugins.PassEnv, Procs: host.Procs})
+	cr := clusterready.New(host.Store)
 	return errors.Join(
 		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
-		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{})),
-		reg.RegisterRunner("cluster-ready", clusterready.New(host.Store)),
+		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr})),
+		reg.RegisterRunner("cluster-ready", cr),
 		reg.RegisterTarget("http", httpplugin.New(urlpolicy.Callbacks{Allow: host.Config.Plugins.HTTPAllow}.Client(0))),
 	)
 }

@@ -78,6 +78,9 @@ type RequestContext struct {
 	WorkDir     string         `json:"workdir"`
 	Artifact    string         `json:"artifact"`
 	Parameters  map[string]any `json:"parameters,omitempty"`
+	// Rollout is the wave the action is for, absent without a rollout
+	// (SPEC §11.6): {wave, index, targets, percent}.
+	Rollout *plugin.Rollout `json:"rollout,omitempty"`
 }
 
 // Response is what a plugin writes on stdout.
@@ -169,6 +172,22 @@ func (p *Plugin) Validate(with map[string]any) error {
 	return err
 }
 
+// HonoursPercentages asks the plugin (a validate action) whether it
+// deploys a share of a release: its answer's output must declare
+// `"capabilities": {"percentages": true}`.
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ValidateTimeout)
+	defer cancel()
+	out, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	if err != nil {
+		return err
+	}
+	if caps, _ := out["capabilities"].(map[string]any); caps["percentages"] == true {
+		return nil
+	}
+	return fmt.Errorf("plugin %s does not declare the capability \"percentages\" (its validate answer has no output.capabilities.percentages: true): it would deploy every wave in full", p.Name)
+}
+
 // Live asks what is live now; the response's output is the checkpoint.
 func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, error) {
 	out, err := p.do(ctx, ActionLive, pc, nil)
@@ -237,6 +256,7 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 		Context: RequestContext{
 			DeployID: pc.DeployID, Application: pc.Application, Environment: pc.Environment, Version: pc.Version,
 			Step: pc.Step, WorkDir: pc.WorkDir, Artifact: pc.Artifact, Parameters: pc.Parameters,
+			Rollout: pc.Rollout(),
 		},
 	}
 	in, err := json.Marshal(req)

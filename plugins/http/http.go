@@ -22,7 +22,18 @@
 //	failed:        [failed]       # … and badly
 //
 // URLs may hold {deploy_id}, {application}, {environment}, {version} and
-// {step}, replaced path-escaped.
+// {step}, and within a rollout wave (SPEC §11.6) {wave}, {wave_index},
+// {targets} (comma-separated) and {percent}, replaced path-escaped
+// (outside a rollout the wave placeholders are empty; {percent} is 100
+// except in a percentage wave).
+// The JSON body carries `rollout: {wave, index, targets, percent}` within
+// a wave.
+//
+// Percentage rollouts (rollout.percentages) are accepted only when the
+// platform is told the share: deploy_url uses {percent}, or
+// `percentages: true` says the platform reads rollout.percent from the
+// body. Otherwise submission refuses them (422): the platform would
+// deploy everything at once.
 //
 // Outcomes: a 2xx is success; a 4xx other than 408 and 429 is a permanent
 // error (plugin.Permanent: the step fails at once); a 5xx, 408, 429, a
@@ -45,6 +56,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,6 +98,8 @@ type config struct {
 	PollTimeout  time.Duration
 	StatusField  string
 	Done, Failed []string
+	// Percentages: the platform reads rollout.percent from the body.
+	Percentages bool
 }
 
 func parse(with map[string]any) (config, error) {
@@ -174,7 +188,14 @@ func parse(with map[string]any) (config, error) {
 			*dst = append(*dst, fmt.Sprint(e))
 		}
 	}
-	known := []string{"deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
+	if v, ok := with["percentages"]; ok && v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			errs = append(errs, errors.New("with.percentages must be true or false"))
+		}
+		c.Percentages = b
+	}
+	known := []string{"percentages", "deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
 		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed"}
 	for k := range with {
 		if !slices.Contains(known, k) {
@@ -193,14 +214,39 @@ func (p *Plugin) Validate(with map[string]any) error {
 	return err
 }
 
+// HonoursPercentages: the platform is told the share when deploy_url
+// uses {percent} or with.percentages is true.
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	c, err := parse(with)
+	if err != nil {
+		return err
+	}
+	if c.Percentages || strings.Contains(c.DeployURL, "{percent}") {
+		return nil
+	}
+	return errors.New("http: the platform is not told the wave's share: use {percent} in with.deploy_url, " +
+		"or set with.percentages: true if it reads rollout.percent from the request body")
+}
+
 // expand replaces the placeholders of a configured URL.
 func expand(raw string, pc plugin.Context) string {
+	wave, index, targets, percent := "", "", "", "100"
+	if ro := pc.Rollout(); ro != nil {
+		wave, index, targets = ro.Wave, strconv.Itoa(ro.Index), strings.Join(ro.Targets, ",")
+		if ro.Percent > 0 {
+			percent = strconv.Itoa(ro.Percent)
+		}
+	}
 	return strings.NewReplacer(
 		"{deploy_id}", url.PathEscape(pc.DeployID),
 		"{application}", url.PathEscape(pc.Application),
 		"{environment}", url.PathEscape(pc.Environment),
 		"{version}", url.PathEscape(pc.Version),
 		"{step}", url.PathEscape(pc.Step),
+		"{wave}", url.PathEscape(wave),
+		"{wave_index}", index,
+		"{targets}", url.PathEscape(targets),
+		"{percent}", percent,
 	).Replace(raw)
 }
 
@@ -216,6 +262,8 @@ type request struct {
 	Parameters  map[string]any `json:"parameters,omitempty"`
 	// Checkpoint is what Live reported before the deploy (rollbacks only).
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Rollout is the wave the call is for, absent without a rollout.
+	Rollout *plugin.Rollout `json:"rollout,omitempty"`
 }
 
 // answer is a call's outcome.
@@ -290,6 +338,7 @@ func (p *Plugin) act(ctx context.Context, pc plugin.Context, action, rawURL stri
 	body := request{
 		Action: action, DeployID: pc.DeployID, Application: pc.Application, Environment: pc.Environment,
 		Version: pc.Version, Step: pc.Step, Artifact: pc.Artifact, Parameters: pc.Parameters, Checkpoint: checkpoint,
+		Rollout: pc.Rollout(),
 	}
 	a, err := p.call(ctx, c, pc, c.Method, rawURL, body)
 	if err != nil {

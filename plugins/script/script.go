@@ -7,6 +7,13 @@
 // As a custom step it runs `with.command`; as a target, `with.command` runs
 // for every action with MANENT_STEP telling which (deploy, activation,
 // post-test, rollback:deploy, rollback:activation).
+//
+// Within a rollout wave (SPEC §11.6) the command also gets
+// MANENT_ROLLOUT_WAVE (the wave's name), MANENT_ROLLOUT_INDEX (1 for the
+// first wave), MANENT_ROLLOUT_TARGETS (comma-separated) and
+// MANENT_ROLLOUT_PERCENT (0 for a wave of targets), and `rollout` on stdin.
+// A script target honours rollout.percentages: the command is the one that
+// deploys MANENT_ROLLOUT_PERCENT % of the release.
 package script
 
 import (
@@ -17,6 +24,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -94,12 +103,16 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	defer cancel()
 	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Dir = pc.WorkDir
-	cmd.Env = plugin.StepEnv(pc, p.o.PassEnv)
-	stdin, _ := json.Marshal(map[string]any{
+	cmd.Env = plugin.StepEnv(pc, p.o.PassEnv, rolloutEnv(pc)...)
+	doc := map[string]any{
 		"deploy_id": pc.DeployID, "application": pc.Application, "environment": pc.Environment,
 		"version": pc.Version, "step": pc.Step, "artifact": pc.Artifact, "workdir": pc.WorkDir,
 		"with": pc.With, "parameters": pc.Parameters,
-	})
+	}
+	if ro := pc.Rollout(); ro != nil {
+		doc["rollout"] = ro
+	}
+	stdin, _ := json.Marshal(doc)
 	cmd.Stdin = bytes.NewReader(stdin)
 	lw := plugin.NewLineWriter(pc.Log)
 	cmd.Stdout = lw
@@ -124,6 +137,27 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	}
 	res["exit_code"] = 0
 	return res, nil
+}
+
+// rolloutEnv is the wave a command deploys (SPEC §11.6), for StepEnv.
+func rolloutEnv(pc plugin.Context) []string {
+	ro := pc.Rollout()
+	if ro == nil {
+		return nil
+	}
+	return []string{
+		"MANENT_ROLLOUT_WAVE=" + ro.Wave,
+		"MANENT_ROLLOUT_INDEX=" + strconv.Itoa(ro.Index),
+		"MANENT_ROLLOUT_TARGETS=" + strings.Join(ro.Targets, ","),
+		"MANENT_ROLLOUT_PERCENT=" + strconv.Itoa(ro.Percent),
+	}
+}
+
+// HonoursPercentages: the command receives MANENT_ROLLOUT_PERCENT and is
+// the one that deploys that share (docs/rollout.md).
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	_, err := parse(with)
+	return err
 }
 
 // Live has nothing to report for a script target.
