@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestPercentRolloutRefusedForIncapableTarget(t *testing.T) {
 		return resp.StatusCode, resp.Header.Get("Content-Type"), p
 	}
 	for _, q := range []string{"", "?dry_run=true"} {
-		for _, target := range []string{"", "target: {plugin: local, with: {dir: /tmp/manent-never}}\n",
+		for _, target := range []string{"", "target: {plugin: local, with: {dir: " + filepath.Join(srv.DataDir, "targets", "never") + "}}\n",
 			"target: {plugin: http, with: {deploy_url: \"https://platform.example/deploy\"}}\n"} {
 			status, ctype, p := post(base+target, q)
 			if status != http.StatusUnprocessableEntity || ctype != api.ProblemContentType || len(p.Errors) != 1 ||
