@@ -593,7 +593,7 @@ func (r *run) postTest(ctx context.Context, log *logWriter) (any, error) {
 		}
 		return t.Health(ctx, r.pluginContext(log.step, r.in.Target.With, log))
 	}
-	return CheckHealth(ctx, r.e.cfg.HTTPClient, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+	return CheckHealth(ctx, r.e.cfg.Health, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
 }
 
 func (r *run) custom(ps manent.PlanStep) action {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
@@ -154,6 +155,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err := callbacks.Validate(); err != nil {
 		return nil, configError(err)
 	}
+	if err := cfg.validateEgress(); err != nil {
+		return nil, configError(err)
+	}
 	guard := o.Guard
 	if guard == nil {
 		g, err := newGuard(cfg, o.BootstrapToken, log)
@@ -184,6 +188,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Admitter: adm,
 		ITSM: changes, ChangePoll: cfg.ITSM.Poll,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
+		Artifacts: egress.New(cfg.ArtifactPolicy()), Health: egress.New(cfg.HealthPolicy()),
 		Logger: log,
 	})
 	if err != nil {
