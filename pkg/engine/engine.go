@@ -79,10 +79,8 @@ type Config struct {
 	Callbacks      urlpolicy.Callbacks
 	CallbackSecret []byte
 	Chat           map[string]string
-	HTTPClient     *http.Client
 	// Retention bounds the history kept (retention.*).
 	Retention Retention
-	Logger    *slog.Logger
 	// Heartbeat is how often this worker records that it is alive
 	// (workers.heartbeat, 0: 5 s); DeadAfter how long a silent worker is
 	// alive for the others (workers.dead_after, 0: 30 s).
@@ -91,6 +89,12 @@ type Config struct {
 	// OnFenced is called once when this worker learns the others declared
 	// it dead: it runs no more steps and must stop (the node exits).
 	OnFenced func(error)
+	// Artifacts downloads artifacts and Health runs health checks: pkg/egress
+	// clients with the policies of artifacts.sources and health.allow (nil
+	// refuses every request).
+	Artifacts *http.Client
+	Health    *http.Client
+	Logger    *slog.Logger
 }
 
 // Engine runs deploys.
@@ -162,7 +166,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		cfg:     cfg,
 		st:      st,
 		dbos:    dctx,
-		fetcher: &artifact.Fetcher{HTTP: cfg.HTTPClient, MaxBytes: cfg.MaxArtifactBytes},
+		fetcher: &artifact.Fetcher{HTTP: cfg.Artifacts, MaxBytes: cfg.MaxArtifactBytes},
 		log:     cfg.Logger,
 		live:    newLiveness(),
 	}
@@ -173,13 +177,13 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register queue: %w", err)
 	}
-	chatAllow := make([]string, 0, len(cfg.Chat))
+	webhooks := make([]string, 0, len(cfg.Chat))
 	for _, u := range cfg.Chat {
-		chatAllow = append(chatAllow, u)
+		webhooks = append(webhooks, u)
 	}
 	e.outbox, err = notify.NewOutbox(dctx, notify.OutboxConfig{
 		Callbacks: notify.NewSender(cfg.Callbacks, cfg.CallbackSecret, 0),
-		Chat:      &notify.Chat{Channels: cfg.Chat, Sender: notify.NewSender(urlpolicy.Callbacks{Allow: chatAllow}, nil, 0)},
+		Chat:      &notify.Chat{Channels: cfg.Chat, Sender: notify.NewChatSender(webhooks, 0)},
 		Logger:    cfg.Logger.With("component", "notify"),
 	})
 	if err != nil {

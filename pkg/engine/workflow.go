@@ -427,7 +427,7 @@ func (r *run) gateCheck(ctx context.Context, log *logWriter) (any, error) {
 	}
 	out := map[string]any{}
 	if r.in.Descriptor != nil && len(r.in.Descriptor.Health) > 0 {
-		h, err := CheckHealth(ctx, r.e.cfg.HTTPClient, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+		h, err := CheckHealth(ctx, r.e.cfg.Health, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
 		if err != nil {
 			return h, err
 		}
@@ -641,7 +641,7 @@ func (r *run) postTest(ctx context.Context, log *logWriter) (any, error) {
 		}
 		return t.Health(ctx, r.pluginContext(log.step, r.in.Target.With, log))
 	}
-	return CheckHealth(ctx, r.e.cfg.HTTPClient, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+	return CheckHealth(ctx, r.e.cfg.Health, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
 }
 
 func (r *run) custom(ps manent.PlanStep) action {

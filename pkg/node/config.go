@@ -69,6 +69,12 @@ type Config struct {
 			Root string `mapstructure:"root"`
 		} `mapstructure:"local"`
 	} `mapstructure:"plugins"`
+	// Health is the policy of the descriptors' health checks (SPEC §11.1):
+	// Allow has the syntax of callbacks.allow; empty means every http and
+	// https URL on a public address (any address in local trial mode).
+	Health struct {
+		Allow []string `mapstructure:"allow"`
+	} `mapstructure:"health"`
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`

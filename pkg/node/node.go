@@ -26,6 +26,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
@@ -200,6 +201,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err := callbacks.Validate(); err != nil {
 		return nil, configError(err)
 	}
+	if err := cfg.validateEgress(); err != nil {
+		return nil, configError(err)
+	}
 	guard := o.Guard
 	if guard == nil {
 		g, err := newGuard(cfg, o.BootstrapToken, log)
@@ -235,6 +239,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
 		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, OnFenced: o.OnFenced,
+		Artifacts: egress.New(cfg.ArtifactPolicy()), Health: egress.New(cfg.HealthPolicy()),
 		Logger: log,
 	})
 	if err != nil {

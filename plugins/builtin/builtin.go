@@ -3,17 +3,17 @@
 // cmd/manent-server passes Register to the server; tests that run a real
 // server pass it too.
 //
-// It imports pkg/node (for Host), pkg/plugin, pkg/urlpolicy and the plugin
-// packages under plugins/.
+// It imports pkg/node (for Host and the http plugin's outbound policy),
+// pkg/egress, pkg/plugin and the plugin packages under plugins/.
 package builtin
 
 import (
 	"errors"
 	"fmt"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plugin"
-	"github.com/manent-io/manent/pkg/urlpolicy"
 	"github.com/manent-io/manent/plugins/clusterready"
 	httpplugin "github.com/manent-io/manent/plugins/http"
 	"github.com/manent-io/manent/plugins/kubernetes"
@@ -37,6 +37,6 @@ func Register(reg *plugin.Registry, host node.Host) error {
 		reg.RegisterRunner("script", sp),
 		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr})),
 		reg.RegisterRunner("cluster-ready", cr),
-		reg.RegisterTarget("http", httpplugin.New(urlpolicy.Callbacks{Allow: host.Config.Plugins.HTTPAllow}.Client(0))),
+		reg.RegisterTarget("http", httpplugin.New(egress.New(host.Config.HTTPPluginPolicy()))),
 	)
 }

@@ -42,8 +42,12 @@
 // `Idempotency-Key: <deploy id>:<step>`, so a retried or recovered step does
 // not deploy twice on a platform that honours it.
 //
+// Calls go through the pkg/egress client given to New: a URL or address
+// that `plugins.http_allow` refuses is a permanent error, and redirects are
+// not followed (a 3xx is an answer like any other non-2xx).
+//
 // The package name avoids shadowing net/http; the directory is plugins/http.
-// It imports pkg/plugin only.
+// It imports pkg/egress and pkg/plugin.
 package httpplugin
 
 import (
@@ -60,6 +64,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
 )
 
@@ -78,12 +83,12 @@ type Plugin struct {
 	client *http.Client
 }
 
-// New returns the http plugin sending through client (nil: a plain
-// client). The server should pass a client that enforces its outbound URL
-// policy, since target URLs may come from descriptors.
+// New returns the http plugin sending through client, a pkg/egress client
+// with the policy of `plugins.http_allow` (target URLs come from
+// descriptors); nil refuses every call.
 func New(client *http.Client) *Plugin {
 	if client == nil {
-		client = &http.Client{}
+		client = egress.Deny("http plugin call", "plugins.http_allow")
 	}
 	return &Plugin{client: client}
 }
@@ -307,7 +312,11 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 			err = fmt.Errorf("no answer within %s", c.Timeout)
 		}
 		logf(pc, "%s %s -> %v", method, redact(target), err)
-		return nil, fmt.Errorf("http: %s %s: %w", method, redact(target), err)
+		err = fmt.Errorf("http: %s %s: %w", method, redact(target), err)
+		if egress.IsRefused(err) {
+			return nil, plugin.Permanent(err)
+		}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -477,7 +486,7 @@ func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, 
 	a, err := p.call(ctx, c, pc, http.MethodGet, c.HealthURL, nil)
 	if err != nil {
 		var pe *plugin.PermanentError
-		if errors.As(err, &pe) {
+		if errors.As(err, &pe) && !egress.IsRefused(err) {
 			err = pe.Err // health may recover: let the step retry
 		}
 		return nil, err

@@ -440,7 +440,7 @@ func TestRolloutTemplating(t *testing.T) {
 		"POST /deploy/100/2": jsonAnswer(200, map[string]any{}),
 	})
 	with := map[string]any{"deploy_url": p.srv.URL + "/deploy/{percent}/{wave_index}?wave={wave}&targets={targets}"}
-	pl := httpplugin.New(nil)
+	pl := httpplugin.New(p.srv.Client())
 	if err := pl.HonoursPercentages(with); err != nil {
 		t.Fatalf("deploy_url with {percent}: %v", err)
 	}
