@@ -77,6 +77,7 @@ func (c *checker) check(doc map[string]any) {
 	custom := c.checkSteps(doc)
 	c.checkRollback(doc, custom)
 	c.checkSchedule(doc)
+	c.checkSource(doc)
 	c.checkHealth(doc)
 	c.checkRollout(doc)
 }
@@ -320,6 +321,20 @@ func (c *checker) checkSchedule(doc map[string]any) {
 		if _, err := cronspec.Parse(expr); err != nil {
 			c.add([]string{"schedule", "cron"},
 				"invalid cron expression %q: %v (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>, or @hourly, @daily, @weekly, @monthly, @every 1h…)", clip(expr), err)
+		}
+	}
+}
+
+// checkSource checks source.committed_at strictly as RFC 3339 (the schema's
+// date-time format is laxer, e.g. about leap seconds).
+func (c *checker) checkSource(doc map[string]any) {
+	s, ok := doc["source"].(map[string]any)
+	if !ok {
+		return
+	}
+	if at, ok := c.stringAt(s, "committed_at", []string{"source", "committed_at"}); ok {
+		if _, err := time.Parse(time.RFC3339, at); err != nil {
+			c.add([]string{"source", "committed_at"}, "must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: %q", at)
 		}
 	}
 }

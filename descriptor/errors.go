@@ -242,6 +242,8 @@ func patternHint(p string) string {
 		return "an http:// or https:// URL"
 	case "^[0-9a-f]{64}$":
 		return "64 lowercase hex digits"
+	case `^[^\x00-\x1f\x7f]+$`:
+		return "one line of text without control characters"
 	case "^(env|file):.+$":
 		return "env:VARIABLE or file:/path"
 	case `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`:

@@ -200,6 +200,26 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: "/schedule/at", Message: `must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: "2026-12-31T23:59:60Z"`, Line: 6, Column: 16},
 		},
 		{
+			name: "source committed_at without zone",
+			in:   valid + "source: {commit: abc, committed_at: 2026-11-30T16:04:05}\n",
+			want: manent.FieldError{Path: "/source/committed_at", Message: `must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: "2026-11-30T16:04:05"`, Line: 6, Column: 37},
+		},
+		{
+			name: "source control character",
+			in:   valid + "source: {repository: \"a\\eb\"}\n",
+			want: manent.FieldError{Path: "/source/repository", Message: `must match ^[^\x00-\x1f\x7f]+$ (one line of text without control characters): "a\x1bb"`, Line: 6, Column: 22},
+		},
+		{
+			name: "source commit all digits",
+			in:   valid + "source: {commit: 1234567}\n",
+			want: manent.FieldError{Path: "/source/commit", Message: `must be a string, got a number: quote it ("1234567") to keep it as text`, Line: 6, Column: 18},
+		},
+		{
+			name: "source unknown field",
+			in:   valid + "source: {branch: main}\n",
+			want: manent.FieldError{Path: "/source/branch", Message: `unknown field "branch"`, Line: 6, Column: 10},
+		},
+		{
 			name: "cron",
 			in:   valid + "schedule:\n  cron: '0 3 * *'\n",
 			want: manent.FieldError{Path: "/schedule/cron", Message: `invalid cron expression "0 3 * *": expected exactly 5 fields, found 4: [0 3 * *] (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>, or @hourly, @daily, @weekly, @monthly, @every 1h…)`, Line: 7, Column: 9},
@@ -311,6 +331,21 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if got, want := d.Callbacks[0].Events, CallbackEvents(); !reflect.DeepEqual(got, want) {
 		t.Errorf("got events %v, want %v", got, want)
+	}
+}
+
+func TestParseSource(t *testing.T) {
+	d, err := Parse([]byte(valid + "source:\n  repository: https://github.com/example/billing\n  commit: \"0123456\"\n  committed_at: 2026-11-30T16:04:05+01:00\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Source{Repository: "https://github.com/example/billing", Commit: "0123456", CommittedAt: "2026-11-30T16:04:05+01:00"}
+	if d.Source == nil || *d.Source != want {
+		t.Fatalf("source = %+v, want %+v", d.Source, want)
+	}
+	at, ok := d.Source.CommitTime()
+	if !ok || !at.Equal(time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)) {
+		t.Fatalf("CommitTime = %v %v", at, ok)
 	}
 }
 
