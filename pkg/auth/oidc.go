@@ -96,10 +96,7 @@ func newOIDCVerifier(cfg OIDCConfig, client *http.Client, now func() time.Time, 
 	if client == nil {
 		// The issuer may be a private host (the operator named it); its
 		// JWKS may live on another, public, https host.
-		allow := []string{"https://**"}
-		if o := egress.Origin(cfg.Issuer); o != "" {
-			allow = append(allow, o)
-		}
+		allow := append([]string{"https://**"}, egress.Origins(cfg.Issuer)...)
 		client = egress.New(egress.Policy{
 			Outbound:     urlpolicy.Outbound{Use: "OIDC request", Key: "auth.oidc.issuer", Allow: allow},
 			Timeout:      defaultOIDCTimeout,

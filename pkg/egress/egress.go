@@ -222,6 +222,18 @@ func Origin(rawURL string) string {
 	return u.Scheme + "://" + host + "/**"
 }
 
+// Origins returns the Origin patterns of rawURLs, skipping the URLs that
+// have none: the allow-list of the endpoints the operator configured.
+func Origins(rawURLs ...string) []string {
+	var out []string
+	for _, u := range rawURLs {
+		if o := Origin(u); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // describe spells out the field errors of a policy that does not compile.
 func describe(err error) error {
 	var e *manent.Error

@@ -63,12 +63,8 @@ func (h *HTTP) httpClient() *http.Client {
 	h.once.Do(func() {
 		h.client = h.Client
 		if h.client == nil {
-			var allow []string
-			if o := egress.Origin(h.URL); o != "" {
-				allow = []string{o}
-			}
 			h.client = egress.New(egress.Policy{Outbound: urlpolicy.Outbound{
-				Use: "environment configuration", Key: "environments.url", Allow: allow,
+				Use: "environment configuration", Key: "environments.url", Allow: egress.Origins(h.URL),
 			}})
 		}
 	})

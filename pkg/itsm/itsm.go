@@ -79,12 +79,8 @@ func (h *HTTP) httpClient() *http.Client {
 	h.once.Do(func() {
 		h.client = h.Client
 		if h.client == nil {
-			var allow []string
-			if o := egress.Origin(h.URL); o != "" {
-				allow = []string{o}
-			}
 			h.client = egress.New(egress.Policy{
-				Outbound: urlpolicy.Outbound{Use: "ITSM request", Key: "itsm.url", Allow: allow},
+				Outbound: urlpolicy.Outbound{Use: "ITSM request", Key: "itsm.url", Allow: egress.Origins(h.URL)},
 				Timeout:  30 * time.Second,
 			})
 		}

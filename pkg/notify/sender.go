@@ -64,14 +64,8 @@ type Sender struct {
 // redirect, and checks the address dialed.
 func NewChatSender(webhooks []string, timeout time.Duration) *Sender {
 	s := &Sender{Timeout: timeout}
-	var allow []string
-	for _, u := range webhooks {
-		if o := egress.Origin(u); o != "" {
-			allow = append(allow, o)
-		}
-	}
 	s.Client = egress.New(egress.Policy{
-		Outbound: urlpolicy.Outbound{Use: "chat message", Key: "chat", Allow: allow},
+		Outbound: urlpolicy.Outbound{Use: "chat message", Key: "chat", Allow: egress.Origins(webhooks...)},
 		Timeout:  s.timeout(),
 	})
 	return s
