@@ -5,22 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/manent-io/manent/pkg/manent"
 )
 
 // finalStates is the SQL list of final states.
-func finalStates() string {
-	var states []string
-	for _, st := range manent.States {
-		if st.Final() {
-			states = append(states, "'"+string(st)+"'")
-		}
-	}
-	return strings.Join(states, ",")
-}
+func finalStates() string { return statesSQL(true) }
 
 // WorkflowsToDelete returns up to limit final deploys, oldest finished
 // first, that finished before `before` and whose DBOS workflows are kept.

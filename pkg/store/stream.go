@@ -175,10 +175,13 @@ func (s *Store) Heads(ctx context.Context, ids []string, unfinished bool, since 
 }
 
 // unfinishedStates is the SQL list of the states that are not final.
-func unfinishedStates() string {
+func unfinishedStates() string { return statesSQL(false) }
+
+// statesSQL is the SQL list of the final states, or of the others.
+func statesSQL(final bool) string {
 	var states []string
 	for _, st := range manent.States {
-		if !st.Final() {
+		if st.Final() == final {
 			states = append(states, "'"+string(st)+"'")
 		}
 	}
