@@ -183,8 +183,10 @@ func (e *Engine) deleteWorkflows(ctx context.Context, id string, now time.Time) 
 	if err != nil {
 		return err
 	}
-	if err := dbos.DeleteWorkflows(e.dbos, append(ids, id)); err != nil {
-		return fmt.Errorf("delete the workflows of %s: %w", id, err)
+	if len(ids) > 0 {
+		if err := dbos.DeleteWorkflows(e.dbos, ids); err != nil {
+			return fmt.Errorf("delete the workflows of %s: %w", id, err)
+		}
 	}
 	return e.st.WorkflowsDeleted(ctx, id, now)
 }
