@@ -61,7 +61,7 @@ func startWith(t *testing.T, dataDir, db string, env ...string) *proc {
 }
 
 // startArgs is startWith with more arguments to `serve` (--config).
-func startArgs(t *testing.T, args []string, dataDir, db string, env ...string) *proc {
+func startArgs(t testing.TB, args []string, dataDir, db string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(serverBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db}, args...)...)
 	cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), env...)

@@ -301,6 +301,14 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", in.ID, err)
 	}
+	// The enqueue committed with the deploy: let this process's queue
+	// worker poll now instead of at the end of its sleep, so an idle
+	// deploy starts at once. Other workers keep polling.
+	if in.Waits.Empty() {
+		dbos.WakeQueue(e.dbos, QueueName)
+	} else {
+		dbos.WakeQueue(e.dbos, GateQueue)
+	}
 	return rec, nil
 }
 

@@ -672,6 +672,38 @@ type queueRunner struct {
 
 	// Channel to signal completion back to the DBOS context
 	completionChan chan struct{}
+
+	// wakes maps a queue name to a channel (capacity 1) that cuts its
+	// worker's sleep short: a local enqueue, or a local queued workflow
+	// that finished and freed a slot. [manent patch: wake on local enqueue]
+	wakes sync.Map
+}
+
+// wakeChan is the wake channel of the queue named name.
+func (qr *queueRunner) wakeChan(name string) chan struct{} {
+	if ch, ok := qr.wakes.Load(name); ok {
+		return ch.(chan struct{})
+	}
+	ch, _ := qr.wakes.LoadOrStore(name, make(chan struct{}, 1))
+	return ch.(chan struct{})
+}
+
+// wake asks the local worker of the queue named name to poll now rather
+// than at the end of its sleep. Wakes coalesce; other processes keep
+// polling at their interval. [manent patch: wake on local enqueue]
+func (qr *queueRunner) wake(name string) {
+	select {
+	case qr.wakeChan(name) <- struct{}{}:
+	default:
+	}
+}
+
+// wakeGap is the shortest time between two polls of a queue that a wake
+// may cause: a tenth of its base polling interval, so a burst of enqueues
+// polls at most ten times as often as the interval asks, and only while
+// work arrives. [manent patch: wake on local enqueue]
+func wakeGap(q workflowQueue) time.Duration {
+	return q.basePollingInterval / 10
 }
 
 func newQueueRunner(logger *slog.Logger) *queueRunner {
@@ -845,6 +877,7 @@ func (qr *queueRunner) runQueue(ctx *dbosContext, queue workflowQueue) {
 		}
 
 		hasBackoffError := false
+		polledAt := time.Now()
 
 		// Each scope dequeues independently; a sharded system database has one per shard
 		// key with work, discovered by its backend, and an unsharded one a single keyless scope.
@@ -908,13 +941,30 @@ func (qr *queueRunner) runQueue(ctx *dbosContext, queue workflowQueue) {
 		jitter := qr.jitterMin + rand.Float64()*(qr.jitterMax-qr.jitterMin) // #nosec G404 -- non-crypto jitter; acceptable
 		sleepDuration := time.Duration(float64(currentPollingInterval) * jitter)
 
-		// Sleep with jittered interval, but allow early exit on context cancellation
+		// Sleep with jittered interval, but allow early exit on context cancellation,
+		// and on a local wake unless this poll met contention and backs off.
+		// [manent patch: wake on local enqueue]
+		var wake chan struct{}
+		if !hasBackoffError {
+			wake = qr.wakeChan(queue.Name)
+		}
+		timer := time.NewTimer(sleepDuration)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			queueLogger.Debug("Queue goroutine stopping due to context cancellation", "cause", context.Cause(ctx))
 			return
-		case <-time.After(sleepDuration):
+		case <-timer.C:
 			// Continue to next iteration
+		case <-wake:
+			timer.Stop()
+			if d := time.Until(polledAt.Add(wakeGap(queue))); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
 		}
 	}
 }

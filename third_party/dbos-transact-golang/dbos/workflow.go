@@ -1721,6 +1721,11 @@ func (c *dbosContext) RunWorkflow(_ Context, fn WorkflowFunc, input any, opts ..
 		return newWorkflowPollingHandle[any](uncancellableCtx, *existingID, shardKey), nil
 	}
 	if earlyReturnPollingHandle != nil {
+		// A workflow this process just enqueued: poll its queue now rather than
+		// at the end of the worker's sleep. [manent patch: wake on local enqueue]
+		if status == WorkflowStatusEnqueued && c.queueRunner != nil {
+			c.queueRunner.wake(queueName)
+		}
 		return earlyReturnPollingHandle, nil
 	}
 
@@ -1884,7 +1889,16 @@ func (c *dbosContext) executeWorkflow(fn WorkflowFunc, input any, exec workflowE
 			key := executionKey{workflowID: workflowID, ownerXID: exec.ownerXID}
 			c.activeExecutions.Store(key, activeWorkflowEntry{workflowID: workflowID, shardKey: exec.shardKey, queueName: exec.queueName, queuePartitionKey: exec.queuePartitionKey, cancel: cancelWorkflow})
 			var removeOnce sync.Once
-			removeActive = func() { removeOnce.Do(func() { c.activeExecutions.Delete(key) }) }
+			removeActive = func() {
+				removeOnce.Do(func() {
+					c.activeExecutions.Delete(key)
+					// A queued workflow that ends frees a slot of its queue (and
+					// partition): let the next one start now. [manent patch: wake on local enqueue]
+					if exec.queueName != "" && c.queueRunner != nil {
+						c.queueRunner.wake(exec.queueName)
+					}
+				})
+			}
 		}
 		defer removeActive()
 
@@ -2542,7 +2556,25 @@ func (c *dbosContext) Enqueue(_ Client, queueName, workflowName string, input an
 			}
 			return nil, err
 		}
+		// Enqueued and committed here: poll the queue now rather than at the end
+		// of the local worker's sleep. A caller's transaction commits later: the
+		// caller wakes the queue with WakeQueue. [manent patch: wake on local enqueue]
+		if wfStatus == WorkflowStatusEnqueued && userTx == nil && c.queueRunner != nil {
+			c.queueRunner.wake(queueName)
+		}
 		return newWorkflowPollingHandle[any](uncancellableCtx, enqueuedID, shardKey), nil
+	}
+}
+
+// WakeQueue asks this process's worker of a queue to poll it now rather than
+// at the end of its sleep: call it after committing a transaction that
+// enqueued workflows (WithEnqueueTransaction). Wakes coalesce, a wake-caused
+// poll comes at least a tenth of the queue's polling interval after the
+// previous one, and other processes keep polling at their interval. A Client
+// that runs no queues ignores it. [manent patch: wake on local enqueue]
+func WakeQueue(ctx Client, queueName string) {
+	if c, ok := ctx.(*dbosContext); ok && c.queueRunner != nil {
+		c.queueRunner.wake(queueName)
 	}
 }
 
