@@ -99,10 +99,20 @@ func benchLatency(b *testing.B, db string) {
 	fmt.Printf("%s idle, %d deploys: submit → start p50 %.1f ms (p90 %.1f); submit → SUCCESS p50 %.1f ms (p90 %.1f)\n",
 		b.Name(), len(start), ms(pct(start, 50)), ms(pct(start, 90)), ms(pct(success, 50)), ms(pct(success, 90)))
 
-	// Mixed load.
+	// Mixed load, paced: each client sends MANENT_BENCH_RATE requests a
+	// second (default 10) for MANENT_BENCH_SECONDS (default 20), whatever
+	// the answers' speed, so faster reads do not turn into more submits
+	// (a closed loop would measure the write throughput instead).
+	// MANENT_BENCH_SUBMIT_PCT of them submit (default 2: 10 deploys a
+	// second at 50 clients); the rest read status, list and /healthz 5:3:2.
 	clients := envIntB("MANENT_BENCH_CLIENTS", 50)
-	ops := envIntB("MANENT_BENCH_OPS", 60)
-	deadline := time.Now().Add(60 * time.Second)
+	rate := envIntB("MANENT_BENCH_RATE", 10)
+	secs := envIntB("MANENT_BENCH_SECONDS", 20)
+	submitPct := envIntB("MANENT_BENCH_SUBMIT_PCT", 2)
+	ops := rate * secs
+	period := time.Second / time.Duration(rate)
+	deadline := time.Now().Add(time.Duration(secs)*time.Second + 30*time.Second)
+	loadStart := time.Now()
 	var mu sync.Mutex
 	lat := map[string][]time.Duration{}
 	var errs []string
@@ -114,16 +124,25 @@ func benchLatency(b *testing.B, db string) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(int64(w)))
 			mine := ""
+			next := time.Now().Add(time.Duration(rng.Int63n(int64(period))))
 			for i := 0; i < ops && time.Now().Before(deadline); i++ {
+				// The pace: wait for this request's slot (a timer, not a
+				// synchronisation: the server is not waited for).
+				if d := time.Until(next); d > 0 {
+					<-time.After(d)
+				}
+				next = next.Add(period)
 				var kind, method, path string
 				var body []byte
-				switch r := rng.Intn(100); {
-				case r < 25 || mine == "":
+				r := rng.Intn(100)
+				rest := (r - submitPct) * 10 / max(1, 100-submitPct) // 0..9 past the submits
+				switch {
+				case r < submitPct || mine == "":
 					kind, method, path = "submit", http.MethodPost, "/api/v1/deployments"
 					body = desc(fmt.Sprintf("load-%d", w%10), w*1000+i)
-				case r < 60:
+				case rest < 5:
 					kind, method, path = "status", http.MethodGet, "/api/v1/deployments/"+mine
-				case r < 85:
+				case rest < 8:
 					kind, method, path = "list", http.MethodGet, "/api/v1/deployments?limit=20"
 				default:
 					kind, method, path = "healthz", http.MethodGet, "/healthz"
@@ -154,7 +173,8 @@ func benchLatency(b *testing.B, db string) {
 	if len(errs) > 0 {
 		b.Fatalf("%d requests failed, first: %s", len(errs), errs[0])
 	}
-	fmt.Printf("%s mixed load, %d clients:\n", b.Name(), clients)
+	fmt.Printf("%s mixed load, %d clients × %d requests/s for %d s (%d%% submits), took %.1f s:\n",
+		b.Name(), clients, rate, secs, submitPct, time.Since(loadStart).Seconds())
 	for _, kind := range []string{"submit", "status", "list", "healthz"} {
 		fmt.Printf("  %-8s n=%-5d p50 %6.1f ms  p99 %6.1f ms\n", kind, len(lat[kind]), ms(pct(lat[kind], 50)), ms(pct(lat[kind], 99)))
 		b.ReportMetric(ms(pct(lat[kind], 99)), kind+"-p99-ms")

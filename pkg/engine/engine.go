@@ -103,6 +103,7 @@ type Engine struct {
 	stopSweeper context.CancelFunc
 	st          *store.Store
 	dbos        dbos.Context
+	reader      dbos.Context // DBOS reads for GET handlers: the read-only pool on SQLite (New)
 	queue       dbos.Queue
 	fetcher     *artifact.Fetcher
 	outbox      *notify.Outbox
@@ -162,10 +163,26 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start DBOS: %w", err)
 	}
+	// DBOS reads its own tables through the write pool, where on SQLite
+	// they wait behind queued writers. Reads that GET handlers make
+	// (callback deliveries of a running deploy) go through a second DBOS
+	// context on the read-only pool, never launched: it runs nothing and
+	// migrates nothing. On PostgreSQL reads never wait for the write lock.
+	reader := dctx
+	if !st.Postgres() {
+		reader, err = dbos.NewContext(context.WithoutCancel(ctx), dbos.Config{
+			AppName: appName, ExecutorID: cfg.ExecutorID + "-reader", ApplicationVersion: WorkflowVersion,
+			Logger: cfg.Logger.With("component", "dbos-reader"), SQLiteSystemDB: st.ReadDB(), SkipMigrations: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("start DBOS reader: %w", err)
+		}
+	}
 	e := &Engine{
 		cfg:     cfg,
 		st:      st,
 		dbos:    dctx,
+		reader:  reader,
 		fetcher: &artifact.Fetcher{HTTP: cfg.Artifacts, MaxBytes: cfg.MaxArtifactBytes},
 		log:     cfg.Logger,
 		live:    newLiveness(),
@@ -393,7 +410,7 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 		if len(saved) > 2 { // not "[]"
 			r.Deliveries = saved
 		}
-	} else if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
+	} else if ds, err := notify.Deliveries(e.reader, id); err == nil && len(ds) > 0 {
 		r.Deliveries, _ = json.Marshal(ds)
 	}
 	var in plan.Input

@@ -48,6 +48,7 @@ func HotQueries() []HotQuery {
 	add("SSE heads", false, q, a...)
 	add("status", false, `SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`, "dpl_1")
 	add("steps", false, stepsQuery, "dpl_1")
+	add("steps of a list page", false, stepsOfQuery(3), "dpl_1", "dpl_2", "dpl_3")
 	add("events", false, `SELECT deployment_id, seq, type, time, data FROM manent_events WHERE deployment_id = ? AND seq > ? ORDER BY seq`, "dpl_1", 0)
 	add("queue of an environment", false, queueQuery, "app-7", "env-1", "PENDING", "ENQUEUED", "PENDING")
 	add("unfinished (sweeper, activity)", false, unfinishedQuery())

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	"modernc.org/sqlite" // database/sql driver "sqlite" (the read pool), and the write pool behind its gate
 )
 
 // Store is the application database.
@@ -64,12 +64,13 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		dsn := "file:" + path + "?_txlock=immediate" +
 			"&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=foreign_keys(1)" +
 			"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-		}
-		db.SetMaxOpenConns(8)
-		db.SetMaxIdleConns(4)
+		// Writers queue in Go behind one gate (sqlitegate.go), so a
+		// connection waiting its turn costs nothing: the pool is larger
+		// than the read pool, and queries on it (DBOS reads its own
+		// tables here) do not wait for connections held by queued writers.
+		db := sql.OpenDB(&gatedConnector{dsn: dsn, gate: newWriteGate(busy), drv: &sqlite.Driver{}})
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(8)
 		if err := db.PingContext(ctx); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -80,8 +81,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
-		rdb.SetMaxOpenConns(8)
-		rdb.SetMaxIdleConns(8)
+		// WAL readers never wait for the write lock nor for each other:
+		// enough of them that a burst of GETs does not queue for a
+		// connection.
+		rdb.SetMaxOpenConns(32)
+		rdb.SetMaxIdleConns(16)
 		if err := rdb.PingContext(ctx); err != nil {
 			rdb.Close()
 			db.Close()
@@ -144,6 +148,10 @@ func redact(raw string) string {
 // DB returns the database handle (for DBOS's SQLite system database and
 // transactional enqueue).
 func (s *Store) DB() *sql.DB { return s.db }
+
+// ReadDB returns the read-only pool: on SQLite a second pool that never
+// takes the write lock, on PostgreSQL the same pool as DB.
+func (s *Store) ReadDB() *sql.DB { return s.rdb }
 
 // Pool returns the PostgreSQL pool, nil on SQLite.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
