@@ -9,7 +9,10 @@
 // (plugins/builtin.Register from cmd/manent-server), as caddy wires its
 // modules from cmd/.
 //
-// It imports every server-side package of the module but pkg/servercmd.
+// It imports pkg/admit, pkg/auth, pkg/egress, pkg/engine, pkg/envconfig,
+// pkg/governance, pkg/itsm, pkg/notify, pkg/plugin, pkg/server, pkg/store,
+// pkg/urlpolicy and plugins/external; that is every server-side package
+// but the command that calls it.
 package node
 
 import (

@@ -2,6 +2,9 @@
 // subcommands and `version`, reading manent-server.yaml with viper.
 // cmd/manent-server only calls Main with the built-in plugins; the server
 // itself is assembled by pkg/node.
+//
+// It imports pkg/node, pkg/store (the database URL and faults) and
+// pkg/version.
 package servercmd
 
 import (

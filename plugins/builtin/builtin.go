@@ -4,7 +4,8 @@
 // server pass it too.
 //
 // It imports pkg/node (for Host and the http plugin's outbound policy),
-// pkg/egress, pkg/plugin and the plugin packages under plugins/.
+// pkg/egress, pkg/plugin and the plugins: plugins/local, plugins/script,
+// plugins/http, plugins/kubernetes and plugins/clusterready.
 package builtin
 
 import (

@@ -4,6 +4,8 @@
 // Every action is idempotent. `dir` must be under the server's local root
 // (plugins.local.root, SPEC §11.1), checked at submission and by the config
 // step, and checked again for links before each action.
+//
+// It imports pkg/plugin only.
 package local
 
 import (

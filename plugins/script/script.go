@@ -14,6 +14,8 @@
 // MANENT_ROLLOUT_PERCENT (0 for a wave of targets), and `rollout` on stdin.
 // A script target honours rollout.percentages: the command is the one that
 // deploys MANENT_ROLLOUT_PERCENT % of the release.
+//
+// It imports pkg/plugin only.
 package script
 
 import (
