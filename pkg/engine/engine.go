@@ -416,7 +416,9 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	var in plan.Input
 	if json.Unmarshal(r.Input, &in) == nil && in.Waits.Approvals != nil {
 		r.PlanDigest = plan.Digest(in)
-		r.Approvals, _ = e.st.Approvals(ctx, id)
+		if r.Approvals, err = e.st.Approvals(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

@@ -148,7 +148,10 @@ func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, ga
 	if len(gate) > 0 {
 		ws.Gate = gate[0]
 	}
-	_ = r.e.st.AppendRollout(ctx, r.in.ID, ws)
+	if err := r.e.st.AppendRollout(ctx, r.in.ID, ws); err != nil {
+		// The wave's state shows late (at its next change); the deploy goes on.
+		r.e.log.Warn("record a wave's state", "deploy", r.in.ID, "wave", w.Name, "state", state, "error", err)
+	}
 }
 
 // RolloutStatus overlays the recorded wave states on the deploy's waves.
@@ -245,7 +248,7 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (waveApprovalStatus, error) {
 			if c, err := r.e.st.CancelRequested(sctx, r.in.ID); err != nil || c {
 				if c {
-					_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+					_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
 				}
 				return waveApprovalStatus{Cancelled: c}, err
 			}
@@ -260,8 +263,8 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 					if a.Comment != "" {
 						msg += ": " + a.Comment
 					}
-					_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-					return waveApprovalStatus{Rejected: msg}, nil
+					_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+					return waveApprovalStatus{Rejected: msg}, err
 				}
 				n++
 			}
@@ -275,8 +278,8 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 			remaining := time.Until(deadline)
 			if remaining <= 0 {
 				msg := fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
-				_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-				return waveApprovalStatus{Rejected: msg}, nil
+				_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+				return waveApprovalStatus{Rejected: msg}, err
 			}
 			reason := fmt.Sprintf("wave %s awaits approval %d/%d, expires at %s", w.Name, n, rule.Count, deadline.Format(time.RFC3339))
 			r.waveEvent(sctx, w, WaveApproval, reason)

@@ -299,8 +299,10 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		}
 		// Interrupted by shutdown: not an outcome. Keep the log lines; the
 		// step stays RUNNING until recovery runs it again.
-		_ = r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,
-			store.LogEntry{Time: time.Now(), Text: "interrupted by a worker shutdown; recovery will run this step again"}))
+		if lerr := r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,
+			store.LogEntry{Time: time.Now(), Text: "interrupted by a worker shutdown; recovery will run this step again"})); lerr != nil {
+			r.e.log.Warn("keep the log of an interrupted step", "deploy", r.in.ID, "step", name, "error", lerr)
+		}
 		return stepOut{}, err
 	}
 	if err != nil {
@@ -711,7 +713,13 @@ func (r *run) compensate(step string) action {
 		var cp struct {
 			Live json.RawMessage `json:"live"`
 		}
-		_ = json.Unmarshal(r.outputs[CheckpointPrefix+step], &cp)
+		if raw := r.outputs[CheckpointPrefix+step]; len(raw) > 0 {
+			// Rolling back to a checkpoint that cannot be read would undo
+			// the step blind: stop instead.
+			if err := json.Unmarshal(raw, &cp); err != nil {
+				return nil, plugin.Permanent(fmt.Errorf("the checkpoint of step %s cannot be read: %w", step, err))
+			}
+		}
 		pc := r.pluginContext(log.step, r.in.Target.With, log)
 		switch baseStep(step) {
 		case manent.StepDeploy:

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -41,7 +42,9 @@ func scanSchedule(row interface{ Scan(...any) error }) (*Schedule, error) {
 		return nil, err
 	}
 	s.Descriptor = []byte(desc)
-	_ = json.Unmarshal([]byte(groups), &s.RequesterGroups)
+	if err := json.Unmarshal([]byte(groups), &s.RequesterGroups); err != nil {
+		return nil, fmt.Errorf("schedule %s: requester groups: %w", s.ID, err)
+	}
 	if t := parseTime(sql.NullString{String: created, Valid: true}); t != nil {
 		s.CreatedAt = *t
 	}
