@@ -5957,6 +5957,14 @@ type DequeueWorkflowsInput struct {
 
 // DequeueWorkflows claims enqueued workflows for this executor and returns their IDs,
 // in the order the queue selected them.
+// inFlightLiteral repeats, as literals, what a bound `status = $n` already
+// says (ENQUEUED or PENDING), so that SQLite's planner can prove the
+// predicate of the partial in-flight and partition indexes and use them:
+// with the parameter alone it scanned all of workflow_status on every poll
+// (12–16 ms at 50,000 rows), inside the dequeue's write transaction.
+// GetQueuePartitions does the same. [manent patch: dequeue uses the partial indexes]
+var inFlightLiteral = fmt.Sprintf(` AND status IN ('%s', '%s')`, models.WorkflowStatusEnqueued, models.WorkflowStatusPending)
+
 func (s *SysDB) DequeueWorkflows(ctx context.Context, input DequeueWorkflowsInput) ([]string, error) {
 	key := input.ShardKey
 	if key == "" {
@@ -6048,7 +6056,7 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 		query := s.RenderSQL(`
 			SELECT COUNT(*)
 			FROM %sworkflow_status
-			WHERE queue_name = $1 AND status = $2`, schemaPrefix)
+			WHERE queue_name = $1 AND status = $2`+inFlightLiteral, schemaPrefix)
 
 		args := []any{input.Queue.Name, models.WorkflowStatusPending}
 		query += andKey(key, &args)
@@ -6159,7 +6167,7 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 			SELECT workflow_uuid
 			FROM %sworkflow_status
 			WHERE queue_name = $1
-			  AND status = $2
+			  AND status = $2`+inFlightLiteral+`
 			  AND `+versionClause, schemaPrefix)
 
 	if s.appName != "" {
