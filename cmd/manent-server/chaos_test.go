@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -169,6 +170,20 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	// 2 and 3 (processes): what the guard script recorded.
 	if b, err := os.ReadFile(filepath.Join(markers, "violations")); err == nil && len(b) > 0 {
 		t.Errorf("processes overlapped:\n%s", b)
+		// What the server said about those deploys, to tell why.
+		logs, _ := os.ReadFile(filepath.Join(data, "server.log"))
+		for _, a := range acc {
+			if !strings.Contains(string(b), " d"+strings.TrimPrefix(a.key, "chaos-")+"/") {
+				continue
+			}
+			var lines []string
+			for _, l := range strings.Split(string(logs), "\n") {
+				if strings.Contains(l, a.id) {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("server log of %s (%s):\n%s", a.key, a.id, strings.Join(lines, "\n"))
+		}
 	}
 	// 3 (intervals): no two deploys of an environment overlap.
 	perEnv := map[string][]*manent.Deployment{}
@@ -234,16 +249,20 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 const chaosGuard = `#!/bin/sh
 # usage: guard.sh MARKERS DEPLOY STEP ENVLOCK SECONDS
 m=$1; d=$2; s=$3; e=$4; secs=$5
+# start time of a process (clock ticks since boot, /proc/<pid>/stat field 22):
+# with the pid it names one process, never a later one that reuses the pid.
+started() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
 take() {
   lock=$1; who=$2
   if [ -e "$lock" ]; then
-    read pid owner < "$lock"
-    # alive: exists and is not a zombie (this container's PID 1 may not reap)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$pid/stat" 2>/dev/null; then
+    read pid start owner < "$lock"
+    # alive: the same process (pid and start time), not a zombie (this
+    # container's PID 1 may not reap)
+    if [ -n "$pid" ] && [ "$(started "$pid")" = "$start" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$pid/stat" 2>/dev/null; then
       echo "$(date +%s.%N) $who found $lock held by live pid $pid ($owner)" >> "$m/violations"
     fi
   fi
-  echo "$$ $who" > "$lock"
+  echo "$$ $(started $$) $who" > "$lock"
 }
 take "$m/step-$d-$s.lock" "$d/$s"
 take "$m/$e.lock" "$d/$s"
