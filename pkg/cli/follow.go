@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -56,7 +57,7 @@ func watchDeploy(ctx context.Context, client *api.Client, id string, interval, t
 			}
 			// A server that restarts while we wait is not a failed deploy:
 			// keep asking for a while once it has answered.
-			if last != nil && api.IsUnreachable(err) && time.Since(lastOK) < unreachableGrace {
+			if last != nil && transient(err) && time.Since(lastOK) < unreachableGrace {
 				timer.Reset(max(interval, time.Second))
 				continue
 			}
@@ -71,6 +72,24 @@ func watchDeploy(ctx context.Context, client *api.Client, id string, interval, t
 		}
 		timer.Reset(interval)
 	}
+}
+
+// transient reports whether err may pass by itself: the server is
+// unreachable (restarting, a network blip) or answered 502/503/504
+// (starting, overloaded, behind a proxy that lost it). Other server errors
+// and every 4xx are final.
+func transient(err error) bool {
+	if api.IsUnreachable(err) {
+		return true
+	}
+	var se *api.ServerError
+	if errors.As(err, &se) {
+		switch se.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+	}
+	return false
 }
 
 // outcome turns a final deployment into the command's result: nil for

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -64,14 +63,17 @@ func (s *eventStream) run(ctx context.Context) error {
 		}
 		return err
 	}
-	var stop error
+	var (
+		stop         error
+		failingSince time.Time // since when the deploy's status cannot be read
+	)
 	handler := func(msg *sse.Event) {
 		if stop != nil || s.done != nil || len(msg.Data) == 0 {
 			return
 		}
 		var e api.Event
 		if err := json.Unmarshal(msg.Data, &e); err != nil {
-			stop = &api.UnreachableError{Server: s.client.Server(), Err: fmt.Errorf("bad event from the server: %w", err)}
+			stop = &api.ServerError{Server: s.client.Server(), Message: "bad event from the server", Err: err}
 			return
 		}
 		if e.Seq <= s.last {
@@ -98,20 +100,33 @@ func (s *eventStream) run(ctx context.Context) error {
 			return ctx.Err()
 		case err != nil:
 			var domain *manent.Error
-			if errors.As(err, &domain) || api.IsUnreachable(err) {
+			if errors.As(err, &domain) || api.IsUnreachable(err) || api.IsServerError(err) {
 				return err
 			}
 			return &api.UnreachableError{Server: s.client.Server(), Err: err}
 		}
 		// The server ended the stream before `done`: it cut us off (we
-		// were too slow) or is shutting down. Resume from the last id,
-		// unless the deploy is over (a stream of a final deploy ends at once).
+		// were too slow) or is shutting down (a restart). Resume from the
+		// last id, unless the deploy is over (a stream of a final deploy
+		// ends at once). While the server is away, the next subscription
+		// retries it for retryFor; a status request that fails the same
+		// way only counts against that window.
 		d, err := s.client.Deployment(ctx, s.id)
-		if err != nil {
+		switch {
+		case err == nil:
+			failingSince = time.Time{}
+			if d.State.Final() {
+				return nil
+			}
+		case transient(err) && ctx.Err() == nil:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) >= s.retryFor {
+				return err
+			}
+		default:
 			return err
-		}
-		if d.State.Final() {
-			return nil
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
