@@ -117,8 +117,11 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "notice: already submitted with idempotency key %q: this is the first submission's answer\n", key)
 	}
 	if res.Notice != "" {
-		fmt.Fprintf(opts.IO.ErrOut, "notice: %s\n", res.Notice)
+		fmt.Fprintf(opts.IO.ErrOut, "notice: %s\n", safeLines(res.Notice))
 	}
+	// Ids are the server's text like any other: sanitised for printing
+	// (-o json escapes by itself).
+	res.ID, res.Schedule = safeText(res.ID), safeText(res.Schedule)
 	out := SubmitOutput{ID: res.ID, State: res.State, Schedule: res.Schedule, Notice: res.Notice}
 	if out.ID == "" {
 		out.ID = res.Schedule
@@ -189,7 +192,7 @@ func finishFollow(s *IOStreams, exp *Exporter, d *manent.Deployment, err error) 
 				return werr
 			}
 		} else if err == nil {
-			fmt.Fprintf(s.Out, "deploy %s: %s\n", d.ID, s.State(string(d.State)))
+			fmt.Fprintf(s.Out, "deploy %s: %s\n", safeText(d.ID), s.State(string(d.State)))
 		}
 	}
 	if err != nil {

@@ -144,14 +144,16 @@ func printError(w io.Writer, err error) {
 	if errors.As(err, &domain) && len(domain.Fields) > 0 && domain.Message == "" && domain.Err == nil {
 		msg = "invalid request"
 	}
-	first, rest, _ := strings.Cut(msg, "\n")
+	// The message carries the server's text (problem details, step errors):
+	// sanitised like everything else the server says.
+	first, rest, _ := strings.Cut(safeLines(msg), "\n")
 	fmt.Fprintf(w, "Error: %s\n", first)
 	if rest != "" {
 		fmt.Fprintln(w, rest)
 	}
 	if domain != nil {
 		for _, fe := range domain.Fields {
-			fmt.Fprintf(w, "  %s\n", formatFieldError(fe))
+			fmt.Fprintf(w, "  %s\n", safeLines(formatFieldError(fe)))
 		}
 	}
 	if hint := errorHint(err); hint != "" {

@@ -131,13 +131,14 @@ func (p *progress) update(d *manent.Deployment) {
 	if d.State.Final() {
 		return
 	}
-	line := string(d.State)
+	state := safeText(string(d.State))
+	line := state
 	if d.Reason != "" {
-		line += " (" + d.Reason + ")"
+		line += " (" + safeText(d.Reason) + ")"
 	}
 	if line != p.last {
 		p.last = line
-		fmt.Fprintf(p.w, "deploy %s: %s\n", d.ID, p.io.State(string(d.State))+strings.TrimPrefix(line, string(d.State)))
+		fmt.Fprintf(p.w, "deploy %s: %s\n", safeText(d.ID), p.io.State(state)+strings.TrimPrefix(line, state))
 	}
 }
 
@@ -152,7 +153,7 @@ func stepDone(s manent.StepState) bool {
 
 // stepLine prints a finished step: `step deploy: ERROR after 3 attempts (4.2s): exit status 1`.
 func stepLine(s *IOStreams, st manent.Step, now time.Time) string {
-	line := fmt.Sprintf("step %s: %s", st.Name, s.State(string(st.State)))
+	line := fmt.Sprintf("step %s: %s", safeText(st.Name), s.State(string(st.State)))
 	if st.Attempts > 1 {
 		line += fmt.Sprintf(" after %d attempts", st.Attempts)
 	}
@@ -160,7 +161,7 @@ func stepLine(s *IOStreams, st manent.Step, now time.Time) string {
 		line += " (" + d + ")"
 	}
 	if st.Error != "" {
-		line += ": " + st.Error
+		line += ": " + safeText(st.Error)
 	}
 	return line
 }
