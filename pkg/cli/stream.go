@@ -66,6 +66,7 @@ func (s *eventStream) run(ctx context.Context) error {
 	var (
 		stop         error
 		failingSince time.Time // since when the deploy's status cannot be read
+		final        bool      // the deploy was final when the last stream ended
 	)
 	handler := func(msg *sse.Event) {
 		if stop != nil || s.done != nil || len(msg.Data) == 0 {
@@ -105,18 +106,23 @@ func (s *eventStream) run(ctx context.Context) error {
 			}
 			return &api.UnreachableError{Server: s.client.Server(), Err: err}
 		}
+		if final {
+			return nil // the last events of a final deploy are in
+		}
 		// The server ended the stream before `done`: it cut us off (we
 		// were too slow) or is shutting down (a restart). Resume from the
-		// last id, unless the deploy is over (a stream of a final deploy
-		// ends at once). While the server is away, the next subscription
-		// retries it for retryFor; a status request that fails the same
-		// way only counts against that window.
+		// last id. A deploy that is final by now gets one more stream, to
+		// print what it said after we were cut off (it ends at once). While
+		// the server is away, the next subscription retries it for
+		// retryFor; a status request that fails the same way only counts
+		// against that window.
 		d, err := s.client.Deployment(ctx, s.id)
 		switch {
 		case err == nil:
 			failingSince = time.Time{}
 			if d.State.Final() {
-				return nil
+				final = true
+				continue
 			}
 		case transient(err) && ctx.Err() == nil:
 			if failingSince.IsZero() {
