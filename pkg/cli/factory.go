@@ -82,19 +82,21 @@ func NewFactory(inv Invocation) *Factory {
 	})
 	f.Exporter = func() *Exporter { return NewExporter(f.format) }
 	f.StreamHTTP = func() *http.Client {
-		hc := &http.Client{}
-		if inv.HTTPClient != nil {
-			hc.Transport = inv.HTTPClient.Transport
-			return hc
-		}
 		// A stream lasts as long as the deploy, but its first answer is
-		// bounded by the request timeout like any other request.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if cfg, err := f.Config(); err == nil && cfg.RequestTimeout > 0 {
-			tr.ResponseHeaderTimeout = cfg.RequestTimeout
+		// bounded by the request timeout like any other request, and a
+		// stream silent for longer than StreamIdle (the server sends a
+		// heartbeat every 15 s) is dropped and resumed.
+		var base http.RoundTripper
+		if inv.HTTPClient != nil && inv.HTTPClient.Transport != nil {
+			base = inv.HTTPClient.Transport
+		} else {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			if cfg, err := f.Config(); err == nil && cfg.RequestTimeout > 0 {
+				tr.ResponseHeaderTimeout = cfg.RequestTimeout
+			}
+			base = tr
 		}
-		hc.Transport = tr
-		return hc
+		return &http.Client{Transport: &idleTransport{base: base, idle: inv.StreamIdle}}
 	}
 	return f
 }
@@ -161,6 +163,8 @@ type Invocation struct {
 	HTTPClient *http.Client
 	// PollInterval overrides DefaultPollInterval when positive.
 	PollInterval time.Duration
+	// StreamIdle overrides DefaultStreamIdle when positive.
+	StreamIdle time.Duration
 	// Now overrides time.Now.
 	Now func() time.Time
 }
@@ -180,6 +184,9 @@ func (inv Invocation) withDefaults() Invocation {
 	}
 	if inv.PollInterval <= 0 {
 		inv.PollInterval = DefaultPollInterval
+	}
+	if inv.StreamIdle <= 0 {
+		inv.StreamIdle = DefaultStreamIdle
 	}
 	if inv.Now == nil {
 		inv.Now = time.Now

@@ -173,3 +173,50 @@ func (r *reconnect) NextBackOff() time.Duration {
 
 // Context lets backoff stop waiting when ctx ends.
 func (r *reconnect) Context() context.Context { return r.ctx }
+
+// DefaultStreamIdle is how long an event stream may stay silent before it
+// counts as broken: three of the server's 15 s heartbeats.
+const DefaultStreamIdle = 45 * time.Second
+
+// idleTransport ends a response whose body stays silent for idle: a
+// half-open connection (a server or proxy that died without closing it)
+// then fails like a dropped one, and the stream is resumed.
+type idleTransport struct {
+	base http.RoundTripper
+	idle time.Duration
+}
+
+func (t *idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &idleBody{rc: resp.Body, idle: t.idle, timer: time.AfterFunc(t.idle, cancel), cancel: cancel}
+	return resp, nil
+}
+
+// idleBody restarts its timer on every byte read; when the timer fires the
+// request's context is cancelled, which ends a blocked Read.
+type idleBody struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}
