@@ -54,6 +54,18 @@ func hostileServer(t *testing.T) string {
 		answer(w, api.InventoryResult{Items: []manent.InventoryEntry{{Application: d.Application, Environment: d.Environment,
 			Current: &manent.Release{DeploymentID: d.ID, Version: d.Version}, LastFailure: &manent.Release{DeploymentID: d.ID, Version: d.Version, Error: evil}}}})
 	})
+	mux.HandleFunc("GET /api/v1/activity", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, api.ActivityResult{Environments: []api.ActivityGroup{{Environment: d.Environment, Items: []api.ActivityItem{
+			{ID: d.ID, Application: d.Application, Environment: d.Environment, Version: d.Version, State: manent.StateEnqueued,
+				Requester: d.Requester, CreatedAt: now, Reason: evil, Ahead: evil, Step: evil}}}}})
+	})
+	mux.HandleFunc("GET /api/v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, api.AuditResult{Items: []api.AuditEntry{{Seq: 1, Time: now, Identity: evil, Action: evil, Target: evil, Outcome: evil, Detail: evil}}})
+	})
+	mux.HandleFunc("GET /api/v1/schedules", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, api.SchedulesResult{Items: []api.Schedule{{ID: "sch_1" + evil, Application: d.Application, Environment: d.Environment,
+			Cron: evil, State: evil, Requester: evil, CreatedAt: now, LastDeploy: evil, LastError: evil}}})
+	})
 	mux.HandleFunc("POST /api/v1/deployments/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", api.ProblemContentType)
 		w.WriteHeader(http.StatusConflict)
@@ -79,16 +91,17 @@ func TestHostileServerTextIsNeutralised(t *testing.T) {
 	url := hostileServer(t)
 	cmds := [][]string{
 		{"status", "dpl_1"}, {"list"}, {"steps", "dpl_1"}, {"logs", "dpl_1"}, {"wait", "dpl_1"},
-		{"inventory"}, {"cancel", "dpl_1"}, {"deploy", "-f", writeDescriptor(t, "1.0.0")},
+		{"inventory"}, {"activity"}, {"audit"}, {"schedules", "list"}, {"cancel", "dpl_1"}, {"deploy", "-f", writeDescriptor(t, "1.0.0")},
 		{"deploy", "-f", writeDescriptor(t, "1.0.0"), "-o", "yaml"},
 		{"status", "dpl_1", "-o", "yaml"}, {"status", "dpl_1", "-o", "json"},
 	}
+	readOnly := map[string]bool{"list": true, "inventory": true, "steps": true, "logs": true, "status": true, "activity": true, "audit": true, "schedules": true}
 	for _, tty := range []string{"", "1"} {
 		for _, args := range cmds {
 			env := map[string]string{"MANENT_SERVER": url, "MANENT_TOKEN": "t", "MANENT_FORCE_TTY": tty}
 			code, stdout, stderr := runCLI(t, env, args...)
 			out := stdout + stderr
-			if code == 0 && args[0] != "list" && args[0] != "inventory" && args[0] != "steps" && args[0] != "logs" && args[0] != "status" {
+			if code == 0 && !readOnly[args[0]] {
 				t.Errorf("%v: exit 0, want a failure", args)
 			}
 			if tty == "" && ourSGR.MatchString(out) {
