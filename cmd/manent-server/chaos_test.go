@@ -64,7 +64,8 @@ func TestChaos(t *testing.T) {
 		seed = s
 	}
 	t.Logf("chaos: %d deploys over %d environments, %d kills, seed %d", deploys, envs, kills, seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := rand.New(rand.NewPCG(seed, seed))      // the kills
+	subRng := rand.New(rand.NewPCG(seed, seed+1)) // the submissions (their own goroutine)
 
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
@@ -109,7 +110,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 		for i := 0; i < deploys; i++ {
 			e := fmt.Sprintf("env-%d", i%envs)
 			key := fmt.Sprintf("chaos-%d", i)
-			body := chaosDescriptor(art, e, i, guard, markers, filepath.Join(data, "targets", "chaos", e), recv.URL, rng)
+			body := chaosDescriptor(art, e, i, guard, markers, filepath.Join(data, "targets", "chaos", e), recv.URL, subRng)
 			deadline := time.Now().Add(3 * time.Minute)
 			for time.Now().Before(deadline) {
 				id, err := submitKeyed(current().addr, key, body)
@@ -126,7 +127,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 				}
 				time.Sleep(100 * time.Millisecond) // retry pacing of a client, not synchronisation
 			}
-			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond) // submission pacing
+			time.Sleep(time.Duration(subRng.IntN(150)) * time.Millisecond) // submission pacing
 		}
 	}()
 
