@@ -9,7 +9,8 @@
 // (plugins/builtin.Register from cmd/manent-server), as caddy wires its
 // modules from cmd/.
 //
-// It imports every server-side package of the module but pkg/servercmd.
+// It imports every server-side package of the module (pkg/web included)
+// but pkg/servercmd.
 package node
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/pkg/web"
 	"github.com/manent-io/manent/plugins/external"
 )
 
@@ -85,7 +87,9 @@ type Node struct {
 	Admitter *admit.Admitter
 	Engine   *engine.Engine
 	API      *server.Server
-	Log      *slog.Logger
+	// Web is the web UI, mounted on API at every path outside /api/.
+	Web *web.Handler
+	Log *slog.Logger
 }
 
 // Open assembles a node from cfg. Nothing runs until Launch.
@@ -193,8 +197,22 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 	})
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Log: log}, nil
+	// The web UI's sessions are sealed with a key kept in the data dir.
+	webSecret, err := web.LoadSecret(filepath.Join(dataDir, WebKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	ui, err := web.New(web.Config{API: api, Guard: guard, Secret: webSecret, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")})
+	if err != nil {
+		return nil, err
+	}
+	api.Mount(ui)
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log}, nil
 }
+
+// WebKeyFile is the file in the data dir holding the web UI's session key
+// (created on first start; servers that share sessions share it).
+const WebKeyFile = "web-session.key"
 
 // Launch starts the workers: the queue, recovery of this executor's
 // interrupted deploys, the schedules.
