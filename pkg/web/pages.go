@@ -172,7 +172,7 @@ func parsePages() (map[string]*template.Template, error) {
 // X-Manent-Fragment gets only the page's #live region.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, status int, p *pageData) {
 	t := h.pages[name]
-	which := "layout"
+	which := "layout.html"
 	if r.Header.Get("X-Manent-Fragment") != "" && t.Lookup("live") != nil {
 		which = "live"
 	}
