@@ -175,3 +175,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+// DBOS Transact v1.9.0 with one upstream-ready patch (a local enqueue wakes
+// its queue's worker): see third_party/dbos-transact-golang/PATCHES.md.
+replace github.com/dbos-inc/dbos-transact-golang => ./third_party/dbos-transact-golang

@@ -8,41 +8,54 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
-	"gopkg.in/yaml.v3"
-
+	"github.com/manent-io/manent/pkg/cronspec"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
 // checker runs the rules a JSON Schema cannot express on the generic value.
 // Every check looks at the shape it needs and skips what is not there, so it
 // runs even when the schema found errors. A value the schema already
-// reported is not reported again.
+// reported is not reported again. Every check is linear in the input and
+// stops once errs is full.
 type checker struct {
-	root     *yaml.Node
+	tree     *tree
 	reported map[string]bool // paths with a schema error
-	errs     []manent.FieldError
+	errs     *errorList
+}
+
+func (c *checker) full() bool {
+	if c.errs.full() {
+		c.errs.more = true
+		return true
+	}
+	return false
 }
 
 func (c *checker) add(path []string, format string, args ...any) {
+	if c.full() {
+		return
+	}
 	p := pointer(path)
-	_, n := locate(c.root, path)
-	c.errs = append(c.errs, fieldError(p, n, fmt.Sprintf(format, args...)))
+	_, n := c.tree.locate(path)
+	c.errs.add(fieldError(p, n, fmt.Sprintf(format, args...)))
 }
 
 // addAtKey reports at the key of a field (e.g. the second of two
 // conflicting fields).
 func (c *checker) addAtKey(path []string, format string, args ...any) {
+	if c.full() {
+		return
+	}
 	p := pointer(path)
-	k, n := locate(c.root, path)
+	k, n := c.tree.locate(path)
 	if k != nil {
 		n = k
 	}
-	c.errs = append(c.errs, fieldError(p, n, fmt.Sprintf(format, args...)))
+	c.errs.add(fieldError(p, n, fmt.Sprintf(format, args...)))
 }
 
 func (c *checker) line(path []string) int {
-	_, n := locate(c.root, path)
+	_, n := c.tree.locate(path)
 	if n == nil {
 		return 0
 	}
@@ -60,9 +73,11 @@ func (c *checker) stringAt(m map[string]any, field string, path []string) (strin
 }
 
 func (c *checker) check(doc map[string]any) {
+	c.checkText(doc)
 	custom := c.checkSteps(doc)
 	c.checkRollback(doc, custom)
 	c.checkSchedule(doc)
+	c.checkSource(doc)
 	c.checkHealth(doc)
 	c.checkRollout(doc)
 }
@@ -81,27 +96,61 @@ func builtinSteps() []string {
 // compensable steps.
 func reservedPrefixes() []string { return []string{"rollback:", "checkpoint:"} }
 
+// maxRollbackOn is the most steps rollback.on may name (the schema's
+// maxItems).
+const maxRollbackOn = 256
+
+// maxListed is the most step names an "unknown step" message lists.
+const maxListed = 20
+
 // knownSteps says which names a custom step may be placed against and
-// rollback.on may name: the plan steps and the custom steps.
+// rollback.on may name: the plan steps and the custom steps (the first
+// maxListed of them).
 func knownSteps(custom []string) string {
-	return strings.Join(append(slices.Clone(manent.DefaultPipeline), custom...), ", ")
+	all := append(slices.Clone(manent.DefaultPipeline), custom...)
+	if len(all) > maxListed {
+		return strings.Join(all[:maxListed], ", ") + fmt.Sprintf(" and %d more", len(all)-maxListed)
+	}
+	return strings.Join(all, ", ")
 }
 
-func isKnownStep(name string, custom []string) bool {
-	return slices.Contains(manent.DefaultPipeline, name) || slices.Contains(custom, name)
+// stepSet is the names a step may be placed against: the plan steps and
+// the custom steps.
+type stepSet struct {
+	custom   []string
+	known    map[string]bool
+	isCustom map[string]bool
+}
+
+func newStepSet(custom []string) *stepSet {
+	s := &stepSet{custom: custom, known: make(map[string]bool), isCustom: make(map[string]bool)}
+	for _, n := range manent.DefaultPipeline {
+		s.known[n] = true
+	}
+	for _, n := range custom {
+		s.known[n], s.isCustom[n] = true, true
+	}
+	return s
 }
 
 // checkSteps checks the custom steps' names and placement and returns the
-// valid custom step names.
-func (c *checker) checkSteps(doc map[string]any) []string {
+// valid custom step names. Past maxSteps steps it checks nothing: the
+// schema already refuses the list.
+func (c *checker) checkSteps(doc map[string]any) *stepSet {
 	list, _ := doc["steps"].([]any)
+	if len(list) > maxSteps {
+		return newStepSet(nil)
+	}
 	type step struct {
-		index  int
-		name   string
-		anchor string // the custom step it is placed against, if any
+		index int
+		name  string
 	}
 	var steps []step
 	first := map[string]int{}
+	builtin := map[string]bool{}
+	for _, n := range builtinSteps() {
+		builtin[n] = true
+	}
 	for i, s := range list {
 		m, ok := s.(map[string]any)
 		if !ok {
@@ -119,7 +168,7 @@ func (c *checker) checkSteps(doc map[string]any) []string {
 			}
 		}
 		switch {
-		case slices.Contains(builtinSteps(), name):
+		case builtin[name]:
 			c.add(path, "%q is a built-in step; choose another name", name)
 		case reserved != "":
 			c.add(path, "step names starting with %q are reserved", reserved)
@@ -136,6 +185,7 @@ func (c *checker) checkSteps(doc map[string]any) []string {
 	for i, s := range steps {
 		custom[i] = s.name
 	}
+	set := newStepSet(custom)
 
 	anchors := map[string]string{} // custom step -> custom step it is placed against
 	for i, s := range list {
@@ -167,57 +217,84 @@ func (c *checker) checkSteps(doc map[string]any) []string {
 		switch {
 		case target == name:
 			c.add(path, "a step cannot run %s itself", field)
-		case !isKnownStep(target, custom):
-			c.add(path, "%s", unknownStep(target, custom))
-		case slices.Contains(custom, target) && slices.Contains(custom, name) && first[name] == i:
+		case !set.known[target]:
+			c.add(path, "%s", unknownStep(target, set))
+		case set.isCustom[target] && set.isCustom[name] && first[name] == i:
 			anchors[name] = target
 		}
 	}
 
-	// Custom steps placed against each other must not form a loop.
-	inLoop := map[string]bool{}
+	// Custom steps placed against each other must not form a loop. Each
+	// step is visited once: a walk stops at a step an earlier walk saw.
+	const (
+		unseen = iota
+		onPath
+		done
+	)
+	state := make(map[string]int, len(steps))
+	order := make(map[string]int, len(steps)) // position in the descriptor
+	for i, s := range steps {
+		order[s.name] = i
+	}
 	for _, s := range steps {
-		if inLoop[s.name] {
+		if state[s.name] != unseen {
 			continue
 		}
-		loop := []string{s.name}
-		for next, ok := anchors[s.name]; ok; next, ok = anchors[next] {
-			if next == s.name {
-				for _, n := range loop {
-					inLoop[n] = true
+		var path []string
+		at := map[string]int{}
+		name, ok := s.name, true
+		for ok && state[name] == unseen {
+			state[name] = onPath
+			at[name] = len(path)
+			path = append(path, name)
+			name, ok = anchors[name]
+		}
+		if ok && state[name] == onPath {
+			loop := path[at[name]:]
+			// Report at the loop's first step in the descriptor, listing
+			// the loop from there.
+			start := 0
+			for i, n := range loop {
+				if order[n] < order[loop[start]] {
+					start = i
 				}
-				c.add([]string{"steps", strconv.Itoa(s.index)},
-					"steps %s are placed before/after each other in a loop", strings.Join(loop, " -> ")+" -> "+s.name)
-				break
 			}
-			if slices.Contains(loop, next) || len(loop) > len(steps) {
-				break // a loop that does not include s; reported from one of its members
-			}
-			loop = append(loop, next)
+			loop = append(slices.Clone(loop[start:]), loop[:start]...)
+			c.add([]string{"steps", strconv.Itoa(steps[order[loop[0]]].index)},
+				"steps %s are placed before/after each other in a loop", strings.Join(loop, " -> ")+" -> "+loop[0])
+		}
+		for _, n := range path {
+			state[n] = done
 		}
 	}
-	return custom
+	return set
 }
 
-func unknownStep(name string, custom []string) string {
-	msg := fmt.Sprintf("unknown step %q", name)
-	if s := suggest(name, append(slices.Clone(manent.DefaultPipeline), custom...)); s != "" {
+func unknownStep(name string, set *stepSet) string {
+	msg := fmt.Sprintf("unknown step %q", clip(name))
+	if s := suggest(name, append(slices.Clone(manent.DefaultPipeline), set.custom...)); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	return msg + "; known steps: " + knownSteps(custom)
+	return msg + "; known steps: " + knownSteps(set.custom)
 }
 
-func (c *checker) checkRollback(doc map[string]any, custom []string) {
+func (c *checker) checkRollback(doc map[string]any, steps *stepSet) {
 	rb, _ := doc["rollback"].(map[string]any)
 	on, _ := rb["on"].([]any)
+	if len(on) > maxRollbackOn {
+		return // the schema refuses the list
+	}
 	for i, v := range on {
+		if c.full() {
+			return
+		}
 		path := []string{"rollback", "on", strconv.Itoa(i)}
 		name, ok := v.(string)
 		if !ok || c.reported[pointer(path)] {
 			continue
 		}
-		if !isKnownStep(name, custom) {
-			c.add(path, "%s", unknownStep(name, custom))
+		if !steps.known[name] {
+			c.add(path, "%s", unknownStep(name, steps))
 		}
 	}
 }
@@ -241,23 +318,25 @@ func (c *checker) checkSchedule(doc map[string]any) {
 		}
 	}
 	if expr, ok := c.stringAt(s, "cron", []string{"schedule", "cron"}); ok {
-		if err := parseCron(expr); err != nil {
+		if _, err := cronspec.Parse(expr); err != nil {
 			c.add([]string{"schedule", "cron"},
-				"invalid cron expression %q: %v (want 5 fields: minute hour day-of-month month day-of-week, or @daily, @hourly, @every 1h…)", expr, err)
+				"invalid cron expression %q: %v (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>, or @hourly, @daily, @weekly, @monthly, @every 1h…)", clip(expr), err)
 		}
 	}
 }
 
-// parseCron checks a standard cron expression. The cron package has
-// panicked on odd input in the past; a panic is an invalid expression.
-func parseCron(expr string) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cannot parse")
+// checkSource checks source.committed_at strictly as RFC 3339 (the schema's
+// date-time format is laxer, e.g. about leap seconds).
+func (c *checker) checkSource(doc map[string]any) {
+	s, ok := doc["source"].(map[string]any)
+	if !ok {
+		return
+	}
+	if at, ok := c.stringAt(s, "committed_at", []string{"source", "committed_at"}); ok {
+		if _, err := time.Parse(time.RFC3339, at); err != nil {
+			c.add([]string{"source", "committed_at"}, "must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: %q", at)
 		}
-	}()
-	_, err = cron.ParseStandard(expr)
-	return err
+	}
 }
 
 func (c *checker) checkHealth(doc map[string]any) {

@@ -1,6 +1,7 @@
 // Package descriptor holds the deploy descriptor (deploy.yml, SPEC §2): its
-// Go types, the embedded JSON Schema, and parsing that reports every error at
-// once with its JSON path and YAML line:column.
+// Go types, the embedded JSON Schema, and parsing that reports the errors
+// at once (the first 100) with their JSON path and YAML line:column. Parsing
+// is linear in the input, whatever it holds (SPEC §11.1).
 //
-// It imports only pkg/manent of this module.
+// It imports only pkg/manent and pkg/cronspec of this module.
 package descriptor

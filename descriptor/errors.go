@@ -1,6 +1,7 @@
 package descriptor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/big"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -18,67 +20,111 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 )
 
-// schemaErrors turns a validation error of the JSON Schema into one
-// FieldError per leaf cause, with the YAML position of the value concerned.
-func schemaErrors(err error, root *yaml.Node, set *schemaSet) []manent.FieldError {
+// schemaErrors adds to errs one FieldError per leaf cause of a validation
+// error of the JSON Schema, with the YAML position of the value concerned,
+// until errs is full. keep says whether an error at a path is reported
+// (and records that it is).
+func schemaErrors(err error, t *tree, set *schemaSet, errs *errorList, keep func(path string) bool) {
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
-		return []manent.FieldError{{Message: err.Error()}}
+		errs.add(manent.FieldError{Message: err.Error()})
+		return
 	}
-	var out []manent.FieldError
+	emit := func(fe manent.FieldError) bool {
+		if errs.full() {
+			errs.more = true
+			return false
+		}
+		if keep(fe.Path) {
+			errs.add(fe)
+		}
+		return true
+	}
+	// The leaves in the order of the input, so that the errors reported
+	// are the first ones (and the same ones each time); an unknown field
+	// is a leaf of its own.
+	type leaf struct {
+		e         *jsonschema.ValidationError
+		name      string // the unknown field of an AdditionalProperties leaf
+		line, col int
+		seq       int // order in the tree, for a stable sort
+	}
+	var leaves []leaf
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			out = append(out, leafErrors(e, root, set)...)
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
 			return
 		}
-		for _, c := range e.Causes {
-			walk(c)
+		if k, ok := e.ErrorKind.(*kind.AdditionalProperties); ok {
+			_, m := t.locate(e.InstanceLocation)
+			for _, name := range k.Properties {
+				l := leaf{e: e, name: name, seq: len(leaves)}
+				if m := resolve(m); m != nil && m.Kind == yaml.MappingNode {
+					if key, _ := t.findKey(m, name, 0, nil); key != nil {
+						l.line, l.col = key.Line, key.Column
+					}
+				}
+				leaves = append(leaves, l)
+			}
+			return
 		}
+		l := leaf{e: e, seq: len(leaves)}
+		if _, n := t.locate(e.InstanceLocation); n != nil {
+			l.line, l.col = n.Line, n.Column
+		}
+		leaves = append(leaves, l)
 	}
 	walk(verr)
-	return out
+	slices.SortFunc(leaves, func(a, b leaf) int {
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col), cmp.Compare(a.seq, b.seq))
+	})
+	for _, l := range leaves {
+		if !leafErrors(l.e, l.name, t, set, emit) {
+			return
+		}
+	}
 }
 
-// leafErrors explains one leaf of the validation error tree.
-func leafErrors(e *jsonschema.ValidationError, root *yaml.Node, set *schemaSet) []manent.FieldError {
+// leafErrors explains one leaf of the validation error tree through emit
+// (of an AdditionalProperties leaf, the unknown field name only), and
+// reports whether emit wants more.
+func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schemaSet, emit func(manent.FieldError) bool) bool {
 	loc := e.InstanceLocation
-	at := func(msg string) []manent.FieldError {
-		_, n := locate(root, loc)
-		return []manent.FieldError{fieldError(pointer(loc), n, msg)}
+	at := func(msg string) bool {
+		_, n := t.locate(loc)
+		return emit(fieldError(pointer(loc), n, msg))
 	}
 	switch k := e.ErrorKind.(type) {
 	case *kind.Required:
 		// The field is missing: point at the mapping that lacks it.
-		_, parent := locate(root, loc)
-		var out []manent.FieldError
+		_, parent := t.locate(loc)
 		for _, name := range k.Missing {
-			out = append(out, fieldError(pointer(append(slices.Clip(loc), name)), parent,
-				fmt.Sprintf("missing required field %q", name)))
+			if !emit(fieldError(pointer(append(slices.Clip(loc), name)), parent,
+				fmt.Sprintf("missing required field %q", name))) {
+				return false
+			}
 		}
-		return out
+		return true
 	case *kind.AdditionalProperties:
-		allowed := propertiesAt(set, e.SchemaURL)
-		var out []manent.FieldError
-		for _, name := range k.Properties {
-			path := append(slices.Clip(loc), name)
-			key, val := locate(root, path)
-			if key == nil {
-				key = val
-			}
-			msg := fmt.Sprintf("unknown field %q", name)
-			if s := suggest(name, allowed); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			out = append(out, fieldError(pointer(path), key, msg))
+		path := append(slices.Clip(loc), name)
+		key, val := t.locate(path)
+		if key == nil {
+			key = val
 		}
-		return out
+		msg := fmt.Sprintf("unknown field %q", clip(name))
+		if s := suggest(name, propertiesAt(set, e.SchemaURL)); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return emit(fieldError(pointer(path), key, msg))
 	case *kind.Type:
-		_, n := locate(root, loc)
+		_, n := t.locate(loc)
 		msg := fmt.Sprintf("must be %s, got %s", typeNames(k.Want), typeName(k.Got, n))
 		if slices.Contains(k.Want, "string") && n != nil && resolve(n).Kind == yaml.ScalarNode &&
 			(k.Got == "number" || k.Got == "integer" || k.Got == "boolean") {
-			msg += fmt.Sprintf(": quote it (%q) to keep it as text", resolve(n).Value)
+			msg += fmt.Sprintf(": quote it (%q) to keep it as text", clip(resolve(n).Value))
 		}
 		if k.Got == "string" && n != nil && resolve(n).Kind == yaml.ScalarNode && unquoted(resolve(n).Value, k.Want) {
 			msg += ": remove the quotes"
@@ -97,7 +143,7 @@ func leafErrors(e *jsonschema.ValidationError, root *yaml.Node, set *schemaSet) 
 		if h := patternHint(k.Want); h != "" {
 			msg += " (" + h + ")"
 		}
-		return at(fmt.Sprintf("%s: %q", msg, k.Got))
+		return at(fmt.Sprintf("%s: %q", msg, clip(k.Got)))
 	case *kind.Format:
 		if k.Want == "date-time" {
 			return at(fmt.Sprintf("must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: %s", display(k.Got)))
@@ -124,20 +170,24 @@ func leafErrors(e *jsonschema.ValidationError, root *yaml.Node, set *schemaSet) 
 		}
 		return at(fmt.Sprintf("must have at least %d items, got %d", k.Want, k.Got))
 	case *kind.MaxItems:
-		return at(fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got))
+		got := k.Got
+		if n, ok := t.listLen[pointer(loc)]; ok {
+			got = n // the list was cut before validation
+		}
+		return at(fmt.Sprintf("must have at most %d items, got %d", k.Want, got))
 	case *kind.UniqueItems:
 		i, j := k.Duplicates[0], k.Duplicates[1]
 		path := append(slices.Clip(loc), fmt.Sprint(j))
-		_, n := locate(root, path)
-		_, first := locate(root, append(slices.Clip(loc), fmt.Sprint(i)))
+		_, n := t.locate(path)
+		_, first := t.locate(append(slices.Clip(loc), fmt.Sprint(i)))
 		msg := "duplicate item"
 		if v := resolve(n); v != nil && v.Kind == yaml.ScalarNode {
-			msg = fmt.Sprintf("duplicate item %q", v.Value)
+			msg = fmt.Sprintf("duplicate item %q", clip(v.Value))
 		}
 		if first != nil {
 			msg += fmt.Sprintf(" (first at line %d)", first.Line)
 		}
-		return []manent.FieldError{fieldError(pointer(path), n, msg)}
+		return emit(fieldError(pointer(path), n, msg))
 	case *kind.MinProperties:
 		return at(fmt.Sprintf("must have at least %d fields", k.Want))
 	case *kind.MaxProperties:
@@ -145,6 +195,25 @@ func leafErrors(e *jsonschema.ValidationError, root *yaml.Node, set *schemaSet) 
 	default:
 		return at(e.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
 	}
+}
+
+// maxQuoted is the most bytes of the input quoted in one message.
+const maxQuoted = 64
+
+// clip shortens text of the input quoted in a message (a 1 MiB value is
+// refused with a message of a line).
+func clip(s string) string { return clipText(s, maxQuoted) }
+
+// clipText cuts s to at most max bytes, at a rune boundary, marking the cut.
+func clipText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // unquoted reports whether text would have the wanted type without quotes.
@@ -173,6 +242,8 @@ func patternHint(p string) string {
 		return "an http:// or https:// URL"
 	case "^[0-9a-f]{64}$":
 		return "64 lowercase hex digits"
+	case `^[^\x00-\x1f\x7f]+$`:
+		return "one line of text without control characters"
 	case "^(env|file):.+$":
 		return "env:VARIABLE or file:/path"
 	case `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`:
@@ -206,7 +277,7 @@ func typeName(t string, n *yaml.Node) string {
 		return "true or false"
 	case "null":
 		if n != nil && resolve(n).Kind == yaml.ScalarNode && resolve(n).Value != "" && resolve(n).Value != "~" {
-			return resolve(n).Value
+			return clip(resolve(n).Value)
 		}
 		return "nothing"
 	}
@@ -217,7 +288,7 @@ func typeName(t string, n *yaml.Node) string {
 func display(v any) string {
 	switch v := v.(type) {
 	case string:
-		return fmt.Sprintf("%q", v)
+		return fmt.Sprintf("%q", clip(v))
 	case nil:
 		return "nothing"
 	case map[string]any:

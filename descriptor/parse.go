@@ -49,37 +49,38 @@ func Parse(data []byte) (*Descriptor, error) {
 		return nil, invalid(*fe)
 	}
 
-	conv := &converter{}
+	errs := &errorList{}
+	conv := &converter{errs: errs}
 	v, ok := conv.value(root, 0)
 	if !ok {
 		return nil, invalid(*conv.fatal)
 	}
 	doc, _ := v.(map[string]any)
-	errs := conv.errs
+	t := newTree(root)
 	reported := make(map[string]bool)
 
 	set, err := compiled()
 	if err != nil {
 		return nil, &manent.Error{Code: manent.EInternal, Message: "descriptor schema", Err: err}
 	}
+	trimLists(doc, set.raw, nil, t.listLen)
 	if err := set.schema.Validate(doc); err != nil {
-		for _, e := range schemaErrors(err, root, set) {
-			if conv.bad[e.Path] {
-				continue // the conversion already explained this value
+		schemaErrors(err, t, set, errs, func(path string) bool {
+			if conv.bad[path] {
+				return false // the conversion already explained this value
 			}
-			reported[e.Path] = true
-			errs = append(errs, e)
-		}
+			reported[path] = true
+			return true
+		})
 	}
 	for p := range conv.bad {
 		reported[p] = true
 	}
 
-	ck := &checker{root: root, reported: reported}
+	ck := &checker{tree: t, reported: reported, errs: errs}
 	ck.check(doc)
-	errs = append(errs, ck.errs...)
-	if len(errs) > 0 {
-		return nil, invalid(errs...)
+	if len(errs.list) > 0 {
+		return nil, errs.invalid()
 	}
 	return decode(doc)
 }
@@ -100,9 +101,57 @@ func tooLarge() manent.FieldError {
 	return manent.FieldError{Message: fmt.Sprintf("the descriptor is larger than 1 MiB (%d bytes)", MaxSize)}
 }
 
-// maxErrors is the most field errors returned; the last one then says how
-// many more there are.
+// maxErrors is the most field errors returned. Past it Parse stops
+// looking: the last one returned then says there are more.
 const maxErrors = 100
+
+// maxSteps is the most custom steps a descriptor may have (SPEC §11.1);
+// the schema's steps.maxItems says the same.
+const maxSteps = 200
+
+// errorList collects the field errors of one Parse, at most maxErrors of
+// them: past that it only remembers that there were more, so hostile input
+// cannot make Parse build and explain thousands of errors. Every stage
+// (conversion, schema, checks) stops adding once it is full.
+type errorList struct {
+	list []manent.FieldError
+	more bool
+}
+
+func (l *errorList) full() bool { return len(l.list) >= maxErrors }
+
+// add adds errors while there is room and reports whether there was.
+func (l *errorList) add(errs ...manent.FieldError) bool {
+	for _, e := range errs {
+		if l.full() {
+			l.more = true
+			return false
+		}
+		l.list = append(l.list, e)
+	}
+	return true
+}
+
+// invalid is the EInvalid error of the collected field errors.
+func (l *errorList) invalid() *manent.Error {
+	if !l.more {
+		return invalid(l.list...)
+	}
+	e := invalid(l.list...)
+	out := e.Fields
+	if len(out) >= maxErrors {
+		out = out[:maxErrors-1]
+	}
+	last := out[len(out)-1]
+	e.Fields = append(out, manent.FieldError{Line: last.Line, Column: last.Column,
+		Message: "… and more errors not shown: fix these and validate again"})
+	e.Message = fmt.Sprintf("descriptor is invalid: more than %d errors", maxErrors)
+	return e
+}
+
+// maxPathLen is the longest JSON path shown in a field error; a longer one
+// (a huge key) is cut.
+const maxPathLen = 512
 
 // invalid builds the EInvalid error from field errors: sorted by position,
 // without repeats, at most maxErrors.
@@ -125,11 +174,17 @@ func invalid(errs ...manent.FieldError) *manent.Error {
 		if i > 0 && e == errs[i-1] {
 			continue
 		}
+		if len(e.Path) > maxPathLen {
+			e.Path = clipText(e.Path, maxPathLen)
+		}
+		if _, _, bad := firstControl(e.Path); bad {
+			e.Path = escapeControls(e.Path)
+		}
 		out = append(out, e)
 	}
 	total := len(out)
 	if total > maxErrors {
-		// Hostile input can make thousands; the first ones are enough to act on.
+		// Callers collect at most maxErrors; this is a safety net.
 		first := out[maxErrors-1]
 		out = append(out[:maxErrors-1], manent.FieldError{Line: first.Line, Column: first.Column,
 			Message: fmt.Sprintf("%d more errors not shown", total-maxErrors+1)})

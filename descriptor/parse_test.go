@@ -200,9 +200,59 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: "/schedule/at", Message: `must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: "2026-12-31T23:59:60Z"`, Line: 6, Column: 16},
 		},
 		{
+			name: "source committed_at without zone",
+			in:   valid + "source: {commit: abc, committed_at: 2026-11-30T16:04:05}\n",
+			want: manent.FieldError{Path: "/source/committed_at", Message: `must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: "2026-11-30T16:04:05"`, Line: 6, Column: 37},
+		},
+		{
+			name: "source control character",
+			in:   valid + "source: {repository: \"a\\eb\"}\n",
+			want: manent.FieldError{Path: "/source/repository", Message: `must match ^[^\x00-\x1f\x7f]+$ (one line of text without control characters): "a\x1bb"`, Line: 6, Column: 22},
+		},
+		{
+			name: "source commit all digits",
+			in:   valid + "source: {commit: 1234567}\n",
+			want: manent.FieldError{Path: "/source/commit", Message: `must be a string, got a number: quote it ("1234567") to keep it as text`, Line: 6, Column: 18},
+		},
+		{
+			name: "source unknown field",
+			in:   valid + "source: {branch: main}\n",
+			want: manent.FieldError{Path: "/source/branch", Message: `unknown field "branch"`, Line: 6, Column: 10},
+		},
+		{
 			name: "cron",
 			in:   valid + "schedule:\n  cron: '0 3 * *'\n",
-			want: manent.FieldError{Path: "/schedule/cron", Message: `invalid cron expression "0 3 * *": expected exactly 5 fields, found 4: [0 3 * *] (want 5 fields: minute hour day-of-month month day-of-week, or @daily, @hourly, @every 1h…)`, Line: 7, Column: 9},
+			want: manent.FieldError{Path: "/schedule/cron", Message: `invalid cron expression "0 3 * *": expected exactly 5 fields, found 4: [0 3 * *] (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>, or @hourly, @daily, @weekly, @monthly, @every 1h…)`, Line: 7, Column: 9},
+		},
+		{
+			name: "cron zone",
+			in:   valid + "schedule: {cron: 'CRON_TZ=Mars/Olympus 0 3 * * *'}\n",
+			want: manent.FieldError{Path: "/schedule/cron", Message: `invalid cron expression "CRON_TZ=Mars/Olympus 0 3 * * *": CRON_TZ=Mars/Olympus: unknown time zone (want 5 fields: minute hour day-of-month month day-of-week, optionally after CRON_TZ=<zone>, or @hourly, @daily, @weekly, @monthly, @every 1h…)`, Line: 6, Column: 18},
+		},
+		{
+			name: "escape sequence in version",
+			in:   strings.Replace(valid, `version: "1.4.2"`, `version: "1.4.2\e[2J\e]0;pwned\a"`, 1),
+			want: manent.FieldError{Path: "/version", Message: "version must be a single line of plain text: it contains an escape character (U+001B, terminal escape sequences) at character 6", Line: 4, Column: 10},
+		},
+		{
+			name: "line break in a wave name",
+			in:   valid + "rollout:\n  waves:\n    - {name: \"canary\\nSUCCESS\", targets: [eu-1]}\n",
+			want: manent.FieldError{Path: "/rollout/waves/0/name", Message: "rollout.waves[0].name must be a single line of plain text: it contains a line break (U+000A) at character 7", Line: 8, Column: 14},
+		},
+		{
+			name: "C1 control in a target",
+			in:   valid + "rollout:\n  waves:\n    - {name: canary, targets: [\"eu\\x9b2J\"]}\n",
+			want: manent.FieldError{Path: "/rollout/waves/0/targets/0", Message: "rollout.waves[0].targets[0] must be a single line of plain text: it contains the control character U+009B at character 3", Line: 8, Column: 32},
+		},
+		{
+			name: "bidirectional override in a secret name",
+			in:   valid + "secrets:\n  \"DB\\u202ePASS\": env:X\n",
+			want: manent.FieldError{Path: `/secrets/DB\u202EPASS`, Message: `the field name "DB\u202ePASS" must be plain text: it contains the bidirectional-text control U+202E at character 3`, Line: 7, Column: 3},
+		},
+		{
+			name: "escape sequence in a cron expression",
+			in:   valid + "schedule: {cron: \"@daily\\e[2J\"}\n",
+			want: manent.FieldError{Path: "/schedule/cron", Message: "schedule.cron must be a single line of plain text: it contains an escape character (U+001B, terminal escape sequences) at character 7", Line: 6, Column: 18},
 		},
 		{
 			name: "step before unknown step",
@@ -284,6 +334,21 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+func TestParseSource(t *testing.T) {
+	d, err := Parse([]byte(valid + "source:\n  repository: https://github.com/example/billing\n  commit: \"0123456\"\n  committed_at: 2026-11-30T16:04:05+01:00\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Source{Repository: "https://github.com/example/billing", Commit: "0123456", CommittedAt: "2026-11-30T16:04:05+01:00"}
+	if d.Source == nil || *d.Source != want {
+		t.Fatalf("source = %+v, want %+v", d.Source, want)
+	}
+	at, ok := d.Source.CommitTime()
+	if !ok || !at.Equal(time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)) {
+		t.Fatalf("CommitTime = %v %v", at, ok)
+	}
+}
+
 func TestParseScheduleAt(t *testing.T) {
 	d, err := Parse([]byte(valid + "schedule: {at: 2026-12-24T07:00:00+01:00}\n"))
 	if err != nil {
@@ -347,13 +412,19 @@ func TestParseManyErrors(t *testing.T) {
 	in := valid + "parameters:\n" + strings.Repeat("  k: 1\n", 5000)
 	_, err := Parse([]byte(in))
 	e := invalidError(t, err)
-	if got, want := e.Message, "descriptor is invalid: 4999 errors"; got != want {
+	if got, want := e.Message, "descriptor is invalid: more than 100 errors"; got != want {
 		t.Errorf("got message %q, want %q", got, want)
 	}
 	if got, want := len(e.Fields), maxErrors; got != want {
 		t.Fatalf("got %d field errors, want %d", got, want)
 	}
-	if got, want := e.Fields[maxErrors-1].Message, "4900 more errors not shown"; got != want {
+	// The first ones in the file: the second "k" is on line 8.
+	for i, f := range e.Fields[:maxErrors-1] {
+		if f.Line != 8+i || !strings.HasPrefix(f.Message, `duplicate field "k"`) {
+			t.Fatalf("field error %d is %+v, want the duplicate k of line %d", i, f, 8+i)
+		}
+	}
+	if got, want := e.Fields[maxErrors-1].Message, "… and more errors not shown: fix these and validate again"; got != want {
 		t.Errorf("got last message %q, want %q", got, want)
 	}
 }

@@ -25,6 +25,26 @@ type Descriptor struct {
 	Callbacks   []Callback        `json:"callbacks,omitempty" yaml:"callbacks,omitempty"`
 	Notify      *Notify           `json:"notify,omitempty" yaml:"notify,omitempty"`
 	MaxRetries  *int              `json:"max_retries,omitempty" yaml:"max_retries,omitempty"`
+	Source      *Source           `json:"source,omitempty" yaml:"source,omitempty"`
+}
+
+// Source says what the version was built from (SPEC §11.5): DORA lead time
+// runs from CommittedAt to the end of the deploy.
+type Source struct {
+	Repository string `json:"repository,omitempty" yaml:"repository,omitempty"`
+	Commit     string `json:"commit,omitempty" yaml:"commit,omitempty"`
+	// CommittedAt is an RFC 3339 date-time with a time zone.
+	CommittedAt string `json:"committed_at,omitempty" yaml:"committed_at,omitempty"`
+}
+
+// CommitTime returns CommittedAt as a time, and false when it is absent or
+// not RFC 3339 (Parse refuses that).
+func (s *Source) CommitTime() (time.Time, bool) {
+	if s == nil || s.CommittedAt == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, s.CommittedAt)
+	return t, err == nil
 }
 
 // Artifact is what is released.

@@ -29,7 +29,7 @@ type converter struct {
 	values    int
 	tokens    []string     // JSON pointer tokens of the value being converted
 	expanding []*yaml.Node // alias targets being expanded, to detect cycles
-	errs      []manent.FieldError
+	errs      *errorList
 	bad       map[string]bool // paths of values that could not be converted
 	fatal     *manent.FieldError
 }
@@ -37,7 +37,11 @@ type converter struct {
 func (c *converter) path() string { return pointer(c.tokens) }
 
 func (c *converter) errorAt(n *yaml.Node, format string, args ...any) {
-	c.errs = append(c.errs, fieldError(c.path(), n, fmt.Sprintf(format, args...)))
+	if c.errs.full() {
+		c.errs.more = true
+		return
+	}
+	c.errs.add(fieldError(c.path(), n, fmt.Sprintf(format, args...)))
 }
 
 // badValue reports a scalar that could not be converted; the schema's
@@ -267,23 +271,68 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// tree is the YAML tree of a descriptor with an index of its mappings' keys,
+// built on first use, so that finding the node of each error is linear in
+// the input however many errors there are.
+type tree struct {
+	root  *yaml.Node
+	index map[*yaml.Node]*mappingIndex
+	// listLen is the length of each list cut for the schema (trimLists),
+	// by JSON pointer.
+	listLen map[string]int
+}
+
+// mappingIndex is one mapping's explicit keys (first occurrence, as the
+// converter reads them) and its merge (<<) values in order.
+type mappingIndex struct {
+	keys   map[string]int // key -> index of the key node in Content
+	merges []*yaml.Node
+}
+
+func newTree(root *yaml.Node) *tree {
+	return &tree{root: root, index: make(map[*yaml.Node]*mappingIndex), listLen: make(map[string]int)}
+}
+
+func (t *tree) indexOf(m *yaml.Node) *mappingIndex {
+	if ix, ok := t.index[m]; ok {
+		return ix
+	}
+	ix := &mappingIndex{keys: make(map[string]int, len(m.Content)/2)}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if isMergeKey(m.Content[i]) {
+			ix.merges = append(ix.merges, m.Content[i+1])
+			continue
+		}
+		if s, ok := keyString(m.Content[i]); ok {
+			if _, dup := ix.keys[s]; !dup {
+				ix.keys[s] = i
+			}
+		}
+	}
+	t.index[m] = ix
+	return ix
+}
+
 // locate finds the node at a JSON pointer (as tokens) in the YAML tree. It
 // returns the value node and, when the value is a field of a mapping, its
 // key node. When the path does not exist, it returns the deepest node found
 // and nil key.
-func locate(root *yaml.Node, tokens []string) (key, val *yaml.Node) {
-	val = root
-	for _, t := range tokens {
+func (t *tree) locate(tokens []string) (key, val *yaml.Node) {
+	val = t.root
+	for _, tok := range tokens {
 		n := resolve(val)
+		if n == nil {
+			return nil, val
+		}
 		switch n.Kind {
 		case yaml.MappingNode:
-			k, v := findKey(n, t, 0)
+			k, v := t.findKey(n, tok, 0, nil)
 			if v == nil {
 				return nil, val
 			}
 			key, val = k, v
 		case yaml.SequenceNode:
-			i, err := strconv.Atoi(t)
+			i, err := strconv.Atoi(tok)
 			if err != nil || i < 0 || i >= len(n.Content) {
 				return nil, val
 			}
@@ -296,29 +345,31 @@ func locate(root *yaml.Node, tokens []string) (key, val *yaml.Node) {
 }
 
 // findKey looks a key up in a mapping as the converter reads it: the first
-// explicit occurrence, then the merged mappings in order.
-func findKey(m *yaml.Node, key string, depth int) (k, v *yaml.Node) {
-	if depth > maxDepth {
+// explicit occurrence, then the merged mappings in order. A mapping already
+// searched (merged twice) is not searched again.
+func (t *tree) findKey(m *yaml.Node, key string, depth int, seen map[*yaml.Node]bool) (k, v *yaml.Node) {
+	if depth > maxDepth || seen[m] {
 		return nil, nil
 	}
-	var merges []*yaml.Node
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if isMergeKey(m.Content[i]) {
-			merges = append(merges, m.Content[i+1])
-			continue
-		}
-		if s, ok := keyString(m.Content[i]); ok && s == key {
-			return m.Content[i], m.Content[i+1]
-		}
+	ix := t.indexOf(m)
+	if i, ok := ix.keys[key]; ok {
+		return m.Content[i], m.Content[i+1]
 	}
-	for _, mg := range merges {
+	if len(ix.merges) == 0 {
+		return nil, nil
+	}
+	if seen == nil {
+		seen = make(map[*yaml.Node]bool)
+	}
+	seen[m] = true
+	for _, mg := range ix.merges {
 		sources := []*yaml.Node{mg}
 		if r := resolve(mg); r.Kind == yaml.SequenceNode {
 			sources = r.Content
 		}
 		for _, src := range sources {
 			if r := resolve(src); r.Kind == yaml.MappingNode {
-				if k, v := findKey(r, key, depth+1); v != nil {
+				if k, v := t.findKey(r, key, depth+1, seen); v != nil {
 					return k, v
 				}
 			}

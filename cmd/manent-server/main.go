@@ -1,4 +1,6 @@
 // Command manent-server runs the manent API and deploy workers.
+//
+// It imports pkg/servercmd and plugins/builtin (the built-in plugins).
 package main
 
 import (

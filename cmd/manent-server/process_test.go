@@ -61,7 +61,7 @@ func startWith(t *testing.T, dataDir, db string, env ...string) *proc {
 }
 
 // startArgs is startWith with more arguments to `serve` (--config).
-func startArgs(t *testing.T, args []string, dataDir, db string, env ...string) *proc {
+func startArgs(t testing.TB, args []string, dataDir, db string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(serverBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db}, args...)...)
 	cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), env...)
@@ -392,8 +392,9 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	yml := fmt.Sprintf("apiVersion: manent/v1\napplication: cron\nenvironment: test\nversion: \"1\"\nartifact: {url: \"file://%s\"}\nschedule: {cron: \"@every 2s\"}\n", art)
-	env := "MANENT_WORKERS_SCHEDULER_POLL=1s"
-	p := startAs(t, data, db, "cron-worker", env)
+	// Ticks every 2 s: below the default schedules.min_interval.
+	env := []string{"MANENT_WORKERS_SCHEDULER_POLL=1s", "MANENT_SCHEDULES_MIN_INTERVAL=1s"}
+	p := startAs(t, data, db, "cron-worker", env...)
 	res, err := p.client().Submit(context.Background(), []byte(yml), false)
 	if err != nil {
 		t.Fatal(err)
@@ -418,7 +419,7 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 	// The outage: the server stays down for 5 s, about two ticks.
 	outage := time.NewTimer(5 * time.Second)
 	<-outage.C
-	p2 := startAs(t, data, db, "cron-worker", env)
+	p2 := startAs(t, data, db, "cron-worker", env...)
 	var ids []string
 	enginetest.Eventually(t, 60*time.Second, func() bool {
 		ids = ticks(p2.client())

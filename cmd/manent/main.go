@@ -1,5 +1,7 @@
 // Command manent is the manent CLI: it submits deploys to manent-server and
 // follows them. Everything lives in pkg/cli.
+//
+// It imports pkg/cli.
 package main
 
 import (

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/cronspec"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
@@ -54,6 +56,12 @@ type Config struct {
 	ChangeManagement bool
 	// Pipeline is pipeline.steps (empty: manent.DefaultPipeline).
 	Pipeline []string
+	// ScheduleMinInterval is schedules.min_interval: a recurring schedule
+	// that fires more often is refused (0: DefaultScheduleMinInterval).
+	ScheduleMinInterval time.Duration
+	// StepPlugins is plugins.steps: the plugins custom steps may use
+	// (SPEC §11.1; empty: none). Local trial mode allows every plugin.
+	StepPlugins []string
 	// Trial is local trial mode (SPEC §8.1): the local target under
 	// TargetsDir/<application>/<environment> and rollback enabled where the
 	// environment configuration says nothing.
@@ -61,6 +69,9 @@ type Config struct {
 	TargetsDir string
 	Logger     *slog.Logger
 }
+
+// DefaultScheduleMinInterval is schedules.min_interval when unset.
+const DefaultScheduleMinInterval = time.Minute
 
 // Admitter runs the submission checks.
 type Admitter struct {
@@ -77,8 +88,17 @@ func New(cfg Config) (*Admitter, error) {
 	if err := CheckPipeline(cfg.Pipeline); err != nil {
 		return nil, err
 	}
+	if err := checkStepPlugins(cfg.StepPlugins, cfg.Plugins); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ScheduleMinInterval < 0 {
+		return nil, fmt.Errorf("schedules.min_interval must not be negative, got %s", cfg.ScheduleMinInterval)
+	}
+	if cfg.ScheduleMinInterval == 0 {
+		cfg.ScheduleMinInterval = DefaultScheduleMinInterval
 	}
 	if cfg.Trial && cfg.TargetsDir != "" {
 		abs, err := filepath.Abs(cfg.TargetsDir)
@@ -124,6 +144,26 @@ func CheckPipeline(steps []string) error {
 		before(manent.StepDeploy, manent.StepPostTest),
 		before(manent.StepDeploy, manent.StepActivation),
 	)
+}
+
+// checkStepPlugins checks plugins.steps: each name a registered step plugin,
+// so that a typo stops the server instead of refusing every deploy.
+func checkStepPlugins(names []string, reg *plugin.Registry) error {
+	var errs []error
+	for i, n := range names {
+		if reg == nil {
+			break
+		}
+		if _, err := reg.Runner(n); err != nil {
+			errs = append(errs, fmt.Errorf("plugins.steps[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stepAllowed says whether custom steps may use plugin name (SPEC §11.1).
+func (a *Admitter) stepAllowed(name string) bool {
+	return a.cfg.Trial || slices.Contains(a.cfg.StepPlugins, name)
 }
 
 // Request is a deploy to admit.
@@ -183,8 +223,9 @@ func (a *Admitter) authorize(id manent.Identity, perm auth.Permission, d *descri
 
 func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admission, error) {
 	d := req.Descriptor
-	// 3. Sources and callback URLs.
+	// 3. Sources and callback URLs; how often a recurring deploy fires.
 	problems := a.checkURLs(ctx, d)
+	problems = append(problems, a.checkSchedule(d)...)
 	// 4. Environment configuration, merged under the descriptor policy.
 	env := a.environment(ctx, d)
 	problems = append(problems, env.problems...)
@@ -233,6 +274,36 @@ func refused(problems []manent.FieldError) error {
 		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
 }
 
+// checkSchedule refuses a recurring schedule that fires more often than
+// schedules.min_interval (SPEC §11.1).
+func (a *Admitter) checkSchedule(d *descriptor.Descriptor) []manent.FieldError {
+	if d.Schedule == nil || d.Schedule.Cron == "" {
+		return nil
+	}
+	spec, err := cronspec.Parse(d.Schedule.Cron)
+	if err != nil {
+		// Parse refuses it first; a descriptor built in Go may not have been.
+		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf("invalid cron expression %q: %v", d.Schedule.Cron, err)}}
+	}
+	if every, limit := spec.MinInterval(), a.cfg.ScheduleMinInterval; every < limit {
+		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf(
+			"%q fires every %s, more often than this server allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), short(limit))}}
+	}
+	return nil
+}
+
+// short writes a duration without its zero minutes and seconds: 1m, 24h.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // checkURLs is check 3: the artifact source, callback URLs and chat channels.
 func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []manent.FieldError {
 	problems := fieldErrors(a.cfg.Sources.Allowed(d.Artifact.URL), "/artifact/url")
@@ -259,26 +330,45 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 }
 
 // checkPlugins checks that the target and every custom step name a
-// registered plugin that accepts its settings. Without the environment's
+// registered plugin that accepts its settings, and that custom steps use
+// only the plugins of plugins.steps (SPEC §11.1). Without the environment's
 // answer (checked false) a missing target is left to the config step.
 func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
 	reg := a.cfg.Plugins
-	if reg == nil {
-		return nil
-	}
 	var problems []manent.FieldError
-	if target.Plugin != "" {
+	switch {
+	case reg == nil:
+		// Nothing registered to check against.
+	case target.Plugin != "":
 		if t, err := reg.Target(target.Plugin); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
 		} else if err := t.Validate(target.With); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/with", Message: fmt.Sprintf("target %s: %v", target.Plugin, err)})
+		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
+			// SPEC §11.6: never a silent full deploy for a percentage.
+			if err := plugin.HonoursPercentages(t, target.With); err != nil {
+				problems = append(problems, manent.FieldError{Path: "/rollout/percentages",
+					Message: fmt.Sprintf("target %s cannot honour a percentage rollout: %v", target.Plugin, err)})
+			}
 		}
-	} else if checked {
+	case checked:
 		problems = append(problems, manent.FieldError{Path: "/target",
 			Message: "no target: the descriptor names none and the environment configuration gives none"})
 	}
 	for i, s := range d.Steps {
 		if s.Plugin == "" {
+			continue
+		}
+		if !a.stepAllowed(s.Plugin) {
+			allowed := "none"
+			if len(a.cfg.StepPlugins) > 0 {
+				allowed = strings.Join(a.cfg.StepPlugins, ", ")
+			}
+			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/plugin", i),
+				Message: fmt.Sprintf("step %s: plugin %q is not allowed in custom steps on this server (plugins.steps: %s)", s.Name, s.Plugin, allowed)})
+			continue
+		}
+		if reg == nil {
 			continue
 		}
 		r, err := reg.Runner(s.Plugin)

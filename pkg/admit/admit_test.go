@@ -48,9 +48,10 @@ func TestCheckPipeline(t *testing.T) {
 type fixture struct {
 	a   *admit.Admitter
 	art string
+	dir string // the local root is dir/targets
 }
 
-func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
+func newAdmitterStore(t *testing.T) *store.Store {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, enginetest.SQLite(t))
@@ -61,12 +62,19 @@ func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
 	if err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
+	t.Helper()
+	st := newAdmitterStore(t)
+	dir := t.TempDir()
 	reg := plugin.NewRegistry()
-	sp := script.New()
-	if err := errors.Join(reg.RegisterTarget("local", local.New()), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)); err != nil {
+	sp := script.New(script.Options{})
+	lp := local.New(local.Options{Root: filepath.Join(dir, "targets")})
+	if err := errors.Join(reg.RegisterTarget("local", lp), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	cfg.Store, cfg.Plugins, cfg.TargetsDir = st, reg, filepath.Join(dir, "targets")
 	cfg.Sources = urlpolicy.TrialSources()
 	a, err := admit.New(cfg)
@@ -77,7 +85,7 @@ func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
 	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{a: a, art: "file://" + art}
+	return &fixture{a: a, art: "file://" + art, dir: dir}
 }
 
 func (f *fixture) descriptor(t *testing.T, extra string) *descriptor.Descriptor {
@@ -150,5 +158,40 @@ func TestReconfigureReappliesGovernance(t *testing.T) {
 	_, err = deny.a.Reconfigure(context.Background(), adm.Input)
 	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "staging") {
 		t.Fatalf("got %v, want a permanent refusal naming the missing promotion", err)
+	}
+}
+
+// A percentage rollout on a target that cannot deploy a share of a
+// release is refused at submission (SPEC §11.6), at /rollout/percentages,
+// instead of deploying everything at once; a target that honours
+// percentages (script: MANENT_ROLLOUT_PERCENT) is admitted, and so are
+// waves of targets on any plugin.
+func TestPercentagesNeedACapablePlugin(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	ctx := context.Background()
+	x := filepath.Join(f.dir, "targets", "x")
+	for _, tt := range []struct {
+		name, extra string
+		refused     bool
+	}{
+		{"local, percentages", "target: {plugin: local, with: {dir: " + x + "}}\nrollout: {percentages: [10, 100]}\n", true},
+		{"trial target, percentages", "rollout: {percentages: [50, 100]}\n", true},
+		{"script, percentages", "target: {plugin: script, with: {command: [\"true\"]}}\nrollout: {percentages: [10, 100]}\n", false},
+		{"local, waves", "target: {plugin: local, with: {dir: " + x + "}}\nrollout: {waves: [{name: a, targets: [eu-1]}]}\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.a.Admit(ctx, admit.Request{Descriptor: f.descriptor(t, tt.extra), Identity: ci, DryRun: true})
+			if !tt.refused {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var me *manent.Error
+			if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/rollout/percentages" ||
+				!strings.Contains(me.Fields[0].Message, "target local cannot honour a percentage rollout") {
+				t.Fatalf("got %v (%+v), want a 422 at /rollout/percentages naming the local target", err, me)
+			}
+		})
 	}
 }

@@ -11,5 +11,6 @@
 // deploy starts with the same code. Nothing here knows HTTP.
 //
 // It imports descriptor, pkg/manent, pkg/plan, pkg/envconfig,
-// pkg/governance, pkg/plugin, pkg/urlpolicy and pkg/store.
+// pkg/governance, pkg/plugin, pkg/urlpolicy, pkg/cronspec, pkg/auth (the
+// permissions) and pkg/store.
 package admit

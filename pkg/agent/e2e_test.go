@@ -58,7 +58,7 @@ func manentServer(t *testing.T, token string) (*api.Client, string) {
 	n, err := node.Open(ctx, cfg, node.Options{
 		BootstrapToken: token,
 		Plugins: func(reg *plugin.Registry, host node.Host) error {
-			return errors.Join(reg.RegisterTarget("local", local.New()),
+			return errors.Join(reg.RegisterTarget("local", local.New(local.Options{})),
 				reg.RegisterRunner("cluster-ready", clusterready.New(host.Store).WithPollInterval(50*time.Millisecond)))
 		},
 	})

@@ -310,3 +310,10 @@ func (c *Client) Audit(ctx context.Context, action string, before int64, limit i
 	err := c.do(ctx, http.MethodGet, path, "", nil, &out)
 	return &out, err
 }
+
+// Workers lists the workers sharing the server's database (SPEC §11.3).
+func (c *Client) Workers(ctx context.Context) (*WorkersResult, error) {
+	var out WorkersResult
+	err := c.do(ctx, http.MethodGet, "/api/v1/workers", "", nil, &out)
+	return &out, err
+}

@@ -89,6 +89,9 @@ type Schedule struct {
 	LastTick    *time.Time `json:"last_tick,omitempty"`
 	LastDeploy  string     `json:"last_deploy,omitempty"`
 	LastError   string     `json:"last_error,omitempty"`
+	// NextTick is when the schedule fires next (UTC; absent once deleted).
+	// For @every it counts from the last tick.
+	NextTick *time.Time `json:"next_tick,omitempty"`
 }
 
 // SchedulesResult lists schedules.
@@ -114,4 +117,27 @@ type AuditEntry struct {
 type AuditResult struct {
 	Items      []AuditEntry `json:"items"`
 	NextBefore int64        `json:"next_before,omitempty"`
+}
+
+// Worker is one manent-server process sharing the database (SPEC §11.3):
+// GET /api/v1/workers.
+type Worker struct {
+	ID string `json:"id"`
+	// State is alive, leaving (stopping: its deploys are handed over) or
+	// dead (silent for workers.dead_after, or gone).
+	State    string    `json:"state"`
+	LastSeen time.Time `json:"last_seen"`
+	// Running is the number of deploys running on it (PENDING under its
+	// executor id); on a dead worker, the deploys waiting to be taken over.
+	Running   int        `json:"running"`
+	StartedAt time.Time  `json:"started_at"`
+	Version   string     `json:"version,omitempty"`
+	TakenOver *time.Time `json:"taken_over_at,omitempty"`
+	// TakenOverBy is the worker that took a dead worker's deploys over.
+	TakenOverBy string `json:"taken_over_by,omitempty"`
+}
+
+// WorkersResult is GET /api/v1/workers.
+type WorkersResult struct {
+	Items []Worker `json:"items"`
 }

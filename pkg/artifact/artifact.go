@@ -2,7 +2,10 @@
 // file:// URL into the deploy's work directory, with a size limit, and
 // computes its sha256.
 //
-// It imports pkg/plugin only (for the permanent-error marker).
+// HTTP downloads go through a pkg/egress client (Fetcher.HTTP) that checks
+// every redirect hop against artifacts.sources and every address dialed.
+//
+// It imports pkg/egress and pkg/plugin (for the permanent-error marker).
 package artifact
 
 import (
@@ -18,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
 )
 
@@ -30,6 +34,8 @@ type Fetched struct {
 
 // Fetcher downloads artifacts.
 type Fetcher struct {
+	// HTTP is the egress client of artifacts.sources; nil refuses every
+	// http(s) download.
 	HTTP     *http.Client
 	MaxBytes int64
 }
@@ -67,10 +73,13 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 		}
 		hc := f.HTTP
 		if hc == nil {
-			hc = http.DefaultClient
+			hc = egress.Deny("artifact", "artifacts.sources")
 		}
 		resp, err := hc.Do(req)
 		if err != nil {
+			if egress.IsRefused(err) {
+				return nil, plugin.Permanent(fmt.Errorf("download artifact: %w", err))
+			}
 			return nil, fmt.Errorf("download artifact: %w", err)
 		}
 		if resp.StatusCode != http.StatusOK {

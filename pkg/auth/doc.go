@@ -13,6 +13,8 @@
 // (401), EForbidden (403), EUnavailable (503) and, for configuration
 // mistakes, EInvalid. No message ever contains the presented token.
 //
-// The package imports pkg/manent and, from outside this module, go-oidc and
-// go-jose only; it knows nothing of HTTP routes or storage.
+// The package imports pkg/manent, pkg/egress and pkg/urlpolicy (the OIDC
+// issuer is reached through an egress client) and, from outside this
+// module, go-oidc and go-jose only; it knows nothing of HTTP routes or
+// storage.
 package auth

@@ -17,7 +17,9 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 const (
@@ -92,7 +94,14 @@ func isLoopbackHost(host string) bool {
 
 func newOIDCVerifier(cfg OIDCConfig, client *http.Client, now func() time.Time, logger *slog.Logger) *oidcVerifier {
 	if client == nil {
-		client = &http.Client{Timeout: defaultOIDCTimeout}
+		// The issuer may be a private host (the operator named it); its
+		// JWKS may live on another, public, https host.
+		allow := append([]string{"https://**"}, egress.Origins(cfg.Issuer)...)
+		client = egress.New(egress.Policy{
+			Outbound:     urlpolicy.Outbound{Use: "OIDC request", Key: "auth.oidc.issuer", Allow: allow},
+			Timeout:      defaultOIDCTimeout,
+			MaxRedirects: 5,
+		})
 	}
 	return &oidcVerifier{
 		cfg:         cfg,

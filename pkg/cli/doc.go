@@ -8,5 +8,7 @@
 // tests drive it in-process with their own arguments, streams and
 // environment.
 //
-// It imports pkg/manent, pkg/api, descriptor and pkg/version of this module.
+// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/governance
+// (`manent policy test`), pkg/clusterstate and pkg/agent (`manent agent`)
+// of this module.
 package cli

@@ -26,7 +26,12 @@ func NewCmdSchedules(f *Factory, runF func(*SchedulesOptions) error) *cobra.Comm
 		Short: "List or delete recurring deploys",
 		Long: `A descriptor with schedule.cron makes a recurring deploy: the server answers
 with a schedule id (state SCHEDULED) and each tick creates a deploy
-<schedule>@<UTC time> through the same checks.`,
+<schedule>@<UTC time> through the same checks.
+
+schedule.cron takes standard 5-field cron ("0 3 * * 1-5"), optionally after
+CRON_TZ=<zone> ("CRON_TZ=Europe/Paris 0 3 * * *"; UTC otherwise), or @hourly,
+@daily, @weekly, @monthly, @every <duration>. The server refuses a schedule
+that fires more often than its schedules.min_interval (default 1m).`,
 		Example: `  manent schedules list
   manent schedules delete sch_4f1c2a9e0b7d3c11`,
 	}
@@ -79,13 +84,16 @@ func schedulesRun(ctx context.Context, opts *SchedulesOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, res)
 	}
-	t := opts.IO.NewTable("ID", "APPLICATION", "ENVIRONMENT", "CRON", "STATE", "LAST TICK", "LAST DEPLOY", "LAST ERROR")
+	t := opts.IO.NewTable("ID", "APPLICATION", "ENVIRONMENT", "CRON", "STATE", "LAST TICK", "NEXT TICK", "LAST DEPLOY", "LAST ERROR")
 	for _, s := range res.Items {
-		last := "-"
+		last, next := "-", "-"
 		if s.LastTick != nil {
 			last = s.LastTick.UTC().Format(time.RFC3339)
 		}
-		t.AddRow(s.ID, s.Application, s.Environment, s.Cron, s.State, last, orDash(s.LastDeploy), orDash(s.LastError))
+		if s.NextTick != nil {
+			next = s.NextTick.UTC().Format(time.RFC3339)
+		}
+		t.AddRow(s.ID, s.Application, s.Environment, s.Cron, s.State, last, next, orDash(s.LastDeploy), orDash(s.LastError))
 	}
 	return t.Render()
 }

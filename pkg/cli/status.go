@@ -109,13 +109,13 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	}
 	if len(d.Rollout) > 0 {
 		fmt.Fprintln(w)
-		t := s.NewTable("WAVE", "TARGETS", "STATE", "MESSAGE")
+		t := s.NewTable("WAVE", "TARGETS", "STATE", "OBSERVE", "GATE", "MESSAGE")
 		for _, wv := range d.Rollout {
 			targets := strings.Join(wv.Targets, ",")
 			if wv.Percent > 0 {
 				targets = strconv.Itoa(wv.Percent) + "%"
 			}
-			t.AddRow(wv.Name, targets, wv.State, wv.Message)
+			t.AddRow(wv.Name, targets, wv.State, observeCell(wv, now), wv.Gate, wv.Message)
 		}
 		if err := t.RenderTo(w); err != nil {
 			return err
@@ -151,6 +151,15 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 		return t.RenderTo(w)
 	}
 	return nil
+}
+
+// observeCell is a wave's observation: the time left while it is
+// observed, else its length.
+func observeCell(wv manent.WaveStatus, now time.Time) string {
+	if left := wv.ObserveLeft(now); left > 0 {
+		return left.Round(time.Second).String() + " left"
+	}
+	return wv.Observe
 }
 
 func attempts(n int) string {

@@ -14,11 +14,14 @@ import (
 // callback and chat deliveries, and why a running deploy waits.
 func TestStatusShowsRolloutApprovalsDeliveries(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	until := now.Add(4*time.Minute + 30*time.Second)
 	d := &manent.Deployment{ID: "dpl_1", Application: "shop", Environment: "prod", Version: "2", State: manent.StatePending,
 		Reason:    "wave rest awaits approval 0/1, expires at 2026-12-03T10:00:00Z",
 		CreatedAt: now, Approvals: []manent.Approval{{Identity: "token:bob", Verdict: "approve", Comment: "ok"}},
-		Rollout: []manent.WaveStatus{{Name: "canary", Targets: []string{"eu-1"}, State: "healthy"},
-			{Name: "rest", Targets: []string{"eu-2", "us-1"}, State: "awaiting-approval", Message: "wave rest awaits approval 0/1"}},
+		Rollout: []manent.WaveStatus{{Name: "canary", Targets: []string{"eu-1"}, State: "healthy", Gate: "passed", Observe: "5m0s"},
+			{Name: "rest", Targets: []string{"eu-2", "us-1"}, State: "awaiting-approval", Message: "wave rest awaits approval 0/1"},
+			{Name: "34%", Percent: 34, State: "observing", Observe: "10m0s", ObserveUntil: &until},
+			{Name: "100%", Percent: 100, State: "rolled-back", Gate: "failed", Message: "deploy dpl_1 failed on cluster eu"}},
 	}
 	d.Deliveries, _ = json.Marshal([]map[string]any{
 		{"event": "started", "url": "https://ci.example/hook", "state": "delivered", "attempts": []any{map[string]any{}}},
@@ -31,7 +34,8 @@ func TestStatusShowsRolloutApprovalsDeliveries(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"wave rest awaits approval 0/1", "token:bob approved: ok", "canary", "eu-2,us-1", "awaiting-approval",
-		"https://ci.example/hook", "chat deploys", "HTTP 404"} {
+		"https://ci.example/hook", "chat deploys", "HTTP 404",
+		"OBSERVE", "GATE", "4m30s left", "34%", "passed", "failed", "5m0s"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("status output lacks %q:\n%s", want, got)
 		}

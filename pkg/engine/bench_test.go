@@ -12,11 +12,13 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // noopTarget is a target that does nothing: the benchmark measures the
@@ -53,39 +55,64 @@ func BenchmarkEngine(b *testing.B) {
 }
 
 func benchEngine(b *testing.B, db string) {
+	e, _ := openBench(b, db)
+	for i := 0; i < b.N; i++ {
+		manentRate, rawRate := e.rates(b, benchDeploys)
+		b.ReportMetric(manentRate, "deploys/s")
+		b.ReportMetric(rawRate, "raw-workflows/s")
+		b.ReportMetric(manentRate/rawRate, "ratio")
+		b.Logf("%d deploys over %d environments: manent %.1f deploys/s, raw DBOS %.1f workflows/s (%d no-op steps), ratio %.2f",
+			benchDeploys, benchEnvs, manentRate, rawRate, rawSteps, manentRate/rawRate)
+	}
+}
+
+// The raw comparison: the same number of DBOS steps as a deploy runs
+// (config, notify:started, 6 plan steps, cleanup, finish, attributes).
+const rawSteps = 11
+
+func rawWorkflow(ctx dbos.Context, n int) (int, error) {
+	for i := 0; i < n; i++ {
+		if _, err := dbos.RunAsStep(ctx, func(context.Context) (int, error) { return i, nil }, dbos.WithStepName(fmt.Sprintf("noop-%d", i))); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// benchEngineT is an engine with the no-op target and the raw workflow.
+type benchEngineT struct {
+	*Engine
+	art      string
+	pipeline manent.Plan
+}
+
+// openBench launches an engine on db for a benchmark.
+func openBench(b *testing.B, db string) (*benchEngineT, *store.Store) {
 	ctx := context.Background()
 	st, err := store.Open(ctx, db)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(func() { st.Close() })
 	if err := st.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
 	reg := plugin.NewRegistry()
 	_ = reg.RegisterTarget("noop", noopTarget{})
 	dir := b.TempDir()
-	e, err := New(ctx, st, Config{ExecutorID: "bench", Slots: benchSlots, DataDir: dir, Plugins: reg, QueuePoll: 100 * time.Millisecond})
+	adm, err := admit.New(admit.Config{Store: st, Plugins: reg, Sources: urlpolicy.TrialSources()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The raw comparison: the same number of DBOS steps as a deploy runs
-	// (config, notify:started, 6 plan steps, cleanup, finish, attributes).
-	const rawSteps = 11
-	raw := func(ctx dbos.Context, n int) (int, error) {
-		for i := 0; i < n; i++ {
-			if _, err := dbos.RunAsStep(ctx, func(context.Context) (int, error) { return i, nil }, dbos.WithStepName(fmt.Sprintf("noop-%d", i))); err != nil {
-				return 0, err
-			}
-		}
-		return n, nil
+	e, err := New(ctx, st, Config{ExecutorID: "bench", Slots: benchSlots, DataDir: dir, Plugins: reg, Admitter: adm, QueuePoll: 100 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
 	}
-	dbos.RegisterWorkflow(e.dbos, raw, dbos.WithWorkflowName("bench.raw"))
+	dbos.RegisterWorkflow(e.dbos, rawWorkflow, dbos.WithWorkflowName("bench.raw"))
 	if err := e.Launch(ctx); err != nil {
 		b.Fatal(err)
 	}
-	defer e.Shutdown(10 * time.Second)
-
+	b.Cleanup(func() { e.Shutdown(10 * time.Second) })
 	art := filepath.Join(dir, "a.txt")
 	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
 		b.Fatal(err)
@@ -94,55 +121,56 @@ func benchEngine(b *testing.B, db string) {
 	for _, n := range manent.DefaultPipeline {
 		pipeline.Steps = append(pipeline.Steps, manent.PlanStep{Name: n})
 	}
-	for i := 0; i < b.N; i++ {
-		// Manent deploys.
-		start := time.Now()
-		ids := make([]string, 0, benchDeploys)
-		for j := 0; j < benchDeploys; j++ {
-			env := fmt.Sprintf("env-%02d", j%benchEnvs)
-			in := plan.Input{
-				ID: manent.NewDeploymentID(), Application: "bench", Environment: env, Version: fmt.Sprint(j), Requester: "token:bench",
-				Descriptor: &descriptor.Descriptor{Artifact: descriptor.Artifact{URL: "file://" + art}},
-				Plan:       pipeline, Target: descriptor.Target{Plugin: "noop"},
-			}
-			if _, err := e.Submit(ctx, in, nil); err != nil {
-				b.Fatal(err)
-			}
-			ids = append(ids, in.ID)
-		}
-		for _, id := range ids {
-			h, err := dbos.RetrieveWorkflow[Result](e.dbos, id)
-			if err != nil {
-				b.Fatal(err)
-			}
-			res, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond))
-			if err != nil || res.State != manent.StateSuccess {
-				b.Fatalf("deploy %s: %v %+v", id, err, res)
-			}
-		}
-		manentRate := float64(benchDeploys) / time.Since(start).Seconds()
+	return &benchEngineT{Engine: e, art: art, pipeline: pipeline}, st
+}
 
-		// Raw DBOS workflows, same queue, same partitions.
-		start = time.Now()
-		var hs []dbos.WorkflowHandle[int]
-		for j := 0; j < benchDeploys; j++ {
-			h, err := dbos.RunWorkflow(e.dbos, raw, rawSteps,
-				dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(fmt.Sprintf("bench/env-%02d", j%benchEnvs)))
-			if err != nil {
-				b.Fatal(err)
-			}
-			hs = append(hs, h)
+// rates runs n no-op deploys over benchEnvs environments, then n raw DBOS
+// workflows with as many no-op steps on the same queue and partitions, and
+// returns both rates per second.
+func (e *benchEngineT) rates(b *testing.B, n int) (manentRate, rawRate float64) {
+	ctx := context.Background()
+	start := time.Now()
+	ids := make([]string, 0, n)
+	for j := 0; j < n; j++ {
+		env := fmt.Sprintf("env-%02d", j%benchEnvs)
+		in := plan.Input{
+			ID: manent.NewDeploymentID(), Application: "bench", Environment: env, Version: fmt.Sprint(j), Requester: "token:bench",
+			Descriptor: &descriptor.Descriptor{APIVersion: "manent/v1", Application: "bench", Environment: env, Version: fmt.Sprint(j),
+				Artifact: descriptor.Artifact{URL: "file://" + e.art}, Target: &descriptor.Target{Plugin: "noop"}},
+			Plan: e.pipeline, Target: descriptor.Target{Plugin: "noop"},
 		}
-		for _, h := range hs {
-			if _, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond)); err != nil {
-				b.Fatal(err)
-			}
+		if _, err := e.Submit(ctx, in, nil); err != nil {
+			b.Fatal(err)
 		}
-		rawRate := float64(benchDeploys) / time.Since(start).Seconds()
-		b.ReportMetric(manentRate, "deploys/s")
-		b.ReportMetric(rawRate, "raw-workflows/s")
-		b.ReportMetric(manentRate/rawRate, "ratio")
-		b.Logf("%d deploys over %d environments: manent %.1f deploys/s, raw DBOS %.1f workflows/s (%d no-op steps), ratio %.2f",
-			benchDeploys, benchEnvs, manentRate, rawRate, rawSteps, manentRate/rawRate)
+		ids = append(ids, in.ID)
 	}
+	for _, id := range ids {
+		h, err := dbos.RetrieveWorkflow[Result](e.dbos, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond))
+		if err != nil || res.State != manent.StateSuccess {
+			b.Fatalf("deploy %s: %v %+v", id, err, res)
+		}
+	}
+	manentRate = float64(n) / time.Since(start).Seconds()
+
+	start = time.Now()
+	var hs []dbos.WorkflowHandle[int]
+	for j := 0; j < n; j++ {
+		h, err := dbos.RunWorkflow(e.dbos, rawWorkflow, rawSteps,
+			dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(fmt.Sprintf("bench/env-%02d", j%benchEnvs)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		if _, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rawRate = float64(n) / time.Since(start).Seconds()
+	return manentRate, rawRate
 }

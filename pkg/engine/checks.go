@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
 )
 
@@ -51,10 +52,12 @@ type HealthResult struct {
 
 // CheckHealth checks every endpoint: each must answer its expected status
 // (200 by default) within its timeout, within its retries (interval grows
-// from base). It logs each attempt.
+// from base). It logs each attempt. hc is the egress client of
+// health.allow (nil refuses every check); a URL or address it refuses
+// fails the check at once, without retries.
 func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.HealthCheck, base time.Duration, log io.Writer) ([]HealthResult, error) {
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = egress.Deny("health check", "health.allow")
 	}
 	var out []HealthResult
 	for _, c := range checks {
@@ -77,6 +80,12 @@ func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.Healt
 				last = nil
 				fmt.Fprintf(log, "health %s: %d (attempt %d)\n", c.URL, status, attempt+1)
 				break
+			}
+			if err != nil && egress.IsRefused(err) {
+				last = fmt.Errorf("health %s: %v", c.URL, err)
+				fmt.Fprintf(log, "%v\n", last)
+				out = append(out, res)
+				return out, plugin.Permanent(last)
 			}
 			if err != nil {
 				last = fmt.Errorf("health %s: %v", c.URL, err)

@@ -10,6 +10,7 @@
 // is submitted and when it starts.
 //
 // It imports pkg/manent, pkg/plan, pkg/admit, pkg/store, pkg/plugin,
-// pkg/artifact, pkg/envconfig, pkg/governance (freeze info), pkg/itsm,
-// pkg/notify, pkg/urlpolicy and descriptor; it knows nothing of HTTP.
+// pkg/artifact, pkg/egress (health checks), pkg/envconfig, pkg/itsm,
+// pkg/notify, pkg/urlpolicy, pkg/cronspec, pkg/version (the worker's
+// version) and descriptor; it knows nothing of HTTP.
 package engine

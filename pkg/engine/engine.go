@@ -79,8 +79,22 @@ type Config struct {
 	Callbacks      urlpolicy.Callbacks
 	CallbackSecret []byte
 	Chat           map[string]string
-	HTTPClient     *http.Client
-	Logger         *slog.Logger
+	// Retention bounds the history kept (retention.*).
+	Retention Retention
+	// Heartbeat is how often this worker records that it is alive
+	// (workers.heartbeat, 0: 5 s); DeadAfter how long a silent worker is
+	// alive for the others (workers.dead_after, 0: 30 s).
+	Heartbeat time.Duration
+	DeadAfter time.Duration
+	// OnFenced is called once when this worker learns the others declared
+	// it dead: it runs no more steps and must stop (the node exits).
+	OnFenced func(error)
+	// Artifacts downloads artifacts and Health runs health checks: pkg/egress
+	// clients with the policies of artifacts.sources and health.allow (nil
+	// refuses every request).
+	Artifacts *http.Client
+	Health    *http.Client
+	Logger    *slog.Logger
 }
 
 // Engine runs deploys.
@@ -89,10 +103,12 @@ type Engine struct {
 	stopSweeper context.CancelFunc
 	st          *store.Store
 	dbos        dbos.Context
+	reader      dbos.Context // DBOS reads for GET handlers: the read-only pool on SQLite (New)
 	queue       dbos.Queue
 	fetcher     *artifact.Fetcher
 	outbox      *notify.Outbox
 	log         *slog.Logger
+	live        *liveness
 }
 
 // New prepares the engine on st's database: DBOS context, queue and
@@ -112,6 +128,12 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	}
 	if cfg.MaxRecoveryAttempts <= 0 {
 		cfg.MaxRecoveryAttempts = defaultRecovery
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = DefaultDeadAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -141,12 +163,29 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start DBOS: %w", err)
 	}
+	// DBOS reads its own tables through the write pool, where on SQLite
+	// they wait behind queued writers. Reads that GET handlers make
+	// (callback deliveries of a running deploy) go through a second DBOS
+	// context on the read-only pool, never launched: it runs nothing and
+	// migrates nothing. On PostgreSQL reads never wait for the write lock.
+	reader := dctx
+	if !st.Postgres() {
+		reader, err = dbos.NewContext(context.WithoutCancel(ctx), dbos.Config{
+			AppName: appName, ExecutorID: cfg.ExecutorID + "-reader", ApplicationVersion: WorkflowVersion,
+			Logger: cfg.Logger.With("component", "dbos-reader"), SQLiteSystemDB: st.ReadDB(), SkipMigrations: true,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("start DBOS reader: %w", err)
+		}
+	}
 	e := &Engine{
 		cfg:     cfg,
 		st:      st,
 		dbos:    dctx,
-		fetcher: &artifact.Fetcher{HTTP: cfg.HTTPClient, MaxBytes: cfg.MaxArtifactBytes},
+		reader:  reader,
+		fetcher: &artifact.Fetcher{HTTP: cfg.Artifacts, MaxBytes: cfg.MaxArtifactBytes},
 		log:     cfg.Logger,
+		live:    newLiveness(),
 	}
 	e.queue, err = dbos.RegisterQueue(dctx, QueueName,
 		dbos.WithPartitionConcurrency(1),
@@ -155,13 +194,13 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register queue: %w", err)
 	}
-	chatAllow := make([]string, 0, len(cfg.Chat))
+	webhooks := make([]string, 0, len(cfg.Chat))
 	for _, u := range cfg.Chat {
-		chatAllow = append(chatAllow, u)
+		webhooks = append(webhooks, u)
 	}
 	e.outbox, err = notify.NewOutbox(dctx, notify.OutboxConfig{
 		Callbacks: notify.NewSender(cfg.Callbacks, cfg.CallbackSecret, 0),
-		Chat:      &notify.Chat{Channels: cfg.Chat, Sender: notify.NewSender(urlpolicy.Callbacks{Allow: chatAllow}, nil, 0)},
+		Chat:      &notify.Chat{Channels: cfg.Chat, Sender: notify.NewChatSender(webhooks, 0)},
 		Logger:    cfg.Logger.With("component", "notify"),
 	})
 	if err != nil {
@@ -188,16 +227,25 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
 	dbos.RegisterWorkflow(dctx, e.announceWorkflow, dbos.WithWorkflowName(AnnounceWorkflow),
 		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
+	e.registerRetention(dctx)
 	return e, nil
 }
 
 // Launch starts the queue runner and recovers this executor's interrupted
 // deploys, then re-enqueues any accepted deploy DBOS never saw.
 func (e *Engine) Launch(ctx context.Context) error {
+	// Registered (alive) before DBOS recovers this executor's deploys: a
+	// takeover of this worker in progress finishes first (store.TakeOver).
+	if err := e.startWorker(ctx); err != nil {
+		return err
+	}
 	if err := dbos.Launch(e.dbos); err != nil {
 		return fmt.Errorf("launch DBOS: %w", err)
 	}
 	if err := e.Reconcile(ctx); err != nil {
+		return err
+	}
+	if err := e.scheduleRetention(); err != nil {
 		return err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -206,13 +254,20 @@ func (e *Engine) Launch(ctx context.Context) error {
 	return nil
 }
 
-// Shutdown stops taking work; running steps get timeout to finish, the
-// rest is left to recovery.
+// Shutdown stops taking work; running steps get timeout to finish and no
+// new step starts; then DBOS stops (what still runs is interrupted) and the
+// worker is marked leaving, so another worker takes its deploys over at
+// once (SPEC §11.3).
 func (e *Engine) Shutdown(timeout time.Duration) {
 	if e.stopSweeper != nil {
 		e.stopSweeper()
 	}
+	launched := e.live.stop != nil
+	if launched {
+		e.drain(timeout)
+	}
 	dbos.Shutdown(e.dbos, timeout)
+	e.stopWorker()
 }
 
 // Store returns the engine's store.
@@ -262,6 +317,14 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 	})
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", in.ID, err)
+	}
+	// The enqueue committed with the deploy: let this process's queue
+	// worker poll now instead of at the end of its sleep, so an idle
+	// deploy starts at once. Other workers keep polling.
+	if in.Waits.Empty() {
+		dbos.WakeQueue(e.dbos, QueueName)
+	} else {
+		dbos.WakeQueue(e.dbos, GateQueue)
 	}
 	return rec, nil
 }
@@ -343,13 +406,19 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 	if waves, err := e.st.Rollout(ctx, id); err == nil {
 		r.Rollout = RolloutStatus(r.Input, waves)
 	}
-	if ds, err := notify.Deliveries(e.dbos, id); err == nil && len(ds) > 0 {
+	if saved, kept, err := e.st.SavedDeliveries(ctx, id); err == nil && kept {
+		if len(saved) > 2 { // not "[]"
+			r.Deliveries = saved
+		}
+	} else if ds, err := notify.Deliveries(e.reader, id); err == nil && len(ds) > 0 {
 		r.Deliveries, _ = json.Marshal(ds)
 	}
 	var in plan.Input
 	if json.Unmarshal(r.Input, &in) == nil && in.Waits.Approvals != nil {
 		r.PlanDigest = plan.Digest(in)
-		r.Approvals, _ = e.st.Approvals(ctx, id)
+		if r.Approvals, err = e.st.Approvals(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }

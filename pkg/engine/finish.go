@@ -224,9 +224,11 @@ func (r *run) giveUp(ctx context.Context, step string) (int, bool) {
 	if err != nil || n == 0 {
 		return n, false
 	}
-	_ = r.e.st.AppendLog(ctx, r.in.ID, step, []store.LogEntry{{Time: time.Now(), Text: fmt.Sprintf(
+	if err := r.e.st.AppendLog(ctx, r.in.ID, step, []store.LogEntry{{Time: time.Now(), Text: fmt.Sprintf(
 		"step resumed on %s after its worker stopped (resumption %d of at most %d)",
-		r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)}})
+		r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)}}); err != nil {
+		r.e.log.Warn("log a step's resumption", "deploy", r.in.ID, "step", step, "error", err)
+	}
 	return n, n > r.e.cfg.MaxRecoveryAttempts
 }
 

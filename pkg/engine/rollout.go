@@ -26,6 +26,12 @@ const (
 	WaveApproval   = "awaiting-approval"
 )
 
+// Health-gate outcomes shown per wave (WaveStatus.Gate).
+const (
+	GatePassed = "passed"
+	GateFailed = "failed"
+)
+
 // WaveApprovalPrefix names the step that waits for a wave's approval:
 // "approval[rest]".
 const WaveApprovalPrefix = "approval"
@@ -121,9 +127,9 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) error {
 		return nil
 	}
 	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-		until := time.Now().Add(w.Observe).UTC()
+		until := time.Now().Add(w.Observe).UTC().Truncate(time.Second)
 		return true, r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
-			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339)})
+			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until})
 	}, dbos.WithStepName("observe["+w.Name+"]"), dbos.WithStepMaxRetries(5))
 	if err != nil {
 		return err
@@ -132,12 +138,20 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) error {
 	return err
 }
 
-// waveEvent records a wave's state; called from inside steps.
-func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string) {
+// waveEvent records a wave's state, and the health gate's outcome when
+// given; called from inside steps.
+func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, gate ...string) {
 	if w == nil {
 		return
 	}
-	_ = r.e.st.AppendRollout(ctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent, State: state, Message: msg})
+	ws := manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent, State: state, Message: msg}
+	if len(gate) > 0 {
+		ws.Gate = gate[0]
+	}
+	if err := r.e.st.AppendRollout(ctx, r.in.ID, ws); err != nil {
+		// The wave's state shows late (at its next change); the deploy goes on.
+		r.e.log.Warn("record a wave's state", "deploy", r.in.ID, "wave", w.Name, "state", state, "error", err)
+	}
 }
 
 // RolloutStatus overlays the recorded wave states on the deploy's waves.
@@ -156,6 +170,10 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 		if !ok {
 			st = manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent, State: WavePending}
 		}
+		if w.Observe > 0 {
+			st.Observe = w.Observe.String()
+		}
+		st.ObserveLeftSeconds = int(st.ObserveLeft(time.Now()).Round(time.Second).Seconds())
 		out = append(out, st)
 	}
 	return out
@@ -230,7 +248,7 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (waveApprovalStatus, error) {
 			if c, err := r.e.st.CancelRequested(sctx, r.in.ID); err != nil || c {
 				if c {
-					_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+					_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
 				}
 				return waveApprovalStatus{Cancelled: c}, err
 			}
@@ -245,8 +263,8 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 					if a.Comment != "" {
 						msg += ": " + a.Comment
 					}
-					_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-					return waveApprovalStatus{Rejected: msg}, nil
+					_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+					return waveApprovalStatus{Rejected: msg}, err
 				}
 				n++
 			}
@@ -260,8 +278,8 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 			remaining := time.Until(deadline)
 			if remaining <= 0 {
 				msg := fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
-				_, _ = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-				return waveApprovalStatus{Rejected: msg}, nil
+				_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+				return waveApprovalStatus{Rejected: msg}, err
 			}
 			reason := fmt.Sprintf("wave %s awaits approval %d/%d, expires at %s", w.Name, n, rule.Count, deadline.Format(time.RFC3339))
 			r.waveEvent(sctx, w, WaveApproval, reason)

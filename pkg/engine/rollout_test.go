@@ -60,6 +60,12 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
 				t.Errorf("%s = %s, want SKIPPED", s, st.State)
 			}
 		}
+		if w := full.Rollout[1]; w.Observe != "100ms" || w.ObserveUntil == nil || w.Gate != engine.GateFailed || w.ObserveLeftSeconds != 0 {
+			t.Errorf("wave two: observe %q until %v, gate %q, left %d; want 100ms, a time, failed, 0", w.Observe, w.ObserveUntil, w.Gate, w.ObserveLeftSeconds)
+		}
+		if w := full.Rollout[0]; w.Gate != engine.GatePassed {
+			t.Errorf("wave one: gate %q, want passed", w.Gate)
+		}
 		evs, _ := f.st.Events(context.Background(), id, 0, []string{"rollout"}, 0)
 		var observing bool
 		for _, e := range evs {
@@ -153,4 +159,93 @@ func TestApprovalBetweenWaves(t *testing.T) {
 			t.Fatal("wave rest ran after the cancel")
 		}
 	})
+}
+
+// Each wave runs the target with its rollout context: a script target gets
+// MANENT_ROLLOUT_WAVE, _INDEX, _TARGETS and _PERCENT in its environment and
+// `rollout` on stdin, for every action of the wave (rollbacks included);
+// the waves' status shows each gate's outcome.
+func TestRolloutContextReachesScript(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "one")
+	marks := filepath.Join(f.dir, "marks")
+	cmd := fmt.Sprintf(`stdin=$(cat); case "$stdin" in *'"rollout":{"wave":"'"$MANENT_ROLLOUT_WAVE"'"'*) in=yes;; *) in=no;; esac
+echo "$MANENT_STEP wave=$MANENT_ROLLOUT_WAVE index=$MANENT_ROLLOUT_INDEX targets=$MANENT_ROLLOUT_TARGETS percent=$MANENT_ROLLOUT_PERCENT stdin=$in" >> %s
+[ "$MANENT_STEP" != "health-gate[100%%]" ]`, marks)
+	id := f.submit(descriptorYAML("api", "prod", "1", url, "", "rollout: {percentages: [25, 100]}\n") + withRollback + scriptTarget(cmd))
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateError || rec.Rollback != manent.RollbackCompleted {
+		t.Fatalf("state %s rollback %q (%s), want ERROR at the last gate, rolled back", rec.State, rec.Rollback, rec.Error)
+	}
+	b, _ := os.ReadFile(marks)
+	got := strings.TrimSpace(string(b))
+	want := strings.Join([]string{
+		"deploy[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"post-test[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"activation[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"health-gate[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"deploy[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"post-test[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"activation[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"health-gate[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"rollback:activation[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"rollback:deploy[100%] wave=100% index=2 targets= percent=100 stdin=yes",
+		"rollback:activation[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+		"rollback:deploy[25%] wave=25% index=1 targets= percent=25 stdin=yes",
+	}, "\n")
+	if got != want {
+		t.Fatalf("actions:\n got %s\nwant %s", got, want)
+	}
+	var gates []string
+	for _, w := range rec.Rollout {
+		gates = append(gates, fmt.Sprintf("%s %d%% %s gate=%s", w.Name, w.Percent, w.State, w.Gate))
+	}
+	if g := strings.Join(gates, ", "); g != "25% 25% rolled-back gate=passed, 100% 100% rolled-back gate=failed" {
+		t.Errorf("rollout status: %s", g)
+	}
+	if !strings.Contains(rec.Rollout[1].Message, "exited with status 1") {
+		t.Errorf("the failed gate's message %q, want the script's failure", rec.Rollout[1].Message)
+	}
+}
+
+// A deploy whose worker stops mid-wave resumes in that wave: the waves
+// already done are not run again, the interrupted action runs again with
+// the same rollout context, and the rollout ends as if nothing happened.
+func TestRolloutResumesInItsWave(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "one")
+	marks := filepath.Join(f.dir, "marks")
+	release := filepath.Join(f.dir, "release")
+	cmd := fmt.Sprintf(`echo "$MANENT_STEP $MANENT_ROLLOUT_PERCENT" >> %s
+if [ "$MANENT_STEP" = "deploy[100%%]" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, release)
+	id := f.submit(descriptorYAML("api", "prod", "1", url, "", "rollout: {percentages: [50, 100]}\n") + withRollback + scriptTarget(cmd))
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		b, _ := os.ReadFile(marks)
+		return strings.Contains(string(b), "deploy[100%] 100")
+	}, "wave 100%% to start deploying")
+	f.restart() // the running deploy[100%] is interrupted; recovery runs it again
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	b, _ := os.ReadFile(marks)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	count := map[string]int{}
+	for _, l := range lines {
+		count[l]++
+	}
+	for l, want := range map[string]int{"deploy[50%] 50": 1, "activation[50%] 50": 1, "health-gate[50%] 50": 1,
+		"deploy[100%] 100": 2, "activation[100%] 100": 1, "health-gate[100%] 100": 1} {
+		if count[l] != want {
+			t.Errorf("%q ran %d times, want %d (actions: %v)", l, count[l], want, lines)
+		}
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "rollback:") {
+			t.Errorf("a rollback ran: %v", lines)
+		}
+	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
+	"github.com/manent-io/manent/pkg/cronspec"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -36,12 +38,20 @@ func TickDeployID(schedule string, at time.Time) string {
 // CreateSchedule records a recurring deploy and registers it with the DBOS
 // scheduler, which fires each tick once across all workers and backfills
 // ticks missed while no worker ran.
+//
+// The expression is read by pkg/cronspec (5 fields, CRON_TZ=, the @ forms;
+// UTC by default) and handed to DBOS in its 6-field form with its zone.
 func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule) error {
+	spec, err := cronspec.Parse(sc.Cron)
+	if err != nil {
+		return manent.Errorf(manent.EInvalid, "schedule.cron %q: %v", sc.Cron, err)
+	}
 	if err := e.st.InsertSchedule(ctx, sc); err != nil {
 		return fmt.Errorf("record schedule: %w", err)
 	}
-	err := dbos.CreateSchedule(e.dbos, dbos.ScheduleSpec{
-		ScheduleName: sc.ID, Schedule: sc.Cron, WorkflowName: TickWorkflow,
+	schedule, zone := spec.DBOS()
+	err = dbos.CreateSchedule(e.dbos, dbos.ScheduleSpec{
+		ScheduleName: sc.ID, Schedule: schedule, CronTimezone: zone, WorkflowName: TickWorkflow,
 		Context: scheduleContext{Schedule: sc.ID}, AutomaticBackfill: true,
 	})
 	if err != nil {

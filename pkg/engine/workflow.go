@@ -59,6 +59,8 @@ type run struct {
 // starts; a crash resumes after the last saved step.
 func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
+	e.deployStarted()
+	defer e.deployEnded()
 	units := []unit{
 		{step: manent.PlanStep{Name: manent.StepConfig, MaxRetries: 3}},
 		{step: manent.PlanStep{Name: manent.StepNotifyStarted, MaxRetries: 3}},
@@ -81,7 +83,8 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		if u.wave != nil && !waveSeen[u.wave.Name] {
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
-				refused, err := r.waitWaveApproval(ctx, u.wave)
+				var refused string
+				err := e.parked(func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
 				if err != nil {
 					return Result{}, err
 				}
@@ -94,12 +97,12 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 					break
 				}
 			}
-			if err := r.waitWaveFreeze(ctx, u.wave); err != nil {
+			if err := e.parked(func() error { return r.waitWaveFreeze(ctx, u.wave) }); err != nil {
 				return Result{}, err
 			}
 		}
 		if u.gate {
-			if err := r.observe(ctx, u.wave); err != nil {
+			if err := e.parked(func() error { return r.observe(ctx, u.wave) }); err != nil {
 				return Result{}, err
 			}
 		}
@@ -183,6 +186,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		e.log.Warn("cleanup failed", "deploy", in.ID, "error", err)
 	}
 	res, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
+		if err := e.admitStep(sctx); err != nil {
+			return Result{}, err
+		}
 		return r.finish(sctx, ending{failed: failed, cancelled: cancelled, abandoned: abandoned, rollback: rollback, live: activated})
 	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 	if err != nil {
@@ -205,6 +211,10 @@ const startRecordDelay = 50 * time.Millisecond
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		// A worker declared dead runs no step (workers.go).
+		if err := r.e.admitStep(sctx); err != nil {
+			return stepOut{}, err
+		}
 		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
 			if n, ok := r.giveUp(sctx, ps.Name); ok {
 				now := time.Now()
@@ -277,11 +287,22 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	}
 	close(stopFlush)
 	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take()}
+	// Paused past dead_after while the command ran: the deploy was taken
+	// over, its result is not this worker's to record.
+	if ferr := r.e.mayRecord(ctx); ferr != nil {
+		err = ferr
+	}
 	if err != nil && ctx.Err() != nil {
+		if r.e.live.isFenced() {
+			// Taken over: the step and its log are another worker's now.
+			return stepOut{}, err
+		}
 		// Interrupted by shutdown: not an outcome. Keep the log lines; the
 		// step stays RUNNING until recovery runs it again.
-		_ = r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,
-			store.LogEntry{Time: time.Now(), Text: "interrupted by a worker shutdown; recovery will run this step again"}))
+		if lerr := r.e.st.AppendLog(context.WithoutCancel(ctx), r.in.ID, name, append(end.Logs,
+			store.LogEntry{Time: time.Now(), Text: "interrupted by a worker shutdown; recovery will run this step again"})); lerr != nil {
+			r.e.log.Warn("keep the log of an interrupted step", "deploy", r.in.ID, "step", name, "error", lerr)
+		}
 		return stepOut{}, err
 	}
 	if err != nil {
@@ -383,16 +404,40 @@ func (r *run) action(ps manent.PlanStep) action {
 	}
 }
 
-// healthGate checks a wave after its observation time.
+// healthGate checks a wave after its observation time: the post-test
+// check, or — when the target has a gate of its own (plugin.Gate) — the
+// descriptor's health checks, if any, then the target's gate.
 func (r *run) healthGate(ctx context.Context, log *logWriter) (any, error) {
 	w := r.waves[log.step]
-	out, err := r.postTest(ctx, log)
+	out, err := r.gateCheck(ctx, log)
 	if err != nil {
-		r.waveEvent(ctx, w, WaveFailed, err.Error())
+		r.waveEvent(ctx, w, WaveFailed, err.Error(), GateFailed)
 		return out, err
 	}
-	r.waveEvent(ctx, w, WaveHealthy, "")
+	r.waveEvent(ctx, w, WaveHealthy, "", GatePassed)
 	return out, nil
+}
+
+func (r *run) gateCheck(ctx context.Context, log *logWriter) (any, error) {
+	t, err := r.e.cfg.Plugins.Target(r.in.Target.Plugin)
+	if err != nil {
+		return nil, err
+	}
+	g, ok := t.(plugin.Gate)
+	if !ok {
+		return r.postTest(ctx, log)
+	}
+	out := map[string]any{}
+	if r.in.Descriptor != nil && len(r.in.Descriptor.Health) > 0 {
+		h, err := CheckHealth(ctx, r.e.cfg.Health, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+		if err != nil {
+			return h, err
+		}
+		out["health"] = h
+	}
+	res, err := g.HealthGate(ctx, r.pluginContext(log.step, r.in.Target.With, log))
+	out["target"] = res
+	return out, err
 }
 
 // prepareWorkDir makes sure the work directory and the downloaded artifact
@@ -443,6 +488,11 @@ func (r *run) pluginContext(step string, with map[string]any, log *logWriter) pl
 	}
 	if w := r.waves[step]; w != nil {
 		pc.Wave, pc.Targets, pc.Percent = w.Name, w.Targets, w.Percent
+		for i := range r.in.Waves {
+			if r.in.Waves[i].Name == w.Name {
+				pc.WaveIndex = i + 1
+			}
+		}
 	}
 	if raw, ok := r.outputs[manent.StepArtifacts]; ok {
 		var f artifact.Fetched
@@ -593,7 +643,7 @@ func (r *run) postTest(ctx context.Context, log *logWriter) (any, error) {
 		}
 		return t.Health(ctx, r.pluginContext(log.step, r.in.Target.With, log))
 	}
-	return CheckHealth(ctx, r.e.cfg.HTTPClient, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
+	return CheckHealth(ctx, r.e.cfg.Health, r.in.Descriptor.Health, r.e.cfg.RetryBase, log)
 }
 
 func (r *run) custom(ps manent.PlanStep) action {
@@ -663,7 +713,13 @@ func (r *run) compensate(step string) action {
 		var cp struct {
 			Live json.RawMessage `json:"live"`
 		}
-		_ = json.Unmarshal(r.outputs[CheckpointPrefix+step], &cp)
+		if raw := r.outputs[CheckpointPrefix+step]; len(raw) > 0 {
+			// Rolling back to a checkpoint that cannot be read would undo
+			// the step blind: stop instead.
+			if err := json.Unmarshal(raw, &cp); err != nil {
+				return nil, plugin.Permanent(fmt.Errorf("the checkpoint of step %s cannot be read: %w", step, err))
+			}
+		}
 		pc := r.pluginContext(log.step, r.in.Target.With, log)
 		switch baseStep(step) {
 		case manent.StepDeploy:

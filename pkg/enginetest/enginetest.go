@@ -2,7 +2,7 @@
 // dir, and a fresh PostgreSQL database when MANENT_TEST_POSTGRES names a
 // server — so every engine and server test runs on both.
 //
-// It imports pkg/store only.
+// It imports nothing of this module.
 package enginetest
 
 import (

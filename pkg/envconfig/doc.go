@@ -20,7 +20,8 @@
 // docs/environments.md describes the files, the JSON, the policy and the
 // merge rules for operators.
 //
-// The package imports descriptor and pkg/manent of this module, and
+// The package imports descriptor, pkg/egress, pkg/manent and pkg/urlpolicy
+// of this module, and
 // gopkg.in/yaml.v3 from outside it; it knows nothing of HTTP routes, storage
 // or the engine.
 package envconfig

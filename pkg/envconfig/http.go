@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/manent-io/manent/pkg/egress"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // DefaultTimeout bounds one HTTP request of the HTTP provider, body included.
@@ -40,16 +43,32 @@ type HTTP struct {
 	URL string
 	// Timeout bounds each request; zero means DefaultTimeout.
 	Timeout time.Duration
-	// Client sends the requests; nil means http.DefaultClient.
+	// Client sends the requests; nil means a pkg/egress client that may
+	// reach URL's scheme, host and port only (the operator named them, so
+	// the host may be private) and follows no redirect.
 	Client *http.Client
 
-	mu    sync.Mutex
-	cache map[string]cached // by expanded URL
+	once   sync.Once
+	client *http.Client
+	mu     sync.Mutex
+	cache  map[string]cached // by expanded URL
 }
 
 type cached struct {
 	etag string
 	body []byte
+}
+
+func (h *HTTP) httpClient() *http.Client {
+	h.once.Do(func() {
+		h.client = h.Client
+		if h.client == nil {
+			h.client = egress.New(egress.Policy{Outbound: urlpolicy.Outbound{
+				Use: "environment configuration", Key: "environments.url", Allow: egress.Origins(h.URL),
+			}})
+		}
+	})
+	return h.client
 }
 
 // Get asks the service for the configuration of application in environment.
@@ -73,6 +92,13 @@ func (h *HTTP) Get(ctx context.Context, application, environment string) (*Confi
 		return nil, rev, fmt.Errorf("environment configuration %s: %w", rev.Source, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	// Credentials in the URL go as basic auth, never in the URL itself
+	// (the outbound client refuses URLs that carry them).
+	if req.URL.User != nil {
+		pw, _ := req.URL.User.Password()
+		req.SetBasicAuth(req.URL.User.Username(), pw)
+		req.URL.User = nil
+	}
 	h.mu.Lock()
 	prev, hasPrev := h.cache[u]
 	h.mu.Unlock()
@@ -80,11 +106,7 @@ func (h *HTTP) Get(ctx context.Context, application, environment string) (*Confi
 		req.Header.Set("If-None-Match", prev.etag)
 	}
 
-	client := h.Client
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := h.httpClient().Do(req)
 	if err != nil {
 		return nil, rev, h.failure(ctx, rev.Source, err)
 	}

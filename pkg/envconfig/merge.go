@@ -33,6 +33,7 @@ type Effective struct {
 	Callbacks   []descriptor.Callback    `json:"callbacks,omitempty"`
 	Notify      *descriptor.Notify       `json:"notify,omitempty"`
 	MaxRetries  *int                     `json:"max_retries,omitempty"`
+	Source      *descriptor.Source       `json:"source,omitempty"`
 	// Regions are the environment's regions, when it names them.
 	Regions []string `json:"regions,omitempty"`
 }

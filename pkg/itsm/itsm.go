@@ -3,7 +3,10 @@
 // HTTP speaks the small JSON protocol of docs/itsm.md, which the reference
 // server in pkg/itsm/reference implements.
 //
-// It imports pkg/plugin only (permanent errors).
+// Requests go through a pkg/egress client: only to the configured ITSM's
+// origin, no redirects, the address dialed checked.
+//
+// It imports pkg/egress, pkg/plugin (permanent errors) and pkg/urlpolicy.
 package itsm
 
 import (
@@ -15,9 +18,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // Change states.
@@ -57,9 +63,29 @@ type Provider interface {
 // HTTP is a Provider over HTTP: POST {URL}/changes, GET {URL}/changes/{id},
 // POST {URL}/changes/{id}/close.
 type HTTP struct {
-	URL    string
-	Token  string
+	URL   string
+	Token string
+	// Client sends the requests; nil means a pkg/egress client that may
+	// reach URL's scheme, host and port only (the operator named them, so
+	// the host may be private), follows no redirect and gives each request
+	// 30 s.
 	Client *http.Client
+
+	once   sync.Once
+	client *http.Client
+}
+
+func (h *HTTP) httpClient() *http.Client {
+	h.once.Do(func() {
+		h.client = h.Client
+		if h.client == nil {
+			h.client = egress.New(egress.Policy{
+				Outbound: urlpolicy.Outbound{Use: "ITSM request", Key: "itsm.url", Allow: egress.Origins(h.URL)},
+				Timeout:  30 * time.Second,
+			})
+		}
+	})
+	return h.client
 }
 
 func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) error {
@@ -82,12 +108,11 @@ func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) e
 	if dep, ok := body.(Request); ok {
 		req.Header.Set("Idempotency-Key", dep.DeployID)
 	}
-	c := h.Client
-	if c == nil {
-		c = &http.Client{Timeout: 30 * time.Second}
-	}
-	resp, err := c.Do(req)
+	resp, err := h.httpClient().Do(req)
 	if err != nil {
+		if egress.IsRefused(err) {
+			return plugin.Permanent(fmt.Errorf("itsm: %w", err))
+		}
 		return fmt.Errorf("itsm: %w", err)
 	}
 	defer resp.Body.Close()

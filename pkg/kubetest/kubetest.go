@@ -3,6 +3,8 @@
 //
 // The binaries come from scripts/k8s-test-env.sh (K8S-TESTING.md), which
 // prints the directory holding them; BinDir reads it from the environment.
+//
+// It imports pkg/enginetest (the polling helper).
 package kubetest
 
 import (

@@ -41,12 +41,31 @@ type Deployment struct {
 // WaveStatus is the state of one rollout wave: pending, deploying,
 // observing, healthy, failed or rolled-back.
 type WaveStatus struct {
-	Name    string     `json:"name"`
-	Targets []string   `json:"targets,omitempty"`
-	Percent int        `json:"percent,omitempty"`
-	State   string     `json:"state"`
-	Message string     `json:"message,omitempty"`
-	Time    *time.Time `json:"time,omitempty"`
+	Name    string   `json:"name"`
+	Targets []string `json:"targets,omitempty"`
+	Percent int      `json:"percent,omitempty"`
+	State   string   `json:"state"`
+	Message string   `json:"message,omitempty"`
+	// Observe is the wave's observation time ("5m0s"), empty without one;
+	// ObserveUntil is when the observation ends, once it started.
+	Observe      string     `json:"observe,omitempty"`
+	ObserveUntil *time.Time `json:"observe_until,omitempty"`
+	// ObserveLeftSeconds is the observation time left when the deploy was
+	// read (0 unless the wave is being observed).
+	ObserveLeftSeconds int `json:"observe_left_seconds,omitempty"`
+	// Gate is the health gate's outcome: "passed", "failed" or empty
+	// while it has not run (Message says why it failed).
+	Gate string     `json:"gate,omitempty"`
+	Time *time.Time `json:"time,omitempty"`
+}
+
+// ObserveLeft is the observation time left at now while the wave is
+// observed, 0 otherwise.
+func (w WaveStatus) ObserveLeft(now time.Time) time.Duration {
+	if w.ObserveUntil == nil || w.State != "observing" {
+		return 0
+	}
+	return max(w.ObserveUntil.Sub(now), 0)
 }
 
 // Step is one recorded step of a deploy (SPEC §7).

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"path/filepath"
 	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
@@ -27,6 +28,11 @@ type Config struct {
 		MaxRecoveryAttempts int `mapstructure:"max_recovery_attempts"`
 		// SchedulerPoll is how often recurring schedules are reconciled.
 		SchedulerPoll time.Duration `mapstructure:"scheduler_poll"`
+		// Heartbeat is how often this worker records that it is alive;
+		// DeadAfter how long a silent worker stays alive for the others
+		// before one of them takes its deploys over (SPEC §11.3).
+		Heartbeat time.Duration `mapstructure:"heartbeat"`
+		DeadAfter time.Duration `mapstructure:"dead_after"`
 	} `mapstructure:"workers"`
 	Pipeline struct {
 		Steps []string `mapstructure:"steps"`
@@ -51,10 +57,32 @@ type Config struct {
 		Path []string `mapstructure:"path"`
 		// HTTPAllow lists the URL patterns the http plugin may call.
 		HTTPAllow []string `mapstructure:"http_allow"`
+		// PassEnv names the server's environment variables that the
+		// commands of script and external plugins also get (SPEC §11.1).
+		PassEnv []string `mapstructure:"pass_env"`
+		// Steps lists the plugins custom steps may use (SPEC §11.1; none
+		// by default). Local trial mode allows every plugin.
+		Steps []string `mapstructure:"steps"`
+		Local struct {
+			// Root is the directory the local target may write under
+			// (default, and always in local trial mode: <data_dir>/targets).
+			Root string `mapstructure:"root"`
+		} `mapstructure:"local"`
 	} `mapstructure:"plugins"`
+	// Health is the policy of the descriptors' health checks (SPEC §11.1):
+	// Allow has the syntax of callbacks.allow; empty means every http and
+	// https URL on a public address (any address in local trial mode).
+	Health struct {
+		Allow []string `mapstructure:"allow"`
+	} `mapstructure:"health"`
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 	} `mapstructure:"limits"`
+	Schedules struct {
+		// MinInterval is the shortest time between two ticks of a
+		// recurring schedule: one that fires more often is refused (0: 1m).
+		MinInterval time.Duration `mapstructure:"min_interval"`
+	} `mapstructure:"schedules"`
 	ITSM struct {
 		URL      string        `mapstructure:"url"`
 		TokenEnv string        `mapstructure:"token_env"`
@@ -67,8 +95,28 @@ type Config struct {
 	Environments     envconfig.Settings `mapstructure:"environments"`
 	DescriptorPolicy *envconfig.Policy  `mapstructure:"descriptor_policy"`
 	LogLevel         string             `mapstructure:"log_level"`
+	// Retention bounds the history kept (docs/operations.md): the DBOS
+	// rows of final deploys after Workflows (default 168h), manent's log
+	// lines after Logs and whole deploys after Deploys (default: keep).
+	Retention struct {
+		Workflows time.Duration `mapstructure:"workflows"`
+		Logs      time.Duration `mapstructure:"logs"`
+		Deploys   time.Duration `mapstructure:"deploys"`
+		Every     time.Duration `mapstructure:"every"`
+	} `mapstructure:"retention"`
 
 	// Trial is set when no configuration file was given (SPEC §8.1): local
 	// trial mode.
 	Trial bool `mapstructure:"-"`
+}
+
+// LocalRoot is the absolute directory the local target writes under
+// (SPEC §11.1): plugins.local.root, or <data_dir>/targets by default and
+// always in local trial mode.
+func (c *Config) LocalRoot() (string, error) {
+	root := c.Plugins.Local.Root
+	if c.Trial || root == "" {
+		root = filepath.Join(c.DataDir, "targets")
+	}
+	return filepath.Abs(root)
 }

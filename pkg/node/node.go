@@ -9,8 +9,10 @@
 // (plugins/builtin.Register from cmd/manent-server), as caddy wires its
 // modules from cmd/.
 //
-// It imports every server-side package of the module (pkg/web included)
-// but pkg/servercmd.
+// It imports pkg/admit, pkg/auth, pkg/egress, pkg/engine, pkg/envconfig,
+// pkg/governance, pkg/itsm, pkg/notify, pkg/plugin, pkg/server, pkg/store,
+// pkg/urlpolicy, pkg/web and plugins/external; that is every server-side
+// package but the command that calls it.
 package node
 
 import (
@@ -22,10 +24,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
@@ -43,6 +47,9 @@ import (
 type Host struct {
 	Config *Config
 	Store  *store.Store
+	// Procs runs step commands in their own process groups and records
+	// them under <data_dir>/procs/<executor_id> (SPEC §11.2).
+	Procs *plugin.Procs
 }
 
 // Registrar registers plugins into reg (plugins/builtin.Register).
@@ -62,6 +69,13 @@ type Options struct {
 	// the API's own).
 	OnStore func(*store.Store)
 	Logger  *slog.Logger
+	// OnFenced is called once when the other workers declared this one
+	// dead and took its deploys over: it runs nothing more and must stop
+	// (manent-server exits). Nil: it is only logged.
+	OnFenced func(error)
+	// NoFileLock opens a SQLite database beside the server that owns it
+	// (admin commands that only read); a node opened so must not Launch.
+	NoFileLock bool
 }
 
 // ConfigError is a mistake in the configuration: the server must not start
@@ -88,8 +102,11 @@ type Node struct {
 	Engine   *engine.Engine
 	API      *server.Server
 	// Web is the web UI, mounted on API at every path outside /api/.
-	Web *web.Handler
-	Log *slog.Logger
+	Web  *web.Handler
+	Log  *slog.Logger
+	lock *store.FileLock
+	// Procs are the process groups of running step commands.
+	Procs *plugin.Procs
 }
 
 // Open assembles a node from cfg. Nothing runs until Launch.
@@ -98,6 +115,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if r := cfg.Retention; r.Deploys > 0 && (r.Workflows <= 0 || r.Deploys < r.Workflows) {
+		return nil, configError(fmt.Errorf("retention.deploys (%s) must be at least retention.workflows (%s): a deploy's workflows go first", r.Deploys, r.Workflows))
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
@@ -105,29 +125,58 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if cfg.Workers.Heartbeat < 0 || cfg.Workers.DeadAfter < 0 {
+		return nil, configError(errors.New("workers.heartbeat and workers.dead_after must not be negative"))
+	}
+	if cfg.Workers.Heartbeat > 0 && cfg.Workers.DeadAfter > 0 && cfg.Workers.DeadAfter < 3*cfg.Workers.Heartbeat {
+		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", cfg.Workers.DeadAfter, cfg.Workers.Heartbeat))
+	}
 	st, err := store.Open(ctx, cfg.Database)
 	if err != nil {
 		return nil, err
 	}
+	// One server per SQLite file (SPEC §11.3).
+	var lock *store.FileLock
+	if !o.NoFileLock {
+		if lock, err = store.LockFile(cfg.Database); err != nil {
+			st.Close()
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			st.Close()
+			lock.Unlock()
 		}
 	}()
+	// Workers starting together migrate one after the other: manent's
+	// tables here, DBOS's system schema in engine.New below.
+	unlock, err := st.LockMigrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := st.Migrate(ctx); err != nil {
 		return nil, err
 	}
 	if o.OnStore != nil {
 		o.OnStore(st)
 	}
+	if err := checkPassEnv(cfg); err != nil {
+		return nil, configError(err)
+	}
+	procs := plugin.NewProcs(filepath.Join(dataDir, "procs", fileName(cfg.ExecutorID)), 0)
 	reg := plugin.NewRegistry()
 	if o.Plugins != nil {
-		if err := o.Plugins(reg, Host{Config: cfg, Store: st}); err != nil {
+		if err := o.Plugins(reg, Host{Config: cfg, Store: st, Procs: procs}); err != nil {
 			return nil, fmt.Errorf("plugins: %w", err)
 		}
 	}
 	found, err := external.Discover(cfg.Plugins.Path)
 	if err == nil {
+		for _, p := range found {
+			p.PassEnv, p.Procs = cfg.Plugins.PassEnv, procs
+		}
 		err = external.Register(reg, found)
 	}
 	if err != nil {
@@ -158,6 +207,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err := callbacks.Validate(); err != nil {
 		return nil, configError(err)
 	}
+	if err := cfg.validateEgress(); err != nil {
+		return nil, configError(err)
+	}
 	guard := o.Guard
 	if guard == nil {
 		g, err := newGuard(cfg, o.BootstrapToken, log)
@@ -171,8 +223,10 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Sources: sources, Callbacks: callbacks, CallbacksSigned: len(secret) > 0,
 		ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
-		Pipeline: cfg.Pipeline.Steps, Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
-		Logger: log.With("component", "admit"),
+		Pipeline: cfg.Pipeline.Steps, StepPlugins: cfg.Plugins.Steps,
+		Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
+		ScheduleMinInterval: cfg.Schedules.MinInterval,
+		Logger:              log.With("component", "admit"),
 	})
 	if err != nil {
 		return nil, configError(err)
@@ -188,6 +242,10 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Admitter: adm,
 		ITSM: changes, ChangePoll: cfg.ITSM.Poll,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
+		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
+			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
+		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, OnFenced: o.OnFenced,
+		Artifacts: egress.New(cfg.ArtifactPolicy()), Health: egress.New(cfg.HealthPolicy()),
 		Logger: log,
 	})
 	if err != nil {
@@ -200,31 +258,86 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	// The web UI's sessions are sealed with a key kept in the data dir.
 	webSecret, err := web.LoadSecret(filepath.Join(dataDir, WebKeyFile))
 	if err != nil {
+		eng.Shutdown(0)
 		return nil, err
 	}
 	ui, err := web.New(web.Config{API: api, Guard: guard, Secret: webSecret, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")})
 	if err != nil {
+		eng.Shutdown(0)
 		return nil, err
 	}
 	api.Mount(ui)
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log}, nil
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, Procs: procs}, nil
 }
 
 // WebKeyFile is the file in the data dir holding the web UI's session key
 // (created on first start; servers that share sessions share it).
 const WebKeyFile = "web-session.key"
 
-// Launch starts the workers: the queue, recovery of this executor's
-// interrupted deploys, the schedules.
+// Launch starts the workers: first it stops the step processes a previous
+// life of this executor left running (SPEC §11.2), then the queue,
+// recovery of this executor's interrupted deploys, the schedules.
 func (n *Node) Launch(ctx context.Context) error {
-	return n.Engine.Launch(ctx)
+	stopped, err := n.Procs.Sweep(ctx)
+	for _, s := range stopped {
+		n.Log.Warn("stopped the processes of a step left running by a previous life of this worker", "step", s)
+	}
+	if err != nil {
+		// The steps concerned check again before they run: they wait.
+		n.Log.Error("step processes of a previous life of this worker are still running", "error", err)
+	}
+	// DBOS may still migrate or seed its tables at Launch: serialised too.
+	return n.Store.WithMigrationLock(ctx, func() error { return n.Engine.Launch(ctx) })
 }
 
 // Close stops the workers — running steps get timeout to finish, the rest
-// is left to recovery — and closes the database.
+// is left to recovery, and the process groups of step commands still
+// running are killed — and closes the database.
 func (n *Node) Close(timeout time.Duration) {
 	n.Engine.Shutdown(timeout)
+	n.Procs.Kill()
 	n.Store.Close()
+	n.lock.Unlock()
+}
+
+// checkPassEnv refuses a plugins.pass_env name that is not a variable name
+// or that would hand a step a server secret: a MANENT_* variable (the
+// server's own configuration, MANENT_BOOTSTRAP_TOKEN), callbacks.secret_env
+// or itsm.token_env.
+func checkPassEnv(cfg *Config) error {
+	var errs []error
+	for i, name := range cfg.Plugins.PassEnv {
+		if err := plugin.CheckEnvName(name); err != nil {
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %w", i, err))
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "MANENT_"):
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s: MANENT_* variables are the server's own configuration and never reach a step", i, name))
+		case name == cfg.Callbacks.SecretEnv:
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s holds the callback signing secret (callbacks.secret_env) and never reaches a step", i, name))
+		case name == cfg.ITSM.TokenEnv:
+			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s holds the ITSM token (itsm.token_env) and never reaches a step", i, name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileName turns an executor id into a safe file name.
+func fileName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			fmt.Fprintf(&b, "%%%02x", r)
+		}
+	}
+	if s := b.String(); s != "" && s != "." && s != ".." {
+		return s
+	}
+	return "_" + b.String()
 }
 
 // callbackSecret reads the callback signing secret from the environment

@@ -25,3 +25,30 @@ func TestPipelineTypoIsAConfigurationError(t *testing.T) {
 		t.Fatalf("got %v, want a configuration error naming the step", err)
 	}
 }
+
+// plugins.pass_env cannot hand a step a server secret, and plugins.steps
+// names step plugins only: both are configuration errors at start.
+func TestPluginKeysAreChecked(t *testing.T) {
+	tests := []struct {
+		set  func(*node.Config)
+		want string
+	}{
+		{func(c *node.Config) { c.Plugins.PassEnv = []string{"HTTPS_PROXY", "MANENT_BOOTSTRAP_TOKEN"} }, "pass_env[1]: MANENT_BOOTSTRAP_TOKEN"},
+		{func(c *node.Config) { c.Plugins.PassEnv = []string{"ITSM_TOKEN"}; c.ITSM.TokenEnv = "ITSM_TOKEN" }, "ITSM token"},
+		{func(c *node.Config) { c.Plugins.PassEnv = []string{"A=B"} }, "not a valid environment variable name"},
+		{func(c *node.Config) { c.Plugins.Steps = []string{"script", "scirpt"} }, `plugins.steps[1]: unknown step plugin "scirpt"`},
+	}
+	for _, tt := range tests {
+		cfg := servertest.Config(t.TempDir())
+		tt.set(cfg)
+		n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register})
+		if err == nil {
+			n.Close(0)
+			t.Errorf("%s: the server started", tt.want)
+			continue
+		}
+		if !node.IsConfigError(err) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("got %v, want a configuration error with %q", err, tt.want)
+		}
+	}
+}

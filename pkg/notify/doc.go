@@ -12,7 +12,7 @@
 //     outcome: nil for a 2xx, a permanent error (plugin.IsPermanent) for a
 //     refusal retrying cannot fix (4xx other than 408 and 429, a redirect, an
 //     address the callback policy refuses), a plain error otherwise. Sender
-//     sends through urlpolicy's SafeTransport, so a callback never reaches an
+//     sends through a pkg/egress client, so a callback never reaches an
 //     address the policy refuses, even after DNS rebinding. Chat renders and
 //     posts chat messages through a Sender.
 //   - Outbox is the durable outbox: every delivery is its own DBOS workflow
@@ -20,7 +20,7 @@
 //     between attempts, so a crash loses no event, retries keep the
 //     webhook-id, and a slow receiver never holds a deploy step.
 //
-// The package imports pkg/manent, pkg/plugin and pkg/urlpolicy of this
+// The package imports pkg/egress, pkg/manent, pkg/plugin and pkg/urlpolicy of this
 // module, and DBOS; it knows nothing of the engine, the store or HTTP
 // serving.
 package notify

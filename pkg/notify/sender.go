@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/urlpolicy"
@@ -36,13 +37,14 @@ const maxErrorBody = 512
 type Sender struct {
 	// Policy is `callbacks.allow`. Send checks each callback URL against it
 	// at send time (a policy narrowed since the submission applies), and
-	// when Client is nil the sender dials through Policy's SafeTransport,
-	// which checks the address actually dialed (DNS rebinding). The zero
-	// Policy allows no callback.
+	// when Client is nil the sender sends through an egress client of
+	// Policy, which checks the address actually dialed (DNS rebinding). The
+	// zero Policy allows no callback.
 	Policy urlpolicy.Callbacks
-	// Client sends the requests. Nil means Policy.Client(Timeout): the
-	// SafeTransport, no redirects. A client set here must not follow
-	// redirects and must enforce the address policy itself.
+	// Client sends the requests. Nil means an egress client of Policy with
+	// Timeout and no redirects. A client set here must be an egress client
+	// too (it must not follow redirects and must enforce the address
+	// policy).
 	Client *http.Client
 	// Secret is the signing key (ParseSecret). Send refuses to send an
 	// unsigned callback; PostJSON does not sign.
@@ -54,6 +56,19 @@ type Sender struct {
 
 	once   sync.Once
 	client *http.Client
+}
+
+// NewChatSender returns the Sender of chat messages to the given
+// incoming-webhook URLs (SPEC §8 `chat`): it may reach those URLs' origins
+// only — the operator named them, so they may be private hosts — follows no
+// redirect, and checks the address dialed.
+func NewChatSender(webhooks []string, timeout time.Duration) *Sender {
+	s := &Sender{Timeout: timeout}
+	s.Client = egress.New(egress.Policy{
+		Outbound: urlpolicy.Outbound{Use: "chat message", Key: "chat", Allow: egress.Origins(webhooks...)},
+		Timeout:  s.timeout(),
+	})
+	return s
 }
 
 // NewSender returns a Sender for callbacks allowed by policy, signed with
@@ -73,7 +88,7 @@ func (s *Sender) httpClient() *http.Client {
 	s.once.Do(func() {
 		s.client = s.Client
 		if s.client == nil {
-			s.client = s.Policy.Client(s.timeout())
+			s.client = egress.New(egress.Policy{Outbound: s.Policy.Outbound(), Timeout: s.timeout()})
 		}
 	})
 	return s.client
@@ -141,10 +156,10 @@ func (s *Sender) send(ctx context.Context, url string, ev Event, id string) (int
 	return s.post(ctx, url, body, h)
 }
 
-// PostJSON posts v as JSON to url once, unsigned and without checking url
-// against the policy's URL patterns (it is for operator-configured
-// endpoints such as chat webhooks); the address dialed is still checked
-// when Client is nil.
+// PostJSON posts v as JSON to url once, unsigned and without resolving the
+// host beforehand (it is for operator-configured endpoints such as chat
+// webhooks); the egress client still checks the URL and the address
+// dialed.
 func (s *Sender) PostJSON(ctx context.Context, url string, v any) error {
 	_, err := s.postJSON(ctx, url, v)
 	return err
@@ -194,6 +209,9 @@ func (s *Sender) transportError(ctx context.Context, err error) error {
 	var ae *urlpolicy.AddressError
 	if errors.As(err, &ae) {
 		return plugin.Permanent(fmt.Errorf("callback refused by the callback policy: %w", ae))
+	}
+	if egress.IsRefused(err) {
+		return plugin.Permanent(err)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || ctx.Err() == context.DeadlineExceeded {
 		return fmt.Errorf("no answer within %s: %w", s.timeout(), err)

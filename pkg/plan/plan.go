@@ -19,8 +19,16 @@ import (
 const DefaultMaxRetries = 2
 
 // Build returns the plan of d: the pipeline's steps (manent.DefaultPipeline
-// when pipeline is empty) with each custom step placed before or after the
-// step it names. Custom steps naming the same anchor keep descriptor order.
+// when pipeline is empty) with each custom step placed just before or just
+// after the step it names, a plan step or another custom step. The steps
+// placed against one step come in descriptor order, each followed (or
+// preceded) by the steps placed against it in turn:
+//
+//	deploy ← a (before), b (after), c (after b)  ⇒  a, deploy, b, c
+//
+// Build takes time linear in the number of steps. A custom step naming a
+// step that is not in the plan, or a loop of custom steps placed against
+// each other, is an error naming the first such step.
 func Build(d *descriptor.Descriptor, pipeline []string) (manent.Plan, error) {
 	if len(pipeline) == 0 {
 		pipeline = manent.DefaultPipeline
@@ -29,58 +37,61 @@ func Build(d *descriptor.Descriptor, pipeline []string) (manent.Plan, error) {
 	if d.MaxRetries != nil {
 		retries = *d.MaxRetries
 	}
-	steps := make([]manent.PlanStep, 0, len(pipeline)+len(d.Steps))
-	for _, n := range pipeline {
-		steps = append(steps, manent.PlanStep{Name: n, MaxRetries: retries})
+	// The custom steps placed before and after each step, in descriptor order.
+	before := make(map[string][]int)
+	after := make(map[string][]int)
+	for i, cs := range d.Steps {
+		if cs.Before != "" {
+			before[cs.Before] = append(before[cs.Before], i)
+		} else {
+			after[cs.After] = append(after[cs.After], i)
+		}
 	}
-	pending := append([]descriptor.CustomStep(nil), d.Steps...)
-	// Custom steps may anchor on other custom steps: place until no progress.
-	for len(pending) > 0 {
-		var rest []descriptor.CustomStep
-		for _, cs := range pending {
-			anchor, before := cs.After, false
-			if cs.Before != "" {
-				anchor, before = cs.Before, true
-			}
-			idx := -1
-			for i, s := range steps {
-				if s.Name == anchor {
-					idx = i
-				}
-			}
-			if idx < 0 {
-				rest = append(rest, cs)
-				continue
-			}
+	steps := make([]manent.PlanStep, 0, len(pipeline)+len(d.Steps))
+	placed := make([]bool, len(d.Steps))
+	// place adds the steps placed before name, name's own step (through
+	// add), then the steps placed after it; each custom step once.
+	var place func(name string, add func())
+	custom := func(i int) func() {
+		return func() {
+			cs := d.Steps[i]
 			r := retries
 			if cs.MaxRetries != nil {
 				r = *cs.MaxRetries
 			}
-			ps := manent.PlanStep{Name: cs.Name, Plugin: cs.Plugin, With: cs.With, MaxRetries: r}
-			pos := idx + 1
-			if before {
-				pos = idx
-				// keep descriptor order among steps placed before the same anchor
-			} else {
-				for pos < len(steps) && steps[pos].Plugin != "" && isPlacedAfter(d, steps[pos].Name, anchor) {
-					pos++
-				}
+			steps = append(steps, manent.PlanStep{Name: cs.Name, Plugin: cs.Plugin, With: cs.With, MaxRetries: r})
+		}
+	}
+	place = func(name string, add func()) {
+		for _, i := range before[name] {
+			if !placed[i] {
+				placed[i] = true
+				place(d.Steps[i].Name, custom(i))
 			}
-			steps = append(steps[:pos], append([]manent.PlanStep{ps}, steps[pos:]...)...)
 		}
-		if len(rest) == len(pending) {
-			return manent.Plan{}, fmt.Errorf("custom step %q names unknown step %q", rest[0].Name, rest[0].Before+rest[0].After)
+		add()
+		for _, i := range after[name] {
+			if !placed[i] {
+				placed[i] = true
+				place(d.Steps[i].Name, custom(i))
+			}
 		}
-		pending = rest
+	}
+	for _, n := range pipeline {
+		place(n, func() { steps = append(steps, manent.PlanStep{Name: n, MaxRetries: retries}) })
+	}
+	for i, ok := range placed {
+		if ok {
+			continue
+		}
+		cs := d.Steps[i]
+		anchor := cs.Before + cs.After
+		for _, o := range d.Steps {
+			if o.Name == anchor {
+				return manent.Plan{}, fmt.Errorf("custom step %q cannot be placed: it and %q are placed before/after each other in a loop", cs.Name, anchor)
+			}
+		}
+		return manent.Plan{}, fmt.Errorf("custom step %q names unknown step %q", cs.Name, anchor)
 	}
 	return manent.Plan{Steps: steps}, nil
-}
-
-func isPlacedAfter(d *descriptor.Descriptor, name, anchor string) bool {
-	for _, cs := range d.Steps {
-		if cs.Name == name {
-			return cs.After == anchor
-		}
-	}
-	return false
 }

@@ -1,8 +1,11 @@
 // Package plugin holds the plugin interface of SPEC §6, the registry that
 // refuses duplicates, and the permanent-error marker steps use to fail at
-// once instead of retrying.
+// once instead of retrying. For plugins that run commands (script,
+// external) it holds the step environment built from nothing (StepEnv,
+// SPEC §11.1) and Procs, which runs each command in its own recorded
+// process group (SPEC §11.2).
 //
-// It imports pkg/manent only. Built-in plugins live under plugins/ and are
+// It imports nothing of manent. Built-in plugins live under plugins/ and are
 // registered by cmd/ wiring, never by init().
 package plugin
 
@@ -34,11 +37,61 @@ type Context struct {
 	// Log receives lines for the deploy's log.
 	Log io.Writer
 	// Wave is the rollout wave this action is for ("" without a rollout);
-	// Targets are the wave's targets (e.g. regions) and Percent its share
-	// for a percentage rollout.
-	Wave    string
-	Targets []string
-	Percent int
+	// WaveIndex its position (1 for the first wave); Targets are the
+	// wave's targets (e.g. regions) and Percent its share for a percentage
+	// rollout (SPEC §11.6).
+	Wave      string
+	WaveIndex int
+	Targets   []string
+	Percent   int
+}
+
+// Rollout is the wave an action is for as plugins receive it (SPEC §11.6):
+// `rollout: {wave, index, targets, percent}`.
+type Rollout struct {
+	Wave    string   `json:"wave"`
+	Index   int      `json:"index"`
+	Targets []string `json:"targets"`
+	Percent int      `json:"percent"`
+}
+
+// Rollout returns the wave of the action, nil without a rollout.
+func (pc Context) Rollout() *Rollout {
+	if pc.Wave == "" {
+		return nil
+	}
+	t := pc.Targets
+	if t == nil {
+		t = []string{}
+	}
+	return &Rollout{Wave: pc.Wave, Index: pc.WaveIndex, Targets: t, Percent: pc.Percent}
+}
+
+// PercentRollout is implemented by a target plugin that can deploy a share
+// of a release (rollout.percentages). A target that does not implement it,
+// or answers an error, refuses a percentage rollout at submission: it would
+// deploy everything at once.
+type PercentRollout interface {
+	// HonoursPercentages says whether the plugin, configured with `with`,
+	// deploys Context.Percent of the release; the error says why not.
+	HonoursPercentages(with map[string]any) error
+}
+
+// HonoursPercentages reports why t cannot honour a percentage rollout with
+// `with`, nil when it can.
+func HonoursPercentages(t Target, with map[string]any) error {
+	p, ok := t.(PercentRollout)
+	if !ok {
+		return errors.New("this plugin deploys every wave in full: it cannot deploy a percentage of a release (use rollout.waves with targets, or a plugin that honours percentages)")
+	}
+	return p.HonoursPercentages(with)
+}
+
+// Gate is implemented by a target plugin that has its own health gate
+// between rollout waves (e.g. waiting for the wave's workloads on the
+// cluster). Without it the gate runs the post-test check.
+type Gate interface {
+	HealthGate(ctx context.Context, pc Context) (Result, error)
 }
 
 // Result is what an action reports, recorded as the step output.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
@@ -31,6 +32,10 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	slots := queueSlots(recs)
+	stalled, err := s.eng.OnDeadWorkers(r.Context())
+	if err != nil {
+		s.log.Warn("deploys on dead workers", "error", err)
+	}
 	groups := map[string][]api.ActivityItem{}
 	for _, rec := range recs {
 		if !scope.has(rec.Application, rec.Environment) || s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) != nil {
@@ -55,6 +60,9 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 			}
 			if st, ok := runningStep(steps); ok {
 				it.Step, it.StepAttempts = st.Name, st.Attempts
+			}
+			if wk, ok := stalled[rec.ID]; ok {
+				it.Reason = deadWorkerReason(wk)
 			}
 		}
 		groups[rec.Environment] = append(groups[rec.Environment], it)
@@ -160,6 +168,14 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 // gave one: its place in the queue of its application/environment and the
 // deploy ahead of it.
 func (s *Server) explainWait(ctx context.Context, d *manent.Deployment) {
+	if d.State == manent.StatePending {
+		if stalled, err := s.eng.OnDeadWorkers(ctx); err == nil {
+			if wk, ok := stalled[d.ID]; ok {
+				d.Reason = deadWorkerReason(wk)
+			}
+		}
+		return
+	}
 	if d.State != manent.StateEnqueued || d.Reason != "" {
 		return
 	}
@@ -208,4 +224,11 @@ func (s *Server) readScope(p manent.Identity, r *http.Request) (readScope, error
 
 func (sc readScope) has(app, env string) bool {
 	return (sc.application == "" || sc.application == app) && (sc.environment == "" || sc.environment == env)
+}
+
+// deadWorkerReason says a running deploy waits for its dead worker to be
+// taken over (SPEC §11.3).
+func deadWorkerReason(w store.Worker) string {
+	return fmt.Sprintf("waits on worker %s, which is %s (last seen %s): another worker takes it over within workers.dead_after + 15 s",
+		w.ID, map[bool]string{true: "silent", false: w.State}[w.State == store.WorkerAlive], w.LastSeen.Format(time.RFC3339))
 }

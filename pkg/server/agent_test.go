@@ -81,7 +81,7 @@ func newAgentServer(t testing.TB, db string) *agentServer {
 		Guard: clusterGuard{admin: server.NewAdminGuard(agentAdminToken)},
 		Plugins: func(reg *plugin.Registry, host node.Host) error {
 			return errors.Join(
-				reg.RegisterTarget("local", local.New()),
+				reg.RegisterTarget("local", local.New(local.Options{})),
 				reg.RegisterRunner("cluster-ready", clusterready.New(host.Store).WithPollInterval(20*time.Millisecond)),
 			)
 		},

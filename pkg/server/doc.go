@@ -5,5 +5,6 @@
 // and authorised.
 //
 // It imports pkg/manent, pkg/api (wire types), pkg/admit, pkg/auth,
-// pkg/engine, pkg/store, pkg/plan and descriptor.
+// pkg/engine, pkg/store, pkg/clusterstate (agent reports), pkg/cronspec
+// (next ticks) and descriptor.
 package server

@@ -52,6 +52,7 @@ descriptor_policy: {parameters: [replicas]}
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
 		configured(c)
 		c.Environments = envconfig.Settings{Provider: "files", Dir: dir}
+		c.Plugins.Local.Root = targets
 	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -126,6 +127,7 @@ func TestEnvironmentProviderDownAtSubmission(t *testing.T) {
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
 		configured(c)
 		c.Environments = envconfig.Settings{Provider: "http", URL: provider.URL + "/environments/{environment}", Timeout: 2 * time.Second}
+		c.Plugins.Local.Root = targets
 	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()

@@ -65,6 +65,7 @@ func newTestServer(t *testing.T, db string, tokens []auth.TokenConfig, rules []a
 func configured(cfg *node.Config) {
 	cfg.Trial = false
 	cfg.Artifacts.Sources = urlpolicy.TrialPatterns()
+	cfg.Plugins.Steps = []string{"script"}
 }
 
 func errorsAs(err error, target **manent.Error) bool { return errors.As(err, target) }

@@ -53,12 +53,13 @@ func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.SchedulesResult{Items: []api.Schedule{}}
+	now := time.Now()
 	for _, sc := range all {
 		if !scope.has(sc.Application, sc.Environment) {
 			continue
 		}
 		if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) == nil {
-			out.Items = append(out.Items, wireSchedule(sc))
+			out.Items = append(out.Items, wireSchedule(sc, now))
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

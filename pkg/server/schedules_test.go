@@ -10,12 +10,14 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 // schedule.cron → 201 with a schedule id, SCHEDULED; each tick creates
 // <schedule>@<UTC time> through the same checks; DELETE stops it.
 func TestRecurringSchedule(t *testing.T) {
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	// Ticks every 2 s: below the default schedules.min_interval.
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(cfg *node.Config) { cfg.Schedules.MinInterval = time.Second })
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
 	res, err := c.Submit(ctx, simple(artifactFile(t), "nightly", "1", "schedule: {cron: \"@every 2s\"}\n"), false)

@@ -78,6 +78,7 @@ func (s *Server) routes() {
 	s.routesEvents()
 	s.routesAgent()
 	s.routesAudit()
+	s.routesWorkers()
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()
@@ -101,6 +102,9 @@ func (s *Server) Mount(h http.Handler) { s.web = h }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r = withRequestID(r, w)
+	// Someone waits for this answer: its database writes go before those
+	// of running deploys (store.Interactive).
+	r = r.WithContext(store.Interactive(r.Context()))
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	defer func() {
 		if v := recover(); v != nil {
@@ -260,17 +264,22 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := api.ListResult{Items: []manent.Deployment{}, NextCursor: next}
+	var ids []string
 	for _, rec := range recs {
-		if s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) != nil {
-			continue
+		if s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) == nil {
+			ids = append(ids, rec.ID)
 		}
-		steps, err := s.st.Steps(r.Context(), rec.ID)
-		if err != nil {
-			writeError(w, r, s.log, err)
-			return
+	}
+	steps, err := s.st.StepsOf(r.Context(), ids) // one query for the page
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	for _, rec := range recs {
+		if st, ok := steps[rec.ID]; ok {
+			rec.Steps = st
+			out.Items = append(out.Items, rec.Deployment)
 		}
-		rec.Steps = steps
-		out.Items = append(out.Items, rec.Deployment)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

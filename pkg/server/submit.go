@@ -24,7 +24,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	// 1. Descriptor.
+	// 1. Descriptor. It comes before authentication (SPEC §3 order), so an
+	// anonymous request costs one Parse: bounded by MaxBody and linear in
+	// it, at most 100 errors explained (SPEC §11.1 "Bounded work").
 	d, err := descriptor.Parse(body)
 	if err != nil {
 		writeError(w, r, s.log, err)

@@ -1,7 +1,11 @@
 package server
 
 import (
+	"time"
+
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/cronspec"
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -9,10 +13,23 @@ import (
 // pkg/manent and pkg/clusterstate they hold). Store rows never go to the
 // wire as they are: they are converted here, in one place.
 
-func wireSchedule(sc store.Schedule) api.Schedule {
-	return api.Schedule{ID: sc.ID, Application: sc.Application, Environment: sc.Environment, Cron: sc.Cron,
+// wireSchedule converts a schedule, with its next tick after now (computed
+// by pkg/cronspec, as the engine schedules it).
+func wireSchedule(sc store.Schedule, now time.Time) api.Schedule {
+	out := api.Schedule{ID: sc.ID, Application: sc.Application, Environment: sc.Environment, Cron: sc.Cron,
 		State: sc.State, Requester: sc.Requester, CreatedAt: sc.CreatedAt, DeletedAt: sc.DeletedAt, LastTick: sc.LastTick,
 		LastDeploy: sc.LastDeploy, LastError: sc.LastError}
+	if spec, err := cronspec.Parse(sc.Cron); err == nil && sc.DeletedAt == nil {
+		since := sc.CreatedAt
+		if sc.LastTick != nil {
+			since = *sc.LastTick
+		}
+		if next := spec.NextSince(since, now); !next.IsZero() {
+			next = next.UTC()
+			out.NextTick = &next
+		}
+	}
+	return out
 }
 
 func wireAuditEntry(e store.AuditEntry) api.AuditEntry {
@@ -22,4 +39,12 @@ func wireAuditEntry(e store.AuditEntry) api.AuditEntry {
 
 func wireEvent(e store.Event) api.Event {
 	return api.Event{DeploymentID: e.DeploymentID, Seq: e.Seq, Type: e.Type, Time: e.Time, Data: e.Data}
+}
+
+// wireWorker converts a worker with its running count.
+func wireWorker(w engine.WorkerInfo) api.Worker {
+	return api.Worker{
+		ID: w.ID, State: w.State, LastSeen: w.LastSeen, Running: w.Running,
+		StartedAt: w.StartedAt, Version: w.Version, TakenOver: w.TakenOverAt, TakenOverBy: w.TakenOverBy,
+	}
 }

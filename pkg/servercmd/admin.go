@@ -3,6 +3,7 @@ package servercmd
 import (
 	"fmt"
 	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +27,9 @@ queue, where a live worker resumes each from its last completed step.
 
 Only for a worker that is gone for good: recovering a live worker's deploys
 would run their current steps twice. A worker restarted with the same
-executor id recovers its own deploys by itself.`,
+executor id recovers its own deploys by itself. On PostgreSQL the live
+workers do this by themselves once a worker is silent for
+workers.dead_after (see admin workers); this command is for doing it now.`,
 		Example: `  manent-server admin recover --executor-id worker-2 --config /etc/manent/manent-server.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,7 +62,7 @@ executor id recovers its own deploys by itself.`,
 	f.StringVar(&config, "config", "", "configuration file (manent-server.yaml)")
 	f.StringVar(&dataDir, "data-dir", "", "data directory (default ./manent-data)")
 	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
-	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr))
+	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins))
 	return admin
 }
 
@@ -98,6 +101,49 @@ the command exits 1. Exit 0 means the chain is intact.`,
 			}
 			fmt.Fprintf(stdout, "audit log intact: %d rows\n", n)
 			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&config, "config", "", "configuration file (manent-server.yaml)")
+	f.StringVar(&dataDir, "data-dir", "", "data directory (default ./manent-data)")
+	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
+	return cmd
+}
+
+func newWorkersCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {
+	var config, dataDir, database string
+	cmd := &cobra.Command{
+		Use:   "workers",
+		Short: "List the workers sharing the database",
+		Long: `List the manent-server workers that share the database (SPEC §11.3): id,
+state (alive, leaving, dead), when each was last seen, and how many deploys
+run on it. A dead worker's running deploys are taken over by a live worker
+within workers.dead_after + 15 s (PostgreSQL); a count on a dead worker is
+what still waits for that.`,
+		Example: `  manent-server admin workers --config /etc/manent/manent-server.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(config, map[string]string{"data_dir": dataDir, "database": database})
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
+			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), NoFileLock: true})
+			if err != nil {
+				return err
+			}
+			defer n.Close(5 * time.Second)
+			ws, err := n.Engine.Workers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tRUNNING\tVERSION\tTAKEN OVER BY")
+			for _, w := range ws {
+				ago := time.Since(w.LastSeen).Round(time.Second)
+				fmt.Fprintf(tw, "%s\t%s\t%s (%s ago)\t%d\t%s\t%s\n", w.ID, w.State, w.LastSeen.Format(time.RFC3339), ago, w.Running, w.Version, w.TakenOverBy)
+			}
+			return tw.Flush()
 		},
 	}
 	f := cmd.Flags()

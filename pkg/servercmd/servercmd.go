@@ -2,6 +2,9 @@
 // subcommands and `version`, reading manent-server.yaml with viper.
 // cmd/manent-server only calls Main with the built-in plugins; the server
 // itself is assembled by pkg/node.
+//
+// It imports pkg/node, pkg/store (the database URL and faults) and
+// pkg/version.
 package servercmd
 
 import (
@@ -85,7 +88,15 @@ work directories), allows file:// and http(s):// artifacts, and deploys with
 the local plugin into <data-dir>/targets/<application>/<environment> when a
 descriptor names no target. The admin token is MANENT_BOOTSTRAP_TOKEN when
 set, otherwise it is generated, printed once and written to
-<data-dir>/admin.token (mode 0600).`,
+<data-dir>/admin.token (mode 0600).
+
+Several workers share one PostgreSQL database, each with its own
+--executor-id (docs/operations.md): each records a heartbeat every
+workers.heartbeat; a worker silent for workers.dead_after has its running
+deploys taken over by another. SIGTERM stops taking deploys, lets the
+running steps finish (up to 20s) and hands the rest over at once. A worker
+that finds it was declared dead (it was paused) exits with an error. With
+SQLite, a second server on the same database file refuses to start.`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
   manent-server serve
 
@@ -132,7 +143,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	n, err := node.Open(ctx, cfg, node.Options{Plugins: plugins, BootstrapToken: token, Logger: log})
+	fenced := make(chan error, 1)
+	n, err := node.Open(ctx, cfg, node.Options{Plugins: plugins, BootstrapToken: token, Logger: log,
+		OnFenced: func(err error) { fenced <- err }})
 	if err != nil {
 		return err
 	}
@@ -171,10 +184,16 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	case err := <-errc:
 		n.Close(10 * time.Second)
 		return err
+	case err := <-fenced:
+		// Declared dead while paused or cut off: its deploys run elsewhere
+		// now. Stop at once; a supervisor starts it again as a new worker.
+		_ = hs.Close()
+		n.Close(time.Second)
+		return err
 	case <-ctx.Done():
 	}
 	stop() // a second signal now kills the process
-	log.Info("shutting down: no new requests; running steps get 20s, the rest is left to recovery")
+	log.Info("shutting down: no new requests or deploys; running steps get 20s to finish, then this worker leaves and the others take its deploys over")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)

@@ -36,7 +36,7 @@ func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) e
 
 // Approvals returns a deploy's approvals and rejections, oldest first.
 func (s *Store) Approvals(ctx context.Context, id string) ([]manent.Approval, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, plan_digest, time FROM manent_approvals WHERE deployment_id = ? ORDER BY time`), id)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, plan_digest, time FROM manent_approvals WHERE deployment_id = ? ORDER BY time`), id)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (s *Store) Approvals(ctx context.Context, id string) ([]manent.Approval, er
 // Waiting returns the deploys in state whose input mentions needle (e.g.
 // the deploys waiting on a dependency).
 func (s *Store) Waiting(ctx context.Context, state manent.State, needle string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, input FROM manent_deployments WHERE state = ?`), string(state))
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, input FROM manent_deployments WHERE state = ?`), string(state))
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.A
 
 // WaveApprovals returns the decisions on one wave, oldest first.
 func (s *Store) WaveApprovals(ctx context.Context, id, wave string) ([]manent.Approval, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? ORDER BY time`), id, wave)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? ORDER BY time`), id, wave)
 	if err != nil {
 		return nil, err
 	}

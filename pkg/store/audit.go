@@ -86,7 +86,7 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 		args = append(args, f.Before)
 	}
 	query += fmt.Sprintf(" ORDER BY seq DESC LIMIT %d", f.Limit)
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ type AuditProblem struct {
 // deleted row (and a deleted tail, through the head). It returns the number
 // of rows checked.
 func (s *Store) VerifyAudit(ctx context.Context) (int64, []AuditProblem, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, time, identity, action, target, request_id, outcome, detail, prev_hash, hash FROM manent_audit ORDER BY seq`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, time, identity, action, target, request_id, outcome, detail, prev_hash, hash FROM manent_audit ORDER BY seq`)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -152,7 +152,7 @@ func (s *Store) VerifyAudit(ctx context.Context) (int64, []AuditProblem, error) 
 	}
 	var headSeq int64
 	var headHash string
-	if err := s.db.QueryRowContext(ctx, `SELECT seq, hash FROM manent_audit_head WHERE id = 1`).Scan(&headSeq, &headHash); err != nil {
+	if err := s.rdb.QueryRowContext(ctx, `SELECT seq, hash FROM manent_audit_head WHERE id = 1`).Scan(&headSeq, &headHash); err != nil {
 		return n, nil, err
 	}
 	if headSeq != want-1 || headHash != prev {

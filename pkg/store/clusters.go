@@ -211,7 +211,7 @@ func (s *Store) replaceRows(ctx context.Context, tx *sql.Tx, t objectTable, clus
 func (s *Store) ClusterStatus(ctx context.Context, cluster string) (*clusterstate.Status, error) {
 	st := &clusterstate.Status{Cluster: cluster, Pods: []clusterstate.Pod{}, Workloads: []clusterstate.WorkloadStatus{}}
 	var last, reported string
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT last_report_at, reported_at FROM manent_clusters WHERE name = ?`), cluster).Scan(&last, &reported)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT last_report_at, reported_at FROM manent_clusters WHERE name = ?`), cluster).Scan(&last, &reported)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -248,7 +248,7 @@ func (s *Store) ClusterStatus(ctx context.Context, cluster string) (*clusterstat
 func (s *Store) Observe(ctx context.Context, cluster, deployID string) (clusterstate.Observation, error) {
 	o := clusterstate.Observation{Cluster: cluster}
 	var last string
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT last_report_at FROM manent_clusters WHERE name = ?`), cluster).Scan(&last)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT last_report_at FROM manent_clusters WHERE name = ?`), cluster).Scan(&last)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
@@ -261,7 +261,7 @@ func (s *Store) Observe(ctx context.Context, cluster, deployID string) (clusters
 	}
 	var d clusterstate.Declared
 	var state string
-	err = s.db.QueryRowContext(ctx, s.q(`SELECT id, application, environment, version, state FROM manent_deployments WHERE id = ?`), deployID).
+	err = s.rdb.QueryRowContext(ctx, s.q(`SELECT id, application, environment, version, state FROM manent_deployments WHERE id = ?`), deployID).
 		Scan(&d.DeployID, &d.Application, &d.Environment, &d.Version, &state)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -285,7 +285,7 @@ func (s *Store) Observe(ctx context.Context, cluster, deployID string) (clusters
 }
 
 func (s *Store) reportedPods(ctx context.Context, where string, args ...any) ([]clusterstate.Pod, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT data FROM manent_cluster_pods `+where), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT data FROM manent_cluster_pods `+where), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read pods: %w", err)
 	}
@@ -311,7 +311,7 @@ type declaredWorkload struct {
 }
 
 func (s *Store) reportedWorkloads(ctx context.Context, where string, args ...any) ([]declaredWorkload, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT w.data, d.id, d.application, d.environment, d.version, d.state
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT w.data, d.id, d.application, d.environment, d.version, d.state
 		FROM manent_cluster_workloads w LEFT JOIN manent_deployments d ON d.id = w.deploy_id `+where), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read workloads: %w", err)

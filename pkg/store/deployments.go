@@ -83,7 +83,7 @@ func boolInt(b bool) int {
 
 // Deployment returns one deployment with its steps.
 func (s *Store) Deployment(ctx context.Context, id string) (*Record, error) {
-	r, err := scanRecord(s.db.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
+	r, err := scanRecord(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments WHERE id = ?`), id))
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +104,8 @@ type Filter struct {
 	Cursor      string
 }
 
-// List returns deployments newest first (without steps) and the cursor of
-// the next page ("" on the last page).
-func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
-	if f.Limit <= 0 || f.Limit > 500 {
-		f.Limit = 50
-	}
+// listQuery is List's query: every filter has an index (the EXPLAIN test).
+func listQuery(f Filter) (string, []any, error) {
 	var where []string
 	var args []any
 	if f.Application != "" {
@@ -131,7 +127,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
 	if f.Cursor != "" {
 		created, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return nil, "", &manent.Error{Code: manent.EInvalid, Message: "invalid cursor"}
+			return "", nil, &manent.Error{Code: manent.EInvalid, Message: "invalid cursor"}
 		}
 		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
 		args = append(args, created, created, id)
@@ -141,7 +137,20 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += fmt.Sprintf(" ORDER BY created_at DESC, id DESC LIMIT %d", f.Limit+1)
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	return query, args, nil
+}
+
+// List returns deployments newest first (without steps) and the cursor of
+// the next page ("" on the last page).
+func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 50
+	}
+	query, args, err := listQuery(f)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list deployments: %w", err)
 	}
@@ -182,15 +191,13 @@ func decodeCursor(c string) (string, string, error) {
 	return created, id, nil
 }
 
+func unfinishedQuery() string {
+	return `SELECT ` + deploymentColumns + ` FROM manent_deployments WHERE state IN (` + unfinishedStates() + `) ORDER BY created_at`
+}
+
 // Unfinished returns the deployments not in a final state, oldest first.
 func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
-	var states []string
-	for _, st := range manent.States {
-		if !st.Final() {
-			states = append(states, "'"+string(st)+"'")
-		}
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+deploymentColumns+` FROM manent_deployments WHERE state IN (`+strings.Join(states, ",")+`) ORDER BY created_at`)
+	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery())
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +281,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) (manent.State, err
 // CancelRequested reports whether cancel was asked for.
 func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT cancel_requested FROM manent_deployments WHERE id = ?`), id).Scan(&n)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT cancel_requested FROM manent_deployments WHERE id = ?`), id).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, ErrNotFound
 	}
@@ -362,7 +369,7 @@ func (s *Store) setInventory(ctx context.Context, tx *sql.Tx, app, env, column s
 
 // Inventory returns every application/environment's current release and last failure.
 func (s *Store) Inventory(ctx context.Context) ([]manent.InventoryEntry, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory ORDER BY application, environment`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory ORDER BY application, environment`)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +391,7 @@ func (s *Store) Inventory(ctx context.Context) ([]manent.InventoryEntry, error) 
 // Current returns the current release of one application/environment, nil if none.
 func (s *Store) Current(ctx context.Context, app, env string) (*manent.Release, error) {
 	var cur sql.NullString
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT current FROM manent_inventory WHERE application = ? AND environment = ?`), app, env).Scan(&cur)
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT current FROM manent_inventory WHERE application = ? AND environment = ?`), app, env).Scan(&cur)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -405,9 +412,11 @@ func decodeRelease(s sql.NullString) *manent.Release {
 	return &r
 }
 
+const countByStateQuery = `SELECT state, COUNT(*) FROM manent_deployments GROUP BY state`
+
 // CountByState counts deployments per state.
 func (s *Store) CountByState(ctx context.Context) (map[manent.State]int, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM manent_deployments GROUP BY state`)
+	rows, err := s.rdb.QueryContext(ctx, countByStateQuery)
 	if err != nil {
 		return nil, err
 	}
@@ -424,11 +433,13 @@ func (s *Store) CountByState(ctx context.Context) (map[manent.State]int, error) 
 	return out, rows.Err()
 }
 
+const successesQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
+		WHERE application = ? AND version = ? AND state = ? ORDER BY finished_at DESC`
+
 // Successes returns where application ended SUCCESS with version: one
 // entry per environment, the latest.
 func (s *Store) Successes(ctx context.Context, application, version string) ([]Record, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments
-		WHERE application = ? AND version = ? AND state = ? ORDER BY finished_at DESC`), application, version, string(manent.StateSuccess))
+	rows, err := s.rdb.QueryContext(ctx, s.q(successesQuery), application, version, string(manent.StateSuccess))
 	if err != nil {
 		return nil, err
 	}

@@ -6,5 +6,5 @@
 // submission can insert its deployment row and enqueue its workflow in one
 // transaction. Migrations are embedded and run on both engines.
 //
-// It imports pkg/manent only.
+// It imports pkg/manent and pkg/clusterstate (stored cluster reports).
 package store

@@ -102,7 +102,7 @@ func (s *Store) Events(ctx context.Context, id string, after int64, types []stri
 	if limit > 0 {
 		query += fmt.Sprintf(" LIMIT %d", limit)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,9 @@ func (s *Store) Logs(ctx context.Context, id string, after int64) ([]manent.LogL
 	out := make([]manent.LogLine, 0, len(evs))
 	for _, e := range evs {
 		var d LogData
-		_ = json.Unmarshal(e.Data, &d)
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return nil, fmt.Errorf("log line %d of %s: %w", e.Seq, id, err)
+		}
 		out = append(out, manent.LogLine{Seq: e.Seq, Time: e.Time, Step: d.Step, Text: d.Text})
 	}
 	return out, nil

@@ -31,7 +31,7 @@ func (s *Store) Idempotent(ctx context.Context, identity, key string) (*Idempote
 	var rec Idempotency
 	var created string
 	var resp string
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT identity, key, body_sha256, status, response, created_at
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT identity, key, body_sha256, status, response, created_at
 		FROM manent_idempotency WHERE identity = ? AND key = ? AND created_at >= ?`),
 		identity, key, fmtTime(time.Now().Add(-IdempotencyWindow))).Scan(&rec.Identity, &rec.Key, &rec.BodySHA256, &rec.Status, &resp, &created)
 	if errors.Is(err, sql.ErrNoRows) {

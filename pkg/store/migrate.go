@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed migrations/*.sql
@@ -76,4 +77,59 @@ func splitSQL(body string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// migrationLockKey is the PostgreSQL advisory lock that serialises the
+// migrations of workers starting together.
+const migrationLockKey int64 = 0x6d616e656e74_00 // "manent" 00
+
+// LockMigrations takes a PostgreSQL advisory lock on a dedicated
+// connection, so several workers starting at once on an empty database
+// migrate it (manent's tables and DBOS's system schema) one after the
+// other; unlock releases it. On SQLite it does nothing: one server owns the
+// file (LockFile).
+func (s *Store) LockMigrations(ctx context.Context) (unlock func(), err error) {
+	if !s.postgres {
+		return func() {}, nil
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migration lock: %w", err)
+	}
+	// pg_try_advisory_lock, polled: a session blocked in pg_advisory_lock is
+	// a running statement, and DBOS's CREATE INDEX CONCURRENTLY waits for
+	// every running statement to end — the holder would wait for the
+	// waiters forever.
+	for {
+		var got bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", migrationLockKey).Scan(&got); err != nil {
+			conn.Release()
+			return nil, fmt.Errorf("migration lock: %w", err)
+		}
+		if got {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			conn.Release()
+			return nil, fmt.Errorf("migration lock: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", migrationLockKey); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx)) // ending the session releases the lock
+		}
+		conn.Release()
+	}, nil
+}
+
+// WithMigrationLock runs fn holding the migration lock (LockMigrations).
+func (s *Store) WithMigrationLock(ctx context.Context, fn func() error) error {
+	unlock, err := s.LockMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return fn()
 }

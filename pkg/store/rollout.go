@@ -36,6 +36,18 @@ func (s *Store) Rollout(ctx context.Context, id string) ([]manent.WaveStatus, er
 			continue
 		}
 		if i, ok := index[w.Name]; ok {
+			// A later state keeps what an earlier one learnt: the gate's
+			// outcome and its message, the end of the observation.
+			prev := out[i]
+			if w.Gate == "" {
+				w.Gate = prev.Gate
+				if w.Message == "" && prev.Gate == "failed" {
+					w.Message = prev.Message
+				}
+			}
+			if w.ObserveUntil == nil {
+				w.ObserveUntil = prev.ObserveUntil
+			}
 			out[i] = w
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -41,7 +42,9 @@ func scanSchedule(row interface{ Scan(...any) error }) (*Schedule, error) {
 		return nil, err
 	}
 	s.Descriptor = []byte(desc)
-	_ = json.Unmarshal([]byte(groups), &s.RequesterGroups)
+	if err := json.Unmarshal([]byte(groups), &s.RequesterGroups); err != nil {
+		return nil, fmt.Errorf("schedule %s: requester groups: %w", s.ID, err)
+	}
 	if t := parseTime(sql.NullString{String: created, Valid: true}); t != nil {
 		s.CreatedAt = *t
 	}
@@ -63,12 +66,12 @@ func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule) error {
 
 // GetSchedule returns one schedule.
 func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
-	return scanSchedule(s.db.QueryRowContext(ctx, s.q(`SELECT `+scheduleColumns+` FROM manent_schedules WHERE id = ?`), id))
+	return scanSchedule(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+scheduleColumns+` FROM manent_schedules WHERE id = ?`), id))
 }
 
 // Schedules returns the schedules not deleted, newest first.
 func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM manent_schedules WHERE deleted_at IS NULL ORDER BY created_at DESC, id DESC`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM manent_schedules WHERE deleted_at IS NULL ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, err
 	}

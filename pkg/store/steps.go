@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -13,9 +14,23 @@ import (
 // PlanSteps records the planned steps of a deploy as PENDING rows, so the
 // step table shows the whole plan from the start.
 func (s *Store) PlanSteps(ctx context.Context, tx *sql.Tx, id string, names []string) error {
-	for i, n := range names {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state) VALUES (?, ?, ?, ?)
-			ON CONFLICT (deployment_id, name) DO NOTHING`), id, (i+1)*10, n, string(manent.StepPending)); err != nil {
+	// One statement for the whole plan: the submit transaction holds the
+	// write lock, and a plan has up to 200 steps.
+	const perRow = 4
+	for start := 0; start < len(names); start += 200 {
+		end := min(start+200, len(names))
+		var b strings.Builder
+		args := make([]any, 0, (end-start)*perRow)
+		b.WriteString(`INSERT INTO manent_steps (deployment_id, position, name, state) VALUES `)
+		for i := start; i < end; i++ {
+			if i > start {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?)")
+			args = append(args, id, (i+1)*10, names[i], string(manent.StepPending))
+		}
+		b.WriteString(` ON CONFLICT (deployment_id, name) DO NOTHING`)
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
 			return err
 		}
 	}
@@ -161,9 +176,11 @@ func (s *Store) Step(ctx context.Context, id, name string) (manent.Step, error) 
 	return st, err
 }
 
+const stepsQuery = `SELECT ` + stepColumns + ` FROM manent_steps WHERE deployment_id = ? ORDER BY position, name`
+
 // Steps returns a deploy's steps in plan order.
 func (s *Store) Steps(ctx context.Context, id string) ([]manent.Step, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+stepColumns+` FROM manent_steps WHERE deployment_id = ? ORDER BY position, name`), id)
+	rows, err := s.rdb.QueryContext(ctx, s.q(stepsQuery), id)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +195,47 @@ func (s *Store) Steps(ctx context.Context, id string) ([]manent.Step, error) {
 	}
 	return out, rows.Err()
 }
+
+// StepsOf returns the steps of several deploys in one query (a page of
+// the list), each in plan order; a deploy without steps has an empty list.
+func (s *Store) StepsOf(ctx context.Context, ids []string) (map[string][]manent.Step, error) {
+	out := make(map[string][]manent.Step, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+		out[id] = []manent.Step{}
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.q(stepsOfQuery(len(ids))), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		st, err := scanStep(scanPrefix{rows, &id})
+		if err != nil {
+			return nil, err
+		}
+		out[id] = append(out[id], st)
+	}
+	return out, rows.Err()
+}
+
+func stepsOfQuery(n int) string {
+	return `SELECT deployment_id, ` + stepColumns + ` FROM manent_steps WHERE deployment_id IN (?` +
+		strings.Repeat(", ?", n-1) + `) ORDER BY deployment_id, position, name`
+}
+
+// scanPrefix scans its leading columns into dest and the rest with Scan.
+type scanPrefix struct {
+	rows interface{ Scan(...any) error }
+	dest *string
+}
+
+func (p scanPrefix) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.dest}, dest...)...) }
 
 // StepResumed counts one more resumption of a step: the deploy's workflow
 // was resumed after its worker stopped, and this is the first step the new

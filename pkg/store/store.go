@@ -14,12 +14,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	"modernc.org/sqlite" // database/sql driver "sqlite" (the read pool), and the write pool behind its gate
 )
 
 // Store is the application database.
 type Store struct {
-	db       *sql.DB
+	db *sql.DB
+	// rdb serves reads outside transactions. On SQLite it is a read-only
+	// pool of its own: WAL readers never wait for the write lock, and a
+	// burst of status and list calls never waits behind the workers'
+	// writes for a connection of the write pool. On PostgreSQL it is db.
+	rdb      *sql.DB
 	pool     *pgxpool.Pool // PostgreSQL only
 	postgres bool
 	// hooks hands the events of each committed transaction to OnCommit
@@ -40,7 +45,8 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			pool.Close()
 			return nil, fmt.Errorf("connect to postgres: %w", err)
 		}
-		return &Store{db: stdlib.OpenDBFromPool(pool), pool: pool, postgres: true}, nil
+		db := stdlib.OpenDBFromPool(pool)
+		return &Store{db: db, rdb: db, pool: pool, postgres: true}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path, err := sqlitePath(rawURL)
 		if err != nil {
@@ -58,17 +64,34 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		dsn := "file:" + path + "?_txlock=immediate" +
 			"&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=foreign_keys(1)" +
 			"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
-		}
-		db.SetMaxOpenConns(8)
-		db.SetMaxIdleConns(4)
+		// Writers queue in Go behind one gate (sqlitegate.go), so a
+		// connection waiting its turn costs nothing: the pool is larger
+		// than the read pool, and queries on it (DBOS reads its own
+		// tables here) do not wait for connections held by queued writers.
+		db := sql.OpenDB(&gatedConnector{dsn: dsn, gate: newWriteGate(busy), drv: &sqlite.Driver{}})
+		db.SetMaxOpenConns(32)
+		db.SetMaxIdleConns(8)
 		if err := db.PingContext(ctx); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
-		return &Store{db: db}, nil
+		rdb, err := sql.Open("sqlite", "file:"+path+"?mode=ro"+
+			"&_pragma=busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")&_pragma=foreign_keys(1)")
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+		}
+		// WAL readers never wait for the write lock nor for each other:
+		// enough of them that a burst of GETs does not queue for a
+		// connection.
+		rdb.SetMaxOpenConns(32)
+		rdb.SetMaxIdleConns(16)
+		if err := rdb.PingContext(ctx); err != nil {
+			rdb.Close()
+			db.Close()
+			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+		}
+		return &Store{db: db, rdb: rdb}, nil
 	}
 	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
 }
@@ -126,6 +149,10 @@ func redact(raw string) string {
 // transactional enqueue).
 func (s *Store) DB() *sql.DB { return s.db }
 
+// ReadDB returns the read-only pool: on SQLite a second pool that never
+// takes the write lock, on PostgreSQL the same pool as DB.
+func (s *Store) ReadDB() *sql.DB { return s.rdb }
+
 // Pool returns the PostgreSQL pool, nil on SQLite.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
@@ -135,6 +162,9 @@ func (s *Store) Postgres() bool { return s.postgres }
 // Close closes the database.
 func (s *Store) Close() error {
 	err := s.db.Close()
+	if s.rdb != s.db {
+		err = errors.Join(err, s.rdb.Close())
+	}
 	if s.pool != nil {
 		s.pool.Close()
 	}

@@ -2,8 +2,10 @@
 // check 3): artifact URLs must match `artifacts.sources`, callback URLs must
 // match `callbacks.allow` and must not reach private, loopback, link-local
 // or cloud metadata addresses unless the allow-list names them. Callbacks
-// are checked at submission and again when they are sent: SafeTransport
-// checks the address actually dialed, against DNS rebinding.
+// are checked at submission and again when they are sent. Outbound is the
+// allow-list of one use of outbound HTTP in general (artifacts, health
+// checks, the http plugin, callbacks, …); pkg/egress enforces its compiled
+// Policy on every request, redirect hop and address actually dialed.
 //
 // Patterns are URLs with globs: "*" matches within one path segment (or
 // label run of a host, or a port), "**" matches any rest of the path,

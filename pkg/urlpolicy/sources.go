@@ -19,12 +19,21 @@ func sourceSchemes() []string { return []string{"file", "http", "https"} }
 // NewSources compiles patterns such as "file:///srv/artifacts/**" and
 // "https://artifacts.example/**". A mistake is an *manent.Error with code
 // EInvalid and a field error per pattern ("artifacts.sources[1]").
+//
+// Bare IP addresses and CIDR prefixes ("10.20.0.0/16") are skipped: they
+// match no URL, they only let downloads reach those addresses (see
+// Outbound, which pkg/egress enforces).
 func NewSources(patterns []string) (Sources, error) {
 	var (
 		s    Sources
 		errs []manent.FieldError
 	)
 	for i, raw := range patterns {
+		if !strings.Contains(raw, "://") {
+			if _, err := parsePrefix(raw); err == nil {
+				continue
+			}
+		}
 		p, err := compilePattern(raw, sourceSchemes())
 		if err != nil {
 			errs = append(errs, manent.FieldError{Path: fmt.Sprintf("artifacts.sources[%d]", i), Message: fmt.Sprintf("%q: %v", raw, err)})
@@ -50,7 +59,7 @@ func TrialSources() Sources {
 	return s
 }
 
-// Patterns returns the patterns as configured.
+// Patterns returns the URL patterns as configured.
 func (s Sources) Patterns() []string {
 	out := make([]string, len(s.patterns))
 	for i, p := range s.patterns {

@@ -3,16 +3,18 @@
 // cmd/manent-server passes Register to the server; tests that run a real
 // server pass it too.
 //
-// It imports pkg/node (for Host), pkg/plugin, pkg/urlpolicy and the plugin
-// packages under plugins/.
+// It imports pkg/node (for Host and the http plugin's outbound policy),
+// pkg/egress, pkg/plugin and the plugins: plugins/local, plugins/script,
+// plugins/http, plugins/kubernetes and plugins/clusterready.
 package builtin
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plugin"
-	"github.com/manent-io/manent/pkg/urlpolicy"
 	"github.com/manent-io/manent/plugins/clusterready"
 	httpplugin "github.com/manent-io/manent/plugins/http"
 	"github.com/manent-io/manent/plugins/kubernetes"
@@ -20,15 +22,22 @@ import (
 	"github.com/manent-io/manent/plugins/script"
 )
 
-// Register registers the built-in plugins into reg.
+// Register registers the built-in plugins into reg, configured from the
+// node's plugins.* keys: the local target's root, the variables that reach
+// a script's command, the process groups of the node.
 func Register(reg *plugin.Registry, host node.Host) error {
-	sp := script.New()
+	root, err := host.Config.LocalRoot()
+	if err != nil {
+		return fmt.Errorf("plugins.local.root: %w", err)
+	}
+	sp := script.New(script.Options{PassEnv: host.Config.Plugins.PassEnv, Procs: host.Procs})
+	cr := clusterready.New(host.Store)
 	return errors.Join(
-		reg.RegisterTarget("local", local.New()),
+		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
-		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{})),
-		reg.RegisterRunner("cluster-ready", clusterready.New(host.Store)),
-		reg.RegisterTarget("http", httpplugin.New(urlpolicy.Callbacks{Allow: host.Config.Plugins.HTTPAllow}.Client(0))),
+		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr})),
+		reg.RegisterRunner("cluster-ready", cr),
+		reg.RegisterTarget("http", httpplugin.New(egress.New(host.Config.HTTPPluginPolicy()))),
 	)
 }

@@ -18,6 +18,9 @@
 // stale_after, the step's output and log show "no report from the agent
 // since <time>"; the notice goes with the next report.
 //
+// AwaitReady is the same wait for the kubernetes plugin's health gate
+// between rollout waves, restricted to the workloads the wave changed.
+//
 // It imports pkg/plugin and pkg/clusterstate; the store is handed in.
 package clusterready
 
@@ -26,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,6 +116,33 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	if err != nil {
 		return nil, plugin.Permanent(err)
 	}
+	return p.AwaitReady(ctx, pc, Await{Cluster: c.cluster, Timeout: c.timeout, StaleAfter: c.staleAfter})
+}
+
+// Await is what AwaitReady waits for.
+type Await struct {
+	Cluster string
+	// Timeout bounds the wait (default DefaultTimeout).
+	Timeout time.Duration
+	// StaleAfter is how long without a report before the notice shows
+	// (default 60 s).
+	StaleAfter time.Duration
+	// Workloads, when set, are the only workloads of the deploy looked at
+	// ("Deployment ns/name"); each must be reported. A kubernetes rollout
+	// wave waits for the workloads that wave changed.
+	Workloads []string
+}
+
+// AwaitReady is Run's wait, for the kubernetes plugin's health gate
+// between rollout waves: pc's deploy on a.Cluster, as the agent reports it.
+func (p *Plugin) AwaitReady(ctx context.Context, pc plugin.Context, a Await) (plugin.Result, error) {
+	c := config{cluster: a.Cluster, timeout: a.Timeout, staleAfter: a.StaleAfter}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.staleAfter <= 0 {
+		c.staleAfter = clusterstate.DefaultStaleAfter
+	}
 	logf := func(format string, args ...any) {
 		if pc.Log != nil {
 			fmt.Fprintf(pc.Log, format+"\n", args...)
@@ -120,7 +151,7 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	logf("waiting up to %s for deploy %s on cluster %s", c.timeout, pc.DeployID, c.cluster)
 	wctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	v, err := clusterstate.Wait(wctx, nudgingSource{p.st, pc.Log}, c.cluster, pc.DeployID, clusterstate.WaitOptions{
+	v, err := clusterstate.Wait(wctx, nudgingSource{p.st, pc.Log, a.Workloads}, c.cluster, pc.DeployID, clusterstate.WaitOptions{
 		Every:      p.every,
 		StaleAfter: c.staleAfter,
 		OnWaiting:  func(waiting string) { logf("waiting: %s", waiting) },
@@ -159,15 +190,41 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 // step's log: a log writer that batches lines gets the chance to flush
 // those waiting, so the notice shows while the step still waits.
 type nudgingSource struct {
-	st  Store
-	log io.Writer
+	st   Store
+	log  io.Writer
+	only []string // the workloads looked at, all when empty
 }
 
 func (n nudgingSource) Observe(ctx context.Context, cluster, deployID string) (clusterstate.Observation, error) {
 	if n.log != nil {
 		_, _ = n.log.Write(nil)
 	}
-	return n.st.Observe(ctx, cluster, deployID)
+	o, err := n.st.Observe(ctx, cluster, deployID)
+	if err != nil || len(n.only) == 0 {
+		return o, err
+	}
+	// Only the workloads asked for; one not reported yet is awaited (a
+	// report older than the wave's change shows the previous workloads).
+	seen := map[string]bool{}
+	kept := o.Workloads[:0:0]
+	for _, w := range o.Workloads {
+		k := w.Kind + " " + w.Namespace + "/" + w.Name
+		if slices.Contains(n.only, k) {
+			kept = append(kept, w)
+			seen[k] = true
+		}
+	}
+	for _, k := range n.only {
+		if seen[k] {
+			continue
+		}
+		kind, rest, _ := strings.Cut(k, " ")
+		ns, name, _ := strings.Cut(rest, "/")
+		kept = append(kept, clusterstate.Workload{Kind: kind, Namespace: ns, Name: name, DeployID: deployID,
+			KStatus: clusterstate.KStatusNotFound, KStatusMessage: "not reported by the agent yet"})
+	}
+	o.Workloads = kept
+	return o, nil
 }
 
 func summary(v clusterstate.Verdict) string {

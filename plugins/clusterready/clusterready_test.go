@@ -111,3 +111,30 @@ func TestRun(t *testing.T) {
 		})
 	}
 }
+
+// AwaitReady looks only at the workloads it is given: the 100 % wave of a
+// kubernetes rollout waits for stable even when a report still shows the
+// deploy's canary ready and stable not yet under the deploy's id; the
+// silent agent's notice shows on the gate's step.
+func TestAwaitReadyWorkloads(t *testing.T) {
+	declared := &clusterstate.Declared{DeployID: "d1", Version: "2"}
+	canary := clusterstate.Workload{Kind: "Deployment", Namespace: "shop", Name: "billing-canary", DeployID: "d1", Version: "2",
+		Replicas: clusterstate.Replicas{Desired: 2, Ready: 2, Updated: 2}, KStatus: "Current"}
+	st := &fakeStore{obs: clusterstate.Observation{Cluster: "c1", Reported: true, LastReportAt: time.Now().Add(-time.Hour),
+		Declared: declared, Workloads: []clusterstate.Workload{canary}}}
+	p := clusterready.New(st).WithPollInterval(5 * time.Millisecond)
+	pc := plugin.Context{DeployID: "d1", Step: "health-gate[100%]"}
+	if _, err := p.AwaitReady(context.Background(), pc, clusterready.Await{Cluster: "c1"}); err != nil {
+		t.Fatalf("all the deploy's workloads: %v, want ready (the canary is)", err)
+	}
+	_, err := p.AwaitReady(context.Background(), pc, clusterready.Await{Cluster: "c1", Timeout: 100 * time.Millisecond,
+		StaleAfter: time.Second, Workloads: []string{"Deployment shop/billing"}})
+	if err == nil || !strings.Contains(err.Error(), "Deployment shop/billing: kstatus NotFound: not reported by the agent yet") {
+		t.Fatalf("stable only: %v, want a timeout saying stable is not reported", err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.notices) == 0 || !strings.HasPrefix(st.notices[len(st.notices)-1], clusterstate.NoticePrefix) {
+		t.Errorf("notices %q, want the silent agent's notice on the gate", st.notices)
+	}
+}

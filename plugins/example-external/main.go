@@ -19,6 +19,9 @@
 //	crash: <action>           exit 3 without a response
 //	hang: <action>            never answer (until killed)
 //	garbage: <action>         write something that is not JSON
+//
+// It imports nothing of this module: an external plugin speaks the protocol
+// on its stdin and stdout.
 package main
 
 import (

@@ -5,7 +5,8 @@
 // stderr lines go to the deploy log.
 //
 // An external plugin is both a target (plugin.Target) and a custom-step
-// runner (plugin.Runner).
+// runner (plugin.Runner). Like a script, it runs in its own process group
+// (plugin.Procs) with the environment of plugin.StepEnv (SPEC §11.1).
 //
 // It imports pkg/plugin only.
 package external
@@ -77,6 +78,9 @@ type RequestContext struct {
 	WorkDir     string         `json:"workdir"`
 	Artifact    string         `json:"artifact"`
 	Parameters  map[string]any `json:"parameters,omitempty"`
+	// Rollout is the wave the action is for, absent without a rollout
+	// (SPEC §11.6): {wave, index, targets, percent}.
+	Rollout *plugin.Rollout `json:"rollout,omitempty"`
 }
 
 // Response is what a plugin writes on stdout.
@@ -102,6 +106,12 @@ type Plugin struct {
 	// Timeout bounds one action; 0 means DefaultTimeout. A context deadline
 	// that comes earlier wins.
 	Timeout time.Duration
+	// PassEnv names the server's environment variables the executable also
+	// gets (plugins.pass_env); see plugin.StepEnv for the rest.
+	PassEnv []string
+	// Procs runs the executable in its own process group and records it
+	// (nil: not recorded).
+	Procs *plugin.Procs
 }
 
 // Discover finds the external plugins in dirs: executable files named
@@ -160,6 +170,22 @@ func (p *Plugin) Validate(with map[string]any) error {
 	defer cancel()
 	_, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
 	return err
+}
+
+// HonoursPercentages asks the plugin (a validate action) whether it
+// deploys a share of a release: its answer's output must declare
+// `"capabilities": {"percentages": true}`.
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), ValidateTimeout)
+	defer cancel()
+	out, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	if err != nil {
+		return err
+	}
+	if caps, _ := out["capabilities"].(map[string]any); caps["percentages"] == true {
+		return nil
+	}
+	return fmt.Errorf("plugin %s does not declare the capability \"percentages\" (its validate answer has no output.capabilities.percentages: true): it would deploy every wave in full", p.Name)
 }
 
 // Live asks what is live now; the response's output is the checkpoint.
@@ -230,34 +256,24 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 		Context: RequestContext{
 			DeployID: pc.DeployID, Application: pc.Application, Environment: pc.Environment, Version: pc.Version,
 			Step: pc.Step, WorkDir: pc.WorkDir, Artifact: pc.Artifact, Parameters: pc.Parameters,
+			Rollout: pc.Rollout(),
 		},
 	}
 	in, err := json.Marshal(req)
 	if err != nil {
 		return nil, plugin.Permanent(fmt.Errorf("plugin %s: encode request: %w", p.Name, err))
 	}
-	cmd := exec.CommandContext(ctx, p.Path)
+	cmd := exec.Command(p.Path)
 	if st, err := os.Stat(pc.WorkDir); err == nil && st.IsDir() {
 		cmd.Dir = pc.WorkDir
 	}
-	cmd.Env = append(os.Environ(),
-		"MANENT_PLUGIN_PROTOCOL="+Protocol,
-		"MANENT_ACTION="+action,
-		"MANENT_DEPLOY_ID="+pc.DeployID,
-		"MANENT_APPLICATION="+pc.Application,
-		"MANENT_ENVIRONMENT="+pc.Environment,
-		"MANENT_VERSION="+pc.Version,
-		"MANENT_STEP="+pc.Step,
-		"MANENT_ARTIFACT="+pc.Artifact,
-		"MANENT_WORKDIR="+pc.WorkDir,
-	)
+	cmd.Env = plugin.StepEnv(pc, p.PassEnv, "MANENT_PLUGIN_PROTOCOL="+Protocol, "MANENT_ACTION="+action)
 	cmd.Stdin = bytes.NewReader(in)
 	stdout := &limitedBuffer{max: MaxResponse}
 	cmd.Stdout = stdout
 	logw := plugin.NewLineWriter(pc.Log)
 	cmd.Stderr = logw
-	cmd.WaitDelay = 5 * time.Second
-	runErr := cmd.Run()
+	runErr := p.Procs.Run(ctx, pc, cmd)
 	logw.Flush()
 
 	resp, parseErr := parseResponse(stdout)

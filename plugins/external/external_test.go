@@ -297,3 +297,58 @@ func mustJSON(t *testing.T, v any) string {
 	}
 	return string(b)
 }
+
+// An external plugin receives the wave in its request's context
+// (`rollout: {wave, index, targets, percent}`, absent outside a rollout),
+// and honours percentages only when its validate answer declares
+// capabilities.percentages.
+func TestRolloutInRequest(t *testing.T) {
+	dir := t.TempDir()
+	writeScript(t, dir, "manent-plugin-canary", `req=$(cat)
+echo "$req" >> "$(dirname "$0")/requests"
+case "$req" in
+  *'"action":"validate"'*'"caps":"yes"'*) echo '{"ok":true,"output":{"capabilities":{"percentages":true}}}';;
+  *) echo '{"ok":true}';;
+esac
+`, 0o755)
+	found, err := external.Discover([]string{dir})
+	if err != nil || found["canary"] == nil {
+		t.Fatalf("discover: %v %v", found, err)
+	}
+	p := found["canary"]
+	ctx := context.Background()
+	pc := plugin.Context{DeployID: "dpl_1", Step: "deploy[34%]", Wave: "34%", WaveIndex: 1, Percent: 34, With: map[string]any{}}
+	if _, err := p.Deploy(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	pc = plugin.Context{DeployID: "dpl_1", Step: "deploy", With: map[string]any{}}
+	if _, err := p.Deploy(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(read(t, filepath.Join(dir, "requests")), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("requests %q", lines)
+	}
+	var reqs [2]external.Request
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &reqs[i]); err != nil {
+			t.Fatalf("request %s: %v", l, err)
+		}
+	}
+	if ro := reqs[0].Context.Rollout; ro == nil || ro.Wave != "34%" || ro.Index != 1 || ro.Percent != 34 || ro.Targets == nil {
+		t.Errorf("request in a wave: rollout %+v, want {34%% 1 [] 34}", ro)
+	}
+	if !strings.Contains(lines[0], `"rollout":{"wave":"34%","index":1,"targets":[],"percent":34}`) {
+		t.Errorf("request JSON %s", lines[0])
+	}
+	if reqs[1].Context.Rollout != nil || strings.Contains(lines[1], "rollout") {
+		t.Errorf("request outside a rollout carries one: %s", lines[1])
+	}
+
+	if err := p.HonoursPercentages(map[string]any{"caps": "yes"}); err != nil {
+		t.Errorf("a plugin declaring percentages: %v", err)
+	}
+	if err := p.HonoursPercentages(map[string]any{}); err == nil || !strings.Contains(err.Error(), `capability "percentages"`) {
+		t.Errorf("a plugin declaring nothing: %v, want a refusal", err)
+	}
+}

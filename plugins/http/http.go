@@ -22,7 +22,18 @@
 //	failed:        [failed]       # … and badly
 //
 // URLs may hold {deploy_id}, {application}, {environment}, {version} and
-// {step}, replaced path-escaped.
+// {step}, and within a rollout wave (SPEC §11.6) {wave}, {wave_index},
+// {targets} (comma-separated) and {percent}, replaced path-escaped
+// (outside a rollout the wave placeholders are empty; {percent} is 100
+// except in a percentage wave).
+// The JSON body carries `rollout: {wave, index, targets, percent}` within
+// a wave.
+//
+// Percentage rollouts (rollout.percentages) are accepted only when the
+// platform is told the share: deploy_url uses {percent}, or
+// `percentages: true` says the platform reads rollout.percent from the
+// body. Otherwise submission refuses them (422): the platform would
+// deploy everything at once.
 //
 // Outcomes: a 2xx is success; a 4xx other than 408 and 429 is a permanent
 // error (plugin.Permanent: the step fails at once); a 5xx, 408, 429, a
@@ -31,8 +42,12 @@
 // `Idempotency-Key: <deploy id>:<step>`, so a retried or recovered step does
 // not deploy twice on a platform that honours it.
 //
+// Calls go through the pkg/egress client given to New: a URL or address
+// that `plugins.http_allow` refuses is a permanent error, and redirects are
+// not followed (a 3xx is an answer like any other non-2xx).
+//
 // The package name avoids shadowing net/http; the directory is plugins/http.
-// It imports pkg/plugin only.
+// It imports pkg/egress and pkg/plugin.
 package httpplugin
 
 import (
@@ -45,9 +60,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
 )
 
@@ -66,12 +83,12 @@ type Plugin struct {
 	client *http.Client
 }
 
-// New returns the http plugin sending through client (nil: a plain
-// client). The server should pass a client that enforces its outbound URL
-// policy, since target URLs may come from descriptors.
+// New returns the http plugin sending through client, a pkg/egress client
+// with the policy of `plugins.http_allow` (target URLs come from
+// descriptors); nil refuses every call.
 func New(client *http.Client) *Plugin {
 	if client == nil {
-		client = &http.Client{}
+		client = egress.Deny("http plugin call", "plugins.http_allow")
 	}
 	return &Plugin{client: client}
 }
@@ -86,6 +103,8 @@ type config struct {
 	PollTimeout  time.Duration
 	StatusField  string
 	Done, Failed []string
+	// Percentages: the platform reads rollout.percent from the body.
+	Percentages bool
 }
 
 func parse(with map[string]any) (config, error) {
@@ -174,7 +193,14 @@ func parse(with map[string]any) (config, error) {
 			*dst = append(*dst, fmt.Sprint(e))
 		}
 	}
-	known := []string{"deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
+	if v, ok := with["percentages"]; ok && v != nil {
+		b, ok := v.(bool)
+		if !ok {
+			errs = append(errs, errors.New("with.percentages must be true or false"))
+		}
+		c.Percentages = b
+	}
+	known := []string{"percentages", "deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
 		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed"}
 	for k := range with {
 		if !slices.Contains(known, k) {
@@ -193,14 +219,39 @@ func (p *Plugin) Validate(with map[string]any) error {
 	return err
 }
 
+// HonoursPercentages: the platform is told the share when deploy_url
+// uses {percent} or with.percentages is true.
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	c, err := parse(with)
+	if err != nil {
+		return err
+	}
+	if c.Percentages || strings.Contains(c.DeployURL, "{percent}") {
+		return nil
+	}
+	return errors.New("http: the platform is not told the wave's share: use {percent} in with.deploy_url, " +
+		"or set with.percentages: true if it reads rollout.percent from the request body")
+}
+
 // expand replaces the placeholders of a configured URL.
 func expand(raw string, pc plugin.Context) string {
+	wave, index, targets, percent := "", "", "", "100"
+	if ro := pc.Rollout(); ro != nil {
+		wave, index, targets = ro.Wave, strconv.Itoa(ro.Index), strings.Join(ro.Targets, ",")
+		if ro.Percent > 0 {
+			percent = strconv.Itoa(ro.Percent)
+		}
+	}
 	return strings.NewReplacer(
 		"{deploy_id}", url.PathEscape(pc.DeployID),
 		"{application}", url.PathEscape(pc.Application),
 		"{environment}", url.PathEscape(pc.Environment),
 		"{version}", url.PathEscape(pc.Version),
 		"{step}", url.PathEscape(pc.Step),
+		"{wave}", url.PathEscape(wave),
+		"{wave_index}", index,
+		"{targets}", url.PathEscape(targets),
+		"{percent}", percent,
 	).Replace(raw)
 }
 
@@ -216,6 +267,8 @@ type request struct {
 	Parameters  map[string]any `json:"parameters,omitempty"`
 	// Checkpoint is what Live reported before the deploy (rollbacks only).
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// Rollout is the wave the call is for, absent without a rollout.
+	Rollout *plugin.Rollout `json:"rollout,omitempty"`
 }
 
 // answer is a call's outcome.
@@ -259,7 +312,11 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 			err = fmt.Errorf("no answer within %s", c.Timeout)
 		}
 		logf(pc, "%s %s -> %v", method, redact(target), err)
-		return nil, fmt.Errorf("http: %s %s: %w", method, redact(target), err)
+		err = fmt.Errorf("http: %s %s: %w", method, redact(target), err)
+		if egress.IsRefused(err) {
+			return nil, plugin.Permanent(err)
+		}
+		return nil, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -290,6 +347,7 @@ func (p *Plugin) act(ctx context.Context, pc plugin.Context, action, rawURL stri
 	body := request{
 		Action: action, DeployID: pc.DeployID, Application: pc.Application, Environment: pc.Environment,
 		Version: pc.Version, Step: pc.Step, Artifact: pc.Artifact, Parameters: pc.Parameters, Checkpoint: checkpoint,
+		Rollout: pc.Rollout(),
 	}
 	a, err := p.call(ctx, c, pc, c.Method, rawURL, body)
 	if err != nil {
@@ -428,7 +486,7 @@ func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, 
 	a, err := p.call(ctx, c, pc, http.MethodGet, c.HealthURL, nil)
 	if err != nil {
 		var pe *plugin.PermanentError
-		if errors.As(err, &pe) {
+		if errors.As(err, &pe) && !egress.IsRefused(err) {
 			err = pe.Err // health may recover: let the step retry
 		}
 		return nil, err

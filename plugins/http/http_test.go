@@ -428,3 +428,63 @@ func TestDeployRespectsCancel(t *testing.T) {
 		t.Fatal("Deploy ignored the cancel")
 	}
 }
+
+// Within a rollout wave the URL placeholders {wave}, {wave_index},
+// {targets} and {percent} are filled and the body carries `rollout`;
+// outside a rollout {percent} is 100 and the body has no rollout. The
+// plugin honours percentages only when the platform is told the share.
+func TestRolloutTemplating(t *testing.T) {
+	p := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){
+		"POST /deploy/34/1":  jsonAnswer(200, map[string]any{}),
+		"POST /deploy/100/":  jsonAnswer(200, map[string]any{}),
+		"POST /deploy/100/2": jsonAnswer(200, map[string]any{}),
+	})
+	with := map[string]any{"deploy_url": p.srv.URL + "/deploy/{percent}/{wave_index}?wave={wave}&targets={targets}"}
+	pl := httpplugin.New(p.srv.Client())
+	if err := pl.HonoursPercentages(with); err != nil {
+		t.Fatalf("deploy_url with {percent}: %v", err)
+	}
+	ctx := context.Background()
+	for _, pc := range []plugin.Context{
+		{DeployID: "dpl_1", Step: "deploy[34%]", Wave: "34%", WaveIndex: 1, Percent: 34, With: with},
+		{DeployID: "dpl_2", Step: "deploy", With: with},
+		{DeployID: "dpl_3", Step: "deploy[eu]", Wave: "eu", WaveIndex: 2, Targets: []string{"eu-1", "eu-2"}, With: with},
+	} {
+		if _, err := pl.Deploy(ctx, pc); err != nil {
+			t.Fatalf("%s: %v", pc.DeployID, err)
+		}
+	}
+	calls := p.seen()
+	if len(calls) != 3 {
+		t.Fatalf("calls %+v", calls)
+	}
+	for i, want := range []struct{ path, query, rollout string }{
+		{"/deploy/34/1", "wave=34%25&targets=", `{"index":1,"percent":34,"targets":[],"wave":"34%"}`},
+		{"/deploy/100/", "wave=&targets=", ``},
+		{"/deploy/100/2", "wave=eu&targets=eu-1%2Ceu-2", `{"index":2,"percent":0,"targets":["eu-1","eu-2"],"wave":"eu"}`},
+	} {
+		c := calls[i]
+		ro := ""
+		if r, ok := c.Body["rollout"]; ok {
+			b, _ := json.Marshal(r)
+			ro = string(b)
+		}
+		if c.Path != want.path || c.Query != want.query || ro != want.rollout {
+			t.Errorf("call %d: %s?%s rollout %s; want %s?%s rollout %s", i, c.Path, c.Query, ro, want.path, want.query, want.rollout)
+		}
+	}
+
+	// Not told the share: refused, unless the platform reads it from the body.
+	plain := map[string]any{"deploy_url": p.srv.URL + "/deploy"}
+	if err := pl.HonoursPercentages(plain); err == nil || !strings.Contains(err.Error(), "{percent}") {
+		t.Errorf("deploy_url without {percent}: %v, want a refusal naming {percent}", err)
+	}
+	plain["percentages"] = true
+	if err := pl.HonoursPercentages(plain); err != nil {
+		t.Errorf("with.percentages true: %v", err)
+	}
+	plain["percentages"] = "yes"
+	if err := pl.Validate(plain); err == nil {
+		t.Error("with.percentages \"yes\" validated")
+	}
+}

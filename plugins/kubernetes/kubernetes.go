@@ -13,6 +13,7 @@
 //	    image: registry.example/billing         # optional: these images get :<version>
 //	    wait: true                              # activation waits for readiness
 //	    timeout: 5m                             # … this long
+//	    cluster: prod-eu-1                      # optional: the agent's cluster name, for the health gate
 //
 // Actions:
 //   - deploy reads the manifests from the artifact (a .tar.gz, .tgz or .tar
@@ -37,7 +38,19 @@
 // (agent.Collect) and judged with clusterstate.Decide, the rules the
 // agent-based cluster-ready step uses.
 //
-// It imports pkg/plugin, pkg/clusterstate and pkg/agent, and client-go.
+// Rollout (SPEC §11.6, canary.go): a wave of rollout.percentages below
+// 100 applies only a "<name>-canary" copy of each Deployment, with
+// ceil(percent × replicas / 100) replicas and the label manent.io/track:
+// canary; stable and every other object wait for the 100 % wave, which
+// applies them and removes the canaries. live records the objects the wave
+// touches, so rollback:deploy of a canary wave removes the canary and
+// leaves stable untouched. The health gate between waves waits for the
+// wave's workloads: on the agent's reports (the cluster-ready wait, with
+// its "no report since" notice) when with.cluster names the agent's
+// cluster, else on the API server.
+//
+// It imports pkg/plugin, pkg/clusterstate, pkg/agent and
+// plugins/clusterready (its wait's parameters), and client-go.
 package kubernetes
 
 import (
@@ -62,6 +75,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/plugins/clusterready"
 )
 
 // Defaults of `with`.
@@ -80,17 +94,27 @@ type Options struct {
 	// PollInterval is how often activation reads the cluster while it
 	// waits (default 2 s).
 	PollInterval time.Duration
+	// ClusterReady waits on the agent's reports (the cluster-ready
+	// plugin); the health gate of a target with with.cluster needs it.
+	ClusterReady ClusterReady
+}
+
+// ClusterReady waits for a deploy's workloads as the agent reports them
+// (*clusterready.Plugin).
+type ClusterReady interface {
+	AwaitReady(ctx context.Context, pc plugin.Context, a clusterready.Await) (plugin.Result, error)
 }
 
 // Plugin is the kubernetes target. It holds no state between actions.
 type Plugin struct {
 	restConfig func(kubeconfig, context string) (*rest.Config, error)
 	every      time.Duration
+	ready      ClusterReady
 }
 
 // New returns the kubernetes plugin.
 func New(opts Options) *Plugin {
-	p := &Plugin{restConfig: opts.RESTConfig, every: opts.PollInterval}
+	p := &Plugin{restConfig: opts.RESTConfig, every: opts.PollInterval, ready: opts.ClusterReady}
 	if p.restConfig == nil {
 		p.restConfig = RESTConfig
 	}
@@ -105,9 +129,11 @@ type config struct {
 	Kubeconfig, Context, Namespace, Manifests, Image string
 	Wait                                             bool
 	Timeout                                          time.Duration
+	// Cluster is the agent's name of the cluster (health gate).
+	Cluster string
 }
 
-var knownKeys = []string{"kubeconfig", "context", "namespace", "manifests", "image", "wait", "timeout"}
+var knownKeys = []string{"kubeconfig", "context", "namespace", "manifests", "image", "wait", "timeout", "cluster"}
 
 func parse(with map[string]any) (config, error) {
 	c := config{Namespace: DefaultNamespace, Manifests: DefaultManifests, Wait: true, Timeout: DefaultTimeout}
@@ -138,6 +164,10 @@ func parse(with map[string]any) (config, error) {
 	str("namespace", &c.Namespace)
 	str("manifests", &c.Manifests)
 	str("image", &c.Image)
+	str("cluster", &c.Cluster)
+	if c.Cluster != "" && !clusterstate.ValidClusterName(c.Cluster) {
+		errs = append(errs, fmt.Sprintf("with.cluster %q must name a cluster as its agent reports it (lower-case letters, digits, '-' and '.')", c.Cluster))
+	}
 	var timeout string
 	str("timeout", &timeout)
 	if v, ok := with["wait"]; ok && v != nil {
@@ -211,11 +241,39 @@ func load(pc plugin.Context) (config, []*unstructured.Unstructured, error) {
 	return c, objs, nil
 }
 
-// Deploy renders the manifests into the work directory and applies them.
-func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+// HonoursPercentages: the plugin deploys a percentage as a canary.
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	_, err := parse(with)
+	return err
+}
+
+// loadWave is load, then the objects of pc's wave (forWave).
+func loadWave(pc plugin.Context) (config, waveObjects, error) {
 	c, objs, err := load(pc)
 	if err != nil {
+		return c, waveObjects{}, err
+	}
+	w, err := forWave(pc, objs)
+	return c, w, err
+}
+
+// Deploy renders the manifests into the work directory and applies them;
+// in a canary wave only the canaries, in the 100 % wave everything, then
+// it removes the canaries.
+func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, wave, err := loadWave(pc)
+	if err != nil {
 		return nil, err
+	}
+	objs := wave.apply
+	log := logOf(pc)
+	if canaryWave(pc) {
+		if len(objs) == 0 {
+			fmt.Fprintf(log, "no Deployment to run a %d %% canary of: this wave changes nothing\n", pc.Percent)
+		}
+		if len(wave.held) > 0 {
+			fmt.Fprintf(log, "left for the 100 %% wave: %s\n", refList(wave.held))
+		}
 	}
 	rendered, err := writeRendered(pc, objs)
 	if err != nil {
@@ -225,7 +283,6 @@ func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, 
 	if err != nil {
 		return nil, err
 	}
-	log := logOf(pc)
 	refs := make([]Ref, 0, len(objs))
 	var imgs []string
 	crdApplied := false
@@ -248,7 +305,29 @@ func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, 
 		fmt.Fprintf(log, "applied %s\n", refOf(u))
 	}
 	slices.Sort(imgs)
-	return plugin.Result{"namespace": c.Namespace, "manifests": rendered, "applied": refs, "images": slices.Compact(imgs)}, nil
+	res := plugin.Result{"namespace": c.Namespace, "manifests": rendered, "applied": refs, "images": slices.Compact(imgs)}
+	if canaryWave(pc) {
+		res["canary_percent"], res["held"] = pc.Percent, wave.held
+	}
+	if len(wave.canaries) > 0 {
+		removed, err := removeCanaries(ctx, cl, c, wave.canaries)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range removed {
+			fmt.Fprintf(log, "removed canary %s\n", r)
+		}
+		res["canaries_removed"] = removed
+	}
+	return res, nil
+}
+
+func refList(refs []Ref) string {
+	s := make([]string, len(refs))
+	for i, r := range refs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
 }
 
 // writeRendered writes the rendered manifests to
@@ -305,10 +384,14 @@ type LiveObject struct {
 // Live returns, for each object the manifests name, the object as the
 // cluster has it now, or that it is absent.
 func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, error) {
-	c, objs, err := load(pc)
+	c, wave, err := loadWave(pc)
 	if err != nil {
 		return nil, err
 	}
+	// The objects the wave changes: the canaries of a canary wave (stable
+	// is not recorded, so a rollback leaves it untouched); everything and
+	// the canaries it removes in the 100 % wave.
+	objs := append(slices.Clone(wave.apply), wave.canaries...)
 	cl, err := p.connect(c)
 	if err != nil {
 		return nil, err
@@ -371,10 +454,11 @@ func appliedRefs(cl *cluster, c config, objs []*unstructured.Unstructured) ([]Re
 // Activate waits until the deploy's workloads are ready (with.wait), at
 // most with.timeout.
 func (p *Plugin) Activate(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
-	c, objs, err := load(pc)
+	c, wave, err := loadWave(pc)
 	if err != nil {
 		return nil, err
 	}
+	objs := wave.apply
 	log := logOf(pc)
 	if !c.Wait {
 		fmt.Fprintf(log, "with.wait is false: not waiting for readiness\n")
@@ -404,10 +488,11 @@ func (p *Plugin) Activate(ctx context.Context, pc plugin.Context) (plugin.Result
 // Health reads the deploy's workloads once: healthy when all are ready;
 // a failure as Activate has it; a retryable error while they come up.
 func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
-	c, objs, err := load(pc)
+	c, wave, err := loadWave(pc)
 	if err != nil {
 		return nil, err
 	}
+	objs := wave.apply
 	cl, err := p.connect(c)
 	if err != nil {
 		return nil, err
@@ -429,6 +514,46 @@ func (p *Plugin) Health(ctx context.Context, pc plugin.Context) (plugin.Result, 
 		return nil, fmt.Errorf("kubernetes: not ready: %s", r.Waiting)
 	}
 	return plugin.Result{"workloads": r.Workloads}, nil
+}
+
+// HealthGate is the gate between rollout waves: it waits, at most
+// with.timeout, until the workloads the wave changed are ready — on the
+// agent's reports when with.cluster names the agent's cluster (the
+// cluster-ready wait, which shows "no report from the agent since …" when
+// reports stop for 60 s), else on the API server.
+func (p *Plugin) HealthGate(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	c, wave, err := loadWave(pc)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := p.connect(c)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := appliedRefs(cl, c, wave.apply)
+	if err != nil {
+		return nil, err
+	}
+	ws, _ := workloads(refs)
+	if len(ws) == 0 {
+		fmt.Fprintf(logOf(pc), "no Deployment, StatefulSet or DaemonSet in this wave: nothing to wait for\n")
+		return plugin.Result{"workloads": []string{}}, nil
+	}
+	if c.Cluster == "" {
+		r, err := p.wait(ctx, cl, pc, refs, c.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes: %w", err)
+		}
+		return plugin.Result{"workloads": r.Workloads}, nil
+	}
+	if p.ready == nil {
+		return nil, plugin.Permanent(fmt.Errorf("kubernetes: with.cluster is set but this server has no cluster-ready wait to read the agent's reports"))
+	}
+	names := make([]string, len(ws))
+	for i, w := range ws {
+		names[i] = w.String()
+	}
+	return p.ready.AwaitReady(ctx, pc, clusterready.Await{Cluster: c.Cluster, Timeout: c.Timeout, Workloads: names})
 }
 
 // RollbackDeploy returns the manifests' objects to the checkpoint: each

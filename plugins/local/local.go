@@ -1,7 +1,11 @@
 // Package local is the `local` target plugin (SPEC §6): it unpacks the
 // artifact into `<dir>/releases/<version>` and activates a release by
 // switching the `<dir>/current` symlink atomically; rollback switches back.
-// Every action is idempotent.
+// Every action is idempotent. `dir` must be under the server's local root
+// (plugins.local.root, SPEC §11.1), checked at submission and by the config
+// step, and checked again for links before each action.
+//
+// It imports pkg/plugin only.
 package local
 
 import (
@@ -22,44 +26,117 @@ import (
 // MaxUnpacked bounds the bytes an artifact may unpack to.
 const MaxUnpacked = 2 << 30
 
+// Options configure the local plugin.
+type Options struct {
+	// Root is the directory every target directory must be under
+	// (plugins.local.root, SPEC §11.1); "" allows any directory.
+	Root string
+}
+
 // Plugin is the local target.
-type Plugin struct{}
+type Plugin struct{ o Options }
 
 // New returns the local plugin.
-func New() *Plugin { return &Plugin{} }
+func New(o Options) *Plugin { return &Plugin{o: o} }
 
 // Checkpoint is what `checkpoint:<step>` records: the live release.
 type Checkpoint struct {
 	Release string `json:"release"`
 }
 
-// Validate requires `dir`, an absolute path.
+// Validate requires `dir`, an absolute path under the root, without `..`
+// and not reaching outside the root through a symbolic link.
 func (p *Plugin) Validate(with map[string]any) error {
 	d, _ := with["dir"].(string)
 	if d == "" {
 		return fmt.Errorf("local: target.with.dir is required")
 	}
+	return p.checkDir(d)
+}
+
+func (p *Plugin) checkDir(d string) error {
 	if !filepath.IsAbs(d) {
 		return fmt.Errorf("local: target.with.dir must be an absolute path, got %q", d)
+	}
+	if p.o.Root == "" {
+		return nil
+	}
+	for _, el := range strings.Split(filepath.ToSlash(d), "/") {
+		if el == ".." {
+			return fmt.Errorf("local: target.with.dir %q must not contain \"..\"", d)
+		}
+	}
+	root, err := resolve(p.o.Root)
+	if err != nil {
+		return fmt.Errorf("local: plugins.local.root: %w", err)
+	}
+	real, err := resolve(d)
+	if err != nil {
+		return fmt.Errorf("local: target.with.dir %q: %w", d, err)
+	}
+	if !under(real, root) {
+		if real != filepath.Clean(d) {
+			return fmt.Errorf("local: target.with.dir %q leads to %s, outside this server's local root %s (plugins.local.root)", d, real, p.o.Root)
+		}
+		return fmt.Errorf("local: target.with.dir %q is outside this server's local root %s (plugins.local.root)", d, p.o.Root)
 	}
 	return nil
 }
 
-func dirOf(pc plugin.Context) (string, error) {
+// resolve returns path with every symbolic link of its existing part
+// followed (what is not created yet cannot be a link).
+func resolve(path string) (string, error) {
+	path = filepath.Clean(path)
+	var rest []string
+	for {
+		real, err := filepath.EvalSymlinks(path)
+		if err == nil {
+			return filepath.Join(append([]string{real}, rest...)...), nil
+		}
+		if !os.IsNotExist(err) {
+			return "", err
+		}
+		parent := filepath.Dir(path)
+		if parent == path {
+			return "", err
+		}
+		rest = append([]string{filepath.Base(path)}, rest...)
+		path = parent
+	}
+}
+
+// under says whether path is root or inside it (both cleaned, absolute).
+func under(path, root string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// dirOf is the target directory of pc. A directory under the root is
+// checked again at the time of the action, so that a link made since the
+// submission does not lead out of it. (One outside this worker's root was
+// admitted by a worker with another root — a deploy taken over from a dead
+// worker — whose admission and config step checked it.)
+func (p *Plugin) dirOf(pc plugin.Context) (string, error) {
 	d, _ := pc.With["dir"].(string)
 	if d == "" {
 		return "", plugin.Permanent(fmt.Errorf("local: target.with.dir is not set"))
+	}
+	if p.o.Root != "" && filepath.IsAbs(d) && !under(filepath.Clean(d), filepath.Clean(p.o.Root)) {
+		return d, nil
+	}
+	if err := p.checkDir(d); err != nil {
+		return "", plugin.Permanent(err)
 	}
 	return d, nil
 }
 
 // perTarget runs fn once per rollout target, each in <dir>/<target> (or
 // once in <dir> without targets), and merges the results by target.
-func perTarget(pc plugin.Context, fn func(pc plugin.Context) (plugin.Result, error)) (plugin.Result, error) {
+func (p *Plugin) perTarget(pc plugin.Context, fn func(pc plugin.Context) (plugin.Result, error)) (plugin.Result, error) {
 	if len(pc.Targets) == 0 {
 		return fn(pc)
 	}
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +175,7 @@ func ReleaseName(version string) string {
 // Live reports the release `current` points at ("" when none), per
 // rollout target when the action has targets.
 func (p *Plugin) Live(_ context.Context, pc plugin.Context) (json.RawMessage, error) {
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -146,11 +223,11 @@ func live(dir string) (string, error) {
 // Deploy unpacks the artifact into releases/<version>, replacing a partial
 // earlier attempt.
 func (p *Plugin) Deploy(_ context.Context, pc plugin.Context) (plugin.Result, error) {
-	return perTarget(pc, p.deployOne)
+	return p.perTarget(pc, p.deployOne)
 }
 
 func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -191,11 +268,11 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 
 // Activate switches `current` to the release atomically.
 func (p *Plugin) Activate(_ context.Context, pc plugin.Context) (plugin.Result, error) {
-	return perTarget(pc, p.activateOne)
+	return p.perTarget(pc, p.activateOne)
 }
 
 func (p *Plugin) activateOne(pc plugin.Context) (plugin.Result, error) {
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -213,11 +290,11 @@ func (p *Plugin) activateOne(pc plugin.Context) (plugin.Result, error) {
 // Health checks the deployed release: post-test runs before activation, so
 // it is releases/<version> that must be in place, not `current`.
 func (p *Plugin) Health(_ context.Context, pc plugin.Context) (plugin.Result, error) {
-	return perTarget(pc, p.healthOne)
+	return p.perTarget(pc, p.healthOne)
 }
 
 func (p *Plugin) healthOne(pc plugin.Context) (plugin.Result, error) {
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +311,7 @@ func (p *Plugin) healthOne(pc plugin.Context) (plugin.Result, error) {
 func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
 	all := pc
 	i := 0
-	return perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
+	return p.perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
 		cp := checkpoint
 		if len(all.Targets) > 0 {
 			cp = checkpointFor(checkpoint, all, all.Targets[i])
@@ -245,7 +322,7 @@ func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, checkp
 }
 
 func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +351,7 @@ func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMes
 func (p *Plugin) RollbackDeploy(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
 	all := pc
 	i := 0
-	return perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
+	return p.perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
 		cp := checkpoint
 		if len(all.Targets) > 0 {
 			cp = checkpointFor(checkpoint, all, all.Targets[i])
@@ -285,7 +362,7 @@ func (p *Plugin) RollbackDeploy(_ context.Context, pc plugin.Context, checkpoint
 }
 
 func (p *Plugin) rollbackDeployOne(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
-	dir, err := dirOf(pc)
+	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
 	}

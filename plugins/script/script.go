@@ -1,11 +1,21 @@
 // Package script is the `script` plugin (SPEC §6): it runs a command in the
-// deploy's work directory with the MANENT_* environment and the full
-// context as JSON on stdin; its output goes to the deploy log and an exit
-// code other than 0 fails the step.
+// deploy's work directory, in its own process group (plugin.Procs), with
+// the environment of plugin.StepEnv (SPEC §11.1) and the full context as
+// JSON on stdin; its output goes to the deploy log and an exit code other
+// than 0 fails the step.
 //
 // As a custom step it runs `with.command`; as a target, `with.command` runs
 // for every action with MANENT_STEP telling which (deploy, activation,
 // post-test, rollback:deploy, rollback:activation).
+//
+// Within a rollout wave (SPEC §11.6) the command also gets
+// MANENT_ROLLOUT_WAVE (the wave's name), MANENT_ROLLOUT_INDEX (1 for the
+// first wave), MANENT_ROLLOUT_TARGETS (comma-separated) and
+// MANENT_ROLLOUT_PERCENT (0 for a wave of targets), and `rollout` on stdin.
+// A script target honours rollout.percentages: the command is the one that
+// deploys MANENT_ROLLOUT_PERCENT % of the release.
+//
+// It imports pkg/plugin only.
 package script
 
 import (
@@ -16,7 +26,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -25,16 +36,25 @@ import (
 // DefaultTimeout bounds a command without `with.timeout`.
 const DefaultTimeout = 10 * time.Minute
 
+// Options configure the script plugin.
+type Options struct {
+	// PassEnv names the server's environment variables a command also gets
+	// (plugins.pass_env); see plugin.StepEnv for the rest.
+	PassEnv []string
+	// Procs runs the commands in their own process groups and records
+	// them (nil: not recorded).
+	Procs *plugin.Procs
+}
+
 // Plugin is the script plugin.
-type Plugin struct{}
+type Plugin struct{ o Options }
 
 // New returns the script plugin.
-func New() *Plugin { return &Plugin{} }
+func New(o Options) *Plugin { return &Plugin{o: o} }
 
 type config struct {
 	Command []string
 	Timeout time.Duration
-	Env     map[string]string
 }
 
 func parse(with map[string]any) (config, error) {
@@ -62,11 +82,9 @@ func parse(with map[string]any) (config, error) {
 		}
 		c.Timeout = d
 	}
-	if env, ok := with["env"].(map[string]any); ok {
-		c.Env = map[string]string{}
-		for k, v := range env {
-			c.Env[k] = fmt.Sprint(v)
-		}
+	// with.env is applied by plugin.StepEnv; checked here.
+	if _, err := plugin.WithEnv(with); err != nil {
+		return c, fmt.Errorf("script: %w", err)
 	}
 	return c, nil
 }
@@ -85,21 +103,24 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.Command[0], c.Command[1:]...)
+	cmd := exec.Command(c.Command[0], c.Command[1:]...)
 	cmd.Dir = pc.WorkDir
-	cmd.Env = environ(pc, c.Env)
-	stdin, _ := json.Marshal(map[string]any{
+	cmd.Env = plugin.StepEnv(pc, p.o.PassEnv, rolloutEnv(pc)...)
+	doc := map[string]any{
 		"deploy_id": pc.DeployID, "application": pc.Application, "environment": pc.Environment,
 		"version": pc.Version, "step": pc.Step, "artifact": pc.Artifact, "workdir": pc.WorkDir,
 		"with": pc.With, "parameters": pc.Parameters,
-	})
+	}
+	if ro := pc.Rollout(); ro != nil {
+		doc["rollout"] = ro
+	}
+	stdin, _ := json.Marshal(doc)
 	cmd.Stdin = bytes.NewReader(stdin)
 	lw := plugin.NewLineWriter(pc.Log)
 	cmd.Stdout = lw
 	cmd.Stderr = lw
-	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	err = cmd.Run()
+	err = p.o.Procs.Run(ctx, pc, cmd)
 	lw.Flush()
 	res := plugin.Result{"command": c.Command[0], "duration_ms": time.Since(start).Milliseconds()}
 	if ctx.Err() == context.DeadlineExceeded {
@@ -120,26 +141,25 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	return res, nil
 }
 
-func environ(pc plugin.Context, extra map[string]string) []string {
-	env := os.Environ()
-	env = append(env,
-		"MANENT_DEPLOY_ID="+pc.DeployID,
-		"MANENT_APPLICATION="+pc.Application,
-		"MANENT_ENVIRONMENT="+pc.Environment,
-		"MANENT_VERSION="+pc.Version,
-		"MANENT_STEP="+pc.Step,
-		"MANENT_ARTIFACT="+pc.Artifact,
-		"MANENT_WORKDIR="+pc.WorkDir,
-	)
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
+// rolloutEnv is the wave a command deploys (SPEC §11.6), for StepEnv.
+func rolloutEnv(pc plugin.Context) []string {
+	ro := pc.Rollout()
+	if ro == nil {
+		return nil
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+extra[k])
+	return []string{
+		"MANENT_ROLLOUT_WAVE=" + ro.Wave,
+		"MANENT_ROLLOUT_INDEX=" + strconv.Itoa(ro.Index),
+		"MANENT_ROLLOUT_TARGETS=" + strings.Join(ro.Targets, ","),
+		"MANENT_ROLLOUT_PERCENT=" + strconv.Itoa(ro.Percent),
 	}
-	return env
+}
+
+// HonoursPercentages: the command receives MANENT_ROLLOUT_PERCENT and is
+// the one that deploys that share (docs/rollout.md).
+func (p *Plugin) HonoursPercentages(with map[string]any) error {
+	_, err := parse(with)
+	return err
 }
 
 // Live has nothing to report for a script target.

@@ -3,6 +3,8 @@
 //
 //	go run ./scripts/itsm-server -listen 127.0.0.1:9400
 //	curl -X POST http://127.0.0.1:9400/changes/CHG0001/approve -d '{"by":"cab"}'
+//
+// It imports pkg/itsm/reference.
 package main
 
 import (

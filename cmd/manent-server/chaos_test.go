@@ -1,0 +1,414 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// The chaos harness (issue "crashes tell the truth"): the real
+// manent-server runs N deploys over M environments whose steps take 0.2–2 s
+// while the test SIGKILLs it at random instants K times and restarts it,
+// then checks the invariants:
+//
+//  1. every accepted deploy ends in a final state, and a submission retried
+//     with its Idempotency-Key across kills is one deploy;
+//  2. no step's command runs twice at once: each attempt takes a lock that
+//     names its pid, and finds any earlier attempt of the step dead;
+//  3. no two deploys of one environment overlap: neither their steps'
+//     processes nor their started..finished intervals;
+//  4. each environment's live release (the local target's `current`) is its
+//     last SUCCESS, and the inventory says the same;
+//  5. every final deploy is announced exactly once (one `finished`
+//     webhook-id per deploy, however often it was retried).
+//
+// It runs when MANENT_CHAOS is set: scripts/chaos.sh runs the long
+// version (200 deploys, 20 kills) and prints the figures; the defaults
+// here are the short one (30 deploys, 5 kills). MANENT_CHAOS_SEED replays
+// a run.
+func TestChaos(t *testing.T) {
+	if os.Getenv("MANENT_CHAOS") == "" {
+		// Not yet in the default run: it still finds, now and then, a
+		// step's previous attempt alive when the recovered step starts
+		// (issue "crashes tell the truth", left open for it).
+		t.Skip("set MANENT_CHAOS=1 (scripts/chaos.sh does) to run the chaos harness")
+	}
+	deploys := envInt(t, "MANENT_CHAOS_DEPLOYS", 30)
+	kills := envInt(t, "MANENT_CHAOS_KILLS", 5)
+	envs := envInt(t, "MANENT_CHAOS_ENVIRONMENTS", 6)
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("MANENT_CHAOS_SEED"); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed = s
+	}
+	t.Logf("chaos: %d deploys over %d environments, %d kills, seed %d", deploys, envs, kills, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	markers := filepath.Join(dir, "markers")
+	if err := os.MkdirAll(markers, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := enginetest.SQLite(t)
+	hooks := newHookCounter()
+	recv := httptest.NewServer(hooks)
+	defer recv.Close()
+	cfgPath := filepath.Join(dir, "manent-server.yaml")
+	if err := os.WriteFile(cfgPath, []byte(`artifacts: {sources: ["file:///**"]}
+callbacks: {allow: ["http://127.0.0.1:*/**"], secret_env: CHAOS_SECRET}
+plugins: {steps: [script]}
+workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MANENT_EXECUTOR_ID=chaos-worker", "CHAOS_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("chaos\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	guard := filepath.Join(dir, "guard.sh")
+	if err := os.WriteFile(guard, []byte(chaosGuard), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	p := startArgs(t, []string{"--config", cfgPath}, data, db, env...)
+	current := func() *proc { mu.Lock(); defer mu.Unlock(); return p }
+
+	// Submit every deploy, each with its own Idempotency-Key, retrying
+	// through the kills until it is accepted.
+	type accepted struct{ key, id, env string }
+	var acc []accepted
+	var accMu sync.Mutex
+	submitted := make(chan struct{})
+	go func() {
+		defer close(submitted)
+		for i := 0; i < deploys; i++ {
+			e := fmt.Sprintf("env-%d", i%envs)
+			key := fmt.Sprintf("chaos-%d", i)
+			body := chaosDescriptor(art, e, i, guard, markers, filepath.Join(data, "targets", "chaos", e), recv.URL, rng)
+			deadline := time.Now().Add(3 * time.Minute)
+			for time.Now().Before(deadline) {
+				id, err := submitKeyed(current().addr, key, body)
+				var refused *refusedError
+				if errors.As(err, &refused) {
+					t.Errorf("submission %s refused: %v", key, err)
+					return
+				}
+				if err == nil {
+					accMu.Lock()
+					acc = append(acc, accepted{key, id, e})
+					accMu.Unlock()
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // retry pacing of a client, not synchronisation
+			}
+			time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond) // submission pacing
+		}
+	}()
+
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond) // the random instant of a kill
+		pk := current()
+		if err := pk.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-pk.done
+		np := startArgs(t, []string{"--config", cfgPath}, data, db, env...)
+		mu.Lock()
+		p = np
+		mu.Unlock()
+	}
+	<-submitted
+	c := current().client()
+
+	// 1. Every accepted deploy ends final; one deploy per key.
+	accMu.Lock()
+	defer accMu.Unlock()
+	if len(acc) != deploys {
+		t.Fatalf("%d of %d submissions accepted", len(acc), deploys)
+	}
+	byID := map[string]*manent.Deployment{}
+	for _, a := range acc {
+		d := waitFinalLong(t, c, a.id, 5*time.Minute)
+		byID[a.id] = d
+	}
+	all := listAll(t, c)
+	if len(all) != deploys {
+		t.Fatalf("%d deploys on the server for %d keys: a retried submission was duplicated", len(all), deploys)
+	}
+	states := map[manent.State]int{}
+	for _, d := range byID {
+		states[d.State]++
+	}
+	t.Logf("final states: %v", states)
+
+	// 2 and 3 (processes): what the guard script recorded.
+	if b, err := os.ReadFile(filepath.Join(markers, "violations")); err == nil && len(b) > 0 {
+		t.Errorf("processes overlapped:\n%s", b)
+		// What the server said about those deploys, to tell why.
+		logs, _ := os.ReadFile(filepath.Join(data, "server.log"))
+		for _, a := range acc {
+			if !strings.Contains(string(b), " d"+strings.TrimPrefix(a.key, "chaos-")+"/") {
+				continue
+			}
+			var lines []string
+			for _, l := range strings.Split(string(logs), "\n") {
+				if strings.Contains(l, a.id) {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("server log of %s (%s):\n%s", a.key, a.id, strings.Join(lines, "\n"))
+		}
+	}
+	// 3 (intervals): no two deploys of an environment overlap.
+	perEnv := map[string][]*manent.Deployment{}
+	for _, d := range byID {
+		if d.StartedAt != nil {
+			perEnv[d.Environment] = append(perEnv[d.Environment], d)
+		}
+	}
+	for e, ds := range perEnv {
+		sort.Slice(ds, func(i, j int) bool { return ds[i].StartedAt.Before(*ds[j].StartedAt) })
+		for i := 1; i < len(ds); i++ {
+			if ds[i].StartedAt.Before(*ds[i-1].FinishedAt) {
+				t.Errorf("%s: %s started at %s before %s finished at %s", e, ds[i].ID, ds[i].StartedAt, ds[i-1].ID, ds[i-1].FinishedAt)
+			}
+		}
+	}
+	// 4. current = last SUCCESS = inventory.
+	inv, err := c.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	invByEnv := map[string]string{}
+	for _, it := range inv.Items {
+		if it.Current != nil {
+			invByEnv[it.Environment] = it.Current.Version
+		}
+	}
+	for e, ds := range perEnv {
+		last := ""
+		var lastAt time.Time
+		for _, d := range ds {
+			if d.State == manent.StateSuccess && d.FinishedAt.After(lastAt) {
+				last, lastAt = d.Version, *d.FinishedAt
+			}
+		}
+		link, err := os.Readlink(filepath.Join(data, "targets", "chaos", e, "current"))
+		live := filepath.Base(link)
+		if last == "" {
+			continue
+		}
+		if err != nil || live != last {
+			t.Errorf("%s: current -> %q (%v), last SUCCESS %q", e, live, err, last)
+		}
+		if invByEnv[e] != live {
+			t.Errorf("%s: inventory says %q, current is %q", e, invByEnv[e], live)
+		}
+	}
+	// 5. Every final deploy announced once.
+	enginetest.Eventually(t, 2*time.Minute, func() bool { return hooks.announced(len(byID)) }, "every deploy's finished callback")
+	for id, d := range byID {
+		if n := hooks.finishedIDs(id); n != 1 {
+			t.Errorf("deploy %s (%s) announced with %d distinct webhook-ids, want 1", id, d.State, n)
+		}
+	}
+	t.Logf("chaos figures: deploys %d, kills %d, states %v, callbacks received %d (retries included)", deploys, kills, states, hooks.total())
+}
+
+// chaosGuard wraps a step's command: it takes the step's lock and the
+// environment's lock (a file naming its pid and deploy), recording a
+// violation when a live process still holds either — a step running twice
+// at once, or two deploys of one environment at once — then runs the
+// command. Locks of dead processes are stale and taken over.
+const chaosGuard = `#!/bin/sh
+# usage: guard.sh MARKERS DEPLOY STEP ENVLOCK SECONDS
+m=$1; d=$2; s=$3; e=$4; secs=$5
+# start time of a process (clock ticks since boot, /proc/<pid>/stat field 22):
+# with the pid it names one process, never a later one that reuses the pid.
+started() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; }
+take() {
+  lock=$1; who=$2
+  if [ -e "$lock" ]; then
+    read pid start owner < "$lock"
+    # alive: the same process (pid and start time), not a zombie (this
+    # container's PID 1 may not reap)
+    if [ -n "$pid" ] && [ "$(started "$pid")" = "$start" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$pid/stat" 2>/dev/null; then
+      echo "$(date +%s.%N) $who found $lock held by live pid $pid ($owner)" >> "$m/violations"
+    fi
+  fi
+  echo "$$ $(started $$) $who" > "$lock"
+}
+take "$m/step-$d-$s.lock" "$d/$s"
+take "$m/$e.lock" "$d/$s"
+sleep "$secs"
+rm -f "$m/step-$d-$s.lock"
+rm -f "$m/$e.lock"
+`
+
+func chaosDescriptor(art, env string, i int, guard, markers, target, hook string, rng *rand.Rand) []byte {
+	secs := func() string { return fmt.Sprintf("%.2f", 0.2+rng.Float64()*1.8) }
+	id := fmt.Sprintf("d%d", i)
+	step := func(name, anchor string) string {
+		return fmt.Sprintf("  - {name: %s, %s, plugin: script, with: {command: [%q, %q, %q, %q, %q, %q]}}\n",
+			name, anchor, guard, markers, id, name, "env-lock-"+env, secs())
+	}
+	return []byte(fmt.Sprintf(`apiVersion: manent/v1
+application: chaos
+environment: %s
+version: "%d"
+artifact: {url: "file://%s"}
+target: {plugin: local, with: {dir: %q}}
+rollback: {enabled: true}
+callbacks: [{url: "%s/hook", events: [finished]}]
+steps:
+%s%s`, env, i, art, target, hook, step("prepare", "before: deploy"), step("verify", "after: activation")))
+}
+
+// submitKeyed submits body once with an Idempotency-Key.
+func submitKeyed(addr, key string, body []byte) (string, error) {
+	req, err := http.NewRequest(http.MethodPost, addr+"/api/v1/deployments", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer test-token")
+	req.Header.Set("Idempotency-Key", key)
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
+		return "", &refusedError{fmt.Sprintf("%d %s", resp.StatusCode, b)}
+	default:
+		return "", fmt.Errorf("%d %s", resp.StatusCode, b)
+	}
+	var res api.SubmitResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return "", err
+	}
+	return res.ID, nil
+}
+
+func waitFinalLong(t *testing.T, c *api.Client, id string, timeout time.Duration) *manent.Deployment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	d, err := c.Wait(ctx, id, 200*time.Millisecond)
+	if err != nil {
+		t.Fatalf("deploy %s not final: %v (last state %v)", id, err, d)
+	}
+	return d
+}
+
+func listAll(t *testing.T, c *api.Client) []manent.Deployment {
+	t.Helper()
+	var out []manent.Deployment
+	cursor := ""
+	for {
+		page, err := c.List(context.Background(), api.ListOptions{Application: "chaos", Limit: 500, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Items...)
+		if page.NextCursor == "" {
+			return out
+		}
+		cursor = page.NextCursor
+	}
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q is not a count", name, v)
+	}
+	return n
+}
+
+// hookCounter receives callbacks: per deploy, the distinct webhook-ids of
+// its `finished` events.
+type hookCounter struct {
+	mu       sync.Mutex
+	finished map[string]map[string]bool
+	n        int
+}
+
+func newHookCounter() *hookCounter { return &hookCounter{finished: map[string]map[string]bool{}} }
+
+func (h *hookCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	var ev struct {
+		Type       string `json:"type"`
+		Deployment struct {
+			ID string `json:"id"`
+		} `json:"deployment"`
+	}
+	if json.Unmarshal(b, &ev) == nil && ev.Type == "finished" {
+		h.mu.Lock()
+		h.n++
+		if h.finished[ev.Deployment.ID] == nil {
+			h.finished[ev.Deployment.ID] = map[string]bool{}
+		}
+		h.finished[ev.Deployment.ID][r.Header.Get("webhook-id")] = true
+		h.mu.Unlock()
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *hookCounter) announced(n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.finished) >= n
+}
+
+func (h *hookCounter) finishedIDs(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.finished[id])
+}
+
+func (h *hookCounter) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// refusedError is a submission the server refused for good (a 4xx): the
+// harness is wrong, retrying would not help.
+type refusedError struct{ msg string }
+
+func (e *refusedError) Error() string { return e.msg }

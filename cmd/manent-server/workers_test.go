@@ -1,0 +1,410 @@
+package main_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// Several workers on one PostgreSQL database (SPEC §11.3), as real
+// processes. Small heartbeat and dead_after keep the tests short; takeover
+// must happen within dead_after + 15 s.
+// MANENT_TEST_HEARTBEAT and MANENT_TEST_DEAD_AFTER override them (to
+// measure takeover with the defaults, 5s and 30s).
+var (
+	testHeartbeat = envDuration("MANENT_TEST_HEARTBEAT", 250*time.Millisecond)
+	testDeadAfter = envDuration("MANENT_TEST_DEAD_AFTER", 3*time.Second)
+)
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return d
+	}
+	return def
+}
+
+var workerEnv = []string{
+	"MANENT_WORKERS_HEARTBEAT=" + testHeartbeat.String(),
+	"MANENT_WORKERS_DEAD_AFTER=" + testDeadAfter.String(),
+}
+
+// launch starts manent-server as executor id without waiting for it.
+func launch(t *testing.T, dir, db, id string) (*proc, <-chan string) {
+	t.Helper()
+	data := filepath.Join(dir, id)
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--database", db, "--executor-id", id)
+	cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), workerEnv...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(filepath.Join(data, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				addrc <- m[1]
+			}
+		}
+	}()
+	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		<-p.done
+	})
+	return p, addrc
+}
+
+func (p *proc) listen(t *testing.T, addrc <-chan string, log string) {
+	t.Helper()
+	select {
+	case p.addr = <-addrc:
+	case <-p.done:
+		b, _ := os.ReadFile(log)
+		t.Fatalf("manent-server exited before listening: %v\n%s", p.waitErr, b)
+	case <-time.After(60 * time.Second):
+		t.Fatal("manent-server did not listen within 60s")
+	}
+}
+
+// startWorkers starts n workers at once on db and waits until each listens.
+func startWorkers(t *testing.T, dir, db string, ids ...string) map[string]*proc {
+	t.Helper()
+	out := map[string]*proc{}
+	chans := map[string]<-chan string{}
+	for _, id := range ids {
+		out[id], chans[id] = launch(t, dir, db, id)
+	}
+	for _, id := range ids {
+		out[id].listen(t, chans[id], filepath.Join(dir, id, "server.log"))
+	}
+	return out
+}
+
+func workersByID(c *api.Client) map[string]api.Worker {
+	res, err := c.Workers(context.Background())
+	if err != nil {
+		return nil
+	}
+	out := map[string]api.Worker{}
+	for _, w := range res.Items {
+		out[w.ID] = w
+	}
+	return out
+}
+
+// runner waits until one worker runs a deploy and returns its id.
+func runner(t *testing.T, c *api.Client) string {
+	t.Helper()
+	var id string
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		for _, w := range workersByID(c) {
+			if w.Running > 0 && w.State == "alive" {
+				id = w.ID
+				return true
+			}
+		}
+		return false
+	}, "a worker to run the deploy")
+	return id
+}
+
+func other(ps map[string]*proc, not string) *proc {
+	for id, p := range ps {
+		if id != not {
+			return p
+		}
+	}
+	return nil
+}
+
+func waitFile(t *testing.T, path, what string) time.Time {
+	t.Helper()
+	enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(path); return err == nil }, "%s", what)
+	return time.Now()
+}
+
+// Three workers start at once on an empty database: each migrates or waits
+// for the one migrating, and all three come up alive.
+func TestWorkersStartTogetherOnEmptyDatabase(t *testing.T) {
+	db := enginetest.Postgres(t)
+	ps := startWorkers(t, t.TempDir(), db, "w1", "w2", "w3")
+	c := ps["w2"].client()
+	enginetest.Eventually(t, 10*time.Second, func() bool {
+		ws := workersByID(c)
+		return len(ws) == 3 && ws["w1"].State == "alive" && ws["w2"].State == "alive" && ws["w3"].State == "alive"
+	}, "three alive workers (have %v)", workersByID(c))
+}
+
+// The worker running a deploy is killed mid-step: another worker takes it
+// over within dead_after + 15 s and finishes it; completed steps do not run
+// again; the next deploy of the environment does not start before it ends.
+func TestWorkersTakeOverKilledWorker(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2", "w3")
+	c := ps["w1"].client()
+	res, err := c.Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started, "the slow step to start")
+	// A second deploy of the same environment waits behind the first.
+	effects2 := effects + "2"
+	yml2 := strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(yml, effects, effects2), started, started+"2"), `version: "1.0"`, `version: "2.0"`)
+	res2, err := c.Submit(context.Background(), []byte(yml2), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := runner(t, c)
+	if err := ps[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-ps[victim].done
+	killed := time.Now()
+	if err := os.Remove(started); err != nil {
+		t.Fatal(err)
+	}
+	live := other(ps, victim).client()
+	resumed := waitFile(t, started, "the slow step to run again on another worker")
+	t.Logf("takeover: the killed worker's step ran again %s after SIGKILL (dead_after %s, heartbeat %s)",
+		resumed.Sub(killed).Round(10*time.Millisecond), testDeadAfter, testHeartbeat)
+	if took := resumed.Sub(killed); took > testDeadAfter+15*time.Second {
+		t.Errorf("takeover took %s, want within dead_after + 15 s", took)
+	}
+	ws := workersByID(live)
+	if w := ws[victim]; w.State != "dead" || w.TakenOverBy == "" {
+		t.Errorf("killed worker listed as %+v, want dead and taken over", w)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFinal(t, live, res.ID)
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 2 || got["late"] != 1 {
+		t.Fatalf("side effects %v: want early 1, slow 2 (interrupted, then taken over), late 1", got)
+	}
+	for _, n := range []string{"config", "secrets", "artifacts", "qa", "early"} {
+		if a := stepByName(d, n).Attempts; a != 1 {
+			t.Errorf("step %s ran %d times, want 1 (completed before the kill)", n, a)
+		}
+	}
+	d2 := waitFinal(t, live, res2.ID)
+	if d2.State != manent.StateSuccess {
+		t.Fatalf("second deploy: %s (%s), want SUCCESS", d2.State, d2.Error)
+	}
+	for _, s := range d2.Steps {
+		if s.StartedAt != nil && d.FinishedAt != nil && s.StartedAt.Before(*d.FinishedAt) {
+			t.Fatalf("step %s of the second deploy started at %s, before the first finished (%s): two deploys of one environment overlapped",
+				s.Name, s.StartedAt, d.FinishedAt)
+		}
+	}
+}
+
+// A worker paused (SIGSTOP) past dead_after while its step runs is taken
+// over; its step's command ends while it is paused. Resumed (SIGCONT), it
+// learns it was declared dead and stops: it records nothing and runs no
+// further step of the deploy, which the other worker finished.
+func TestWorkersPausedWorkerIsFenced(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2", "w3")
+	c := ps["w1"].client()
+	res, err := c.Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started, "the slow step to start")
+	victim := runner(t, c)
+	if err := ps[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := os.Remove(started); err != nil {
+		t.Fatal(err)
+	}
+	live := other(ps, victim).client()
+	resumed := waitFile(t, started, "the slow step to run again on another worker")
+	t.Logf("takeover of a paused worker: %s after SIGSTOP (dead_after %s)", resumed.Sub(stopped).Round(10*time.Millisecond), testDeadAfter)
+	// Both commands of the slow step end now: the paused worker's too.
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFinal(t, live, res.ID)
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if err := ps[victim].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ps[victim].done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resumed worker did not stop after learning it was declared dead")
+	}
+	if ps[victim].waitErr == nil {
+		t.Error("the fenced worker exited 0, want an error exit")
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "w", victim, "server.log"))
+	if !strings.Contains(string(b), "declared dead") {
+		t.Errorf("the fenced worker's log does not say it was declared dead:\n%s", b)
+	}
+	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 2 || got["late"] != 1 {
+		t.Fatalf("side effects %v: want early 1, slow 2 (paused, then taken over), late 1 — the resumed worker must run nothing", got)
+	}
+	after, err := live.Deployment(context.Background(), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != manent.StateSuccess || stepByName(after, "late").State != manent.StepSuccess {
+		t.Fatalf("after the resumed worker stopped: %s, late %s — it must not have rewritten the deploy", after.State, stepByName(after, "late").State)
+	}
+}
+
+// SIGTERM: the worker lets its running step finish, runs no new one and
+// leaves; another worker takes the deploy over at once (no dead_after
+// wait) and runs the remaining steps; nothing runs twice.
+func TestWorkersSIGTERMHandsOver(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2")
+	c := ps["w1"].client()
+	res, err := c.Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started, "the slow step to start")
+	victim := runner(t, c)
+	if err := ps[victim].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The running step finishes.
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ps[victim].done:
+		if ps[victim].waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v, want 0", ps[victim].waitErr)
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("no exit within 40s of SIGTERM")
+	}
+	left := time.Now()
+	live := other(ps, victim).client()
+	d := waitFinal(t, live, res.ID)
+	t.Logf("handover after SIGTERM: deploy finished %s after the worker exited", time.Since(left).Round(10*time.Millisecond))
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 1 || got["late"] != 1 {
+		t.Fatalf("side effects %v: want each step once (the running step finished before the worker left)", got)
+	}
+	if w := workersByID(live)[victim]; w.State != "dead" || w.TakenOverBy == "" {
+		t.Errorf("the worker that left is listed as %+v, want taken over", w)
+	}
+}
+
+// With SQLite a second server on the same database file refuses to start.
+func TestSQLiteSecondServerRefused(t *testing.T) {
+	dir := t.TempDir()
+	db := enginetest.SQLite(t)
+	startAs(t, filepath.Join(dir, "a"), db, "a")
+	out, err := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "b"), "--database", db).CombinedOutput()
+	if err == nil {
+		t.Fatalf("a second server on the same SQLite file started:\n%s", out)
+	}
+	if !strings.Contains(string(out), "another manent-server uses this SQLite database") {
+		t.Fatalf("second server's error does not say why:\n%s", out)
+	}
+}
+
+// A rolling restart of all three workers (SIGTERM, start again) while 50
+// deploys in 10 environments run: every deploy ends SUCCESS and every
+// deploy's step ran exactly once.
+func TestWorkersRollingRestart(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	effects := filepath.Join(dir, "effects")
+	ids := []string{"w1", "w2", "w3"}
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, ids...)
+	c := ps["w1"].client()
+	var deploys []string
+	for i := range 50 {
+		yml := fmt.Sprintf(`apiVersion: manent/v1
+application: roll
+environment: env%d
+version: "%d"
+artifact: {url: "file://%s"}
+steps:
+  - {name: work, after: qa, plugin: script, with: {command: [sh, -c, "sleep 0.3; echo $MANENT_DEPLOY_ID >> %s"]}}
+`, i%10, i, art, effects)
+		res, err := c.Submit(context.Background(), []byte(yml), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deploys = append(deploys, res.ID)
+	}
+	for _, id := range ids {
+		if err := ps[id].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ps[id].done:
+			if ps[id].waitErr != nil {
+				t.Fatalf("%s exited with %v after SIGTERM", id, ps[id].waitErr)
+			}
+		case <-time.After(40 * time.Second):
+			t.Fatalf("%s did not stop within 40s", id)
+		}
+		p, addrc := launch(t, filepath.Join(dir, "w"), db, id)
+		p.listen(t, addrc, filepath.Join(dir, "w", id, "server.log"))
+		ps[id] = p
+	}
+	c = ps["w2"].client()
+	for _, id := range deploys {
+		if d := waitFinal(t, c, id); d.State != manent.StateSuccess {
+			t.Fatalf("%s: %s (%s), want SUCCESS", id, d.State, d.Error)
+		}
+	}
+	got := countLines(t, effects)
+	for _, id := range deploys {
+		if got[id] != 1 {
+			t.Errorf("the step of %s ran %d times, want once", id, got[id])
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package descriptor
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// freeForm says whether the value at path is free-form configuration (the
+// parameters, a plugin's `with`), whose text may span lines. Every other
+// text of a descriptor is a single line.
+func freeForm(path []string) bool {
+	switch len(path) {
+	case 1:
+		return path[0] == "parameters"
+	case 2:
+		return path[0] == "target" && path[1] == "with"
+	case 3:
+		return path[0] == "steps" && path[2] == "with"
+	}
+	return false
+}
+
+// checkText refuses control characters (and line and bidirectional-text
+// controls) in every single-line text field and field name, so that no
+// terminal, log or web page showing them can be tricked (SPEC §11.1).
+func (c *checker) checkText(doc map[string]any) {
+	path := make([]string, 0, maxDepth)
+	var walk func(v any)
+	walk = func(v any) {
+		if c.full() || freeForm(path) {
+			return
+		}
+		switch v := v.(type) {
+		case string:
+			if r, at, bad := firstControl(v); bad && !c.reported[pointer(path)] {
+				c.add(path, "%s must be a single line of plain text: it contains %s at character %d", fieldName(path), describeRune(r), at)
+			}
+		case map[string]any:
+			keys := c.keysInOrder(path, v)
+			for _, k := range keys {
+				path = append(path, k)
+				if r, at, bad := firstControl(k); bad && !c.reported[pointer(path)] {
+					c.addAtKey(path, "the field name %q must be plain text: it contains %s at character %d", clip(k), describeRune(r), at)
+				} else {
+					walk(v[k])
+				}
+				path = path[:len(path)-1]
+			}
+		case []any:
+			for i, x := range v {
+				path = append(path, strconv.Itoa(i))
+				walk(x)
+				path = path[:len(path)-1]
+			}
+		}
+	}
+	walk(doc)
+}
+
+// keysInOrder returns the keys of the mapping at path in the order of the
+// input, so that the errors reported first are the first ones.
+func (c *checker) keysInOrder(path []string, m map[string]any) []string {
+	type key struct {
+		name      string
+		line, col int
+	}
+	keys := make([]key, 0, len(m))
+	_, node := c.tree.locate(path)
+	node = resolve(node)
+	for name := range m {
+		k := key{name: name}
+		if node != nil && node.Kind == yaml.MappingNode {
+			if kn, _ := c.tree.findKey(node, name, 0, nil); kn != nil {
+				k.line, k.col = kn.Line, kn.Column
+			}
+		}
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.line != b.line {
+			return a.line < b.line
+		}
+		if a.col != b.col {
+			return a.col < b.col
+		}
+		return a.name < b.name
+	})
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.name
+	}
+	return out
+}
+
+// firstControl returns the first rune of s a single line of text must not
+// hold, and its position (from 1, in characters).
+func firstControl(s string) (rune, int, bool) {
+	i := 0
+	for _, r := range s {
+		i++
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' ||
+			(r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') {
+			return r, i, true
+		}
+	}
+	return 0, 0, false
+}
+
+// escapeControls writes the runes firstControl refuses as \uXXXX, so that a
+// path naming a hostile field can be shown safely.
+func escapeControls(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if _, _, bad := firstControl(string(r)); bad {
+			fmt.Fprintf(&b, "\\u%04X", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func describeRune(r rune) string {
+	switch {
+	case r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' || r == '\u0085':
+		return fmt.Sprintf("a line break (U+%04X)", r)
+	case r == '\t':
+		return "a tab (U+0009)"
+	case r == 0x1b:
+		return "an escape character (U+001B, terminal escape sequences)"
+	case r >= '\u202a':
+		return fmt.Sprintf("the bidirectional-text control U+%04X", r)
+	}
+	return fmt.Sprintf("the control character U+%04X", r)
+}
+
+// fieldName writes a path as a person names the field: steps[2].name.
+func fieldName(path []string) string {
+	var b strings.Builder
+	for i, t := range path {
+		if _, err := strconv.Atoi(t); err == nil && i > 0 {
+			b.WriteString("[" + t + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(clip(t))
+	}
+	return b.String()
+}

@@ -1,0 +1,132 @@
+package admit_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// fieldErrors admits extra as a dry run and returns its field errors by
+// path (nil when admitted).
+func (f *fixture) fieldErrors(t *testing.T, extra string) map[string]string {
+	t.Helper()
+	_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra), Identity: ci, DryRun: true})
+	if err == nil {
+		return nil
+	}
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid {
+		t.Fatalf("got %v, want a 422", err)
+	}
+	out := map[string]string{}
+	for _, fe := range me.Fields {
+		out[fe.Path] = fe.Message
+	}
+	return out
+}
+
+// In a configured server custom steps use only the plugins of
+// plugins.steps (none by default): a step naming another one is refused
+// with a 422 naming the step (SPEC §11.1). Local trial mode allows every
+// plugin.
+func TestStepPluginsAllowList(t *testing.T) {
+	step := "steps:\n  - {name: dump-env, after: deploy, plugin: script, with: {command: [env]}}\n"
+	none := newAdmitter(t, admit.Config{})
+	target := "target: {plugin: local, with: {dir: " + filepath.Join(none.dir, "targets", "billing") + "}}\n"
+	got := none.fieldErrors(t, target+step)
+	if msg := got["/steps/0/plugin"]; !strings.Contains(msg, "dump-env") || !strings.Contains(msg, `"script" is not allowed`) || len(got) != 1 {
+		t.Fatalf("field errors %v: want /steps/0/plugin naming step dump-env and plugin script only", got)
+	}
+
+	allowed := newAdmitter(t, admit.Config{StepPlugins: []string{"script"}})
+	target = "target: {plugin: local, with: {dir: " + filepath.Join(allowed.dir, "targets", "billing") + "}}\n"
+	if got := allowed.fieldErrors(t, target+step); got != nil {
+		t.Fatalf("plugins.steps [script]: refused %v", got)
+	}
+	if got := allowed.fieldErrors(t, target+"steps:\n  - {name: call, after: deploy, plugin: cluster-ready}\n"); !strings.Contains(got["/steps/0/plugin"], "plugins.steps: script") {
+		t.Fatalf("plugins.steps [script], a cluster-ready step: %v, want refused", got)
+	}
+
+	trial := newAdmitter(t, admit.Config{Trial: true})
+	if got := trial.fieldErrors(t, step); got != nil {
+		t.Fatalf("local trial mode: refused %v", got)
+	}
+
+	// The config step applies the list valid when the deploy starts.
+	adm, err := allowed.a.Admit(context.Background(), admit.Request{Descriptor: allowed.descriptor(t, target+step), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = none.a.Reconfigure(context.Background(), adm.Input)
+	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "dump-env") {
+		t.Fatalf("config step on a server without plugins.steps: %v, want a permanent refusal naming the step", err)
+	}
+}
+
+// A name in plugins.steps that is no step plugin stops the server.
+func TestStepPluginsUnknown(t *testing.T) {
+	_, err := admit.New(admit.Config{Store: newAdmitterStore(t), Plugins: plugin.NewRegistry(), StepPlugins: []string{"scirpt"}})
+	if err == nil || !strings.Contains(err.Error(), `plugins.steps[0]: unknown step plugin "scirpt"`) {
+		t.Fatalf("got %v, want a configuration error naming plugins.steps[0]", err)
+	}
+}
+
+// The local target writes only under plugins.local.root: a with.dir outside
+// it — directly, through `..` or through a symbolic link — is a 422
+// (SPEC §11.1).
+func TestLocalRoot(t *testing.T) {
+	f := newAdmitter(t, admit.Config{})
+	root := filepath.Join(f.dir, "targets")
+	outside := filepath.Join(f.dir, "elsewhere")
+	for _, d := range []string{root, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(root, "slash")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "billing"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(root, "billing"), filepath.Join(root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		dir, want string // want: "" admitted, else a fragment of /target/with
+	}{
+		{filepath.Join(root, "billing", "prod"), ""},
+		{root, ""},
+		{filepath.Join(root, "alias", "prod"), ""}, // a link that stays inside
+		{filepath.Join(root, "new", "deeper", "prod"), ""},
+		{outside, "outside this server's local root"},
+		{"/etc/manent", "outside this server's local root"},
+		{root + "-sibling/prod", "outside this server's local root"},
+		{root + "/../elsewhere", `must not contain ".."`},
+		{root + "/billing/../../elsewhere", `must not contain ".."`},
+		{root + "/billing/..", `must not contain ".."`},
+		{filepath.Join(root, "escape"), "leads to " + outside},
+		{filepath.Join(root, "escape", "prod"), "leads to " + filepath.Join(outside, "prod")},
+		{filepath.Join(root, "slash", "etc"), "leads to /etc"},
+		{"relative/prod", "must be an absolute path"},
+	}
+	for _, tt := range tests {
+		got := f.fieldErrors(t, "target: {plugin: local, with: {dir: \""+tt.dir+"\"}}\n")
+		switch {
+		case tt.want == "" && got != nil:
+			t.Errorf("dir %s: refused %v", tt.dir, got)
+		case tt.want != "" && !strings.Contains(got["/target/with"], tt.want):
+			t.Errorf("dir %s: %v, want /target/with with %q", tt.dir, got, tt.want)
+		}
+	}
+}

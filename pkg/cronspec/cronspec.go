@@ -1,0 +1,216 @@
+// Package cronspec reads the recurring schedules of descriptors
+// (schedule.cron, SPEC §11.1): standard 5-field cron (minute hour
+// day-of-month month day-of-week), an optional CRON_TZ=<zone> prefix, and
+// the @hourly, @daily (@midnight), @weekly, @monthly, @yearly (@annually)
+// and @every <duration> forms. A schedule without a zone runs in UTC.
+//
+// It answers when a schedule fires next, how often it can fire at most
+// (MinInterval, for schedules.min_interval) and the form the DBOS scheduler
+// takes (six fields, with seconds). Parsing is robfig/cron/v3's, the parser
+// DBOS itself uses; nothing here parses cron fields by hand.
+//
+// It imports no package of this module.
+package cronspec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	_ "time/tzdata" // CRON_TZ= works on hosts without a zoneinfo database
+
+	"github.com/robfig/cron/v3"
+)
+
+// MaxLength is the longest expression accepted.
+const MaxLength = 256
+
+// Spec is a parsed schedule.
+type Spec struct {
+	expr  string         // as written
+	zone  *time.Location // UTC unless CRON_TZ= says otherwise
+	body  string         // the expression without its CRON_TZ= prefix
+	sched cron.Schedule
+}
+
+// parser reads the body of an expression: 5 fields or a @ form.
+var parser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// Parse reads a schedule expression. Its errors are meant for the person
+// who wrote the expression.
+func Parse(expr string) (s *Spec, err error) {
+	if len(expr) > MaxLength {
+		return nil, fmt.Errorf("longer than %d characters", MaxLength)
+	}
+	body := strings.TrimSpace(expr)
+	if body == "" {
+		return nil, errors.New("empty expression")
+	}
+	zone := time.UTC
+	if name, rest, ok := zonePrefix(body); ok {
+		if name == "" || name == "Local" {
+			return nil, fmt.Errorf("CRON_TZ=%s: name an IANA time zone such as Europe/Paris or UTC", name)
+		}
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			return nil, fmt.Errorf("CRON_TZ=%s: unknown time zone", name)
+		}
+		zone, body = loc, rest
+		if body == "" {
+			return nil, fmt.Errorf("CRON_TZ=%s: the schedule is missing after the time zone", name)
+		}
+		if _, _, again := zonePrefix(body); again {
+			return nil, errors.New("more than one CRON_TZ= prefix")
+		}
+	}
+	if rest, ok := strings.CutPrefix(body, "@every"); ok {
+		d, err := time.ParseDuration(strings.TrimSpace(rest))
+		if err != nil || d < time.Second {
+			return nil, fmt.Errorf("@every takes a duration of at least 1s, such as \"@every 6h\", got %q", strings.TrimSpace(rest))
+		}
+	}
+	defer func() {
+		// The cron parser is third-party code; whatever it does, Parse
+		// must not panic.
+		if r := recover(); r != nil {
+			s, err = nil, errors.New("cannot parse")
+		}
+	}()
+	sched, err := parser.Parse(body)
+	if err != nil {
+		return nil, err
+	}
+	if ss, ok := sched.(*cron.SpecSchedule); ok {
+		ss.Location = zone
+	}
+	s = &Spec{expr: expr, zone: zone, body: body, sched: sched}
+	if s.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() && s.Next(time.Now()).IsZero() {
+		return nil, errors.New("it never fires (no such date)")
+	}
+	return s, nil
+}
+
+// zonePrefix splits "CRON_TZ=<zone> <rest>" (or TZ=).
+func zonePrefix(expr string) (zone, rest string, ok bool) {
+	var after string
+	switch {
+	case strings.HasPrefix(expr, "CRON_TZ="):
+		after = strings.TrimPrefix(expr, "CRON_TZ=")
+	case strings.HasPrefix(expr, "TZ="):
+		after = strings.TrimPrefix(expr, "TZ=")
+	default:
+		return "", "", false
+	}
+	zone, rest, _ = strings.Cut(after, " ")
+	return zone, strings.TrimSpace(rest), true
+}
+
+// String returns the expression as written.
+func (s *Spec) String() string { return s.expr }
+
+// Zone returns the time zone the schedule runs in (UTC by default).
+func (s *Spec) Zone() *time.Location { return s.zone }
+
+// Every returns the interval of an @every schedule, or 0.
+func (s *Spec) Every() time.Duration {
+	if c, ok := s.sched.(cron.ConstantDelaySchedule); ok {
+		return c.Delay
+	}
+	return 0
+}
+
+// Next returns the first time after t the schedule fires, or the zero time
+// when it does not fire in the five years after t. An @every schedule
+// fires its interval after t.
+func (s *Spec) Next(t time.Time) time.Time { return s.sched.Next(t) }
+
+// NextSince returns the first fire time after now of a schedule that has
+// run since start (its creation or its last tick): an @every schedule
+// counts its intervals from start; the other forms do not depend on it.
+func (s *Spec) NextSince(start, now time.Time) time.Time {
+	d := s.Every()
+	if d <= 0 || start.IsZero() || start.After(now) {
+		return s.Next(now)
+	}
+	n := now.Sub(start)/d + 1
+	return start.Add(n * d)
+}
+
+// DBOS returns the schedule as the DBOS scheduler takes it: a cron
+// expression with a seconds field (or the @ form) and the time zone name.
+func (s *Spec) DBOS() (schedule, timezone string) {
+	schedule = s.body
+	if !strings.HasPrefix(schedule, "@") {
+		schedule = "0 " + schedule
+	}
+	return schedule, s.zone.String()
+}
+
+// MinInterval returns the shortest time between two consecutive fire
+// times: the interval of @every; for the other forms the shortest gap
+// within a day it fires on, and between the last tick of a day and the
+// first of the next day it fires on (valid days are searched over 28 years,
+// the period of the calendar). Clock changes are not counted. A schedule
+// that fires at most once in those 28 years gets the largest Duration.
+func (s *Spec) MinInterval() time.Duration {
+	if d := s.Every(); d > 0 {
+		return d
+	}
+	spec, ok := s.sched.(*cron.SpecSchedule)
+	if !ok {
+		return 0
+	}
+	// The days the schedule fires on: the same schedule at midnight only.
+	days := *spec
+	days.Second, days.Minute, days.Hour = 1, 1, 1
+	ref := time.Date(2001, 1, 1, 0, 0, 0, 0, s.zone).Add(-time.Second)
+	end := ref.AddDate(28, 0, 0)
+	var first time.Time
+	prev, minDays := ref, 0
+	for t := days.Next(ref); !t.IsZero() && t.Before(end); t = days.Next(t) {
+		if first.IsZero() {
+			first = t
+		} else if gap := civilDays(t) - civilDays(prev); minDays == 0 || gap < minDays {
+			minDays = gap
+		}
+		if minDays == 1 {
+			break
+		}
+		prev = t
+	}
+	if first.IsZero() {
+		return math.MaxInt64
+	}
+	// The ticks of one day it fires on (at most 1440).
+	y, m, d := first.Date()
+	var ticks []time.Duration // time of day
+	for t := spec.Next(first.Add(-time.Second)); !t.IsZero(); t = spec.Next(t) {
+		if ty, tm, td := t.Date(); ty != y || tm != m || td != d {
+			break
+		}
+		ticks = append(ticks, time.Duration(t.Hour())*time.Hour+time.Duration(t.Minute())*time.Minute)
+	}
+	shortest := time.Duration(0)
+	for i := 1; i < len(ticks); i++ {
+		if gap := ticks[i] - ticks[i-1]; shortest == 0 || gap < shortest {
+			shortest = gap
+		}
+	}
+	if minDays > 0 && len(ticks) > 0 {
+		across := time.Duration(minDays)*24*time.Hour - (ticks[len(ticks)-1] - ticks[0])
+		if shortest == 0 || across < shortest {
+			shortest = across
+		}
+	}
+	if shortest == 0 {
+		return math.MaxInt64
+	}
+	return shortest
+}
+
+// civilDays numbers the calendar day of t (in its own zone).
+func civilDays(t time.Time) int {
+	y, m, d := t.Date()
+	return int(time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400)
+}

@@ -1,0 +1,161 @@
+package cronspec
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseNext(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Thursday 2026-12-03 10:17:30 UTC.
+	now := time.Date(2026, 12, 3, 10, 17, 30, 0, time.UTC)
+	tests := []struct {
+		expr string
+		want time.Time
+	}{
+		{"0 3 * * 1-5", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)},    // Friday 03:00 UTC
+		{"0 3 * * 6", time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)},      // Saturday
+		{"*/15 * * * *", time.Date(2026, 12, 3, 10, 30, 0, 0, time.UTC)}, // quarter hours
+		{"  0 3 * * 1-5  ", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)},
+		{"CRON_TZ=Europe/Paris 0 3 * * *", time.Date(2026, 12, 4, 3, 0, 0, 0, paris)}, // 02:00 UTC
+		{"TZ=Europe/Paris 0 12 * * *", time.Date(2026, 12, 3, 12, 0, 0, 0, paris)},
+		{"CRON_TZ=UTC @daily", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"@hourly", time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC)},
+		{"@daily", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"@midnight", time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)},
+		{"@weekly", time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)}, // Sunday
+		{"@monthly", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"@yearly", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"@every 90m", now.Add(90 * time.Minute)},
+		{"0 0 29 2 *", time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			s, err := Parse(tt.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Next(now); !got.Equal(tt.want) {
+				t.Errorf("Next(%s) = %s, want %s", now, got, tt.want)
+			}
+			if s.String() != tt.expr {
+				t.Errorf("String() = %q, want the expression as written", s.String())
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct{ expr, want string }{
+		{"", "empty expression"},
+		{"   ", "empty expression"},
+		{"0 3 * *", "expected exactly 5 fields"},
+		{"0 0 3 * * *", "expected exactly 5 fields"}, // 6 fields (seconds) are not standard cron
+		{"61 * * * *", "above maximum"},
+		{"*/0 * * * *", "step"},
+		{"@sometimes", "unrecognized descriptor"},
+		{"@every", "@every takes a duration"},
+		{"@every -1m", "at least 1s"},
+		{"@every 500ms", "at least 1s"},
+		{"@every soon", "@every takes a duration"},
+		{"CRON_TZ=Mars/Olympus 0 3 * * *", "unknown time zone"},
+		{"CRON_TZ=Local 0 3 * * *", "IANA time zone"},
+		{"CRON_TZ=", "IANA time zone"},
+		{"CRON_TZ=UTC", "missing after the time zone"},
+		{"CRON_TZ=UTC CRON_TZ=UTC 0 3 * * *", "more than one"},
+		{"0 0 30 2 *", "never fires"},
+		{strings.Repeat("1,", 200) + " * * * *", "longer than 256"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			s, err := Parse(tt.expr)
+			if err == nil {
+				t.Fatalf("got %v, want an error", s)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %q, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestMinInterval(t *testing.T) {
+	tests := []struct {
+		expr string
+		want time.Duration
+	}{
+		{"* * * * *", time.Minute},
+		{"*/5 * * * *", 5 * time.Minute},
+		{"0 3 * * 1-5", 24 * time.Hour},       // Monday to Friday: consecutive days
+		{"0 3 * * 1", 7 * 24 * time.Hour},     // once a week
+		{"0 3 * * 1,3", 2 * 24 * time.Hour},   // Monday and Wednesday
+		{"0,59 0,23 * * *", time.Minute},      // 23:59 then 00:00 the next day
+		{"0,59 0,23 * * 1", 59 * time.Minute}, // the next day is no Monday
+		{"0 0 1 * *", 28 * 24 * time.Hour},    // February
+		{"0 0 28,1 2,3 *", 24 * time.Hour},    // February 28th, then March 1st
+		{"0 0 29 2 *", 1461 * 24 * time.Hour}, // leap days, four years apart
+		{"CRON_TZ=Asia/Tokyo 30 */6 * * *", 6 * time.Hour},
+		{"@hourly", time.Hour},
+		{"@daily", 24 * time.Hour},
+		{"@weekly", 7 * 24 * time.Hour},
+		{"@every 1s", time.Second},
+		{"@every 1h30m", 90 * time.Minute},
+		{"0 0 1 1 *", 365 * 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			s, err := Parse(tt.expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.MinInterval(); got != tt.want {
+				t.Errorf("MinInterval() = %s, want %s", got, tt.want)
+			}
+		})
+	}
+	once, err := Parse("0 0 29 2 1") // February 29th or any Monday of February
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := once.MinInterval(); got != 24*time.Hour { // Monday the 28th, then the 29th
+		t.Errorf("MinInterval() = %s, want 24h", got)
+	}
+}
+
+func TestDBOS(t *testing.T) {
+	tests := []struct{ expr, sched, zone string }{
+		{"0 3 * * 1-5", "0 0 3 * * 1-5", "UTC"},
+		{"CRON_TZ=Europe/Paris 0 3 * * *", "0 0 3 * * *", "Europe/Paris"},
+		{"@daily", "@daily", "UTC"},
+		{"@every 10m", "@every 10m", "UTC"},
+	}
+	for _, tt := range tests {
+		s, err := Parse(tt.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sched, zone := s.DBOS(); sched != tt.sched || zone != tt.zone {
+			t.Errorf("%s: DBOS() = %q, %q; want %q, %q", tt.expr, sched, zone, tt.sched, tt.zone)
+		}
+	}
+}
+
+func TestNextSince(t *testing.T) {
+	s, err := Parse("@every 10m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 12, 3, 10, 3, 0, 0, time.UTC)
+	now := time.Date(2026, 12, 3, 10, 27, 0, 0, time.UTC)
+	if got, want := s.NextSince(start, now), time.Date(2026, 12, 3, 10, 33, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("@every: got %s, want %s", got, want)
+	}
+	d, _ := Parse("@hourly")
+	if got, want := d.NextSince(start, now), time.Date(2026, 12, 3, 11, 0, 0, 0, time.UTC); !got.Equal(want) {
+		t.Errorf("@hourly: got %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,168 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/notify"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// deliveredAll reports the deliveries of a deploy once all are delivered.
+func (f *fixture) deliveries(id string) ([]notify.DeliveryStatus, bool) {
+	rec, err := f.eng.Refresh(context.Background(), id)
+	if err != nil || rec.Deliveries == nil {
+		return nil, false
+	}
+	var ds []notify.DeliveryStatus
+	if json.Unmarshal(rec.Deliveries, &ds) != nil || len(ds) == 0 {
+		return nil, false
+	}
+	for _, d := range ds {
+		if d.State == notify.DeliveryPending {
+			return nil, false
+		}
+	}
+	return ds, true
+}
+
+func countType(evs []store.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// Retention removes a final deploy's DBOS rows after retention.workflows
+// while status, steps, logs and deliveries keep working from manent's
+// tables; then its log lines after retention.logs; then the deploy itself
+// after retention.deploys — never the environment's current release, and
+// the audit chain still verifies.
+func TestRetention(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		defer recv.Close()
+		t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+		f := newFixture(t, db, 2, func(c *node.Config) {
+			c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+			c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
+			c.Retention.Workflows, c.Retention.Logs, c.Retention.Deploys = time.Minute, 2*time.Minute, 3*time.Minute
+			c.Retention.Every = time.Hour // this test runs retention by hand
+		})
+		ctx := context.Background()
+		var ids []string
+		for _, v := range []string{"1", "2"} {
+			url, _ := f.artifact("v"+v, v)
+			id := f.submit(descriptorYAML("ret", "prod", v, url, "",
+				fmt.Sprintf("callbacks:\n  - url: %s/hook\nsteps:\n  - {name: say, after: deploy, plugin: script, with: {command: [sh, -c, 'echo hello from %s']}}\n", recv.URL, v)))
+			if rec := f.wait(id, 30*time.Second); rec.State != manent.StateSuccess {
+				t.Fatalf("state %s (%s)", rec.State, rec.Error)
+			}
+			ids = append(ids, id)
+		}
+		old, cur := ids[0], ids[1]
+		var before []notify.DeliveryStatus
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			var ok bool
+			before, ok = f.deliveries(old)
+			_, ok2 := f.deliveries(cur)
+			return ok && ok2
+		}, "every callback delivered")
+		steps, err := f.st.Steps(ctx, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := f.st.Events(ctx, old, 0, nil, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if countType(evs, store.EventLog) == 0 {
+			t.Fatal("the deploy logged nothing: the test cannot see logs pruned")
+		}
+		if wfs, err := f.eng.DeployWorkflows(old); err != nil || len(wfs) < 2 {
+			t.Fatalf("before retention DBOS holds %v (%v), want the deploy and its deliveries", wfs, err)
+		}
+
+		// 1. retention.workflows: DBOS forgets, manent remembers.
+		now := time.Now().Add(90 * time.Second)
+		if _, err := f.eng.Retain(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if wfs, err := f.eng.DeployWorkflows(id); err != nil || len(wfs) != 0 {
+				t.Fatalf("after retention DBOS still holds %v (%v)", wfs, err)
+			}
+		}
+		after, ok := f.deliveries(old)
+		if !ok || !reflect.DeepEqual(before, after) {
+			t.Fatalf("deliveries after retention:\n%+v\nbefore:\n%+v", after, before)
+		}
+		if s2, _ := f.st.Steps(ctx, old); !reflect.DeepEqual(steps, s2) {
+			t.Fatalf("steps changed by retention")
+		}
+		if e2, _ := f.st.Events(ctx, old, 0, nil, 10000); len(e2) != len(evs) {
+			t.Fatalf("events %d after retention, %d before", len(e2), len(evs))
+		}
+		if rec, err := f.eng.Refresh(ctx, old); err != nil || rec.State != manent.StateSuccess {
+			t.Fatalf("status after retention: %v %v", rec, err)
+		}
+
+		// 2. retention.logs: log lines go, the rest of the story stays.
+		if _, err := f.eng.Retain(ctx, now.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		e3, _ := f.st.Events(ctx, old, 0, nil, 10000)
+		if countType(e3, store.EventLog) != 0 || len(e3) != len(evs)-countType(evs, store.EventLog) {
+			t.Fatalf("after log retention: %d events, %d log lines", len(e3), countType(e3, store.EventLog))
+		}
+
+		// 3. retention.deploys: the old deploy goes, the current release stays.
+		if _, err := f.eng.Retain(ctx, now.Add(2*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.Deployment(ctx, old); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("old deploy after deploy retention: %v", err)
+		}
+		if rec, err := f.st.Deployment(ctx, cur); err != nil || rec.State != manent.StateSuccess {
+			t.Fatalf("the current release was removed: %v", err)
+		}
+		if rel, err := f.st.Current(ctx, "ret", "prod"); err != nil || rel == nil || rel.DeploymentID != cur {
+			t.Fatalf("inventory after retention: %+v %v", rel, err)
+		}
+		if _, problems, err := f.st.VerifyAudit(ctx); err != nil || len(problems) != 0 {
+			t.Fatalf("audit after retention: %v %v", problems, err)
+		}
+	})
+}
+
+// Retention runs by itself as a DBOS scheduled workflow.
+func TestRetentionIsScheduled(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
+		c.Retention.Workflows, c.Retention.Every = time.Nanosecond, time.Second
+	})
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("ret", "prod", "1", url, "", ""))
+	if rec := f.wait(id, 30*time.Second); rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		wfs, err := f.eng.DeployWorkflows(id)
+		return err == nil && len(wfs) == 0
+	}, "the scheduled retention deleting the deploy's workflows")
+	if rec, err := f.eng.Refresh(context.Background(), id); err != nil || rec.State != manent.StateSuccess {
+		t.Fatalf("status after retention: %v %v", rec, err)
+	}
+}

@@ -1,0 +1,395 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/version"
+)
+
+// Several workers (SPEC §11.3). Each worker records a heartbeat in
+// manent_workers; on PostgreSQL the worker holding one advisory lock (the
+// leader) declares dead the workers silent for DeadAfter and hands their
+// PENDING deploys back to the queue through DBOS recovery; a worker that
+// leaves (SIGTERM) is taken over at once.
+//
+// What guarantees that a deploy taken over does not run a step twice:
+//   - DBOS (v1.9) stamps each execution of a workflow with an owner token
+//     (owner_xid) when it is dequeued; recovery clears it. A step's result
+//     is checkpointed only while the token is still the execution's, so a
+//     zombie's step result and outcome are rejected (ErrConflictingWorkflowID).
+//     DBOS does not check the token before running a step, though: without
+//     more, a zombie would start its next step (the side effect) and only
+//     lose the checkpoint.
+//   - admitStep (ours) fences the zombie: before a step starts, and before a
+//     finished step is recorded in manent's own tables, a worker whose last
+//     successful heartbeat is older than freshFor beats synchronously. The
+//     heartbeat updates only a row in state alive, and the leader's
+//     declaration is a conditional update of the same row, so either the
+//     beat lands first (the worker is alive and not taken over) or the
+//     worker learns it was declared dead and runs nothing more: its steps
+//     block until the engine stops, and the node exits (OnFenced).
+//   - What remains is a pause that falls between that check and the start of
+//     the step's command, longer than DeadAfter - freshFor: that step's
+//     command can run a second time (its result is then rejected by DBOS).
+//     Only a fencing token at the target could close it.
+
+// Defaults of workers.heartbeat and workers.dead_after.
+const (
+	DefaultHeartbeat = 5 * time.Second
+	DefaultDeadAfter = 30 * time.Second
+)
+
+// leaderLockKey is the PostgreSQL advisory lock held by the leader.
+const leaderLockKey int64 = 0x6d616e656e74_01 // "manent" 01
+
+// ErrFenced is what OnFenced receives: the others declared this worker dead
+// and took its deploys over.
+var ErrFenced = errors.New("this worker was declared dead (no heartbeat for workers.dead_after) and its deploys were taken over by another worker: it stops; start it again")
+
+// liveness is this worker's view of itself: when its heartbeat last
+// landed, whether it was fenced or is draining, and the steps it runs.
+type liveness struct {
+	start     time.Time
+	lastOK    atomic.Int64 // nanoseconds since start (monotonic)
+	fenced    chan struct{}
+	fenceOnce sync.Once
+	draining  atomic.Bool
+	// active counts the deploy workflows executing here; parked those of
+	// them stopped where nothing is half-recorded: waiting to start a step
+	// (admitStep) or in a durable wait. A drain waits for active == parked.
+	active atomic.Int64
+	parked atomic.Int64
+	leader atomic.Bool
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+func newLiveness() *liveness {
+	return &liveness{start: time.Now(), fenced: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (l *liveness) beatOK() { l.lastOK.Store(int64(time.Since(l.start))) }
+
+func (l *liveness) sinceOK() time.Duration {
+	return time.Since(l.start) - time.Duration(l.lastOK.Load())
+}
+
+func (l *liveness) isFenced() bool {
+	select {
+	case <-l.fenced:
+		return true
+	default:
+		return false
+	}
+}
+
+// freshFor is how old the last heartbeat may be for a step to start without
+// asking the database first.
+func (e *Engine) freshFor() time.Duration {
+	return min(2*e.cfg.Heartbeat, e.cfg.DeadAfter/2)
+}
+
+// fence stops this worker for good: no step starts any more, and OnFenced
+// is told (the node stops the engine and exits).
+func (e *Engine) fence() {
+	e.live.fenceOnce.Do(func() {
+		close(e.live.fenced)
+		e.log.Error("fenced: this worker was declared dead and its deploys were taken over; running nothing more", "executor_id", e.cfg.ExecutorID)
+		if e.cfg.OnFenced != nil {
+			go e.cfg.OnFenced(ErrFenced)
+		}
+	})
+}
+
+// admitStep returns nil when this worker may run (or record) a step now: it
+// is not fenced, not draining, and its heartbeat is fresh or lands now.
+// Otherwise it blocks until ctx ends (the engine stops) and returns ctx's
+// error, which DBOS treats as an interruption: nothing is recorded.
+func (e *Engine) admitStep(ctx context.Context) error {
+	return e.checkAlive(ctx, true)
+}
+
+// mayRecord is admitStep for the end of a step that ran: a draining worker
+// records it (the drain waits for it), a fenced one does not.
+func (e *Engine) mayRecord(ctx context.Context) error {
+	return e.checkAlive(ctx, false)
+}
+
+func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
+	if e.live == nil {
+		return nil
+	}
+	for {
+		if e.live.isFenced() || (starting && e.live.draining.Load()) {
+			e.live.parked.Add(1)
+			<-ctx.Done()
+			e.live.parked.Add(-1)
+			return ctx.Err()
+		}
+		if e.live.sinceOK() < e.freshFor() {
+			return nil
+		}
+		err := e.st.Heartbeat(ctx, e.cfg.ExecutorID)
+		switch {
+		case err == nil:
+			e.live.beatOK()
+			return nil
+		case errors.Is(err, store.ErrWorkerDead):
+			e.fence()
+			continue
+		}
+		// The database does not answer: nothing could be recorded anyway;
+		// wait and ask again.
+		e.log.Warn("heartbeat before a step failed; waiting", "error", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(e.cfg.Heartbeat):
+		}
+	}
+}
+
+// deployStarted and deployEnded count the deploy workflows executing here;
+// parked wraps a durable wait (an observation time, a wave's approval):
+// nothing is half-recorded while a workflow waits there.
+func (e *Engine) deployStarted() { e.live.active.Add(1) }
+
+func (e *Engine) deployEnded() { e.live.active.Add(-1) }
+
+func (e *Engine) parked(fn func() error) error {
+	e.live.parked.Add(1)
+	defer e.live.parked.Add(-1)
+	return fn()
+}
+
+// startWorker registers this worker and starts its heartbeat (and, on
+// PostgreSQL, the leader election and takeovers).
+func (e *Engine) startWorker(ctx context.Context) error {
+	if err := e.st.RegisterWorker(ctx, e.cfg.ExecutorID, version.Version, WorkflowVersion); err != nil {
+		return err
+	}
+	e.live.beatOK()
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.live.stop = cancel
+	go e.workerLoop(wctx)
+	return nil
+}
+
+func (e *Engine) workerLoop(ctx context.Context) {
+	defer close(e.live.done)
+	var lead *pgxpool.Conn
+	defer func() {
+		if lead != nil {
+			_ = lead.Conn().Close(context.Background())
+			lead.Release()
+		}
+	}()
+	t := time.NewTicker(e.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		if !e.live.isFenced() {
+			err := e.st.Heartbeat(ctx, e.cfg.ExecutorID)
+			switch {
+			case err == nil:
+				e.live.beatOK()
+			case errors.Is(err, store.ErrWorkerDead):
+				if !e.live.draining.Load() {
+					e.fence()
+				}
+			case ctx.Err() == nil:
+				e.log.Warn("heartbeat failed", "error", err)
+			}
+		}
+		if e.st.Postgres() && !e.live.isFenced() && !e.live.draining.Load() {
+			lead = e.lead(ctx, lead)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// lead keeps or tries to take the leader lock, and as leader takes over
+// the workers that died or left. It returns the lock's connection (nil:
+// not the leader).
+func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
+	drop := func() *pgxpool.Conn {
+		if conn != nil {
+			_ = conn.Conn().Close(context.Background())
+			conn.Release()
+		}
+		if e.live.leader.Swap(false) {
+			e.log.Info("no longer the leader", "executor_id", e.cfg.ExecutorID)
+		}
+		return nil
+	}
+	if conn != nil {
+		// The session holds the lock; if PostgreSQL ended it (this process
+		// was paused past idle_session_timeout), the lock is gone.
+		if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
+			return drop()
+		}
+	} else {
+		c, err := e.st.Pool().Acquire(ctx)
+		if err != nil {
+			return nil
+		}
+		// A leader paused (SIGSTOP, a stall) keeps its session, hence the
+		// lock: PostgreSQL ends a session idle for longer than this, so
+		// another worker becomes leader.
+		idle := max(e.cfg.DeadAfter/2, 2*e.cfg.Heartbeat)
+		var got bool
+		if _, err := c.Exec(ctx, fmt.Sprintf("SET idle_session_timeout = %d", idle.Milliseconds())); err == nil {
+			err = c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", leaderLockKey).Scan(&got)
+		}
+		if !got {
+			_, _ = c.Exec(ctx, "SET idle_session_timeout = 0")
+			c.Release()
+			return nil
+		}
+		conn = c
+		e.live.leader.Store(true)
+		e.log.Info("elected leader: watching the other workers", "executor_id", e.cfg.ExecutorID)
+	}
+	ids, err := e.st.DeclareDead(ctx, e.cfg.DeadAfter)
+	if err != nil {
+		e.log.Warn("look for dead workers", "error", err)
+		return conn
+	}
+	for _, id := range ids {
+		if id == e.cfg.ExecutorID {
+			continue
+		}
+		var recovered []string
+		start := time.Now()
+		ok, err := e.st.TakeOver(ctx, id, e.cfg.ExecutorID, func() error {
+			var err error
+			recovered, err = e.Recover([]string{id})
+			return err
+		})
+		switch {
+		case err != nil:
+			e.log.Error("take over a dead worker", "worker", id, "error", err)
+		case ok:
+			e.log.Warn("took over a dead worker: its running deploys are back in the queue",
+				"worker", id, "deploys", recovered, "took", time.Since(start))
+		}
+	}
+	return conn
+}
+
+// drain stops taking deploys and starts no new step; it waits (for at
+// most timeout) until every deploy executing here is parked: waiting to
+// start a step, or in a durable wait. A step that ran is then recorded
+// (DBOS checkpoints it before the workflow reaches its next step), so
+// cancelling the workflows loses nothing and re-runs nothing.
+func (e *Engine) drain(timeout time.Duration) {
+	e.live.draining.Store(true)
+	// Listen to no deploy queue: the queue runner stops dequeuing.
+	dbos.ListenQueues(e.dbos, "manent-draining")
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for e.live.active.Load() > e.live.parked.Load() {
+		if time.Now().After(deadline) {
+			e.log.Warn("steps still running after the drain timeout; they are interrupted and resumed elsewhere",
+				"deploys", e.live.active.Load()-e.live.parked.Load())
+			return
+		}
+		<-tick.C
+	}
+}
+
+// stopWorker stops the heartbeat; unless fenced, the worker is marked
+// leaving so the leader takes its deploys over at once.
+func (e *Engine) stopWorker() {
+	if e.live == nil || e.live.stop == nil {
+		return
+	}
+	e.live.stop()
+	<-e.live.done
+	if e.live.isFenced() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.st.LeaveWorker(ctx, e.cfg.ExecutorID); err != nil {
+		e.log.Warn("mark this worker leaving", "error", err)
+	}
+}
+
+// Fenced is closed when this worker was declared dead.
+func (e *Engine) Fenced() <-chan struct{} { return e.live.fenced }
+
+// Leader reports whether this worker holds the leader lock.
+func (e *Engine) Leader() bool { return e.live != nil && e.live.leader.Load() }
+
+// Workers lists the workers with the number of deploys each runs.
+func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	ws, err := e.st.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	running := map[string]int{}
+	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow), dbos.WithFilterStatus(dbos.WorkflowStatusPending))
+	if err != nil {
+		return nil, fmt.Errorf("list running deploys: %w", err)
+	}
+	for _, p := range pending {
+		running[p.ExecutorID]++
+	}
+	out := make([]WorkerInfo, len(ws))
+	for i, w := range ws {
+		out[i] = WorkerInfo{Worker: w, Running: running[w.ID]}
+	}
+	return out, nil
+}
+
+// WorkerInfo is a worker and the deploys it runs (PENDING in DBOS under
+// its executor id).
+type WorkerInfo struct {
+	store.Worker
+	Running int
+}
+
+// OnDeadWorkers returns, for each running (PENDING) deploy whose worker is
+// dead or silent for DeadAfter and not yet taken over, that worker: the
+// deploy waits for a takeover (SPEC §11.3).
+func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, error) {
+	ws, err := e.st.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string]store.Worker{}
+	var ids []string
+	for _, w := range ws {
+		if w.TakenOverAt == nil && (w.State != store.WorkerAlive || time.Since(w.LastSeen) > e.cfg.DeadAfter) {
+			gone[w.ID] = w
+			ids = append(ids, w.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow),
+		dbos.WithFilterStatus(dbos.WorkflowStatusPending), dbos.WithFilterExecutorIDs(ids...))
+	if err != nil {
+		return nil, fmt.Errorf("list deploys on dead workers: %w", err)
+	}
+	out := map[string]store.Worker{}
+	for _, p := range pending {
+		out[p.ID] = gone[p.ExecutorID]
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+package plugin
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// serverEnv are the variables of the server's own environment every step
+// gets (when the server has them set), SPEC §11.1.
+var serverEnv = []string{"PATH", "HOME", "LANG", "TZ"}
+
+// StepEnv is the environment of a step's command (SPEC §11.1). It is built
+// from nothing, in this order, a later value replacing an earlier one:
+//
+//  1. PATH, HOME, LANG and TZ of the server, when set;
+//  2. the contract variables of SPEC §6: MANENT_DEPLOY_ID,
+//     MANENT_APPLICATION, MANENT_ENVIRONMENT, MANENT_VERSION, MANENT_STEP,
+//     MANENT_ARTIFACT and MANENT_WORKDIR, then extra (NAME=value: what a
+//     plugin protocol adds, such as MANENT_ACTION);
+//  3. the server's variables named in pass (plugins.pass_env) that are set;
+//  4. the step's with.env.
+//
+// Nothing else of the server's environment — tokens, MANENT_BOOTSTRAP_TOKEN,
+// callback and ITSM secrets, database DSNs — reaches the command.
+func StepEnv(pc Context, pass []string, extra ...string) []string {
+	var e envList
+	for _, k := range serverEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			e.set(k, v)
+		}
+	}
+	e.set("MANENT_DEPLOY_ID", pc.DeployID)
+	e.set("MANENT_APPLICATION", pc.Application)
+	e.set("MANENT_ENVIRONMENT", pc.Environment)
+	e.set("MANENT_VERSION", pc.Version)
+	e.set("MANENT_STEP", pc.Step)
+	e.set("MANENT_ARTIFACT", pc.Artifact)
+	e.set("MANENT_WORKDIR", pc.WorkDir)
+	for _, kv := range extra {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			e.set(k, v)
+		}
+	}
+	for _, k := range pass {
+		if v, ok := os.LookupEnv(k); ok {
+			e.set(k, v)
+		}
+	}
+	with, _ := WithEnv(pc.With)
+	keys := make([]string, 0, len(with))
+	for k := range with {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		e.set(k, with[k])
+	}
+	return e.list()
+}
+
+// WithEnv reads `with.env`: a mapping of variable names to scalar values
+// (nil when absent). A name that is empty or holds `=` or NUL, or a value
+// that holds NUL or is not a scalar, is an error.
+func WithEnv(with map[string]any) (map[string]string, error) {
+	raw, ok := with["env"]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	var m map[string]any
+	switch v := raw.(type) {
+	case map[string]any:
+		m = v
+	case map[string]string:
+		m = make(map[string]any, len(v))
+		for k, s := range v {
+			m[k] = s
+		}
+	default:
+		return nil, fmt.Errorf("with.env must be a mapping of variable names to values")
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if err := CheckEnvName(k); err != nil {
+			return nil, fmt.Errorf("with.env: %w", err)
+		}
+		var s string
+		switch v := v.(type) {
+		case string:
+			s = v
+		case bool, int, int64, uint64, float64:
+			s = fmt.Sprint(v)
+		case nil:
+		default:
+			return nil, fmt.Errorf("with.env.%s must be a string, a number or a boolean", k)
+		}
+		if strings.ContainsRune(s, 0) {
+			return nil, fmt.Errorf("with.env.%s holds a NUL character", k)
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
+// CheckEnvName refuses a variable name a process environment cannot hold.
+func CheckEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "=\x00") {
+		return fmt.Errorf("%q is not a valid environment variable name", name)
+	}
+	return nil
+}
+
+// envList is an ordered environment in which setting a name again replaces
+// its value in place.
+type envList struct {
+	keys []string
+	vals map[string]string
+}
+
+func (e *envList) set(k, v string) {
+	if e.vals == nil {
+		e.vals = map[string]string{}
+	}
+	if _, ok := e.vals[k]; !ok {
+		e.keys = append(e.keys, k)
+	}
+	e.vals[k] = v
+}
+
+func (e *envList) list() []string {
+	out := make([]string, len(e.keys))
+	for i, k := range e.keys {
+		out[i] = k + "=" + e.vals[k]
+	}
+	return out
+}

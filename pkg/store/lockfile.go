@@ -1,0 +1,48 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// FileLock is an exclusive lock on a SQLite database file held by one
+// server (SPEC §11.3).
+type FileLock struct{ f *os.File }
+
+// ErrLocked says another server uses the SQLite database.
+var ErrLocked = errors.New("another manent-server uses this SQLite database; several workers need PostgreSQL (SPEC §11.3)")
+
+// LockFile takes an exclusive lock on <path>.lock beside the SQLite
+// database of rawURL; it returns (nil, nil) for PostgreSQL. The lock is
+// released by Unlock or when the process ends, however it ends.
+func LockFile(rawURL string) (*FileLock, error) {
+	if len(rawURL) < 7 || rawURL[:7] != "sqlite:" {
+		return nil, nil
+	}
+	path, err := sqlitePath(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return &FileLock{f: f}, nil
+}
+
+// Unlock releases the lock.
+func (l *FileLock) Unlock() {
+	if l != nil && l.f != nil {
+		_ = l.f.Close()
+		l.f = nil
+	}
+}

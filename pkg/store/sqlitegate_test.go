@@ -1,0 +1,195 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not synchronising on time
+	}
+}
+
+func (g *writeGate) waiting() (hi, lo int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.hi), len(g.lo)
+}
+
+// Writers get the gate one at a time, interactive ones first, each lane
+// first come, first served.
+func TestWriteGateOrder(t *testing.T) {
+	g := newWriteGate(time.Minute)
+	ctx := context.Background()
+	if held, err := g.enter(ctx); !held || err != nil {
+		t.Fatalf("an idle gate: held %v, %v", held, err)
+	}
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	queue := func(name string, interactive bool, wantHi, wantLo int) {
+		c := ctx
+		if interactive {
+			c = Interactive(ctx)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			held, err := g.enter(c)
+			if !held || err != nil {
+				t.Errorf("%s: held %v, %v", name, held, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			g.leave()
+		}()
+		waitFor(t, name+" to queue", func() bool { hi, lo := g.waiting(); return hi == wantHi && lo == wantLo })
+	}
+	queue("bg1", false, 0, 1)
+	queue("bg2", false, 0, 2)
+	queue("req1", true, 1, 2)
+	queue("req2", true, 2, 2)
+	g.leave()
+	wg.Wait()
+	want := []string{"req1", "req2", "bg1", "bg2"}
+	for i := range want {
+		if order[i] != want[i] {
+			t.Fatalf("order %v, want %v", order, want)
+		}
+	}
+	if held, _ := g.enter(ctx); !held {
+		t.Fatal("the gate is not free after everyone left")
+	}
+}
+
+// A writer that waits past the timeout goes on without the gate; one whose
+// context ends gives up with its error; neither leaves the gate stuck.
+func TestWriteGateGivingUp(t *testing.T) {
+	g := newWriteGate(20 * time.Millisecond)
+	if held, _ := g.enter(context.Background()); !held {
+		t.Fatal("an idle gate")
+	}
+	held, err := g.enter(context.Background())
+	if held || err != nil {
+		t.Fatalf("past the timeout: held %v, %v; want on its way without the gate", held, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.timeout = time.Minute
+	done := make(chan error, 1)
+	go func() { _, err := g.enter(ctx); done <- err }()
+	waitFor(t, "the writer to queue", func() bool { _, lo := g.waiting(); return lo == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled writer: %v", err)
+	}
+	if hi, lo := g.waiting(); hi+lo != 0 {
+		t.Fatalf("%d writers still in line", hi+lo)
+	}
+	g.leave()
+	if held, _ := g.enter(context.Background()); !held {
+		t.Fatal("the gate is stuck")
+	}
+}
+
+func TestMayWrite(t *testing.T) {
+	for q, want := range map[string]bool{
+		"SELECT 1": false, "  select x FROM t": false, "\n\t(SELECT 1)": false, "PRAGMA user_version": false,
+		"EXPLAIN QUERY PLAN SELECT 1": false, "INSERT INTO t VALUES (1) RETURNING id": true,
+		"UPDATE t SET a = 1 RETURNING a": true, "WITH x AS (SELECT 1) DELETE FROM t": true, "DELETE FROM t": true,
+	} {
+		if got := mayWrite(q); got != want {
+			t.Errorf("mayWrite(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
+
+// Many goroutines writing through the real pool, interactive and not, in
+// transactions and outside: every write lands, none meets "database is
+// locked" (they queue in the gate, not in SQLite's busy handler).
+func TestGatedPoolConcurrentWrites(t *testing.T) {
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	db := st.DB()
+	if _, err := db.Exec(`CREATE TABLE gate_test (w INTEGER, i INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	const writers, each = 24, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			ctx := context.Background()
+			if w%2 == 0 {
+				ctx = Interactive(ctx)
+			}
+			for i := 0; i < each; i++ {
+				var err error
+				switch i % 3 {
+				case 0:
+					_, err = db.ExecContext(ctx, `INSERT INTO gate_test VALUES (?, ?)`, w, i)
+				case 1:
+					var n int
+					err = db.QueryRowContext(ctx, `INSERT INTO gate_test VALUES (?, ?) RETURNING i`, w, i).Scan(&n)
+				default:
+					err = st.Tx(ctx, func(tx *sql.Tx) error {
+						var n int
+						if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM gate_test`).Scan(&n); err != nil {
+							return err
+						}
+						_, err := tx.ExecContext(ctx, `INSERT INTO gate_test VALUES (?, ?)`, w, i)
+						return err
+					})
+				}
+				if err != nil {
+					errs <- err
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var n int
+	if err := st.ReadDB().QueryRow(`SELECT COUNT(*) FROM gate_test`).Scan(&n); err != nil || n != writers*each {
+		t.Fatalf("%d rows (%v), want %d", n, err, writers*each)
+	}
+}
+
+// A transaction that opens a second one on another connection waits for
+// itself: the second gives up after the busy timeout with "database is
+// locked", as SQLite alone would answer, instead of hanging.
+func TestGatedPoolNestedTransactionFails(t *testing.T) {
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db")+"?busy_timeout=100ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	err = st.Tx(ctx, func(*sql.Tx) error {
+		return st.Tx(ctx, func(*sql.Tx) error { return nil })
+	})
+	if f := AsFault(err); f == nil || f.Reason != "the database is busy" {
+		t.Fatalf("nested transaction: %v, want a busy fault", err)
+	}
+}

@@ -1,0 +1,1 @@
+ALTER TABLE "application_versions" ADD COLUMN "application_name" TEXT DEFAULT NULL;

@@ -1,0 +1,3 @@
+-- Records which recv consumed a notification.
+
+ALTER TABLE notifications ADD COLUMN consumed_by_function_id INTEGER;
