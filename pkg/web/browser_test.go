@@ -1,0 +1,205 @@
+package web_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+var updateScreenshots = flag.Bool("update-screenshots", false, "save screenshots of the main pages under testdata/ui/")
+
+// findBrowser returns the path of a Chromium-like browser. Without one the
+// test is skipped, unless MANENT_TEST_REQUIRE_BROWSER=1 (CI) makes it fail.
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	msg := "no browser found (chromium, chromium-browser, google-chrome): install Debian's chromium to run the browser tests"
+	if os.Getenv("MANENT_TEST_REQUIRE_BROWSER") == "1" {
+		t.Fatal(msg + " (MANENT_TEST_REQUIRE_BROWSER=1)")
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// newChrome starts a headless browser with its own profile (so its own
+// cookies) and returns its context.
+func newChrome(t *testing.T, exe string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelC(); cancelA() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start %s: %v", exe, err)
+	}
+	return ctx
+}
+
+// run runs actions with a deadline.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// value runs one action with a deadline and returns its value.
+func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// signIn signs the browser in with token through the sign-in form.
+func signIn(t *testing.T, ctx context.Context, base, token string) {
+	t.Helper()
+	run(t, ctx, "sign in",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS(".identity")),
+	)
+	who := value(t, ctx, "who", chromedp.Text(chromedp.CSS(".identity")))
+	if !strings.HasPrefix(who, "token:") {
+		t.Fatalf("signed in as %q", who)
+	}
+}
+
+// waitJS waits until the JavaScript expression cond is true.
+func waitJS(t *testing.T, ctx context.Context, what, cond string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		// A poll ends with an error when the page navigates (a form's
+		// redirect): poll again on the new page.
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		_, err = chromedp.Run(pctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(time.Until(deadline))))
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	body, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	t.Fatalf("condition not met after 30s: %s: %v\npage:\n%s", what, err, body)
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if !*updateScreenshots {
+		return
+	}
+	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+	if err := os.MkdirAll(filepath.Join("testdata", "ui"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "ui", name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// In a real browser: sign in with a token, watch a running deploy's log
+// line, step and state change arrive without a reload, approve a waiting
+// deploy with the button and see it move on; a reader sees no buttons.
+func TestBrowser(t *testing.T) {
+	exe := findBrowser(t)
+	s := startUI(t)
+
+	// A running deploy, held in its first step.
+	gate := s.gate(t, "browser-gate")
+	running := s.submit(t, "alice-token", gatedDeploy(t, "staging", "2.0", gate))
+	s.waitState(t, running, manent.StatePending)
+	// A deploy waiting for an approval.
+	gate2 := s.gate(t, "browser-gate2")
+	open(t, gate2)
+	waiting := s.submit(t, "alice-token", gatedDeploy(t, "prod", "2.0", gate2))
+	s.waitState(t, waiting, manent.StateAwaitingApproval)
+
+	bob := newChrome(t, exe)
+	signIn(t, bob, s.URL, "bob-token")
+	waitJS(t, bob, "the activity page to list both deploys",
+		`document.querySelectorAll('a[href="/deployments/`+running+`"], a[href="/deployments/`+waiting+`"]').length === 2`)
+	screenshot(t, bob, "activity")
+
+	// The running deploy: the page follows the stream. A marker on window
+	// proves the page is never reloaded.
+	run(t, bob, "open the running deploy", chromedp.Navigate(s.URL+"/deployments/"+running))
+	waitJS(t, bob, "the first log line", `document.getElementById('log').textContent.includes('preparing 2.0')`)
+	before := value(t, bob, "mark the page",
+		chromedp.Evaluate[int](`window.manentMarker = 'same page'; document.querySelectorAll('#steps li').length`))
+	open(t, gate)
+	waitJS(t, bob, "the new log line without a reload", `document.getElementById('log').textContent.includes('gate opened for 2.0')`)
+	waitJS(t, bob, "the step to succeed without a reload", `!!document.querySelector('#steps li[data-step="prepare"].state-success')`)
+	waitJS(t, bob, "the state to become success without a reload", `document.getElementById('state').textContent.trim() === 'success'`)
+	marker := value(t, bob, "read the marker", chromedp.Evaluate[string](`window.manentMarker || ''`))
+	after := value(t, bob, "count the steps", chromedp.Evaluate[int](`document.querySelectorAll('#steps li').length`))
+	if marker != "same page" {
+		t.Fatal("the page was reloaded")
+	}
+	if after < before || after < 2 {
+		t.Fatalf("steps: %d before, %d after", before, after)
+	}
+	screenshot(t, bob, "deploy")
+
+	// The waiting deploy: bob approves with the button.
+	run(t, bob, "open the waiting deploy", chromedp.Navigate(s.URL+"/deployments/"+waiting),
+		chromedp.WaitVisible(chromedp.ID("approve")))
+	screenshot(t, bob, "approval")
+	run(t, bob, "approve",
+		chromedp.SendKeys(chromedp.ID("comment"), "looks good"),
+		chromedp.Click(chromedp.ID("approve")))
+	waitJS(t, bob, "the approval to be listed", `document.querySelector('.approvals') !== null && document.querySelector('.approvals').textContent.includes('token:bob')`)
+	waitJS(t, bob, "the deploy to move on and finish", `document.getElementById('state').textContent.trim() === 'success'`)
+	s.waitState(t, waiting, manent.StateSuccess)
+
+	// Other pages render for the keyboard user too: a heading each.
+	for _, path := range []string{"/environments", "/schedules", "/audit", "/clusters"} {
+		run(t, bob, "open "+path, chromedp.Navigate(s.URL+path))
+		h1 := value(t, bob, "heading", chromedp.Text(chromedp.CSS("h1")))
+		title := value(t, bob, "title", chromedp.Title())
+		if h1 == "" || !strings.HasSuffix(title, "· manent") {
+			t.Errorf("%s: heading %q, title %q", path, h1, title)
+		}
+		if path == "/environments" {
+			screenshot(t, bob, "environments")
+		}
+	}
+
+	// A reader sees no button.
+	gate3 := s.gate(t, "browser-gate3")
+	third := s.submit(t, "alice-token", gatedDeploy(t, "prod", "2.1", gate3))
+	s.waitState(t, third, manent.StateAwaitingApproval)
+	vera := newChrome(t, exe)
+	signIn(t, vera, s.URL, "vera-token")
+	run(t, vera, "open the waiting deploy as a reader", chromedp.Navigate(s.URL+"/deployments/"+third),
+		chromedp.WaitVisible(chromedp.ID("state")))
+	buttons := value(t, vera, "count the buttons", chromedp.Evaluate[int](`document.querySelectorAll('#approve, #reject, #cancel').length`))
+	if buttons != 0 {
+		t.Fatalf("a reader sees %d buttons", buttons)
+	}
+}
