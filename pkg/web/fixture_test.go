@@ -53,7 +53,7 @@ type uiServer struct {
 
 // startUI runs a real server (SQLite file, engine, API and UI on loopback)
 // with the identities above.
-func startUI(t testing.TB) *uiServer {
+func startUI(t testing.TB, mutate ...func(*node.Config)) *uiServer {
 	t.Helper()
 	dir := t.TempDir()
 	gov := filepath.Join(dir, "governance.yaml")
@@ -64,6 +64,9 @@ func startUI(t testing.TB) *uiServer {
 	cfg.ExecutorID = "webtest"
 	cfg.Auth.Tokens, cfg.RBAC = uiTokens, uiRules
 	cfg.Governance.Rules = gov
+	for _, m := range mutate {
+		m(cfg)
+	}
 	ctx := context.Background()
 	n, err := node.Open(ctx, cfg, node.Options{Plugins: builtin.Register, BootstrapToken: "admin-token"})
 	if err != nil {
