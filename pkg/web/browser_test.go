@@ -202,4 +202,24 @@ func TestBrowser(t *testing.T) {
 	if buttons != 0 {
 		t.Fatalf("a reader sees %d buttons", buttons)
 	}
+
+	// The server restarts while bob watches the waiting deploy: the page
+	// reconnects by itself and shows what happens after, without a reload.
+	run(t, bob, "open the third deploy", chromedp.Navigate(s.URL+"/deployments/"+third),
+		chromedp.WaitVisible(chromedp.ID("approve")))
+	value(t, bob, "mark the page", chromedp.Evaluate[string](`window.manentMarker = 'before restart'`))
+	s.restart(t)
+	open(t, gate3)
+	d3, err := s.client("bob-token").Deployment(context.Background(), third)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client("bob-token").Approve(context.Background(), third, "after restart", d3.PlanDigest); err != nil {
+		t.Fatalf("approve after the restart: %v", err)
+	}
+	waitJS(t, bob, "the state after the restart to show without a reload", `document.getElementById('state').textContent.trim() === 'success'`)
+	waitJS(t, bob, "the approval made after the restart", `document.querySelector('.approvals').textContent.includes('after restart')`)
+	if m := value(t, bob, "read the marker", chromedp.Evaluate[string](`window.manentMarker || ''`)); m != "before restart" {
+		t.Fatal("the page was reloaded")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -49,6 +50,7 @@ type uiServer struct {
 	HTTP    *httptest.Server
 	DataDir string
 	dir     string
+	cfg     *node.Config
 }
 
 // startUI runs a real server (SQLite file, engine, API and UI on loopback)
@@ -67,21 +69,53 @@ func startUI(t testing.TB, mutate ...func(*node.Config)) *uiServer {
 	for _, m := range mutate {
 		m(cfg)
 	}
+	s := &uiServer{DataDir: cfg.DataDir, dir: dir, cfg: cfg}
+	s.start(t, "127.0.0.1:0")
+	s.URL = s.HTTP.URL
+	t.Cleanup(s.stop)
+	return s
+}
+
+// start opens the node and serves it on addr.
+func (s *uiServer) start(t testing.TB, addr string) {
+	t.Helper()
 	ctx := context.Background()
-	n, err := node.Open(ctx, cfg, node.Options{Plugins: builtin.Register, BootstrapToken: "admin-token"})
+	n, err := node.Open(ctx, s.cfg, node.Options{Plugins: builtin.Register, BootstrapToken: "admin-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Launch(ctx); err != nil {
+		n.Close(5 * time.Second)
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(n.API)
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
 		n.Close(5 * time.Second)
-	})
-	return &uiServer{URL: hs.URL, Store: n.Store, Node: n, HTTP: hs, DataDir: cfg.DataDir, dir: dir}
+		t.Fatal(err)
+	}
+	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: n.API}}
+	hs.Start()
+	s.Node, s.Store, s.HTTP = n, n.Store, hs
+}
+
+// stop stops the HTTP server (cutting its streams) and the node.
+func (s *uiServer) stop() {
+	if s.HTTP == nil {
+		return
+	}
+	s.HTTP.CloseClientConnections()
+	s.HTTP.Close()
+	s.Node.Close(5 * time.Second)
+	s.HTTP, s.Node = nil, nil
+}
+
+// restart stops the server and starts it again on the same address, data
+// directory and database, as an operator restarting manent-server would.
+func (s *uiServer) restart(t testing.TB) {
+	t.Helper()
+	addr := s.HTTP.Listener.Addr().String()
+	s.stop()
+	s.start(t, addr)
 }
 
 func (s *uiServer) client(token string) *api.Client { return api.NewClient(s.URL, token, nil) }

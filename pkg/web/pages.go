@@ -251,11 +251,10 @@ type deployView struct {
 
 func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
 	id := r.PathValue("id")
-	var d manent.Deployment
-	if err := h.call(r, v, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id), nil, &d); err != nil {
-		return err
-	}
-	dv := deployView{D: d}
+	// The log first, then the deploy: every event up to the last line read
+	// is in the deploy read after it, and the stream resumes after that
+	// line, so no state or step change falls in between.
+	var dv deployView
 	if r.Header.Get("X-Manent-Fragment") == "" { // the log is followed by the script
 		var logs api.LogsResult
 		if err := h.call(r, v, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id)+"/logs", nil, &logs); err != nil {
@@ -266,6 +265,11 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 			dv.LastSeq = logs.Lines[n-1].Seq
 		}
 	}
+	var d manent.Deployment
+	if err := h.call(r, v, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id), nil, &d); err != nil {
+		return err
+	}
+	dv.D = d
 	for _, a := range d.Approvals {
 		if a.Verdict == "approve" {
 			dv.Approvals++
