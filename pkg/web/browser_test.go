@@ -144,6 +144,8 @@ func TestBrowser(t *testing.T) {
 	signIn(t, bob, s.URL, "bob-token")
 	waitJS(t, bob, "the activity page to list both deploys",
 		`document.querySelectorAll('a[href="/deployments/`+running+`"], a[href="/deployments/`+waiting+`"]').length === 2`)
+	// Why each waits, in the words of `manent activity`.
+	waitJS(t, bob, "the activity page to say why", `document.getElementById('live').textContent.includes('running step prepare') && document.getElementById('live').textContent.includes('approvals 0/1 by group:sre')`)
 	screenshot(t, bob, "activity")
 
 	// The running deploy: the page follows the stream. A marker on window
