@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
@@ -109,16 +111,31 @@ func waitJS(t *testing.T, ctx context.Context, what, cond string) {
 	t.Fatalf("condition not met after 30s: %s: %v\npage:\n%s", what, err, body)
 }
 
+// screenshot saves the page in the light and the dark colour scheme as
+// testdata/ui/<name>.png and <name>-dark.png (with -update-screenshots).
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
 	if !*updateScreenshots {
 		return
 	}
-	png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
 	if err := os.MkdirAll(filepath.Join("testdata", "ui"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join("testdata", "ui", name+".png"), png, 0o644); err != nil {
+	for _, scheme := range []string{"light", "dark"} {
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}}); err != nil {
+			t.Fatalf("colour scheme %s: %v", scheme, err)
+		}
+		png := value(t, ctx, "screenshot "+name, chromedp.FullScreenshot(100))
+		file := name + ".png"
+		if scheme == "dark" {
+			file = name + "-dark.png"
+		}
+		if err := os.WriteFile(filepath.Join("testdata", "ui", file), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -191,6 +208,21 @@ func TestBrowser(t *testing.T) {
 			screenshot(t, bob, "environments")
 		}
 	}
+
+	// Bob cancels a running deploy with the button; it stops before its
+	// next step.
+	gate4 := s.gate(t, "browser-gate4")
+	fourth := s.submit(t, "alice-token", gatedDeploy(t, "staging", "2.2", gate4))
+	s.waitState(t, fourth, manent.StatePending)
+	run(t, bob, "cancel", chromedp.Navigate(s.URL+"/deployments/"+fourth),
+		chromedp.WaitVisible(chromedp.ID("cancel")), chromedp.Click(chromedp.ID("cancel")))
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		r, err := s.Store.Deployment(context.Background(), fourth)
+		return err == nil && r.CancelRequested
+	}, "the cancel request of %s to be recorded", fourth)
+	open(t, gate4)
+	waitJS(t, bob, "the deploy to end cancelled", `document.getElementById('state').textContent.trim() === 'cancelled'`)
+	s.waitState(t, fourth, manent.StateCancelled)
 
 	// A reader sees no button.
 	gate3 := s.gate(t, "browser-gate3")
