@@ -36,18 +36,39 @@ func findBrowser(t *testing.T) string {
 	return ""
 }
 
-// newChrome starts a headless browser with its own profile (so its own
-// cookies) and returns its context.
+// newChrome starts a headless browser with its own profile and returns
+// its context.
 func newChrome(t *testing.T, exe string) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelC := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelC(); cancelA() })
-	if err := chromedp.Do(ctx); err != nil { // starts the browser
-		t.Fatalf("start %s: %v", exe, err)
+	// Chromium sometimes crashes while it starts on a loaded machine (not
+	// the UI's doing): one more try.
+	var err error
+	for try := 1; try <= 2; try++ {
+		actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelC := chromedp.NewContext(actx)
+		if err = chromedp.Do(ctx); err == nil { // starts the browser
+			t.Cleanup(func() { cancelC(); cancelA() })
+			return ctx
+		}
+		cancelC()
+		cancelA()
+		t.Logf("start %s (try %d): %v", exe, try, err)
+	}
+	t.Fatalf("start %s: %v", exe, err)
+	return nil
+}
+
+// newUser returns a tab of the browser in a browser context of its own
+// (its own cookies): another person at another computer.
+func newUser(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("new browser context: %v", err)
 	}
 	return ctx
 }
@@ -228,7 +249,7 @@ func TestBrowser(t *testing.T) {
 	gate3 := s.gate(t, "browser-gate3")
 	third := s.submit(t, "alice-token", gatedDeploy(t, "prod", "2.1", gate3))
 	s.waitState(t, third, manent.StateAwaitingApproval)
-	vera := newChrome(t, exe)
+	vera := newUser(t, bob)
 	signIn(t, vera, s.URL, "vera-token")
 	run(t, vera, "open the waiting deploy as a reader", chromedp.Navigate(s.URL+"/deployments/"+third),
 		chromedp.WaitVisible(chromedp.ID("state")))
