@@ -10,7 +10,6 @@
 #   (the seed is printed; pass it again to replay a run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export MANENT_CHAOS=1
 export MANENT_CHAOS_DEPLOYS=${1:-200}
 export MANENT_CHAOS_KILLS=${2:-20}
 export MANENT_CHAOS_ENVIRONMENTS=${3:-6}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -32,7 +31,7 @@ func (c *Client) Report(ctx context.Context, snap *clusterstate.Snapshot) (*Repo
 		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
 	var out ReportResult
-	err = c.do(ctx, http.MethodPost, "/api/v1/agent/reports", "application/json", bytes.NewReader(body), &out)
+	err = c.do(ctx, http.MethodPost, "/api/v1/agent/reports", "application/json", body, &out)
 	return &out, err
 }
 

@@ -7,17 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
 )
 
-// UnreachableError says the server could not be reached or answered with a
-// server error (CLI exit code 4).
+// UnreachableError says the server could not be reached: the connection
+// was refused, dropped before an answer, or no answer came within the
+// request timeout (CLI exit code 4, "unreachable").
 type UnreachableError struct {
 	Server string
 	Err    error
@@ -29,21 +32,102 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
+// ServerError says the server answered, but with a server error: a 5xx
+// status, or an answer that is not what the API promises (CLI exit code 4,
+// "server error"). It is not a sign that the server is down.
+type ServerError struct {
+	Server string
+	// Status is the HTTP status (0 for an answer that could not be read as
+	// the API's JSON).
+	Status int
+	// Message is the problem's detail (or title, or the body's text).
+	Message string
+	// RetryAfter is the server's Retry-After, 0 when it sent none.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *ServerError) Error() string {
+	var b strings.Builder
+	b.WriteString("server error")
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": %d %s", e.Status, http.StatusText(e.Status))
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	if e.RetryAfter > 0 {
+		fmt.Fprintf(&b, " (the server asks to retry after %s)", e.RetryAfter)
+	}
+	return b.String()
+}
+
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// Default request settings of a Client (see Options).
+const (
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultRetries        = 4
+	DefaultMaxRetryWait   = 30 * time.Second
+)
+
+// Options tune how a Client sends requests. The zero value means the defaults.
+type Options struct {
+	// RequestTimeout bounds each HTTP request, from sending it to reading
+	// the whole answer (DefaultRequestTimeout when 0; negative: no bound).
+	// Event streams use it for their first answer only.
+	RequestTimeout time.Duration
+	// Retries is how many times a request that may be repeated safely is
+	// sent again after a 429, 502, 503 or 504 answer or a dropped
+	// connection (DefaultRetries when 0; negative: never).
+	Retries int
+	// MaxRetryWait bounds one wait between attempts: a Retry-After longer
+	// than this is not waited for, the error is returned
+	// (DefaultMaxRetryWait when 0).
+	MaxRetryWait time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Retries == 0 {
+		o.Retries = DefaultRetries
+	}
+	if o.MaxRetryWait <= 0 {
+		o.MaxRetryWait = DefaultMaxRetryWait
+	}
+	return o
+}
+
 // Client talks to manent-server.
 type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	opts  Options
 }
 
 // NewClient returns a client for the server at base (e.g. http://127.0.0.1:8080)
-// authenticating with token. A nil hc uses a client with a 30 s timeout.
+// authenticating with token, with the default Options. A nil hc uses
+// http.DefaultTransport.
 func NewClient(base, token string, hc *http.Client) *Client {
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	return &Client{base: strings.TrimRight(base, "/"), token: token, http: hc}
+	return NewClientWith(base, token, hc, Options{})
 }
+
+// NewClientWith is NewClient with explicit Options.
+func NewClientWith(base, token string, hc *http.Client, o Options) *Client {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, http: hc, opts: o.withDefaults()}
+}
+
+// RequestTimeout returns the bound of one request (≤ 0: none).
+func (c *Client) RequestTimeout() time.Duration { return c.opts.RequestTimeout }
 
 // Server returns the base URL.
 func (c *Client) Server() string { return c.base }
@@ -52,15 +136,40 @@ func (c *Client) Server() string { return c.base }
 func (c *Client) Token() string { return c.token }
 
 // Submit sends a descriptor (YAML or JSON bytes). dryRun runs every check
-// without enqueueing (`manent validate`).
+// without enqueueing (`manent validate`). A dry run is retried like a read;
+// a real submission without an idempotency key is sent once (see
+// SubmitIdempotent).
 func (c *Client) Submit(ctx context.Context, descriptor []byte, dryRun bool) (*SubmitResult, error) {
 	path := "/api/v1/deployments"
 	if dryRun {
 		path += "?dry_run=true"
 	}
 	var out SubmitResult
-	err := c.do(ctx, http.MethodPost, path, "application/yaml", bytes.NewReader(descriptor), &out)
+	_, err := c.send(ctx, request{method: http.MethodPost, path: path, contentType: "application/yaml",
+		body: descriptor, idempotent: dryRun}, &out)
 	return &out, err
+}
+
+// IdempotencyKeyHeader and IdempotentReplayedHeader are the headers of
+// idempotent submission (SPEC §11.1 [contract]).
+const (
+	IdempotencyKeyHeader     = "Idempotency-Key"
+	IdempotentReplayedHeader = "Idempotent-Replayed"
+)
+
+// SubmitIdempotent submits a descriptor with an Idempotency-Key: the server
+// answers the same key (from the same identity, within 24 h) with the first
+// answer again, so the request is retried after a dropped connection or a
+// 503 without ever creating two deploys. replayed reports whether the answer
+// was such a repeat (Idempotent-Replayed: true).
+func (c *Client) SubmitIdempotent(ctx context.Context, descriptor []byte, key string) (res *SubmitResult, replayed bool, err error) {
+	var out SubmitResult
+	h, err := c.send(ctx, request{method: http.MethodPost, path: "/api/v1/deployments", contentType: "application/yaml",
+		body: descriptor, idempotent: true, header: http.Header{IdempotencyKeyHeader: {key}}}, &out)
+	if h != nil {
+		replayed = h.Get(IdempotentReplayedHeader) == "true"
+	}
+	return &out, replayed, err
 }
 
 // Deployment returns one deploy with its steps.
@@ -151,43 +260,153 @@ func (c *Client) Wait(ctx context.Context, id string, every time.Duration) (*man
 	}
 }
 
-func (c *Client) do(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return &manent.Error{Code: manent.EInvalid, Message: fmt.Sprintf("bad server address %q", c.base), Err: err}
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+// do sends one API request; reads (GET, DELETE) are retried as send says.
+func (c *Client) do(ctx context.Context, method, path, contentType string, body []byte, out any) error {
+	_, err := c.send(ctx, request{method: method, path: path, contentType: contentType, body: body,
+		idempotent: method == http.MethodGet || method == http.MethodDelete}, out)
+	return err
+}
+
+// request is one API call.
+type request struct {
+	method, path, contentType string
+	body                      []byte
+	header                    http.Header
+	// idempotent: sending it twice does no more than sending it once, so it
+	// is retried after a dropped connection or a 429/502/503/504.
+	idempotent bool
+}
+
+// send sends req and decodes a 2xx answer into out, returning the answer's
+// header. Failures: *UnreachableError (no connection, dropped, no answer
+// within the request timeout), *ServerError (5xx, unreadable answer),
+// *manent.Error (4xx), ctx.Err().
+//
+// Retries are bounded: at most Options.Retries more attempts, each after
+// the server's Retry-After (when it sent one and it is at most
+// Options.MaxRetryWait) or an exponential backoff (200 ms doubling, at most
+// 5 s). An idempotent request is retried after a 429, 502, 503 or 504 and
+// after a connection error; any request is retried when the connection was
+// refused (nothing was sent). A request that timed out is not sent again.
+func (c *Client) send(ctx context.Context, req request, out any) (http.Header, error) {
+	for attempt := 0; ; attempt++ {
+		h, retryAfter, retry, err := c.once(ctx, req, out)
+		if err == nil || !retry || attempt >= c.opts.Retries || ctx.Err() != nil {
+			return h, err
 		}
-		return &UnreachableError{Server: c.base, Err: err}
+		wait := backoff(attempt)
+		if retryAfter > 0 {
+			if retryAfter > c.opts.MaxRetryWait {
+				return h, err
+			}
+			wait = retryAfter
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return h, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// backoff is the wait before retry number attempt+1: 200 ms doubling, at
+// most 5 s, with ±20 % jitter so that many clients do not come back together.
+func backoff(attempt int) time.Duration {
+	d := min(200*time.Millisecond<<min(attempt, 10), 5*time.Second)
+	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
+}
+
+// once sends req once. retry says whether sending it again may help and is
+// safe; retryAfter is the server's Retry-After (0 when none).
+func (c *Client) once(ctx context.Context, req request, out any) (h http.Header, retryAfter time.Duration, retry bool, err error) {
+	actx := ctx
+	if c.opts.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, c.opts.RequestTimeout)
+		defer cancel()
+	}
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	hr, err := http.NewRequestWithContext(actx, req.method, c.base+req.path, body)
+	if err != nil {
+		return nil, 0, false, &manent.Error{Code: manent.EInvalid, Message: fmt.Sprintf("bad server address %q", c.base), Err: err}
+	}
+	for k, v := range req.header {
+		hr.Header[k] = v
+	}
+	if req.contentType != "" {
+		hr.Header.Set("Content-Type", req.contentType)
+	}
+	hr.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	// noAnswer classifies a failure to get (all of) an answer.
+	noAnswer := func(what string, err error) (http.Header, time.Duration, bool, error) {
+		if ctx.Err() != nil {
+			return nil, 0, false, ctx.Err()
+		}
+		if actx.Err() != nil {
+			return nil, 0, false, &UnreachableError{Server: c.base, Err: fmt.Errorf("no answer within %s (the request timeout)", c.opts.RequestTimeout)}
+		}
+		refused := errors.Is(err, syscall.ECONNREFUSED)
+		return nil, 0, refused || req.idempotent, &UnreachableError{Server: c.base, Err: fmt.Errorf("%s%w", what, err)}
+	}
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return noAnswer("", err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return &UnreachableError{Server: c.base, Err: fmt.Errorf("read response: %w", err)}
+		return noAnswer("read response: ", err)
 	}
 	if resp.StatusCode >= 400 {
-		return problemError(c.base, resp.StatusCode, data)
+		ra := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		perr := problemError(c.base, resp.StatusCode, data)
+		var se *ServerError
+		if errors.As(perr, &se) {
+			se.RetryAfter = ra
+		}
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return resp.Header, ra, req.idempotent, perr
+		}
+		return resp.Header, 0, false, perr
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			return &UnreachableError{Server: c.base, Err: fmt.Errorf("decode response: %w", err)}
+			return resp.Header, 0, false, &ServerError{Server: c.base, Status: 0, Message: fmt.Sprintf("undecodable answer to %s %s (HTTP %d)", req.method, req.path, resp.StatusCode), Err: err}
 		}
 	}
-	return nil
+	return resp.Header, 0, false, nil
 }
 
-// problemError turns an HTTP error answer into a *manent.Error (4xx) or an
-// *UnreachableError (5xx).
+// parseRetryAfter reads a Retry-After header: delay-seconds or an HTTP
+// date; 0 when absent or unreadable. "0" is read as a minimal wait.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.Atoi(v); err == nil {
+		if secs <= 0 {
+			return 50 * time.Millisecond
+		}
+		return time.Duration(secs) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 50*time.Millisecond)
+	}
+	return 0
+}
+
+// problemError turns an HTTP error answer into a *manent.Error (4xx) or a
+// *ServerError (5xx).
 func problemError(server string, status int, body []byte) error {
 	var p Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Title == "" {
@@ -199,7 +418,7 @@ func problemError(server string, status int, body []byte) error {
 		msg = p.Title
 	}
 	if status >= 500 {
-		return &UnreachableError{Server: server, Err: fmt.Errorf("%d %s", status, msg)}
+		return &ServerError{Server: server, Status: status, Message: msg}
 	}
 	return &manent.Error{Code: CodeForStatus(status), Message: msg, Fields: p.Errors}
 }
@@ -253,10 +472,18 @@ func StatusForCode(c manent.Code) int {
 	return http.StatusInternalServerError
 }
 
-// IsUnreachable reports whether err means the server was unreachable or failed.
+// IsUnreachable reports whether err means the server could not be reached
+// (no connection, dropped, no answer in time).
 func IsUnreachable(err error) bool {
 	var u *UnreachableError
 	return errors.As(err, &u)
+}
+
+// IsServerError reports whether err is a server error: a 5xx answer or an
+// answer that is not the API's.
+func IsServerError(err error) bool {
+	var s *ServerError
+	return errors.As(err, &s)
 }
 
 // Approve approves a deploy waiting for approvals. planDigest, when set, is
@@ -273,7 +500,7 @@ func (c *Client) Reject(ctx context.Context, id, comment string) (*manent.Deploy
 func (c *Client) decide(ctx context.Context, id, verdict, comment, planDigest string) (*manent.Deployment, error) {
 	body, _ := json.Marshal(map[string]string{"comment": comment, "plan_digest": planDigest})
 	var out manent.Deployment
-	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+verdict, "application/json", bytes.NewReader(body), &out)
+	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+verdict, "application/json", body, &out)
 	return &out, err
 }
 

@@ -106,7 +106,7 @@ func (c *Client) EventsURL(id string, logsOnly bool) string {
 
 // ProblemError turns an HTTP error answer (status >= 400, body a
 // problem+json document) into the error the client's other calls return:
-// a *manent.Error for 4xx, an *UnreachableError for 5xx. Stream readers use
+// a *manent.Error for 4xx, a *ServerError for 5xx. Stream readers use
 // it for the answer to their first request.
 func (c *Client) ProblemError(status int, body []byte) error {
 	return problemError(c.base, status, body)

@@ -60,6 +60,6 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 	if id == "" {
 		id = opts.ID
 	}
-	_, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancel requested (state %s)\n", id, opts.IO.State(string(d.State)))
+	_, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancel requested (state %s)\n", safeText(id), opts.IO.State(string(d.State)))
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -29,7 +30,13 @@ type Config struct {
 	// TokenFile is the admin token file the token came from, "" when the
 	// token came from a flag, the environment or the config file.
 	TokenFile string
+	// RequestTimeout bounds each HTTP request (--request-timeout,
+	// MANENT_REQUEST_TIMEOUT, request_timeout:); 0 means no bound.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is the default of --request-timeout.
+const DefaultRequestTimeout = 30 * time.Second
 
 // configSource is what loadConfig reads: the parsed global flags, the
 // environment and the working directory (relative paths resolve against it).
@@ -54,6 +61,7 @@ func loadConfig(src configSource) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	v.SetDefault("server", DefaultServer)
+	v.SetDefault("request_timeout", DefaultRequestTimeout.String())
 
 	cfg := &Config{}
 	path, explicit := configPath(src)
@@ -73,7 +81,7 @@ func loadConfig(src configSource) (*Config, error) {
 	}
 
 	env := map[string]any{}
-	for key, name := range map[string]string{"server": "MANENT_SERVER", "token": "MANENT_TOKEN"} {
+	for key, name := range map[string]string{"server": "MANENT_SERVER", "token": "MANENT_TOKEN", "request_timeout": "MANENT_REQUEST_TIMEOUT"} {
 		if val := src.getenv(name); val != "" {
 			env[key] = val
 		}
@@ -81,8 +89,8 @@ func loadConfig(src configSource) (*Config, error) {
 	if err := v.MergeConfigMap(env); err != nil {
 		return nil, usageErrorf("read environment: %v", err)
 	}
-	for _, key := range []string{"server", "token"} {
-		if fl := src.flags.Lookup(key); fl != nil {
+	for key, flag := range map[string]string{"server": "server", "token": "token", "request_timeout": "request-timeout"} {
+		if fl := src.flags.Lookup(flag); fl != nil {
 			if err := v.BindPFlag(key, fl); err != nil {
 				return nil, usageErrorf("bind --%s: %v", key, err)
 			}
@@ -95,6 +103,15 @@ func loadConfig(src configSource) (*Config, error) {
 	}
 	cfg.Server = server
 	cfg.Token = strings.TrimSpace(v.GetString("token"))
+	rt := strings.TrimSpace(v.GetString("request_timeout"))
+	d, err := time.ParseDuration(rt)
+	if err != nil || d < 0 {
+		return nil, &UsageError{
+			Err:  fmt.Errorf("invalid request timeout %q: want a duration such as 30s or 2m (0 for none)", rt),
+			Hint: "set it with --request-timeout, MANENT_REQUEST_TIMEOUT or request_timeout: in the config file",
+		}
+	}
+	cfg.RequestTimeout = d
 
 	if cfg.Token == "" && isDefaultServer(cfg.Server) {
 		for _, file := range adminTokenFiles(src) {

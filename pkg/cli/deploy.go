@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -23,6 +25,9 @@ type DeployOptions struct {
 	File    string
 	Wait    bool
 	Timeout time.Duration
+	// IdempotencyKey is sent as Idempotency-Key; "" makes a fresh one for
+	// this invocation.
+	IdempotencyKey string
 }
 
 // NewCmdDeploy builds `manent deploy`.
@@ -37,7 +42,16 @@ with the deploy's id and first state; from then on the deploy is durable.
 With --wait the command follows the deploy to its final state, printing
 state changes and finished steps on stderr, and exits 0 if it ended
 SUCCESS, 1 if it ended otherwise (printing the failed step, its error and
-the rollback outcome), 3 if --timeout elapsed first.`,
+the rollback outcome), 3 if --timeout elapsed first, 4 if the server is
+unreachable or answers with a server error.
+
+Every submission carries an Idempotency-Key, fresh for each invocation
+unless --idempotency-key gives one. A submission that got no answer (a
+dropped connection) or a 503/429 is sent again with the same key, a few
+times and honouring the server's Retry-After; the server answers a repeat
+with the first deploy, so a retry never creates a second deploy. Passing
+the same --idempotency-key again (e.g. a re-run CI job, within 24 h)
+prints the deploy of the first run.`,
 		Example: `  manent deploy -f deploy.yml
   # deploy dpl_01JABCDEF submitted: ENQUEUED
 
@@ -45,12 +59,18 @@ the rollback outcome), 3 if --timeout elapsed first.`,
   manent deploy -f deploy.yml --wait --timeout 20m
 
   # only the id, for scripts
-  manent deploy -f deploy.yml -o json | jq -r .id`,
+  manent deploy -f deploy.yml -o json | jq -r .id
+
+  # a CI job that may be re-run submits once per pipeline
+  manent deploy -f deploy.yml --idempotency-key "ci-$CI_PIPELINE_ID"`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
+			}
+			if err := checkIdempotencyKey(opts.IdempotencyKey); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -61,6 +81,7 @@ the rollback outcome), 3 if --timeout elapsed first.`,
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "descriptor to submit (- reads stdin)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the deploy until it is final")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the submission (default: a fresh one per invocation)")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yml", "yaml", "json")
 	return cmd
@@ -83,13 +104,24 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := client.Submit(ctx, data, false)
+	key := opts.IdempotencyKey
+	if key == "" {
+		key = newIdempotencyKey()
+	}
+	res, replayed, err := client.SubmitIdempotent(ctx, data, key)
 	if err != nil {
 		return err
 	}
-	if res.Notice != "" {
-		fmt.Fprintf(opts.IO.ErrOut, "notice: %s\n", res.Notice)
+	if replayed && opts.IdempotencyKey != "" {
+		// Our own retries replay silently; a key given again is worth saying.
+		fmt.Fprintf(opts.IO.ErrOut, "notice: already submitted with idempotency key %q: this is the first submission's answer\n", key)
 	}
+	if res.Notice != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "notice: %s\n", safeLines(res.Notice))
+	}
+	// Ids are the server's text like any other: sanitised for printing
+	// (-o json escapes by itself).
+	res.ID, res.Schedule = safeText(res.ID), safeText(res.Schedule)
 	out := SubmitOutput{ID: res.ID, State: res.State, Schedule: res.Schedule, Notice: res.Notice}
 	if out.ID == "" {
 		out.ID = res.Schedule
@@ -127,6 +159,28 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 	return finishFollow(opts.IO, opts.Exporter, d, err)
 }
 
+// newIdempotencyKey returns a fresh Idempotency-Key: "manent-cli-" and 128
+// random bits in hex.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return "manent-cli-" + hex.EncodeToString(b[:])
+}
+
+// checkIdempotencyKey refuses a --idempotency-key the server would refuse:
+// at most 255 printable ASCII characters.
+func checkIdempotencyKey(key string) error {
+	if len(key) > 255 {
+		return usageErrorf("--idempotency-key is longer than 255 characters")
+	}
+	for _, c := range key {
+		if c < 0x20 || c > 0x7e {
+			return usageErrorf("--idempotency-key must be printable ASCII")
+		}
+	}
+	return nil
+}
+
 // finishFollow prints the result of following a deploy (deploy --wait,
 // wait, logs -f) and returns the error that picks the exit code: the
 // deployment as JSON/YAML or a `deploy <id>: <STATE>` line on stdout, the
@@ -138,7 +192,7 @@ func finishFollow(s *IOStreams, exp *Exporter, d *manent.Deployment, err error) 
 				return werr
 			}
 		} else if err == nil {
-			fmt.Fprintf(s.Out, "deploy %s: %s\n", d.ID, s.State(string(d.State)))
+			fmt.Fprintf(s.Out, "deploy %s: %s\n", safeText(d.ID), s.State(string(d.State)))
 		}
 	}
 	if err != nil {

@@ -2,7 +2,10 @@
 // verb (Options struct, NewCmdX(f, runF) constructor, xRun function), the
 // Factory that hands commands their lazily built dependencies, the IOStreams
 // every command writes through, the one -o json|yaml Exporter, and the one
-// mapping from errors to exit codes (exitcode.go).
+// mapping from errors to exit codes (exitcode.go). Everything the server
+// says is printed through one sanitiser (sanitize.go) and IOStreams guards
+// stdout and stderr, so no control character from the server reaches the
+// terminal (only `logs --raw` writes log text untouched).
 //
 // Main runs the CLI for the real process; Run runs it for an Invocation, so
 // tests drive it in-process with their own arguments, streams and

@@ -29,7 +29,9 @@ const (
 	ExitUsage ExitCode = 2
 	// ExitTimeout: --timeout elapsed while the deploy was not final.
 	ExitTimeout ExitCode = 3
-	// ExitUnreachable: the server could not be reached or failed.
+	// ExitUnreachable: the server could not be reached (no connection, no
+	// answer within --request-timeout) or answered with a server error
+	// (5xx, 429 after the retries); the message says which.
 	ExitUnreachable ExitCode = 4
 	// ExitInterrupted: the user interrupted the command (SIGINT/SIGTERM);
 	// 128+SIGINT by shell convention.
@@ -102,7 +104,7 @@ func ExitCodeOf(err error) ExitCode {
 		return ExitTimeout
 	case errors.As(err, &failed):
 		return ExitFailed
-	case api.IsUnreachable(err):
+	case api.IsUnreachable(err), api.IsServerError(err):
 		return ExitUnreachable
 	case errors.Is(err, context.Canceled):
 		return ExitInterrupted
@@ -142,14 +144,16 @@ func printError(w io.Writer, err error) {
 	if errors.As(err, &domain) && len(domain.Fields) > 0 && domain.Message == "" && domain.Err == nil {
 		msg = "invalid request"
 	}
-	first, rest, _ := strings.Cut(msg, "\n")
+	// The message carries the server's text (problem details, step errors):
+	// sanitised like everything else the server says.
+	first, rest, _ := strings.Cut(safeLines(msg), "\n")
 	fmt.Fprintf(w, "Error: %s\n", first)
 	if rest != "" {
 		fmt.Fprintln(w, rest)
 	}
 	if domain != nil {
 		for _, fe := range domain.Fields {
-			fmt.Fprintf(w, "  %s\n", formatFieldError(fe))
+			fmt.Fprintf(w, "  %s\n", safeLines(formatFieldError(fe)))
 		}
 	}
 	if hint := errorHint(err); hint != "" {
@@ -185,7 +189,13 @@ func errorHint(err error) string {
 	case errors.As(err, &timeout):
 		return fmt.Sprintf("the deploy goes on: follow it with 'manent wait %s'", timeout.ID)
 	}
-	if !api.IsUnreachable(err) && manent.ErrorCode(err) == manent.EUnauthorized {
+	if api.IsUnreachable(err) {
+		return "hint: check --server (or MANENT_SERVER) and that manent-server is running"
+	}
+	if api.IsServerError(err) {
+		return "the server is reachable but failed; retry later or see the server log"
+	}
+	if manent.ErrorCode(err) == manent.EUnauthorized {
 		return "hint: pass --token, set MANENT_TOKEN, or put token: in the config file"
 	}
 	return ""

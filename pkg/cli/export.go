@@ -123,9 +123,13 @@ func compactJSON(raw []byte) string {
 // so yaml.v3 reads it into a node tree that keeps key order and scalar tags;
 // clearing the flow and quoting styles lets the encoder choose block style
 // and quote only the strings that need it ("1.4", "true", "").
+//
+// YAML refuses some characters JSON carries raw (C1 controls, bidi
+// overrides in the server's text): they are escaped as \uNNNN first, which
+// both read as the same string.
 func jsonToYAML(data []byte) ([]byte, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := yaml.Unmarshal(escapeJSONControls(data), &doc); err != nil {
 		return nil, fmt.Errorf("convert output to yaml: %w", err)
 	}
 	clearStyle(&doc)
@@ -146,4 +150,22 @@ func clearStyle(n *yaml.Node) {
 	for _, c := range n.Content {
 		clearStyle(c)
 	}
+}
+
+// escapeJSONControls rewrites the characters sanitize calls dangerous as
+// \uNNNN escapes. In a JSON document they can only be inside strings, where
+// the escape means the same character.
+func escapeJSONControls(data []byte) []byte {
+	if isClean(string(data), true) {
+		return data
+	}
+	var b bytes.Buffer
+	for _, r := range string(data) {
+		if dangerous(r, true) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.Bytes()
 }

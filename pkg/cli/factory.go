@@ -67,6 +67,7 @@ func NewFactory(inv Invocation) *Factory {
 	fs.String("token", "", "bearer token (env MANENT_TOKEN)")
 	fs.String("config", "", "CLI config file (env MANENT_CONFIG; default $XDG_CONFIG_HOME/manent/config.yaml)")
 	fs.VarP(formatValue{&f.format}, "output", "o", "output format: table, json or yaml")
+	fs.Duration("request-timeout", DefaultRequestTimeout, "bound on each HTTP request to the server, 0 for none (env MANENT_REQUEST_TIMEOUT)")
 	f.flags = fs
 
 	f.Config = sync.OnceValues(func() (*Config, error) {
@@ -77,21 +78,40 @@ func NewFactory(inv Invocation) *Factory {
 		if err != nil {
 			return nil, err
 		}
-		return api.NewClient(cfg.Server, cfg.Token, inv.HTTPClient), nil
+		return api.NewClientWith(cfg.Server, cfg.Token, inv.HTTPClient, clientOptions(cfg)), nil
 	})
 	f.Exporter = func() *Exporter { return NewExporter(f.format) }
 	f.StreamHTTP = func() *http.Client {
-		hc := &http.Client{}
-		if inv.HTTPClient != nil {
-			hc.Transport = inv.HTTPClient.Transport
+		// A stream lasts as long as the deploy, but its first answer is
+		// bounded by the request timeout like any other request, and a
+		// stream silent for longer than StreamIdle (the server sends a
+		// heartbeat every 15 s) is dropped and resumed.
+		var base http.RoundTripper
+		if inv.HTTPClient != nil && inv.HTTPClient.Transport != nil {
+			base = inv.HTTPClient.Transport
+		} else {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			if cfg, err := f.Config(); err == nil && cfg.RequestTimeout > 0 {
+				tr.ResponseHeaderTimeout = cfg.RequestTimeout
+			}
+			base = tr
 		}
-		return hc
+		return &http.Client{Transport: &idleTransport{base: base, idle: inv.StreamIdle}}
 	}
 	return f
 }
 
+// clientOptions are the API client's request settings for cfg.
+func clientOptions(cfg *Config) api.Options {
+	o := api.Options{RequestTimeout: cfg.RequestTimeout}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = -1 // --request-timeout 0: no bound
+	}
+	return o
+}
+
 // GlobalFlags returns the flags every command takes: --server, --token,
-// --config and -o/--output.
+// --config, -o/--output and --request-timeout.
 func (f *Factory) GlobalFlags() *pflag.FlagSet { return f.flags }
 
 // ReadInput reads a file named on the command line ("-" is stdin) and returns
@@ -143,6 +163,8 @@ type Invocation struct {
 	HTTPClient *http.Client
 	// PollInterval overrides DefaultPollInterval when positive.
 	PollInterval time.Duration
+	// StreamIdle overrides DefaultStreamIdle when positive.
+	StreamIdle time.Duration
 	// Now overrides time.Now.
 	Now func() time.Time
 }
@@ -162,6 +184,9 @@ func (inv Invocation) withDefaults() Invocation {
 	}
 	if inv.PollInterval <= 0 {
 		inv.PollInterval = DefaultPollInterval
+	}
+	if inv.StreamIdle <= 0 {
+		inv.StreamIdle = DefaultStreamIdle
 	}
 	if inv.Now == nil {
 		inv.Now = time.Now

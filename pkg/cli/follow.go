@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"time"
 
@@ -56,7 +57,7 @@ func watchDeploy(ctx context.Context, client *api.Client, id string, interval, t
 			}
 			// A server that restarts while we wait is not a failed deploy:
 			// keep asking for a while once it has answered.
-			if last != nil && api.IsUnreachable(err) && time.Since(lastOK) < unreachableGrace {
+			if last != nil && transient(err) && time.Since(lastOK) < unreachableGrace {
 				timer.Reset(max(interval, time.Second))
 				continue
 			}
@@ -71,6 +72,24 @@ func watchDeploy(ctx context.Context, client *api.Client, id string, interval, t
 		}
 		timer.Reset(interval)
 	}
+}
+
+// transient reports whether err may pass by itself: the server is
+// unreachable (restarting, a network blip) or answered 502/503/504
+// (starting, overloaded, behind a proxy that lost it). Other server errors
+// and every 4xx are final.
+func transient(err error) bool {
+	if api.IsUnreachable(err) {
+		return true
+	}
+	var se *api.ServerError
+	if errors.As(err, &se) {
+		switch se.Status {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+	}
+	return false
 }
 
 // outcome turns a final deployment into the command's result: nil for
@@ -112,13 +131,14 @@ func (p *progress) update(d *manent.Deployment) {
 	if d.State.Final() {
 		return
 	}
-	line := string(d.State)
+	state := safeText(string(d.State))
+	line := state
 	if d.Reason != "" {
-		line += " (" + d.Reason + ")"
+		line += " (" + safeText(d.Reason) + ")"
 	}
 	if line != p.last {
 		p.last = line
-		fmt.Fprintf(p.w, "deploy %s: %s\n", d.ID, p.io.State(string(d.State))+strings.TrimPrefix(line, string(d.State)))
+		fmt.Fprintf(p.w, "deploy %s: %s\n", safeText(d.ID), p.io.State(state)+strings.TrimPrefix(line, state))
 	}
 }
 
@@ -133,7 +153,7 @@ func stepDone(s manent.StepState) bool {
 
 // stepLine prints a finished step: `step deploy: ERROR after 3 attempts (4.2s): exit status 1`.
 func stepLine(s *IOStreams, st manent.Step, now time.Time) string {
-	line := fmt.Sprintf("step %s: %s", st.Name, s.State(string(st.State)))
+	line := fmt.Sprintf("step %s: %s", safeText(st.Name), s.State(string(st.State)))
 	if st.Attempts > 1 {
 		line += fmt.Sprintf(" after %d attempts", st.Attempts)
 	}
@@ -141,7 +161,7 @@ func stepLine(s *IOStreams, st manent.Step, now time.Time) string {
 		line += " (" + d + ")"
 	}
 	if st.Error != "" {
-		line += ": " + st.Error
+		line += ": " + safeText(st.Error)
 	}
 	return line
 }

@@ -17,10 +17,15 @@ import (
 // at the environment themselves: tables and colour on a TTY (unless NO_COLOR
 // is set), plain aligned text without escape codes when piped; progress goes
 // to ErrOut.
+//
+// Out and ErrOut never pass on a control character or escape sequence
+// other than the CLI's own colours (see terminalWriter); RawOut is stdout
+// as it is, for `manent logs --raw` only.
 type IOStreams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
+	RawOut io.Writer
 
 	stdoutTTY bool
 	stderrTTY bool
@@ -42,6 +47,9 @@ func NewIOStreams(in io.Reader, out, errOut io.Writer, getenv func(string) strin
 		stderrTTY: forced || isTerminal(errOut),
 	}
 	s.color = s.stdoutTTY && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
+	s.RawOut = out
+	s.Out = &terminalWriter{w: out, allowSGR: s.color}
+	s.ErrOut = &terminalWriter{w: errOut, allowSGR: s.color}
 
 	// The renderer never probes the terminal: the profile and background are
 	// fixed here, so rendering is deterministic and cannot block on a query.
@@ -84,8 +92,10 @@ func (s *IOStreams) ColorEnabled() bool { return s.color }
 // only when colour is enabled.
 func (s *IOStreams) style() lipgloss.Style { return s.renderer.NewStyle() }
 
-// Bold renders text in bold on a colour terminal.
+// Bold renders text in bold on a colour terminal. Like Faint and State, it
+// sanitises text first: styles are the CLI's, never the server's.
 func (s *IOStreams) Bold(text string) string {
+	text = safeText(text)
 	if !s.color {
 		return text
 	}
@@ -94,6 +104,7 @@ func (s *IOStreams) Bold(text string) string {
 
 // Faint renders secondary text dimmed on a colour terminal.
 func (s *IOStreams) Faint(text string) string {
+	text = safeText(text)
 	if !s.color {
 		return text
 	}
@@ -102,6 +113,7 @@ func (s *IOStreams) Faint(text string) string {
 
 // State renders a deploy or step state in the colour of its outcome.
 func (s *IOStreams) State(state string) string {
+	state = safeText(state)
 	if !s.color || state == "" {
 		return state
 	}

@@ -114,7 +114,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		}
 	}
 	if out.NextCursor != "" {
-		fmt.Fprintf(opts.IO.ErrOut, "next: manent list --cursor %s%s\n", out.NextCursor, opts.filterArgs())
+		fmt.Fprintf(opts.IO.ErrOut, "next: manent list --cursor %s%s\n", safeText(out.NextCursor), opts.filterArgs())
 	}
 	return nil
 }

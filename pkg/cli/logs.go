@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -25,6 +26,8 @@ type LogsOptions struct {
 	ID      string
 	Follow  bool
 	Timeout time.Duration
+	// Raw prints each line's text exactly as the step wrote it.
+	Raw bool
 }
 
 // NewCmdLogs builds `manent logs`.
@@ -39,10 +42,18 @@ With -f the command follows the log as Server-Sent Events until the deploy
 is final, printing each line once (a dropped connection is resumed where it
 stopped), then exits like 'manent wait': 0 if the deploy ended SUCCESS, 1
 otherwise (with the reason on stderr), 3 if --timeout elapsed first, 4 if
-the server stays unreachable. With -o json each line is printed as one JSON
-object per line.`,
+the server stays unreachable (a server restart is waited out: the stream
+resumes after the last line printed) or answers with a server error. With
+-o json each line is printed as one JSON object per line.
+
+Log text is what the deploy's steps wrote, so it is not trusted: control
+characters and escape sequences are printed visibly (ESC as "\x1b", CR as
+"\x0d") and can never drive the terminal. --raw prints each line's text
+exactly as it was written, and nothing else (no time, no step): only for
+output you trust, or to replay a step's output to a file.`,
 		Example: `  manent logs dpl_01JABCDEF
   manent logs -f dpl_01JABCDEF
+  manent logs --raw dpl_01JABCDEF > deploy.log
   manent logs dpl_01JABCDEF -o json | jq -r '.lines[] | select(.step == "deploy") | .text'`,
 		Args: exactArgs(1, "deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,6 +65,9 @@ object per line.`,
 			if opts.Timeout > 0 && !opts.Follow {
 				return usageErrorf("--timeout needs -f/--follow")
 			}
+			if opts.Raw && opts.Exporter != nil {
+				return usageErrorf("--raw prints plain text: it cannot be combined with -o json or yaml")
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -62,6 +76,7 @@ object per line.`,
 	}
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines until the deploy is final")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "with -f, give up after this long (exit 3); 0 waits forever")
+	cmd.Flags().BoolVar(&opts.Raw, "raw", false, "print each line's text exactly as written, escape sequences included (trusted output only)")
 	return cmd
 }
 
@@ -82,7 +97,9 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 			return opts.Exporter.Write(opts.IO.Out, res)
 		}
 		for _, l := range res.Lines {
-			printLogLine(opts.IO, l)
+			if err := writeLogLine(opts, l); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -142,19 +159,23 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 }
 
 func writeLogLine(opts *LogsOptions, l manent.LogLine) error {
-	if opts.Exporter != nil {
+	switch {
+	case opts.Exporter != nil:
 		return opts.Exporter.WriteStream(opts.IO.Out, l)
+	case opts.Raw:
+		_, err := io.WriteString(opts.IO.RawOut, l.Text+"\n")
+		return err
 	}
 	printLogLine(opts.IO, l)
 	return nil
 }
 
-// printLogLine prints `TIME [step] text`.
+// printLogLine prints `TIME [step] text`, the step and text sanitised.
 func printLogLine(s *IOStreams, l manent.LogLine) {
 	ts := s.Faint(l.Time.UTC().Format(logTimeLayout))
 	if l.Step == "" {
-		fmt.Fprintf(s.Out, "%s %s\n", ts, l.Text)
+		fmt.Fprintf(s.Out, "%s %s\n", ts, safeLines(l.Text))
 		return
 	}
-	fmt.Fprintf(s.Out, "%s %s %s\n", ts, s.Bold("["+l.Step+"]"), l.Text)
+	fmt.Fprintf(s.Out, "%s %s %s\n", ts, s.Bold("["+l.Step+"]"), safeLines(l.Text))
 }

@@ -182,12 +182,12 @@ func loadDecider(opts *PolicyTestOptions) (governance.Decider, error) {
 func printPolicyTestResult(s *IOStreams, res PolicyTestResult) {
 	for _, c := range res.Cases {
 		if c.Pass {
-			fmt.Fprintf(s.Out, "PASS  %s\n", c.Name)
+			fmt.Fprintf(s.Out, "PASS  %s\n", safeText(c.Name))
 			continue
 		}
-		fmt.Fprintf(s.Out, "%s  %s\n", s.Bold("FAIL"), c.Name)
+		fmt.Fprintf(s.Out, "%s  %s\n", s.Bold("FAIL"), safeText(c.Name))
 		for _, p := range c.Problems {
-			fmt.Fprintf(s.Out, "      %s\n", p)
+			fmt.Fprintf(s.Out, "      %s\n", safeLines(p))
 		}
 		if c.Decision != nil {
 			b, _ := json.Marshal(c.Decision)

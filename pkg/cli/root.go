@@ -23,9 +23,18 @@ keys "server" and "token"). Talking to the default local server
 written by 'manent-server serve' in ./manent-data/admin.token (or
 $MANENT_DATA_DIR/admin.token).
 
+Each request is bounded by --request-timeout (default 30s); reads and
+'deploy' (which sends an Idempotency-Key) are retried a few times after a
+503/429, honouring the server's Retry-After, or a dropped connection.
+
+Text received from the server (logs, errors, names) is printed with control
+characters and escape sequences made visible; only 'manent logs --raw'
+prints log text untouched.
+
 Exit codes: 0 success; 1 the deploy ended in another final state, or
 validation failed; 2 usage or configuration error; 3 --timeout elapsed;
-4 server unreachable or server error.`,
+4 server unreachable (no connection, no answer in time) or server error
+(5xx); the message says which.`,
 		Example: `  manent validate -f deploy.yml --offline
   manent deploy -f deploy.yml --wait --timeout 20m
   manent status dpl_01JABCDEF -o json

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +80,12 @@ func serverSetup(e *testscript.Env) error {
 //	                 directory (descriptors need absolute file:// URLs).
 //	waitlog ID TEXT  waits (at most 30 s) until the log of deploy ID has a
 //	                 line containing TEXT.
+//	fakeserver NAME STATUS [RETRY-AFTER]
+//	                 starts a loopback HTTP server that answers every
+//	                 request with STATUS and a problem+json body (and
+//	                 Retry-After when given), or never answers when STATUS
+//	                 is "hang"; sets $NAME to its URL and $NAME_HITS to a
+//	                 file counting its requests.
 //
 // setup runs after the common setup; a suite against a real server uses it to
 // start the server and set MANENT_SERVER and MANENT_TOKEN:
@@ -109,6 +119,7 @@ func scriptParams(t *testing.T, dir string, setup func(*testscript.Env) error) t
 			"jsonvar":    cmdJSONVar,
 			"expandwork": cmdExpandWork,
 			"waitlog":    cmdWaitLog,
+			"fakeserver": cmdFakeServer,
 		},
 	}
 }
@@ -207,4 +218,47 @@ func cmdWaitLog(ts *testscript.TestScript, neg bool, args []string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// cmdFakeServer starts a misbehaving server for the script.
+func cmdFakeServer(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: fakeserver NAME STATUS|hang [RETRY-AFTER]")
+	}
+	hits := ts.MkAbs(args[0] + ".hits")
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		_ = os.WriteFile(hits, []byte(strconv.Itoa(n)+"\n"), 0o644)
+		mu.Unlock()
+		if args[1] == "hang" {
+			select {
+			case <-stop:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		status, err := strconv.Atoi(args[1])
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusTeapot)
+			return
+		}
+		if len(args) == 3 {
+			w.Header().Set("Retry-After", args[2])
+		}
+		w.Header().Set("Content-Type", api.ProblemContentType)
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"title":%q,"status":%d,"detail":"the fake server fails on purpose"}`, http.StatusText(status), status)
+	}))
+	ts.Defer(func() {
+		close(stop)
+		srv.Close()
+	})
+	ts.Setenv(args[0], srv.URL)
+	ts.Setenv(args[0]+"_HITS", hits)
 }

@@ -90,7 +90,7 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	f.Add("Application", d.Application)
 	f.Add("Environment", d.Environment)
 	f.Add("Version", d.Version)
-	f.Add("State", s.State(string(d.State)))
+	f.AddStyled("State", s.State(string(d.State)))
 	switch {
 	case d.State == manent.StatePending:
 		f.Add("Running", runningStepLine(d.Steps, now))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -64,14 +63,18 @@ func (s *eventStream) run(ctx context.Context) error {
 		}
 		return err
 	}
-	var stop error
+	var (
+		stop         error
+		failingSince time.Time // since when the deploy's status cannot be read
+		final        bool      // the deploy was final when the last stream ended
+	)
 	handler := func(msg *sse.Event) {
 		if stop != nil || s.done != nil || len(msg.Data) == 0 {
 			return
 		}
 		var e api.Event
 		if err := json.Unmarshal(msg.Data, &e); err != nil {
-			stop = &api.UnreachableError{Server: s.client.Server(), Err: fmt.Errorf("bad event from the server: %w", err)}
+			stop = &api.ServerError{Server: s.client.Server(), Message: "bad event from the server", Err: err}
 			return
 		}
 		if e.Seq <= s.last {
@@ -98,20 +101,38 @@ func (s *eventStream) run(ctx context.Context) error {
 			return ctx.Err()
 		case err != nil:
 			var domain *manent.Error
-			if errors.As(err, &domain) || api.IsUnreachable(err) {
+			if errors.As(err, &domain) || api.IsUnreachable(err) || api.IsServerError(err) {
 				return err
 			}
 			return &api.UnreachableError{Server: s.client.Server(), Err: err}
 		}
-		// The server ended the stream before `done`: it cut us off (we
-		// were too slow) or is shutting down. Resume from the last id,
-		// unless the deploy is over (a stream of a final deploy ends at once).
-		d, err := s.client.Deployment(ctx, s.id)
-		if err != nil {
-			return err
+		if final {
+			return nil // the last events of a final deploy are in
 		}
-		if d.State.Final() {
-			return nil
+		// The server ended the stream before `done`: it cut us off (we
+		// were too slow) or is shutting down (a restart). Resume from the
+		// last id. A deploy that is final by now gets one more stream, to
+		// print what it said after we were cut off (it ends at once). While
+		// the server is away, the next subscription retries it for
+		// retryFor; a status request that fails the same way only counts
+		// against that window.
+		d, err := s.client.Deployment(ctx, s.id)
+		switch {
+		case err == nil:
+			failingSince = time.Time{}
+			if d.State.Final() {
+				final = true
+				continue
+			}
+		case transient(err) && ctx.Err() == nil:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) >= s.retryFor {
+				return err
+			}
+		default:
+			return err
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
@@ -152,3 +173,50 @@ func (r *reconnect) NextBackOff() time.Duration {
 
 // Context lets backoff stop waiting when ctx ends.
 func (r *reconnect) Context() context.Context { return r.ctx }
+
+// DefaultStreamIdle is how long an event stream may stay silent before it
+// counts as broken: three of the server's 15 s heartbeats.
+const DefaultStreamIdle = 45 * time.Second
+
+// idleTransport ends a response whose body stays silent for idle: a
+// half-open connection (a server or proxy that died without closing it)
+// then fails like a dropped one, and the stream is resumed.
+type idleTransport struct {
+	base http.RoundTripper
+	idle time.Duration
+}
+
+func (t *idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := t.base.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &idleBody{rc: resp.Body, idle: t.idle, timer: time.AfterFunc(t.idle, cancel), cancel: cancel}
+	return resp, nil
+}
+
+// idleBody restarts its timer on every byte read; when the timer fires the
+// request's context is cancelled, which ends a blocked Read.
+type idleBody struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	err := b.rc.Close()
+	b.cancel()
+	return err
+}

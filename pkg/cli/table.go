@@ -96,9 +96,11 @@ func writeAligned(w io.Writer, rows [][]string) error {
 	return tw.Flush()
 }
 
-// cell flattens a value onto one line so it cannot break the layout.
+// cell flattens a value onto one line so it cannot break the layout, and
+// renders any other control character visibly (sanitize): table cells and
+// status fields are the server's text.
 func cell(s string) string {
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(s)
+	return safeText(strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ", "\t", " ").Replace(s))
 }
 
 // Fields prints label/value pairs (the header of `status`): labels bold on a
@@ -109,15 +111,21 @@ type Fields struct {
 	rows [][2]string
 }
 
-// NewFields starts a list of label/value pairs.
-func (s *IOStreams) NewFields() *Fields { return &Fields{io: s} }
-
-// Add appends a pair; value is printed as given (it may carry colour).
-func (f *Fields) Add(label, value string) {
+// AddStyled appends a pair whose value the CLI has already rendered (and
+// sanitised), e.g. a coloured state.
+func (f *Fields) AddStyled(label, value string) {
 	if value == "" {
 		return
 	}
 	f.rows = append(f.rows, [2]string{label, value})
+}
+
+// NewFields starts a list of label/value pairs.
+func (s *IOStreams) NewFields() *Fields { return &Fields{io: s} }
+
+// Add appends a pair; value is flattened onto one line and sanitised (cell).
+func (f *Fields) Add(label, value string) {
+	f.AddStyled(label, cell(value))
 }
 
 // RenderTo writes the pairs to w.
@@ -128,7 +136,7 @@ func (f *Fields) RenderTo(w io.Writer) error {
 	}
 	for _, r := range f.rows {
 		label := fmt.Sprintf("%-*s", width, r[0]+":")
-		if _, err := fmt.Fprintf(w, "%s  %s\n", f.io.Bold(label), cell(r[1])); err != nil {
+		if _, err := fmt.Fprintf(w, "%s  %s\n", f.io.Bold(label), r[1]); err != nil {
 			return err
 		}
 	}

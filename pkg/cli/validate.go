@@ -159,11 +159,11 @@ func toValidationErrors(fields []manent.FieldError) []ValidationError {
 // deploy, or each error on stderr as "<file>:LINE:COL: /path: message".
 func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 	if res.Notice != "" {
-		fmt.Fprintf(s.ErrOut, "notice: %s\n", res.Notice)
+		fmt.Fprintf(s.ErrOut, "notice: %s\n", safeLines(res.Notice))
 	}
 	if !res.Valid {
 		for _, e := range res.Errors {
-			fmt.Fprintln(s.ErrOut, formatValidationError(name, e))
+			fmt.Fprintln(s.ErrOut, safeLines(formatValidationError(name, e)))
 		}
 		return nil
 	}

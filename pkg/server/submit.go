@@ -32,6 +32,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if r.Context().Err() != nil {
+		return // the client went away while its descriptor was parsed: no more work for it
+	}
 	// 2. Identity; permissions and checks 3–6 are admission's.
 	p, ok := s.authenticate(w, r)
 	if !ok {

@@ -1,0 +1,310 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/servertest"
+)
+
+// recorder is an httptest handler that answers each request with the next
+// of its answers (the last one repeats) and records when requests came.
+type recorder struct {
+	mu      sync.Mutex
+	answers []func(w http.ResponseWriter, r *http.Request)
+	times   []time.Time
+	keys    []string
+}
+
+func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc.mu.Lock()
+	n := len(rc.times)
+	rc.times = append(rc.times, time.Now())
+	rc.keys = append(rc.keys, r.Header.Get(api.IdempotencyKeyHeader))
+	a := rc.answers[min(n, len(rc.answers)-1)]
+	rc.mu.Unlock()
+	a(w, r)
+}
+
+func (rc *recorder) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.times)
+}
+
+func problem(status int, retryAfter, detail string) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		w.Header().Set("Content-Type", api.ProblemContentType)
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"title":%q,"status":%d,"detail":%q}`, http.StatusText(status), status, detail)
+	}
+}
+
+func okDeployment(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprint(w, `{"id":"dpl_1","state":"SUCCESS"}`)
+}
+
+func start(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewServer(h)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// A 5xx is a server error with the server's message, never "unreachable".
+func TestServerErrorIsNotUnreachable(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(500, "", "internal error; the server log has the details")}}
+	c := api.NewClient(start(t, rc), "", nil)
+	_, err := c.Deployment(context.Background(), "dpl_1")
+	if !api.IsServerError(err) || api.IsUnreachable(err) {
+		t.Fatalf("err = %T %v, want a *api.ServerError only", err, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "server error: 500 Internal Server Error: internal error; the server log has the details") {
+		t.Errorf("message %q", msg)
+	}
+	if rc.count() != 1 {
+		t.Errorf("a 500 was sent %d times, want once (not retried)", rc.count())
+	}
+}
+
+// An answer that is not the API's JSON is a server error too.
+func TestUndecodableAnswerIsServerError(t *testing.T) {
+	c := api.NewClient(start(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "<html>proxy says hi</html>")
+	})), "", nil)
+	_, err := c.Deployment(context.Background(), "dpl_1")
+	if !api.IsServerError(err) || api.IsUnreachable(err) {
+		t.Fatalf("err = %T %v, want a *api.ServerError", err, err)
+	}
+}
+
+// Nothing listening: unreachable.
+func TestConnectionRefusedIsUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := api.NewClientWith("http://"+addr, "", nil, api.Options{Retries: 1})
+	_, err = c.Deployment(context.Background(), "dpl_1")
+	if !api.IsUnreachable(err) || api.IsServerError(err) {
+		t.Fatalf("err = %T %v, want *api.UnreachableError", err, err)
+	}
+}
+
+// A server that accepts and never answers costs one request timeout, not
+// more: the request is not sent again.
+func TestRequestTimeout(t *testing.T) {
+	release := make(chan struct{})
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}}}
+	url := start(t, rc)
+	defer close(release)
+	c := api.NewClientWith(url, "", nil, api.Options{RequestTimeout: 200 * time.Millisecond})
+	_, err := c.Deployment(context.Background(), "dpl_1")
+	if !api.IsUnreachable(err) || !strings.Contains(err.Error(), "no answer within 200ms") {
+		t.Fatalf("err = %T %v, want unreachable: no answer within 200ms", err, err)
+	}
+	if rc.count() != 1 {
+		t.Errorf("sent %d times, want once", rc.count())
+	}
+}
+
+// 503 with Retry-After twice, then an answer: the read succeeds, and each
+// retry came no earlier than the server asked.
+func TestRetryHonoursRetryAfter(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){
+		problem(503, "1", "database is locked; retry in 1s"),
+		problem(503, "1", "database is locked; retry in 1s"),
+		okDeployment,
+	}}
+	c := api.NewClient(start(t, rc), "", nil)
+	d, err := c.Deployment(context.Background(), "dpl_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ID != "dpl_1" || rc.count() != 3 {
+		t.Fatalf("got %+v after %d requests, want dpl_1 after 3", d, rc.count())
+	}
+	for i := 1; i < 3; i++ {
+		if gap := rc.times[i].Sub(rc.times[i-1]); gap < time.Second {
+			t.Errorf("retry %d came %s after the 503, before its Retry-After of 1s", i, gap)
+		}
+	}
+}
+
+// Retries are bounded: Options.Retries more attempts, then the error.
+func TestRetriesAreBounded(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(503, "0", "busy")}}
+	c := api.NewClientWith(start(t, rc), "", nil, api.Options{Retries: 3})
+	_, err := c.Deployment(context.Background(), "dpl_1")
+	var se *api.ServerError
+	if !errors.As(err, &se) || se.Status != 503 {
+		t.Fatalf("err = %v, want the 503", err)
+	}
+	if rc.count() != 4 {
+		t.Errorf("%d requests, want 4 (1 + 3 retries)", rc.count())
+	}
+}
+
+// A Retry-After longer than MaxRetryWait is not waited for.
+func TestLongRetryAfterIsNotWaited(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(503, "120", "disk full; retry in 120s")}}
+	c := api.NewClient(start(t, rc), "", nil)
+	_, err := c.Deployment(context.Background(), "dpl_1")
+	var se *api.ServerError
+	if !errors.As(err, &se) || se.RetryAfter != 120*time.Second {
+		t.Fatalf("err = %#v, want a ServerError with RetryAfter 2m", err)
+	}
+	if rc.count() != 1 {
+		t.Errorf("%d requests, want 1", rc.count())
+	}
+	if !strings.Contains(err.Error(), "retry after 2m0s") {
+		t.Errorf("message %q does not say when to retry", err)
+	}
+}
+
+// 429 is retried for reads; the final answer keeps its 4xx code.
+func TestTooManyRequestsRetried(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(429, "0", "slow down"), okDeployment}}
+	c := api.NewClient(start(t, rc), "", nil)
+	if _, err := c.Deployment(context.Background(), "dpl_1"); err != nil {
+		t.Fatal(err)
+	}
+	if rc.count() != 2 {
+		t.Errorf("%d requests, want 2", rc.count())
+	}
+}
+
+// A request that is not idempotent (cancel, approve, a submission without
+// a key) is never sent twice after an answer.
+func TestNonIdempotentNotRetried(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(503, "0", "busy"), okDeployment}}
+	c := api.NewClient(start(t, rc), "", nil)
+	if _, err := c.Cancel(context.Background(), "dpl_1"); !api.IsServerError(err) {
+		t.Fatalf("err = %v, want the 503", err)
+	}
+	if _, err := c.Submit(context.Background(), []byte("x: 1"), false); !api.IsServerError(err) && err != nil {
+		t.Fatalf("err = %v", err)
+	}
+	if rc.count() != 2 {
+		t.Errorf("%d requests, want 2 (each sent once)", rc.count())
+	}
+}
+
+// faultyProxy sits before a real server: it answers the first `busy`
+// submissions itself with 503, and for the next `drops` submissions
+// forwards them, lets the server commit, then drops the connection before
+// the client sees the answer.
+type faultyProxy struct {
+	target      string
+	busy, drops int
+
+	mu   sync.Mutex
+	seen int
+	keys []string
+}
+
+func (p *faultyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	submit := r.Method == http.MethodPost && r.URL.Path == "/api/v1/deployments"
+	var n int
+	if submit {
+		p.mu.Lock()
+		p.seen++
+		n = p.seen
+		p.keys = append(p.keys, r.Header.Get(api.IdempotencyKeyHeader))
+		p.mu.Unlock()
+		if n <= p.busy {
+			problem(503, "0", "database is busy; retry in 0s")(w, r)
+			return
+		}
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if submit && n <= p.busy+p.drops {
+		panic(http.ErrAbortHandler) // the deploy is committed; the answer is lost
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+func descriptor(t *testing.T) []byte {
+	t.Helper()
+	art := filepath.Join(t.TempDir(), "app.txt")
+	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: 1.0.0\nartifact: {url: \"file://%s\"}\n", art))
+}
+
+// SubmitIdempotent through 503s and a connection lost after the commit:
+// the retries carry the same key, the answer is the first deploy, and the
+// server holds exactly one deploy.
+func TestSubmitIdempotentSurvivesBusyAndDroppedAnswer(t *testing.T) {
+	srv := servertest.Start(t)
+	proxy := &faultyProxy{target: srv.URL, busy: 2, drops: 1}
+	c := api.NewClient(start(t, proxy), srv.Token, nil)
+	res, replayed, err := c.SubmitIdempotent(context.Background(), descriptor(t), "test-key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !replayed {
+		t.Errorf("the answer after the dropped connection is not marked Idempotent-Replayed")
+	}
+	proxy.mu.Lock()
+	keys := strings.Join(proxy.keys, ",")
+	proxy.mu.Unlock()
+	if keys != "test-key-1,test-key-1,test-key-1,test-key-1" {
+		t.Errorf("keys sent: %s, want test-key-1 four times (2 busy, 1 dropped, 1 answered)", keys)
+	}
+	list, err := srv.Client().List(context.Background(), api.ListOptions{Application: "billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].ID != res.ID {
+		var ids []string
+		for _, d := range list.Items {
+			ids = append(ids, d.ID)
+		}
+		t.Fatalf("server holds deploys %v, want exactly %s", ids, res.ID)
+	}
+	// The same key with another body is refused, not a second deploy.
+	_, _, err = c.SubmitIdempotent(context.Background(), append(descriptor(t), "# changed\n"...), "test-key-1")
+	if manent.ErrorCode(err) != manent.EInvalid {
+		t.Errorf("same key, other body: err = %v, want 422", err)
+	}
+}

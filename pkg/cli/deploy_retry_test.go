@@ -1,0 +1,191 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/servertest"
+)
+
+// submitFaults sits before a real server. The first `busy` submissions get
+// a 503 with Retry-After: 0 from the proxy itself; the next `drops` are
+// forwarded, committed by the server, and then the connection is dropped
+// before the CLI sees the answer.
+type submitFaults struct {
+	target      string
+	busy, drops int
+
+	mu   sync.Mutex
+	seen int
+	keys []string
+}
+
+func (p *submitFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	submit := r.Method == http.MethodPost && r.URL.Path == "/api/v1/deployments"
+	n := 0
+	if submit {
+		p.mu.Lock()
+		p.seen++
+		n = p.seen
+		p.keys = append(p.keys, r.Header.Get(api.IdempotencyKeyHeader))
+		p.mu.Unlock()
+		if n <= p.busy {
+			w.Header().Set("Retry-After", "0")
+			w.Header().Set("Content-Type", api.ProblemContentType)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"title":"Service Unavailable","status":503,"detail":"database is busy; retry in 0s"}`)
+			return
+		}
+	}
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if submit && n <= p.busy+p.drops {
+		panic(http.ErrAbortHandler) // committed, but the answer is lost
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+func (p *submitFaults) sentKeys() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.keys...)
+}
+
+func writeDescriptor(t *testing.T, version string) string {
+	t.Helper()
+	dir := t.TempDir()
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "deploy.yml")
+	desc := fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: %s\nartifact: {url: \"file://%s\"}\n", version, art)
+	if err := os.WriteFile(p, []byte(desc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code = cli.Run(ctx, cli.Invocation{
+		Args: args, Stdout: &out, Stderr: &errOut,
+		Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond,
+	})
+	return code, out.String(), errOut.String()
+}
+
+func deployIDs(t *testing.T, srv *servertest.Server) []string {
+	t.Helper()
+	list, err := srv.Client().List(context.Background(), api.ListOptions{Application: "billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range list.Items {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// `manent deploy --wait` through two 503s and a connection dropped after
+// the server committed: the CLI retries with one Idempotency-Key, prints
+// the one deploy it created, follows it to SUCCESS and exits 0.
+func TestDeployRetriesWithOneIdempotencyKey(t *testing.T) {
+	srv := servertest.Start(t)
+	proxy := &submitFaults{target: srv.URL, busy: 2, drops: 1}
+	ps := httptest.NewServer(proxy)
+	defer ps.Close()
+	env := map[string]string{"MANENT_SERVER": ps.URL, "MANENT_TOKEN": srv.Token}
+
+	code, stdout, stderr := runCLI(t, env, "deploy", "-f", writeDescriptor(t, "1.0.0"), "--wait", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var d struct{ ID, State string }
+	if err := json.Unmarshal([]byte(stdout), &d); err != nil {
+		t.Fatalf("stdout is not the deployment: %v\n%s", err, stdout)
+	}
+	if ids := deployIDs(t, srv); len(ids) != 1 || ids[0] != d.ID || d.State != "SUCCESS" {
+		t.Fatalf("server holds %v, CLI printed %s %s; want one deploy, SUCCESS", ids, d.ID, d.State)
+	}
+	keys := proxy.sentKeys()
+	if len(keys) != 4 || !strings.HasPrefix(keys[0], "manent-cli-") {
+		t.Fatalf("keys sent %q, want four submissions with one manent-cli- key", keys)
+	}
+	for _, k := range keys[1:] {
+		if k != keys[0] {
+			t.Errorf("the retries changed the key: %q", keys)
+		}
+	}
+	if strings.Contains(stderr, "already submitted") {
+		t.Errorf("the CLI's own retry was announced as a repeat:\n%s", stderr)
+	}
+
+	// Each invocation has a key of its own: a second deploy is a second deploy.
+	code, _, stderr = runCLI(t, map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token},
+		"deploy", "-f", writeDescriptor(t, "1.0.1"), "-o", "json")
+	if code != 0 {
+		t.Fatalf("second deploy: exit %d\n%s", code, stderr)
+	}
+	if ids := deployIDs(t, srv); len(ids) != 2 {
+		t.Fatalf("after a second invocation the server holds %v, want 2 deploys", ids)
+	}
+}
+
+// --idempotency-key given twice (a re-run CI job): the second run prints
+// the first run's deploy and says so; no new deploy.
+func TestDeployIdempotencyKeyFlag(t *testing.T) {
+	srv := servertest.Start(t)
+	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
+	file := writeDescriptor(t, "2.0.0")
+	code, first, stderr := runCLI(t, env, "deploy", "-f", file, "--idempotency-key", "ci-pipeline-42", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	code, second, stderr := runCLI(t, env, "deploy", "-f", file, "--idempotency-key", "ci-pipeline-42", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if first != second {
+		t.Errorf("second run printed\n%s\nwant the first run's\n%s", second, first)
+	}
+	if !strings.Contains(stderr, `notice: already submitted with idempotency key "ci-pipeline-42"`) {
+		t.Errorf("stderr does not say it is a repeat:\n%s", stderr)
+	}
+	if ids := deployIDs(t, srv); len(ids) != 1 {
+		t.Errorf("server holds %v, want one deploy", ids)
+	}
+	code, _, stderr = runCLI(t, env, "deploy", "-f", file, "--idempotency-key", "bad\x01key")
+	if code != 2 || !strings.Contains(stderr, "--idempotency-key must be printable ASCII") {
+		t.Errorf("a control character in the key: exit %d, stderr %q; want 2 and a usage error", code, stderr)
+	}
+}
