@@ -28,7 +28,7 @@ var layers = map[string]int{
 	"pkg/envconfig": 3, "pkg/artifact": 3, "pkg/itsm": 3, "pkg/notify": 3, "pkg/auth": 3,
 	"pkg/agent": 3, "pkg/kubetest": 3,
 	// The plan, the plugins, admission, the engine.
-	"pkg/plan": 4, "pkg/itsm/reference": 4, "plugins/local": 4, "plugins/script": 4,
+	"pkg/plan": 4, "pkg/web": 4, "pkg/itsm/reference": 4, "plugins/local": 4, "plugins/script": 4,
 	"plugins/http": 4, "plugins/external": 4, "plugins/clusterready": 4, "plugins/example-external": 4,
 	"pkg/admit": 5, "plugins/kubernetes": 5,
 	"pkg/engine": 6,

@@ -28,6 +28,14 @@ type OIDCConfig struct {
 	// GroupsClaim names the claim holding the groups, an array of strings
 	// or a single string. Default "groups".
 	GroupsClaim string `mapstructure:"groups_claim" yaml:"groups_claim,omitempty"`
+	// ClientID, when set, turns on the web UI's sign-in through the issuer
+	// (authorization code flow with PKCE, pkg/web). The ID tokens it gets
+	// are checked like bearer tokens, so their "aud" must hold Audience:
+	// usually ClientID is Audience.
+	ClientID string `mapstructure:"client_id" yaml:"client_id,omitempty"`
+	// ClientSecret is the secret of a confidential client (empty for a
+	// public one, which PKCE protects).
+	ClientSecret string `mapstructure:"client_secret" yaml:"client_secret,omitempty"`
 }
 
 // Config configures an Authenticator.

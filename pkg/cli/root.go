@@ -73,6 +73,7 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 	)
 	add("follow",
 		NewCmdStatus(f, nil),
+		NewCmdOpen(f, nil),
 		NewCmdSteps(f, nil),
 		NewCmdLogs(f, nil),
 		NewCmdWait(f, nil),

@@ -23,12 +23,15 @@ type StatusOptions struct {
 	Now      func() time.Time
 
 	ID string
+	// Web prints (and on a desktop opens) the deploy's web page instead.
+	Web    bool
+	Getenv func(string) string
 }
 
 // NewCmdStatus builds `manent status`.
 func NewCmdStatus(f *Factory, runF func(*StatusOptions) error) *cobra.Command {
-	opts := &StatusOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
-	return &cobra.Command{
+	opts := &StatusOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, Getenv: f.Getenv}
+	cmd := &cobra.Command{
 		Use:   "status <id>",
 		Short: "Show a deploy: state, dates, decision, steps, error and rollback",
 		Long: `Show a deploy: what is released where, its state and why it waits (its
@@ -40,9 +43,13 @@ rollback outcome.
 
 -o json prints the deployment as the API returns it: id, application,
 environment, version, state, requester, created_at, started_at,
-finished_at, error, rollback, decision and steps.`,
+finished_at, error, rollback, decision and steps.
+
+--web prints the URL of the deploy's page in the web UI instead (and on a
+desktop opens it), as 'manent open <id>'.`,
 		Example: `  manent status dpl_01JABCDEF
-  manent status dpl_01JABCDEF -o json | jq -r .state`,
+  manent status dpl_01JABCDEF -o json | jq -r .state
+  manent status dpl_01JABCDEF --web`,
 		Args: exactArgs(1, "deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -50,9 +57,14 @@ finished_at, error, rollback, decision and steps.`,
 			if runF != nil {
 				return runF(opts)
 			}
+			if opts.Web {
+				return openRun(cmd.Context(), &OpenOptions{IO: opts.IO, Client: opts.Client, Getenv: opts.Getenv, ID: opts.ID})
+			}
 			return statusRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVar(&opts.Web, "web", false, "print (and on a desktop open) the deploy's page in the web UI")
+	return cmd
 }
 
 func statusRun(ctx context.Context, opts *StatusOptions) error {

@@ -11,8 +11,8 @@
 //
 // It imports pkg/admit, pkg/auth, pkg/egress, pkg/engine, pkg/envconfig,
 // pkg/governance, pkg/itsm, pkg/notify, pkg/plugin, pkg/server, pkg/store,
-// pkg/urlpolicy and plugins/external; that is every server-side package
-// but the command that calls it.
+// pkg/urlpolicy, pkg/web and plugins/external; that is every server-side
+// package but the command that calls it.
 package node
 
 import (
@@ -39,6 +39,7 @@ import (
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/pkg/web"
 	"github.com/manent-io/manent/plugins/external"
 )
 
@@ -100,8 +101,10 @@ type Node struct {
 	Admitter *admit.Admitter
 	Engine   *engine.Engine
 	API      *server.Server
-	Log      *slog.Logger
-	lock     *store.FileLock
+	// Web is the web UI, mounted on API at every path outside /api/.
+	Web  *web.Handler
+	Log  *slog.Logger
+	lock *store.FileLock
 	// Procs are the process groups of running step commands.
 	Procs *plugin.Procs
 }
@@ -252,8 +255,24 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 	})
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Log: log, lock: lock, Procs: procs}, nil
+	// The web UI's sessions are sealed with a key kept in the data dir.
+	webSecret, err := web.LoadSecret(filepath.Join(dataDir, WebKeyFile))
+	if err != nil {
+		eng.Shutdown(0)
+		return nil, err
+	}
+	ui, err := web.New(web.Config{API: api, Guard: guard, Secret: webSecret, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")})
+	if err != nil {
+		eng.Shutdown(0)
+		return nil, err
+	}
+	api.Mount(ui)
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, Procs: procs}, nil
 }
+
+// WebKeyFile is the file in the data dir holding the web UI's session key
+// (created on first start; servers that share sessions share it).
+const WebKeyFile = "web-session.key"
 
 // Launch starts the workers: first it stops the step processes a previous
 // life of this executor left running (SPEC §11.2), then the queue,

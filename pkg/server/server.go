@@ -43,6 +43,9 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	limiter *rateLimiter
+	// web serves every path outside /api/ that no API route matched (the
+	// web UI, pkg/web), when mounted.
+	web http.Handler
 }
 
 // New returns the API handler.
@@ -82,9 +85,18 @@ func (s *Server) routes() {
 	reg.MustRegister(prometheus.NewGoCollector(), newStateCollector(s.st))
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.web != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
+			s.web.ServeHTTP(w, r)
+			return
+		}
 		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
 }
+
+// Mount serves h (the web UI) at every path outside /api/ that no API
+// route matches. Call it before serving. The API itself keeps
+// authenticating bearer tokens only: h's sessions never reach /api/.
+func (s *Server) Mount(h http.Handler) { s.web = h }
 
 // ServeHTTP serves the API with a request log and panic guard.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

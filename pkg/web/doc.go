@@ -1,0 +1,15 @@
+// Package web is manent-server's web UI (SPEC §11.4): server-rendered pages
+// (html/template, embedded with go:embed) for activity, deploys,
+// environments, clusters, schedules and the audit log, a small embedded
+// script that follows the SSE streams, and sign-in with a static token or
+// OIDC (authorization code flow with PKCE).
+//
+// The UI is a client of the API in the same process: a session (a sealed
+// cookie) holds the bearer credential the user signed in with, and every
+// page and button calls the API handler with it, so authentication, RBAC,
+// audit and the why-it-waits texts are the API's own. The API never sees
+// the cookie: it keeps accepting bearer tokens only.
+//
+// It imports pkg/api, pkg/auth, pkg/manent, pkg/clusterstate,
+// github.com/coreos/go-oidc and golang.org/x/oauth2.
+package web

@@ -1,0 +1,236 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+)
+
+// loginView is the sign-in page.
+type loginView struct {
+	Next  string
+	OIDC  bool
+	Error string
+}
+
+// loginCSRF returns the sign-in form's CSRF token, setting its cookie when
+// the browser has none.
+func (h *Handler) loginCSRF(w http.ResponseWriter, r *http.Request) string {
+	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) >= 16 {
+		return h.seal.loginToken(c.Value)
+	}
+	v := randomString(24)
+	h.setCookie(w, r, loginCookie, v, 3600, http.SameSiteStrictMode)
+	return h.seal.loginToken(v)
+}
+
+func (h *Handler) oidcEnabled() bool {
+	return h.cfg.OIDC != nil && h.cfg.OIDC.ClientID != ""
+}
+
+func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
+	next := localPath(r.URL.Query().Get("next"))
+	if _, ok := h.signedIn(r); ok && r.URL.Query().Get("error") == "" {
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
+	p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(), Error: r.URL.Query().Get("error")}}
+	h.render(w, r, "login", http.StatusOK, p)
+}
+
+// handleLogin signs in with a static token: the same authentication as the
+// API's bearer tokens.
+func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		h.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	c, err := r.Cookie(loginCookie)
+	if err != nil || !equalStrings(h.seal.loginToken(c.Value), r.PostForm.Get("csrf")) {
+		h.renderError(w, r, nil, http.StatusForbidden, "This form is missing its CSRF token: reload the sign-in page and try again.")
+		return
+	}
+	next := localPath(r.PostForm.Get("next"))
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	fail := func(msg string) {
+		p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(), Error: msg}}
+		h.render(w, r, "login", http.StatusUnauthorized, p)
+	}
+	if token == "" {
+		fail("Enter a token.")
+		return
+	}
+	if _, err := h.guard.Authenticate(r.Context(), "Bearer "+token); err != nil {
+		h.log.Info("web: sign-in refused", "error", err)
+		fail("This token is not valid.")
+		return
+	}
+	if err := h.startSession(w, r, token, "token", time.Time{}); err != nil {
+		h.renderError(w, r, nil, http.StatusInternalServerError, "The session could not be started.")
+		return
+	}
+	h.setCookie(w, r, loginCookie, "", -1, http.SameSiteStrictMode)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (h *Handler) handleLogout(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	s, ok := h.readSession(r)
+	if err := r.ParseForm(); err != nil || !ok || !equalStrings(s.CSRF, r.PostForm.Get("csrf")) {
+		h.renderError(w, r, nil, http.StatusForbidden, "This form is missing its CSRF token or its session.")
+		return
+	}
+	h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// oidcClient is the OAuth 2 configuration found by discovery.
+type oidcClient struct {
+	provider *oidc.Provider
+	verifier *oidc.IDTokenVerifier
+}
+
+// oidcState is the oidcCookie: what the callback must find again.
+type oidcState struct {
+	State    string `json:"s"`
+	Nonce    string `json:"n"`
+	Verifier string `json:"v"`
+	Next     string `json:"x"`
+	Redirect string `json:"r"`
+	Expires  int64  `json:"e"`
+}
+
+// issuer runs discovery once (and again after a failure).
+func (h *Handler) issuer(ctx context.Context) (*oidcClient, error) {
+	h.oidcMu.Lock()
+	defer h.oidcMu.Unlock()
+	if h.oidc != nil {
+		return h.oidc, nil
+	}
+	ctx, cancel := context.WithTimeout(oidc.ClientContext(ctx, h.cfg.HTTPClient), 10*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, h.cfg.OIDC.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	h.oidc = &oidcClient{provider: p, verifier: p.VerifierContext(oidc.ClientContext(context.Background(), h.cfg.HTTPClient),
+		&oidc.Config{ClientID: h.cfg.OIDC.ClientID, Now: h.now})}
+	return h.oidc, nil
+}
+
+func (h *Handler) oauth(c *oidcClient, redirect string) *oauth2.Config {
+	return &oauth2.Config{
+		ClientID: h.cfg.OIDC.ClientID, ClientSecret: h.cfg.OIDC.ClientSecret,
+		Endpoint: c.provider.Endpoint(), RedirectURL: redirect,
+		Scopes: []string{oidc.ScopeOpenID, "email", "profile"},
+	}
+}
+
+// callbackURL is this server's /login/callback as the browser reaches it.
+func callbackURL(r *http.Request) string {
+	scheme := "http"
+	if secure(r) {
+		scheme = "https"
+	}
+	return (&url.URL{Scheme: scheme, Host: r.Host, Path: "/login/callback"}).String()
+}
+
+// handleOIDCStart sends the browser to the issuer: authorization code
+// flow with PKCE (S256), a state and a nonce.
+func (h *Handler) handleOIDCStart(w http.ResponseWriter, r *http.Request) {
+	if !h.oidcEnabled() {
+		h.renderError(w, r, nil, http.StatusNotFound, "Sign-in through an identity provider is not configured (auth.oidc.client_id).")
+		return
+	}
+	c, err := h.issuer(r.Context())
+	if err != nil {
+		h.log.Warn("web: oidc discovery", "issuer", h.cfg.OIDC.Issuer, "error", err)
+		h.renderError(w, r, nil, http.StatusServiceUnavailable, "The identity provider cannot be reached; sign in with a token or try again later.")
+		return
+	}
+	st := oidcState{State: randomString(24), Nonce: randomString(24), Verifier: oauth2.GenerateVerifier(),
+		Next: localPath(r.URL.Query().Get("next")), Redirect: callbackURL(r), Expires: h.now().Add(10 * time.Minute).Unix()}
+	v, err := h.seal.seal(oidcCookie, st)
+	if err != nil {
+		h.renderError(w, r, nil, http.StatusInternalServerError, "The sign-in could not be started.")
+		return
+	}
+	h.setCookie(w, r, oidcCookie, v, 600, http.SameSiteLaxMode)
+	http.Redirect(w, r, h.oauth(c, st.Redirect).AuthCodeURL(st.State, oauth2.S256ChallengeOption(st.Verifier), oidc.Nonce(st.Nonce)), http.StatusFound)
+}
+
+// handleOIDCCallback exchanges the code (with the PKCE verifier), checks
+// the ID token's nonce and then authenticates it exactly as the API
+// authenticates a bearer token.
+func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
+	if !h.oidcEnabled() {
+		h.renderError(w, r, nil, http.StatusNotFound, "Sign-in through an identity provider is not configured.")
+		return
+	}
+	failed := func(status int, msg string) {
+		h.setCookie(w, r, oidcCookie, "", -1, http.SameSiteLaxMode)
+		h.renderError(w, r, nil, status, msg)
+	}
+	var st oidcState
+	ck, err := r.Cookie(oidcCookie)
+	if err != nil || h.seal.open(oidcCookie, ck.Value, &st) != nil || h.now().Unix() > st.Expires {
+		failed(http.StatusBadRequest, "The sign-in took too long or was started in another browser; start again.")
+		return
+	}
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		failed(http.StatusUnauthorized, "The identity provider refused the sign-in: "+e+" "+q.Get("error_description"))
+		return
+	}
+	if !equalStrings(st.State, q.Get("state")) {
+		failed(http.StatusForbidden, "The sign-in answer does not match the sign-in this browser started (state).")
+		return
+	}
+	c, err := h.issuer(r.Context())
+	if err != nil {
+		failed(http.StatusServiceUnavailable, "The identity provider cannot be reached.")
+		return
+	}
+	ctx := oidc.ClientContext(r.Context(), h.cfg.HTTPClient)
+	tok, err := h.oauth(c, st.Redirect).Exchange(ctx, q.Get("code"), oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		h.log.Info("web: oidc code exchange", "error", err)
+		failed(http.StatusUnauthorized, "The identity provider did not accept the sign-in code.")
+		return
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		failed(http.StatusUnauthorized, "The identity provider sent no ID token.")
+		return
+	}
+	idt, err := c.verifier.Verify(ctx, raw)
+	if err == nil && !equalStrings(st.Nonce, idt.Nonce) {
+		err = errors.New("nonce does not match")
+	}
+	if err != nil {
+		h.log.Info("web: oidc id token", "error", err)
+		failed(http.StatusUnauthorized, "The ID token is not valid for this server.")
+		return
+	}
+	if _, err := h.guard.Authenticate(r.Context(), "Bearer "+raw); err != nil {
+		h.log.Info("web: oidc id token refused by authentication", "error", err)
+		failed(http.StatusForbidden, "The identity provider signed you in, but this server does not accept its ID token (is auth.oidc.audience the client_id?).")
+		return
+	}
+	if err := h.startSession(w, r, raw, "oidc", idt.Expiry); err != nil {
+		failed(http.StatusInternalServerError, "The session could not be started.")
+		return
+	}
+	h.setCookie(w, r, oidcCookie, "", -1, http.SameSiteLaxMode)
+	// The browser came from the issuer: a SameSite=Strict cookie set now is
+	// not sent on redirects of that navigation, so continue from a page of
+	// this site.
+	h.render(w, r, "continue", http.StatusOK, &pageData{Title: "Signed in", Data: st.Next})
+}

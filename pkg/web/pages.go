@@ -1,0 +1,464 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// pageData is what every template gets.
+type pageData struct {
+	Title string
+	// Nav names the navigation entry of the page.
+	Nav  string
+	User *manent.Identity
+	CSRF string
+	// Stream is the SSE URL the page follows (empty: none); Live is
+	// "page" (reload the #live region on events) and Log says that log
+	// lines are appended to #log.
+	Stream string
+	Live   bool
+	Log    bool
+	Data   any
+	// Status is the HTTP status of an error page.
+	Status  int
+	Message string
+}
+
+// pageFunc fills a page for the signed-in viewer.
+type pageFunc func(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error
+
+var funcs = template.FuncMap{
+	"lower": func(s any) string { return strings.ToLower(strings.ReplaceAll(fmt.Sprint(s), "_", "-")) },
+	"human": func(s any) string {
+		return strings.ToLower(strings.ReplaceAll(fmt.Sprint(s), "_", " "))
+	},
+	"ts": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			if v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		case *time.Time:
+			if v == nil || v.IsZero() {
+				return "—"
+			}
+			return v.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		return ""
+	},
+	"iso": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return v.UTC().Format(time.RFC3339)
+		case *time.Time:
+			if v != nil {
+				return v.UTC().Format(time.RFC3339)
+			}
+		}
+		return ""
+	},
+	"ago":      ago,
+	"duration": stepDuration,
+	"short": func(s string) string {
+		if len(s) > 12 {
+			return s[:12]
+		}
+		return s
+	},
+	"join":      strings.Join,
+	"hasPrefix": strings.HasPrefix,
+	"rollback":  func(name string) bool { return strings.HasPrefix(name, "rollback") },
+	"failing":   func(p clusterstate.Pod) []string { return p.Failures() },
+	"final":     func(s manent.State) bool { return s.Final() },
+	"why":       activityWhy,
+}
+
+// activityWhy says what a deploy does or waits for, in the words of
+// `manent activity` (pkg/cli): the step it runs, else the API's reason.
+func activityWhy(it api.ActivityItem) string {
+	if it.State != manent.StatePending {
+		return it.Reason
+	}
+	if it.Step == "" {
+		return "running"
+	}
+	line := "running step " + it.Step
+	if it.StepAttempts > 1 {
+		line += fmt.Sprintf(" (attempt %d)", it.StepAttempts)
+	}
+	return line
+}
+
+// ago prints how long ago t was, coarsely.
+func ago(t any) string {
+	var at time.Time
+	switch v := t.(type) {
+	case time.Time:
+		at = v
+	case *time.Time:
+		if v == nil {
+			return "—"
+		}
+		at = *v
+	}
+	if at.IsZero() {
+		return "—"
+	}
+	d := time.Since(at)
+	switch {
+	case d < 0:
+		return "in " + roundDuration(-d)
+	case d < 5*time.Second:
+		return "just now"
+	}
+	return roundDuration(d) + " ago"
+}
+
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return strconv.Itoa(int(d.Hours()/24)) + "d"
+}
+
+// stepDuration prints how long a step ran (or runs so far).
+func stepDuration(s manent.Step) string {
+	if s.StartedAt == nil {
+		return ""
+	}
+	end := time.Now()
+	if s.FinishedAt != nil {
+		end = *s.FinishedAt
+	}
+	d := end.Sub(*s.StartedAt)
+	if d < time.Second {
+		return strconv.Itoa(int(d.Milliseconds())) + "ms"
+	}
+	if d < time.Minute {
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	}
+	return roundDuration(d)
+}
+
+// parsePages parses layout.html with each page template.
+func parsePages() (map[string]*template.Template, error) {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(path.Base(n), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return nil, fmt.Errorf("web template %s: %w", n, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// render writes page name with status. A request with the header
+// X-Manent-Fragment gets only the page's #live region.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, status int, p *pageData) {
+	t := h.pages[name]
+	which := "layout.html"
+	if r.Header.Get("X-Manent-Fragment") != "" && t.Lookup("live") != nil {
+		which = "live"
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, which, p); err != nil {
+		h.log.Error("web: render", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// renderError shows an error page with status.
+func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, v *viewer, status int, msg string) {
+	p := &pageData{Title: http.StatusText(status), Status: status, Message: msg}
+	if v != nil {
+		p.User, p.CSRF = &v.Identity, v.sess.CSRF
+	}
+	h.render(w, r, "error", status, p)
+}
+
+// page wraps a page: it needs a signed-in viewer (others go to /login)
+// and turns API errors into error pages with the API's status.
+func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, ok := h.signedIn(r)
+		if !ok {
+			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		}
+		p := &pageData{Nav: name, User: &v.Identity, CSRF: v.sess.CSRF}
+		if err := fn(w, r, v, p); err != nil {
+			if errors.Is(err, errRedirected) {
+				return
+			}
+			h.fail(w, r, v, err)
+			return
+		}
+		h.render(w, r, name, http.StatusOK, p)
+	}
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *viewer, err error) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		h.renderError(w, r, v, ae.Status, ae.Detail)
+		return
+	}
+	h.log.Error("web: page", "path", r.URL.Path, "error", err)
+	h.renderError(w, r, v, http.StatusInternalServerError, "Something went wrong on the server; its log says what.")
+}
+
+func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	var res api.ActivityResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/activity", nil, &res); err != nil {
+		return err
+	}
+	p.Title, p.Data = "Activity", res
+	p.Stream, p.Live = "/events", true
+	return nil
+}
+
+// deployView is the deploy page.
+type deployView struct {
+	D          manent.Deployment
+	Lines      []manent.LogLine
+	LastSeq    int64
+	CanApprove bool
+	CanCancel  bool
+	Approved   bool // the viewer has approved already
+	Approvals  int  // approvals recorded
+}
+
+func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	id := r.PathValue("id")
+	// The log first, then the deploy: every event up to the last line read
+	// is in the deploy read after it, and the stream resumes after that
+	// line, so no state or step change falls in between.
+	var dv deployView
+	if r.Header.Get("X-Manent-Fragment") == "" { // the log is followed by the script
+		var logs api.LogsResult
+		if err := h.call(r, v, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id)+"/logs", nil, &logs); err != nil {
+			return err
+		}
+		dv.Lines = logs.Lines
+		if n := len(logs.Lines); n > 0 {
+			dv.LastSeq = logs.Lines[n-1].Seq
+		}
+	}
+	var d manent.Deployment
+	if err := h.call(r, v, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id), nil, &d); err != nil {
+		return err
+	}
+	dv.D = d
+	for _, a := range d.Approvals {
+		if a.Verdict == "approve" {
+			dv.Approvals++
+			if a.Identity == v.Identity.Subject {
+				dv.Approved = true
+			}
+		}
+	}
+	dv.CanApprove = d.State == manent.StateAwaitingApproval && h.can(v, auth.DeploymentApprove, d.Application, d.Environment)
+	dv.CanCancel = !d.State.Final() && h.can(v, auth.DeploymentCancel, d.Application, d.Environment)
+	p.Title = fmt.Sprintf("%s %s → %s", d.Application, d.Version, d.Environment)
+	p.Data = dv
+	if !d.State.Final() || r.URL.Query().Get("follow") != "" {
+		p.Stream = "/deployments/" + url.PathEscape(id) + "/events?last_event_id=" + strconv.FormatInt(dv.LastSeq, 10)
+		p.Live, p.Log = true, true
+	}
+	return nil
+}
+
+// handleAction serves the approve, reject and cancel buttons: CSRF first,
+// then the API decides (RBAC, approvers, state) exactly as for the CLI.
+func (h *Handler) handleAction(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+		v, ok := h.signedIn(r)
+		if err := r.ParseForm(); err != nil {
+			h.renderError(w, r, v, http.StatusBadRequest, "The form could not be read.")
+			return
+		}
+		if !ok || !equalStrings(v.sess.CSRF, r.PostForm.Get("csrf")) {
+			h.renderError(w, r, v, http.StatusForbidden, "This form is missing its CSRF token or its session: reload the page and try again.")
+			return
+		}
+		id := r.PathValue("id")
+		var body any
+		if action != "cancel" {
+			body = map[string]string{"comment": r.PostForm.Get("comment"), "plan_digest": r.PostForm.Get("plan_digest")}
+		}
+		if err := h.call(r, v, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+action, body, nil); err != nil {
+			h.fail(w, r, v, err)
+			return
+		}
+		http.Redirect(w, r, "/deployments/"+url.PathEscape(id), http.StatusSeeOther)
+	}
+}
+
+func (h *Handler) pageEnvironments(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	var inv api.InventoryResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/inventory", nil, &inv); err != nil {
+		return err
+	}
+	p.Title, p.Data = "Environments", inv
+	p.Stream, p.Live = "/events", true
+	return nil
+}
+
+// historyView is the history of one application/environment.
+type historyView struct {
+	Application, Environment string
+	Items                    []manent.Deployment
+	Current                  string
+	Next                     string
+}
+
+func (h *Handler) pageHistory(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	app, env := r.PathValue("application"), r.PathValue("environment")
+	q := url.Values{"application": {app}, "environment": {env}, "limit": {"50"}}
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		q.Set("cursor", c)
+	}
+	var list api.ListResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/deployments?"+q.Encode(), nil, &list); err != nil {
+		return err
+	}
+	var inv api.InventoryResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/inventory?"+url.Values{"application": {app}, "environment": {env}}.Encode(), nil, &inv); err != nil {
+		return err
+	}
+	hv := historyView{Application: app, Environment: env, Items: list.Items, Next: list.NextCursor}
+	for _, e := range inv.Items {
+		if e.Current != nil {
+			hv.Current = e.Current.DeploymentID
+		}
+	}
+	p.Title, p.Nav, p.Data = app+" in "+env, "environments", hv
+	return nil
+}
+
+func (h *Handler) pageClusters(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	if c := strings.TrimSpace(r.URL.Query().Get("cluster")); c != "" {
+		http.Redirect(w, r, "/clusters/"+url.PathEscape(c), http.StatusSeeOther)
+		return errRedirected
+	}
+	p.Title = "Clusters"
+	return nil
+}
+
+// errRedirected tells page that the handler answered already.
+var errRedirected = errors.New("redirected")
+
+// clusterView is a cluster as last reported.
+type clusterView struct {
+	S clusterstate.Status
+	// Silent says how long no report came, when that is long.
+	Silent  string
+	Failing []clusterstate.Pod
+}
+
+func (h *Handler) pageCluster(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	c := r.PathValue("cluster")
+	var st clusterstate.Status
+	if err := h.call(r, v, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(c)+"/status", nil, &st); err != nil {
+		return err
+	}
+	cv := clusterView{S: st}
+	if st.LastReportAt.IsZero() {
+		cv.Silent = "never"
+	} else if d := h.now().Sub(st.LastReportAt); d > 2*time.Minute {
+		cv.Silent = roundDuration(d)
+	}
+	for _, pod := range st.Pods {
+		if len(pod.Failures()) > 0 {
+			cv.Failing = append(cv.Failing, pod)
+		}
+	}
+	p.Title, p.Nav, p.Data = "Cluster "+c, "clusters", cv
+	p.Stream, p.Live = "/events", true
+	return nil
+}
+
+func (h *Handler) pageSchedules(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	var res api.SchedulesResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/schedules", nil, &res); err != nil {
+		return err
+	}
+	p.Title, p.Data = "Schedules", res
+	return nil
+}
+
+// auditView is one page of the audit log.
+type auditView struct {
+	Items  []api.AuditEntry
+	Action string
+	Next   string
+}
+
+func (h *Handler) pageAudit(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	q := url.Values{"limit": {"100"}}
+	action := r.URL.Query().Get("action")
+	if action != "" {
+		q.Set("action", action)
+	}
+	if b := r.URL.Query().Get("before"); b != "" {
+		q.Set("before", b)
+	}
+	var res api.AuditResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/audit?"+q.Encode(), nil, &res); err != nil {
+		return err
+	}
+	av := auditView{Items: res.Items, Action: action}
+	if res.NextBefore > 0 {
+		nq := url.Values{"before": {strconv.FormatInt(res.NextBefore, 10)}}
+		if action != "" {
+			nq.Set("action", action)
+		}
+		av.Next = "/audit?" + nq.Encode()
+	}
+	p.Title, p.Data = "Audit log", av
+	return nil
+}
+
+func (h *Handler) pageLogout(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	p.Title = "Sign out"
+	return nil
+}

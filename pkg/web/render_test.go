@@ -1,0 +1,61 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// The deploy page shows what the issue asks of it: the step timeline with
+// attempts, durations, errors and the rollback steps marked; the rollout
+// waves with their state; approvals with who, when and the comment. (The
+// end-to-end tests drive real deploys; a failed rollout with a rollback is
+// built here from the API's types.)
+func TestDeployPageContent(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{pages: pages}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	t1, t2, t3 := at.Add(2*time.Second), at.Add(75*time.Second), at.Add(80*time.Second)
+	until := at.Add(10 * time.Minute)
+	d := manent.Deployment{
+		ID: "dpl_X", Application: "billing", Environment: "prod", Version: "9.9", State: manent.StateError,
+		Requester: "token:alice", CreatedAt: at, Error: `step "smoke" failed: exit 1`, Rollback: "completed",
+		Rollout: []manent.WaveStatus{
+			{Name: "canary", Percent: 10, State: "SUCCESS", Observe: "5m0s", ObserveUntil: &until, Gate: "passed"},
+			{Name: "rest", Targets: []string{"eu-1", "eu-2"}, State: "ERROR", Message: "health gate: 5xx rate 12%"},
+		},
+		Approvals: []manent.Approval{{Identity: "token:bob", Verdict: "approve", Comment: "ship it", Time: at}},
+		Steps: []manent.Step{
+			{Name: "deploy", State: "SUCCESS", Attempts: 1, StartedAt: &at, FinishedAt: &t1},
+			{Name: "smoke", State: "ERROR", Attempts: 3, StartedAt: &t1, FinishedAt: &t2, Error: "exit 1: connection refused"},
+			{Name: "rollback:deploy", State: "SUCCESS", Attempts: 1, StartedAt: &t2, FinishedAt: &t3},
+		},
+	}
+	p := &pageData{Title: "t", User: &manent.Identity{Subject: "token:bob"}, CSRF: "c", Data: deployView{D: d, Approvals: 1}}
+	rec := httptest.NewRecorder()
+	h.render(rec, httptest.NewRequest(http.MethodGet, "/deployments/dpl_X", nil), "deployment", http.StatusOK, p)
+	body := rec.Body.String()
+	for _, want := range []string{
+		`<h2 id="steps-h">Steps</h2>`, `attempt 3`, `1m13s`, `2.0s`, `exit 1: connection refused`,
+		`data-step="rollback:deploy"`, `is-rollback`, `<span class="tag">rollback</span>`,
+		`<h2 id="waves-h">Rollout</h2>`, `canary`, `10 %`, `observed until`, `health gate passed`, `eu-1, eu-2`, `health gate: 5xx rate 12%`,
+		`token:bob`, `ship it`, `step &#34;smoke&#34; failed: exit 1`, `Rollback completed.`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the deploy page:\n%s", want, body)
+		}
+	}
+	// No buttons: this viewer may do nothing here.
+	for _, b := range []string{`id="approve"`, `id="cancel"`} {
+		if strings.Contains(body, b) {
+			t.Errorf("button %s without the permission", b)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package web
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Cookie names.
+const (
+	sessionCookie = "manent_session"
+	// loginCookie carries the CSRF secret of the sign-in form.
+	loginCookie = "manent_login"
+	// oidcCookie carries state, nonce and PKCE verifier during the
+	// redirect to the issuer (SameSite=Lax: the issuer sends the browser
+	// back with a cross-site navigation).
+	oidcCookie = "manent_oidc"
+)
+
+// SessionTTL bounds a session; an OIDC session also ends with its ID token.
+const SessionTTL = 12 * time.Hour
+
+// session is what the session cookie holds, sealed.
+type session struct {
+	// Credential is the bearer credential the user signed in with: a
+	// static token or an OIDC ID token. Every request re-authenticates it.
+	Credential string `json:"c"`
+	// Method is "token" or "oidc".
+	Method string `json:"m"`
+	// CSRF is the session's CSRF token (every form carries it).
+	CSRF    string `json:"x"`
+	Expires int64  `json:"e"`
+}
+
+// sealer seals and opens cookies with AES-256-GCM under a key derived from
+// the server's secret.
+type sealer struct {
+	aead cipher.AEAD
+	mac  []byte // HMAC key of the sign-in form's CSRF token
+}
+
+func newSealer(secret []byte) (*sealer, error) {
+	if len(secret) < 16 {
+		return nil, errors.New("web: session secret shorter than 16 bytes")
+	}
+	derive := func(label string) []byte {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte("manent web " + label))
+		return m.Sum(nil)
+	}
+	block, err := aes.NewCipher(derive("session cookie"))
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &sealer{aead: aead, mac: derive("login csrf")}, nil
+}
+
+// seal encrypts v (JSON) bound to the cookie name.
+func (s *sealer) seal(name string, v any) (string, error) {
+	plain, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	out := s.aead.Seal(nonce, nonce, plain, []byte(name))
+	return base64.RawURLEncoding.EncodeToString(out), nil
+}
+
+// open decrypts a cookie value sealed under name into v.
+func (s *sealer) open(name, value string, v any) error {
+	raw, err := base64.RawURLEncoding.DecodeString(value)
+	if err != nil || len(raw) < s.aead.NonceSize() {
+		return errors.New("malformed cookie")
+	}
+	n := s.aead.NonceSize()
+	plain, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(name))
+	if err != nil {
+		return errors.New("cookie does not open with this server's key")
+	}
+	return json.Unmarshal(plain, v)
+}
+
+// loginToken is the CSRF token of the sign-in form for the loginCookie value.
+func (s *sealer) loginToken(cookie string) string {
+	m := hmac.New(sha256.New, s.mac)
+	m.Write([]byte(cookie))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func randomString(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func equalStrings(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// LoadSecret reads the web UI's session secret from path, creating it (32
+// random bytes, hex, mode 0600) when missing. Every server that shares the
+// sessions must share the file.
+func LoadSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		secret, derr := hex.DecodeString(strings.TrimSpace(string(b)))
+		if derr != nil || len(secret) < 16 {
+			return nil, fmt.Errorf("web session key %s: not at least 16 bytes of hex", path)
+		}
+		return secret, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("web session key: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("web session key: %w", err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) { // another server created it first
+		return LoadSecret(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("web session key: %w", err)
+	}
+	_, werr := f.WriteString(hex.EncodeToString(secret) + "\n")
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("web session key: %w", werr)
+	}
+	return secret, nil
+}
+
+// secure reports whether the request came over TLS (directly or through a
+// proxy that says so): cookies then carry Secure.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int, sameSite http.SameSite) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: secure(r), SameSite: sameSite,
+	})
+}
+
+// startSession sets the session cookie for credential.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, credential, method string, expires time.Time) error {
+	if max := h.now().Add(SessionTTL); expires.IsZero() || expires.After(max) {
+		expires = max
+	}
+	v, err := h.seal.seal(sessionCookie, session{Credential: credential, Method: method, CSRF: randomString(24), Expires: expires.Unix()})
+	if err != nil {
+		return err
+	}
+	h.setCookie(w, r, sessionCookie, v, int(time.Until(expires).Seconds()), http.SameSiteStrictMode)
+	return nil
+}
+
+// readSession returns the request's session, if it has a valid one.
+func (h *Handler) readSession(r *http.Request) (session, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return session{}, false
+	}
+	var s session
+	if err := h.seal.open(sessionCookie, c.Value, &s); err != nil {
+		return session{}, false
+	}
+	if h.now().Unix() >= s.Expires || s.Credential == "" {
+		return session{}, false
+	}
+	return s, true
+}

@@ -1,0 +1,275 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// ContentSecurityPolicy is sent with every answer of the UI: scripts and
+// styles from the server's own files only, no inline script or style.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Guard is what the UI asks of the server's authentication and RBAC
+// (server.AuthGuard satisfies it).
+type Guard interface {
+	Authenticate(ctx context.Context, authorization string) (manent.Identity, error)
+	Authorize(p manent.Identity, permission, application, environment string) error
+}
+
+// Config configures the UI.
+type Config struct {
+	// API is the HTTP API handler (pkg/server): the UI calls it in process
+	// with the session's bearer credential.
+	API http.Handler
+	// Guard authenticates a session's credential and answers which
+	// buttons to show; the API still decides every action.
+	Guard Guard
+	// Secret keys the session cookies (LoadSecret).
+	Secret []byte
+	// OIDC, when it has a ClientID, offers sign-in through the issuer.
+	OIDC *auth.OIDCConfig
+	// HTTPClient talks to the OIDC issuer (nil: a client with a 10 s timeout).
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Handler serves the web UI.
+type Handler struct {
+	cfg   Config
+	api   http.Handler
+	guard Guard
+	seal  *sealer
+	log   *slog.Logger
+	now   func() time.Time
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+	// static is the embedded static files with their ETags.
+	static http.Handler
+
+	oidcMu sync.Mutex
+	oidc   *oidcClient
+}
+
+// New returns the UI handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.API == nil || cfg.Guard == nil {
+		return nil, errors.New("web: API and Guard are required")
+	}
+	seal, err := newSealer(cfg.Secret)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	if h.pages, err = parsePages(); err != nil {
+		return nil, err
+	}
+	sub, _ := fs.Sub(staticFS, "static")
+	h.static = http.StripPrefix("/static/", staticHandler(sub))
+	h.routes()
+	return h, nil
+}
+
+func (h *Handler) routes() {
+	h.mux.Handle("GET /static/", h.static)
+	h.mux.HandleFunc("GET /login", h.handleLoginForm)
+	h.mux.HandleFunc("POST /login", h.handleLogin)
+	h.mux.HandleFunc("GET /login/oidc", h.handleOIDCStart)
+	h.mux.HandleFunc("GET /login/callback", h.handleOIDCCallback)
+	h.mux.HandleFunc("GET /logout", h.page("logout", h.pageLogout))
+	h.mux.HandleFunc("POST /logout", h.handleLogout)
+
+	h.mux.HandleFunc("GET /{$}", h.page("activity", h.pageActivity))
+	h.mux.HandleFunc("GET /events", h.proxyStream(func(r *http.Request) string { return "/api/v1/events" }))
+	h.mux.HandleFunc("GET /deployments/{id}", h.page("deployment", h.pageDeployment))
+	h.mux.HandleFunc("GET /deployments/{id}/events", h.proxyStream(func(r *http.Request) string {
+		return "/api/v1/deployments/" + url.PathEscape(r.PathValue("id")) + "/events"
+	}))
+	h.mux.HandleFunc("POST /deployments/{id}/approve", h.handleAction("approve"))
+	h.mux.HandleFunc("POST /deployments/{id}/reject", h.handleAction("reject"))
+	h.mux.HandleFunc("POST /deployments/{id}/cancel", h.handleAction("cancel"))
+	h.mux.HandleFunc("GET /environments", h.page("environments", h.pageEnvironments))
+	h.mux.HandleFunc("GET /environments/{application}/{environment}", h.page("history", h.pageHistory))
+	h.mux.HandleFunc("GET /clusters", h.page("clusters", h.pageClusters))
+	h.mux.HandleFunc("GET /clusters/{cluster}", h.page("cluster", h.pageCluster))
+	h.mux.HandleFunc("GET /schedules", h.page("schedules", h.pageSchedules))
+	h.mux.HandleFunc("GET /audit", h.page("audit", h.pageAudit))
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.renderError(w, r, nil, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+	})
+}
+
+// ServeHTTP serves the UI with its security headers.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("X-Frame-Options", "DENY")
+	if secure(r) {
+		hd.Set("Strict-Transport-Security", "max-age=31536000")
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// viewer is the signed-in user of a request.
+type viewer struct {
+	Identity manent.Identity
+	sess     session
+}
+
+// signedIn returns the request's user, re-authenticating the session's
+// credential exactly as the API does.
+func (h *Handler) signedIn(r *http.Request) (*viewer, bool) {
+	s, ok := h.readSession(r)
+	if !ok {
+		return nil, false
+	}
+	p, err := h.guard.Authenticate(r.Context(), "Bearer "+s.Credential)
+	if err != nil {
+		return nil, false
+	}
+	return &viewer{Identity: p, sess: s}, true
+}
+
+// can reports whether the viewer holds permission on application/environment.
+func (h *Handler) can(v *viewer, perm auth.Permission, app, env string) bool {
+	return h.guard.Authorize(v.Identity, string(perm), app, env) == nil
+}
+
+// apiError is an error answer of the API.
+type apiError struct {
+	Status int
+	Detail string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Detail) }
+
+// call runs one API request in process as v and decodes its JSON answer into out.
+func (h *Handler) call(r *http.Request, v *viewer, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(r.Context(), method, path, rd)
+	if err != nil {
+		return err
+	}
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("Authorization", "Bearer "+v.sess.Credential)
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		req.Header.Set("X-Request-Id", id)
+	}
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	h.api.ServeHTTP(rec, req)
+	if rec.status >= 400 {
+		var p api.Problem
+		if json.Unmarshal(rec.body.Bytes(), &p) != nil || p.Title == "" {
+			p.Detail = strings.TrimSpace(rec.body.String())
+		}
+		msg := p.Detail
+		if msg == "" {
+			msg = p.Title
+		}
+		return &apiError{Status: rec.status, Detail: msg}
+	}
+	if out != nil {
+		if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
+			return fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// recorder is the in-process ResponseWriter of call.
+type recorder struct {
+	header http.Header
+	status int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.body.Write(b)
+}
+
+// proxyStream serves an SSE stream of the API (path(r)) to a signed-in
+// browser: EventSource cannot send a bearer token, so the UI adds the
+// session's. Last-Event-ID and the query pass through: a reconnect resumes.
+func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, ok := h.signedIn(r)
+		if !ok {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			// 401 makes EventSource stop; the page then offers to sign in.
+			http.Error(w, "sign in first", http.StatusUnauthorized)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = path(r), ""
+		r2.RequestURI = ""
+		r2.Header.Del("Cookie")
+		r2.Header.Set("Authorization", "Bearer "+v.sess.Credential)
+		h.api.ServeHTTP(w, r2)
+	}
+}
+
+// localPath returns next when it is a path on this site, else "/".
+func localPath(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
+		return "/"
+	}
+	return next
+}
