@@ -76,6 +76,7 @@ func (s *Server) routes() {
 	s.routesAgent()
 	s.routesAudit()
 	s.routesWorkers()
+	s.routesHistory()
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()
