@@ -81,6 +81,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), newStateCollector(s.st))
+	s.registerMetrics(reg) // metrics.go: the families of SPEC §11.5
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "no route %s %s", r.Method, r.URL.Path))
