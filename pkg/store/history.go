@@ -69,24 +69,8 @@ var doraStates = []manent.State{manent.StateSuccess, manent.StateError, manent.S
 // MAX_RECOVERY_ATTEMPTS_EXCEEDED at or after since, oldest first, in
 // application and environment (each "" for all).
 func (s *Store) FinishedSince(ctx context.Context, application, environment string, since time.Time) ([]Finished, error) {
-	ph := make([]string, len(doraStates))
-	args := []any{}
-	for i, st := range doraStates {
-		ph[i] = "?"
-		args = append(args, string(st))
-	}
-	where := []string{"state IN (" + strings.Join(ph, ",") + ")", "finished_at >= ?"}
-	args = append(args, fmtTime(since))
-	if application != "" {
-		where = append(where, "application = ?")
-		args = append(args, application)
-	}
-	if environment != "" {
-		where = append(where, "environment = ?")
-		args = append(args, environment)
-	}
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, application, environment, state, finished_at, committed_at
-		FROM manent_deployments WHERE `+strings.Join(where, " AND ")+` ORDER BY finished_at, id`), args...)
+	query, args := finishedSinceQuery(application, environment, since)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("dora: %w", err)
 	}
@@ -106,4 +90,28 @@ func (s *Store) FinishedSince(ctx context.Context, application, environment stri
 		out = append(out, f)
 	}
 	return out, rows.Err()
+}
+
+// finishedSinceQuery is FinishedSince's query: by finish time, narrowed by
+// application/environment (indexes manent_deployments_finished and
+// manent_deployments_appenv_finished; the EXPLAIN test).
+func finishedSinceQuery(application, environment string, since time.Time) (string, []any) {
+	ph := make([]string, len(doraStates))
+	args := []any{}
+	for i, st := range doraStates {
+		ph[i] = "?"
+		args = append(args, string(st))
+	}
+	where := []string{"state IN (" + strings.Join(ph, ",") + ")", "finished_at >= ?"}
+	args = append(args, fmtTime(since))
+	if application != "" {
+		where = append(where, "application = ?")
+		args = append(args, application)
+	}
+	if environment != "" {
+		where = append(where, "environment = ?")
+		args = append(args, environment)
+	}
+	return `SELECT id, application, environment, state, finished_at, committed_at
+		FROM manent_deployments WHERE ` + strings.Join(where, " AND ") + ` ORDER BY finished_at, id`, args
 }
