@@ -19,6 +19,7 @@ func (s *Server) routesHistory() {
 	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/current", s.handleCurrent)
 	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", s.handleRollback)
 	s.mux.HandleFunc("GET /api/v1/metrics/dora", s.handleDORA)
+	s.mux.HandleFunc("GET /api/v1/version", s.handleVersion) // version.go
 }
 
 // environmentAs authenticates the caller and checks perm on the route's

@@ -97,3 +97,16 @@ func TestRollbackGoesThroughAdmission(t *testing.T) {
 		}
 	})
 }
+
+// GET /api/v1/version answers the server's build to any authenticated
+// caller, 401 without a token.
+func TestVersionRoute(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, nil)
+	if code, body, h := do(t, http.MethodGet, srv.URL+"/api/v1/version", "", ""); code != http.StatusUnauthorized || h.Get("Content-Type") != api.ProblemContentType {
+		t.Fatalf("anonymous: %d %s", code, body)
+	}
+	v, err := api.NewClient(srv.URL, "ci-token", nil).Version(context.Background())
+	if err != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go1.") {
+		t.Fatalf("version %+v %v", v, err)
+	}
+}

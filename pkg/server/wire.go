@@ -10,6 +10,7 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/version"
 )
 
 // The REST wire format is pkg/api's types (with the domain types of
@@ -72,4 +73,8 @@ func wireCurrent(app, env string, cur *manent.Release, in plan.Input) api.Curren
 	eff := map[string]any{}
 	_ = json.Unmarshal(in.Effective, &eff)
 	return api.CurrentResult{Application: app, Environment: env, Release: cur, Effective: eff}
+}
+
+func wireVersion(v version.Info) api.VersionInfo {
+	return api.VersionInfo{Version: v.Version, Commit: v.Commit, Date: v.Date, Go: v.Go}
 }
