@@ -177,6 +177,9 @@ type Request struct {
 	ID string
 	// RequestID ties audit entries to the request.
 	RequestID string
+	// RollbackOf is set by a rollback (SPEC §11.5): the deploy of the
+	// current release it goes back from. It changes no check.
+	RollbackOf string
 }
 
 // Admission is an admitted deploy: what to run and the decision.
@@ -263,7 +266,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 		Requester: req.Identity.Subject, RequesterGroups: req.Identity.Groups,
 		Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: waves, EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
-		Effective: env.effective, Waits: waits,
+		Effective: env.effective, Waits: waits, RollbackOf: req.RollbackOf,
 	}
 	return &Admission{Input: in, Decision: decision}, nil
 }

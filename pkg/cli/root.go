@@ -70,6 +70,8 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdCancel(f, nil),
 		NewCmdApprove(f, nil),
 		NewCmdReject(f, nil),
+		NewCmdRollback(f, nil),
+		NewCmdDiff(f, nil),
 	)
 	add("follow",
 		NewCmdStatus(f, nil),
@@ -80,6 +82,8 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdList(f, nil),
 		NewCmdActivity(f, nil),
 		NewCmdInventory(f, nil),
+		NewCmdHistory(f, nil),
+		NewCmdDORA(f, nil),
 		NewCmdSchedules(f, nil),
 		NewCmdAudit(f, nil),
 		NewCmdClusters(f, nil),

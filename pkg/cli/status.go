@@ -90,6 +90,9 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	f.Add("Application", d.Application)
 	f.Add("Environment", d.Environment)
 	f.Add("Version", d.Version)
+	if d.RollbackOf != "" {
+		f.Add("Rollback of", d.RollbackOf+" (manent rollback: the release current when it was submitted)")
+	}
 	f.AddStyled("State", s.State(string(d.State)))
 	switch {
 	case d.State == manent.StatePending:

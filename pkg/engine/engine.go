@@ -291,8 +291,15 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		Deployment: manent.Deployment{
 			ID: in.ID, Application: in.Application, Environment: in.Environment, Version: in.Version,
 			State: in.Waits.FirstState(), Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
+			RollbackOf: in.RollbackOf,
 		},
 		Input: raw,
+	}
+	if in.Descriptor != nil {
+		if at, ok := in.Descriptor.Source.CommitTime(); ok {
+			at = at.UTC()
+			rec.CommittedAt = &at
+		}
 	}
 	err = e.st.Tx(ctx, func(tx *sql.Tx) error {
 		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {

@@ -26,6 +26,10 @@ type Deployment struct {
 	// Reason says why a waiting deploy waits (empty when it does not).
 	Reason         string `json:"reason,omitempty"`
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	// RollbackOf is set on a deploy made by `manent rollback`: the id of
+	// the deploy whose release was current when it was submitted, the one
+	// it goes back from (SPEC §11.5).
+	RollbackOf string `json:"rollback_of,omitempty"`
 	// Rollout shows each wave of a progressive rollout.
 	Rollout []WaveStatus `json:"rollout,omitempty"`
 	// PlanDigest binds approvals to this deploy's plan and artifact.

@@ -41,6 +41,8 @@ type Input struct {
 	Notice string `json:"notice,omitempty"`
 	// Effective is the merged deploy as checked at submission.
 	Effective json.RawMessage `json:"effective,omitempty"`
+	// RollbackOf is the deploy a rollback goes back from (SPEC §11.5).
+	RollbackOf string `json:"rollback_of,omitempty"`
 }
 
 // Requesting returns the identity that submitted the deploy.

@@ -74,6 +74,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/api/v1/audit", "", []int{200}},
 		{"POST", "/api/v1/agent/reports", report, []int{200, 202, 204}},
 		{"GET", "/api/v1/clusters/eu-1/status", "", []int{200}},
+		{"GET", "/api/v1/environments/billing/staging/history", "", []int{200}},
+		{"GET", "/api/v1/environments/billing/staging/current", "", []int{200, 404}},
+		{"GET", "/api/v1/metrics/dora?application=billing&environment=staging", "", []int{200}},
+		{"POST", "/api/v1/environments/billing/staging/rollback", "", []int{409}},
 		{"POST", "/api/v1/deployments/" + id + "/cancel", "", []int{202}},
 	}
 	cases := []struct {

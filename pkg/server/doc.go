@@ -1,10 +1,12 @@
 // Package server is manent-server's HTTP API (SPEC §7): submission (it
 // parses the descriptor and authenticates; pkg/admit runs the other checks
-// of SPEC §3), reads, cancel, approvals, inventory, health and metrics.
+// of SPEC §3), reads, cancel, approvals, inventory, history, rollback (a
+// new submission through pkg/admit), DORA, health and metrics.
 // Every error is application/problem+json; every route is authenticated
 // and authorised.
 //
 // It imports pkg/manent, pkg/api (wire types), pkg/admit, pkg/auth,
 // pkg/engine, pkg/store, pkg/clusterstate (agent reports), pkg/cronspec
-// (next ticks) and descriptor.
+// (next ticks), pkg/plan (the stored workflow input a rollback deploys
+// again) and descriptor.
 package server

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +33,85 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, s := range manent.States {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}
+
+// streamsOpen counts, process-wide, the Server-Sent Events streams open now.
+var streamsOpen atomic.Int64
+
+// waitingStates are the states counted by manent_queue_depth: deploys that
+// wait (none occupies a worker slot).
+var waitingStates = []manent.State{manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval, manent.StateEnqueued}
+
+// registerMetrics adds the families of SPEC §11.5 [contract]:
+//
+//   - manent_step_duration_seconds{step,state}: steps that ended SUCCESS or
+//     ERROR in this process (each attempt), from start to end;
+//   - manent_deploys_finished_total{state}: deploys this process finished,
+//     by final state;
+//   - manent_queue_depth{state}: deploys waiting now, across all workers;
+//   - manent_sse_streams and manent_sse_cut_total: event streams open in
+//     this process, and those cut off because their client did not keep up.
+func (s *Server) registerMetrics(reg *prometheus.Registry) {
+	steps := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "manent_step_duration_seconds",
+		Help:    "Duration of deploy steps that ended, by step name and state (SUCCESS, ERROR).",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	}, []string{"step", "state"})
+	finished := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "manent_deploys_finished_total",
+		Help: "Deploys finished by this process, by final state.",
+	}, []string{"state"})
+	for _, st := range manent.States {
+		if st.Final() {
+			finished.WithLabelValues(string(st))
+		}
+	}
+	reg.MustRegister(steps, finished, &queueCollector{st: s.st, desc: prometheus.NewDesc("manent_queue_depth",
+		"Deploys waiting now (DELAYED, WAITING_DEPENDENCY, AWAITING_APPROVAL, ENQUEUED), by state.", []string{"state"}, nil)},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manent_sse_streams", Help: "Server-Sent Events streams open in this process."},
+			func() float64 { return float64(streamsOpen.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "manent_sse_cut_total",
+			Help: "Server-Sent Events streams cut off because their client did not keep up (full buffer or write timeout)."},
+			func() float64 { return float64(streamsCut.Load()) }))
+	s.st.OnCommit(func(evs []store.Event) {
+		for _, e := range evs {
+			switch e.Type {
+			case store.EventStep:
+				var st manent.Step
+				if json.Unmarshal(e.Data, &st) != nil || st.StartedAt == nil || st.FinishedAt == nil {
+					continue
+				}
+				if st.State == manent.StepSuccess || st.State == manent.StepError {
+					steps.WithLabelValues(st.Name, string(st.State)).Observe(st.FinishedAt.Sub(*st.StartedAt).Seconds())
+				}
+			case store.EventDone:
+				var d store.DoneData
+				if json.Unmarshal(e.Data, &d) == nil && d.State.Final() {
+					finished.WithLabelValues(string(d.State)).Inc()
+				}
+			}
+		}
+	})
+}
+
+// queueCollector reports manent_queue_depth at scrape time.
+type queueCollector struct {
+	st   *store.Store
+	desc *prometheus.Desc
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.st.CountByState(ctx)
+	if err != nil {
+		return
+	}
+	for _, s := range waitingStates {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 }

@@ -79,10 +79,12 @@ func (s *Server) routes() {
 	s.routesAgent()
 	s.routesAudit()
 	s.routesWorkers()
+	s.routesHistory()
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), newStateCollector(s.st))
+	s.registerMetrics(reg) // metrics.go: the families of SPEC §11.5
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if s.web != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {

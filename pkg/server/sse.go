@@ -377,6 +377,7 @@ type sseWriter struct {
 func startStream(w http.ResponseWriter, sub *subscriber) *sseWriter {
 	t := currentStreamTiming()
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), sub: sub, timeout: t.WriteTimeout}
+	streamsOpen.Add(1) // manent_sse_streams (metrics.go); close takes it back
 	sw.stop = context.AfterFunc(sub.ctx, func() {
 		_ = sw.rc.SetWriteDeadline(time.Now())
 	})
@@ -430,6 +431,7 @@ func (sw *sseWriter) heartbeat() {
 // the last id reconnects from it.
 func (sw *sseWriter) close() {
 	sw.stop()
+	streamsOpen.Add(-1)
 	switch {
 	case sw.sub.dropped.Load():
 		_ = sw.rc.SetWriteDeadline(time.Now())

@@ -1,12 +1,16 @@
 package server
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cronspec"
 	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/version"
 )
 
 // The REST wire format is pkg/api's types (with the domain types of
@@ -47,4 +51,30 @@ func wireWorker(w engine.WorkerInfo) api.Worker {
 		ID: w.ID, State: w.State, LastSeen: w.LastSeen, Running: w.Running,
 		StartedAt: w.StartedAt, Version: w.Version, TakenOver: w.TakenOverAt, TakenOverBy: w.TakenOverBy,
 	}
+}
+
+// wireHistory converts one page of an environment's deploys, marking the
+// current release.
+func wireHistory(app, env string, cur *manent.Release, recs []store.Record, next string) api.HistoryResult {
+	out := api.HistoryResult{Application: app, Environment: env, Current: cur, Items: []api.HistoryEntry{}, NextCursor: next}
+	for _, rec := range recs {
+		out.Items = append(out.Items, api.HistoryEntry{
+			ID: rec.ID, Version: rec.Version, State: rec.State, Requester: rec.Requester, CreatedAt: rec.CreatedAt,
+			FinishedAt: rec.FinishedAt, Error: rec.Error, Rollback: rec.Rollback, RollbackOf: rec.RollbackOf,
+			Current: cur != nil && cur.DeploymentID == rec.ID,
+		})
+	}
+	return out
+}
+
+// wireCurrent converts the current release with the effective deploy it
+// was admitted with.
+func wireCurrent(app, env string, cur *manent.Release, in plan.Input) api.CurrentResult {
+	eff := map[string]any{}
+	_ = json.Unmarshal(in.Effective, &eff)
+	return api.CurrentResult{Application: app, Environment: env, Release: cur, Effective: eff}
+}
+
+func wireVersion(v version.Info) api.VersionInfo {
+	return api.VersionInfo{Version: v.Version, Commit: v.Commit, Date: v.Date, Go: v.Go}
 }

@@ -19,10 +19,12 @@ type Record struct {
 	// Input is the workflow input saved at submission (JSON).
 	Input           json.RawMessage
 	CancelRequested bool
+	// CommittedAt is the descriptor's source.committed_at (DORA lead time).
+	CommittedAt *time.Time
 }
 
 const deploymentColumns = `id, application, environment, version, state, requester, created_at,
-	started_at, finished_at, error, rollback, reason, decision, input, artifact_sha256, cancel_requested`
+	started_at, finished_at, error, rollback, reason, decision, input, artifact_sha256, cancel_requested, rollback_of`
 
 func scanRecord(row interface{ Scan(...any) error }) (*Record, error) {
 	var r Record
@@ -31,7 +33,7 @@ func scanRecord(row interface{ Scan(...any) error }) (*Record, error) {
 	var input string
 	var cancel int
 	err := row.Scan(&r.ID, &r.Application, &r.Environment, &r.Version, &r.State, &r.Requester, &created,
-		&started, &finished, &r.Error, &r.Rollback, &r.Reason, &decision, &input, &r.ArtifactSHA256, &cancel)
+		&started, &finished, &r.Error, &r.Rollback, &r.Reason, &decision, &input, &r.ArtifactSHA256, &cancel, &r.RollbackOf)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -62,11 +64,11 @@ func (s *Store) InsertDeployment(ctx context.Context, tx *sql.Tx, r *Record) err
 		b, _ := json.Marshal(r.Decision)
 		decision = string(b)
 	}
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_deployments (`+deploymentColumns+`, next_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`),
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_deployments (`+deploymentColumns+`, committed_at, next_seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`),
 		r.ID, r.Application, r.Environment, r.Version, string(r.State), r.Requester, fmtTime(r.CreatedAt),
 		fmtTimePtr(r.StartedAt), fmtTimePtr(r.FinishedAt), r.Error, r.Rollback, r.Reason, decision,
-		string(r.Input), r.ArtifactSHA256, boolInt(r.CancelRequested))
+		string(r.Input), r.ArtifactSHA256, boolInt(r.CancelRequested), r.RollbackOf, fmtTimePtr(r.CommittedAt))
 	if err != nil {
 		return fmt.Errorf("insert deployment: %w", err)
 	}

@@ -57,6 +57,13 @@ func HotQueries() []HotQuery {
 	add("retention candidates", false, `SELECT id FROM manent_deployments
 		WHERE finished_at < ? AND workflows_deleted_at IS NULL AND state IN (`+finalStates()+`)
 		ORDER BY finished_at LIMIT ?`, fmtTime(time.Now().Add(-time.Hour)), 100)
+	now := time.Now()
+	add("rollback: release before", false, releaseBeforeQuery, "app-7", "env-1", "dpl_4999", "4999", fmtTime(now))
+	add("rollback: latest success of a version", false, latestSuccessQuery, "app-7", "env-1", "7")
+	q, a = finishedSinceQuery("app-7", "env-1", now.Add(-30*24*time.Hour))
+	add("dora of an environment", false, q, a...)
+	q, a = finishedSinceQuery("", "", now.Add(-time.Hour))
+	add("dora of everything", false, q, a...)
 	return out
 }
 

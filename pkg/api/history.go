@@ -1,0 +1,178 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// History, rollback and DORA (SPEC §11.5).
+
+// HistoryEntry is one deploy of an environment's history.
+type HistoryEntry struct {
+	ID         string       `json:"id"`
+	Version    string       `json:"version"`
+	State      manent.State `json:"state"`
+	Requester  string       `json:"requester"`
+	CreatedAt  time.Time    `json:"created_at"`
+	FinishedAt *time.Time   `json:"finished_at"`
+	Error      string       `json:"error"`
+	Rollback   string       `json:"rollback"`
+	// RollbackOf is set on a deploy made by `manent rollback`: the deploy it
+	// went back from.
+	RollbackOf string `json:"rollback_of,omitempty"`
+	// Current marks the deploy whose release is the environment's current one.
+	Current bool `json:"current"`
+}
+
+// HistoryResult answers GET /api/v1/environments/{application}/{environment}/history:
+// the environment's deploys, newest first, one page at a time.
+type HistoryResult struct {
+	Application string `json:"application"`
+	Environment string `json:"environment"`
+	// Current is the environment's current release (null before the first).
+	Current    *manent.Release `json:"current"`
+	Items      []HistoryEntry  `json:"items"`
+	NextCursor string          `json:"next_cursor,omitempty"`
+}
+
+// CurrentResult answers GET /api/v1/environments/{application}/{environment}/current:
+// the current release and the effective deploy it was deployed with.
+type CurrentResult struct {
+	Application string          `json:"application"`
+	Environment string          `json:"environment"`
+	Release     *manent.Release `json:"release"`
+	// Effective is the deploy as admitted (the descriptor merged with the
+	// environment configuration), as `validate` prints it.
+	Effective map[string]any `json:"effective"`
+}
+
+// RollbackRequest is the body of POST
+// /api/v1/environments/{application}/{environment}/rollback.
+type RollbackRequest struct {
+	// To is the version to go back to (empty: the release that was current
+	// before the current one).
+	To string `json:"to,omitempty"`
+}
+
+// RollbackResult answers a rollback (202): the new deploy, the deploy it goes
+// back from and the one whose descriptor it deploys again.
+type RollbackResult struct {
+	ID         string       `json:"id"`
+	State      manent.State `json:"state"`
+	Version    string       `json:"version"`
+	RollbackOf string       `json:"rollback_of"`
+	// From is the deploy whose release (and stored descriptor) is deployed again.
+	From   string `json:"from"`
+	Notice string `json:"notice,omitempty"`
+}
+
+// DORA is GET /api/v1/metrics/dora (SPEC §11.5 [contract]): null where there
+// is no sample.
+type DORA struct {
+	Window               string              `json:"window"`
+	Application          string              `json:"application"`
+	Environment          string              `json:"environment"`
+	DeploymentFrequency  DeploymentFrequency `json:"deployment_frequency"`
+	LeadTimeSeconds      LeadTime            `json:"lead_time_seconds"`
+	ChangeFailureRate    ChangeFailureRate   `json:"change_failure_rate"`
+	TimeToRestoreSeconds TimeToRestore       `json:"time_to_restore_seconds"`
+}
+
+// DeploymentFrequency counts the deploys that ran in the window.
+type DeploymentFrequency struct {
+	Deploys int     `json:"deploys"`
+	PerDay  float64 `json:"per_day"`
+}
+
+// LeadTime is from source.committed_at to the end of SUCCESS deploys.
+type LeadTime struct {
+	Median  *float64 `json:"median"`
+	P90     *float64 `json:"p90"`
+	Samples int      `json:"samples"`
+}
+
+// ChangeFailureRate is failed / total (null when total is 0).
+type ChangeFailureRate struct {
+	Failed int      `json:"failed"`
+	Total  int      `json:"total"`
+	Rate   *float64 `json:"rate"`
+}
+
+// TimeToRestore is from a failed deploy's end to the next SUCCESS.
+type TimeToRestore struct {
+	Median  *float64 `json:"median"`
+	Samples int      `json:"samples"`
+}
+
+// DORAOptions select GET /api/v1/metrics/dora.
+type DORAOptions struct {
+	Application string
+	Environment string
+	// Window is "30d" (days) or "12h" (hours); empty: the server's 30d.
+	Window string
+}
+
+func envPath(application, environment, tail string) string {
+	return "/api/v1/environments/" + url.PathEscape(application) + "/" + url.PathEscape(environment) + "/" + tail
+}
+
+// History returns one page of an environment's deploys, newest first.
+func (c *Client) History(ctx context.Context, application, environment string, limit int, cursor string) (*HistoryResult, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := envPath(application, environment, "history")
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out HistoryResult
+	err := c.do(ctx, http.MethodGet, path, "", nil, &out)
+	return &out, err
+}
+
+// Current returns an environment's current release with its effective deploy.
+func (c *Client) Current(ctx context.Context, application, environment string) (*CurrentResult, error) {
+	var out CurrentResult
+	err := c.do(ctx, http.MethodGet, envPath(application, environment, "current"), "", nil, &out)
+	return &out, err
+}
+
+// Rollback submits a new deploy of an earlier release (see RollbackRequest).
+// It is sent once: a rollback is a submission.
+func (c *Client) Rollback(ctx context.Context, application, environment string, req RollbackRequest) (*RollbackResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var out RollbackResult
+	_, err = c.send(ctx, request{method: http.MethodPost, path: envPath(application, environment, "rollback"),
+		contentType: "application/json", body: body}, &out)
+	return &out, err
+}
+
+// DORA returns the four DORA figures.
+func (c *Client) DORA(ctx context.Context, o DORAOptions) (*DORA, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"application": o.Application, "environment": o.Environment, "window": o.Window} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/api/v1/metrics/dora"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out DORA
+	err := c.do(ctx, http.MethodGet, path, "", nil, &out)
+	return &out, err
+}

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// History, rollback and DORA (SPEC §11.5).
+func (s *Server) routesHistory() {
+	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/history", s.handleHistory)
+	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/current", s.handleCurrent)
+	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", s.handleRollback)
+	s.mux.HandleFunc("GET /api/v1/metrics/dora", s.handleDORA)
+	s.mux.HandleFunc("GET /api/v1/version", s.handleVersion) // version.go
+}
+
+// environmentAs authenticates the caller and checks perm on the route's
+// application/environment.
+func (s *Server) environmentAs(w http.ResponseWriter, r *http.Request, perm string) (app, env string, p manent.Identity, ok bool) {
+	p, ok = s.authenticate(w, r)
+	if !ok {
+		return "", "", p, false
+	}
+	app, env = r.PathValue("application"), r.PathValue("environment")
+	if err := s.cfg.Guard.Authorize(p, perm, app, env); err != nil {
+		writeError(w, r, s.log, err)
+		return "", "", p, false
+	}
+	return app, env, p, true
+}
+
+func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
+	app, env, _, ok := s.environmentAs(w, r, PermRead)
+	if !ok {
+		return
+	}
+	f := store.Filter{Application: app, Environment: env, Cursor: r.URL.Query().Get("cursor")}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to 500, got %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	cur, err := s.st.Current(r.Context(), app, env)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	recs, next, err := s.st.List(r.Context(), f)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wireHistory(app, env, cur, recs, next))
+}
+
+func (s *Server) handleCurrent(w http.ResponseWriter, r *http.Request) {
+	app, env, _, ok := s.environmentAs(w, r, PermRead)
+	if !ok {
+		return
+	}
+	cur, err := s.st.Current(r.Context(), app, env)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if cur == nil {
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "%s/%s has no current release yet", app, env))
+		return
+	}
+	rec, err := s.st.Deployment(r.Context(), cur.DeploymentID)
+	if err != nil {
+		writeError(w, r, s.log, fmt.Errorf("current release of %s/%s: %w", app, env, err))
+		return
+	}
+	var in plan.Input
+	if err := json.Unmarshal(rec.Input, &in); err != nil {
+		writeError(w, r, s.log, fmt.Errorf("current release of %s/%s: decode input: %w", app, env, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, wireCurrent(app, env, cur, in))
+}
+
+// handleRollback submits a new deploy of an earlier release with the
+// descriptor that release was deployed with (SPEC §11.5), through the same
+// admission as any submission: RBAC as a submit, every check, governance.
+func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
+	app, env, p, ok := s.environmentAs(w, r, PermSubmit)
+	if !ok {
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	var req api.RollbackRequest
+	if len(body) > 0 {
+		if err := jsonUnmarshalStrict(body, &req); err != nil {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "rollback request: %v (want {\"to\": \"<version>\"} or nothing)", err))
+			return
+		}
+	}
+	if !s.limitSubmission(w, r, p) {
+		return
+	}
+	target := app + "/" + env
+	refuse := func(err error) {
+		s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", manent.ErrorMessage(err))
+		writeError(w, r, s.log, err)
+	}
+	cur, err := s.st.Current(r.Context(), app, env)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if cur == nil {
+		refuse(manent.Errorf(manent.EConflict, "%s has no current release: there is nothing to roll back", target))
+		return
+	}
+	var from *store.Record
+	switch {
+	case req.To == "":
+		from, err = s.st.ReleaseBefore(r.Context(), app, env, *cur)
+		if err == nil && from == nil {
+			refuse(manent.Errorf(manent.EConflict, "%s has no SUCCESS deploy of another version before the current release %s (%s): there is nothing to roll back to",
+				target, cur.Version, cur.DeploymentID))
+			return
+		}
+	case req.To == cur.Version:
+		refuse(manent.Errorf(manent.EConflict, "version %s is already the current release of %s (%s)", req.To, target, cur.DeploymentID))
+		return
+	default:
+		from, err = s.st.LatestSuccess(r.Context(), app, env, req.To)
+		if err == nil && from == nil {
+			refuse(manent.Errorf(manent.EConflict, "version %s never ended SUCCESS in %s: there is nothing to roll back to", req.To, target))
+			return
+		}
+	}
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	var stored plan.Input
+	if err := json.Unmarshal(from.Input, &stored); err != nil || stored.Descriptor == nil {
+		writeError(w, r, s.log, fmt.Errorf("deploy %s: its stored descriptor cannot be read: %v", from.ID, err))
+		return
+	}
+	d := *stored.Descriptor
+	// A rollback runs now: the release's own wait (schedule.at, after) is
+	// long past and must not hold it.
+	d.Schedule, d.After = nil, nil
+	adm, err := s.admit.Admit(r.Context(), admit.Request{Descriptor: &d, Identity: p, RequestID: requestID(r), RollbackOf: cur.DeploymentID})
+	if err != nil {
+		if manent.ErrorCode(err) != manent.EForbidden {
+			s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", manent.ErrorMessage(err))
+		}
+		writeError(w, r, s.log, err)
+		return
+	}
+	rec, err := s.eng.Submit(r.Context(), adm.Input, adm.Decision)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	s.audit(r.Context(), r, p, "deployment.rollback", target, "accepted",
+		fmt.Sprintf("%s %s rollback_of %s from %s", rec.ID, rec.Version, cur.DeploymentID, from.ID))
+	s.log.Info("rollback accepted", "deploy", rec.ID, "application", app, "environment", env,
+		"version", rec.Version, "rollback_of", cur.DeploymentID, "from", from.ID, "requester", rec.Requester)
+	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)
+	writeJSON(w, http.StatusAccepted, api.RollbackResult{ID: rec.ID, State: rec.State, Version: rec.Version,
+		RollbackOf: cur.DeploymentID, From: from.ID, Notice: adm.Input.Notice})
+}

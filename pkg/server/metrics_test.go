@@ -1,0 +1,127 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/server"
+)
+
+var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
+
+// scrape reads /metrics into "name{labels}" → value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := sampleRE.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", sc.Text(), err)
+		}
+		out[m[1]+m[2]] = v
+	}
+	return out
+}
+
+// TestMetricsFamilies scrapes /metrics after real deploys (a success, a
+// failure, one waiting for approval) with an event stream open, and checks
+// each family of SPEC §11.5.
+func TestMetricsFamilies(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "governance.yaml")
+	if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules, func(c *node.Config) { c.Governance.Rules = rules })
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	before := scrape(t, srv.URL)
+	for _, fam := range []string{`manent_deploys_finished_total{state="SUCCESS"}`, `manent_deploys_finished_total{state="ERROR"}`,
+		`manent_queue_depth{state="AWAITING_APPROVAL"}`, `manent_sse_streams`, `manent_sse_cut_total`} {
+		if v, ok := before[fam]; !ok || v != 0 {
+			t.Errorf("before any deploy: %s = %v (present %v), want 0", fam, v, ok)
+		}
+	}
+	ok, err := ci.Submit(ctx, simple(art, "staging", "1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, ok.ID, manent.StateSuccess)
+	bad, err := ci.Submit(ctx, simple(art, "staging", "2",
+		"steps:\n  - {name: smoke, after: deploy, plugin: script, with: {command: [sh, -c, \"exit 1\"]}, max_retries: 0}\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, bad.ID, manent.StateError)
+	held, err := ci.Submit(ctx, simple(art, "prod", "1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, held.ID, manent.StateAwaitingApproval)
+
+	// An event stream open on the waiting deploy.
+	sctx, stop := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/api/v1/deployments/"+held.ID+"/events", nil)
+	req.Header.Set("Authorization", "Bearer ci-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	m := scrape(t, srv.URL)
+	want := map[string]float64{
+		`manent_deploys_finished_total{state="SUCCESS"}`:                    1,
+		`manent_deploys_finished_total{state="ERROR"}`:                      1,
+		`manent_deploys_finished_total{state="CANCELLED"}`:                  0,
+		`manent_queue_depth{state="AWAITING_APPROVAL"}`:                     1,
+		`manent_queue_depth{state="ENQUEUED"}`:                              0,
+		`manent_step_duration_seconds_count{state="SUCCESS",step="deploy"}`: 2,
+		`manent_step_duration_seconds_count{state="ERROR",step="smoke"}`:    1,
+		`manent_sse_streams`:   1,
+		`manent_sse_cut_total`: float64(server.StreamsCut()),
+	}
+	for k, v := range want {
+		if got, ok := m[k]; !ok || got != v {
+			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
+		}
+	}
+	if m[`manent_step_duration_seconds_sum{state="SUCCESS",step="deploy"}`] <= 0 {
+		t.Errorf("step duration sum of deploy is not positive")
+	}
+	if _, ok := m[`manent_step_duration_seconds_bucket{state="SUCCESS",step="deploy",le="+Inf"}`]; !ok {
+		t.Errorf("no histogram buckets for the deploy step")
+	}
+	for k := range m {
+		if strings.HasPrefix(k, "manent_step_duration_seconds") && strings.Contains(k, `state="RUNNING"`) {
+			t.Errorf("a running step was observed: %s", k)
+		}
+	}
+	// The stream closed: the gauge goes back to 0.
+	stop()
+	enginetest.Eventually(t, 10*time.Second, func() bool { return scrape(t, srv.URL)["manent_sse_streams"] == 0 },
+		"manent_sse_streams to return to 0")
+}

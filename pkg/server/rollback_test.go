@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
+)
+
+// A rollback is a new deploy of the release before the current one, with
+// its stored descriptor, through the whole admission: RBAC as a submit and
+// governance (here: an approval for prod). It records rollback_of, shown by
+// status, history and the inventory. On SQLite and PostgreSQL.
+func TestRollbackGoesThroughAdmission(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		rules := filepath.Join(t.TempDir(), "governance.yaml")
+		if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tokens := append([]auth.TokenConfig{{Name: "reader", SHA256: auth.HashToken("reader-token")}}, govTokens...)
+		rbac := append([]auth.RBACRule{{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"}}}, govRules...)
+		srv := newTestServer(t, db, tokens, rbac, func(c *node.Config) { c.Governance.Rules = rules })
+		ci, alice := api.NewClient(srv.URL, "ci-token", nil), api.NewClient(srv.URL, "alice-token", nil)
+		ctx := context.Background()
+		art := artifactFile(t)
+		approved := func(id string) *manent.Deployment {
+			d := waitFor(t, ci, id, manent.StateAwaitingApproval)
+			if _, err := alice.Approve(ctx, id, "ok", d.PlanDigest); err != nil {
+				t.Fatal(err)
+			}
+			return waitFor(t, ci, id, manent.StateSuccess)
+		}
+		// Nothing to roll back yet: 409 problem+json with the reason.
+		code, body, h := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/prod/rollback", "ci-token", "")
+		if code != http.StatusConflict || h.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(body), "billing/prod has no current release") {
+			t.Fatalf("rollback without a release: %d %s", code, body)
+		}
+		var ids []string
+		for _, v := range []string{"1", "2"} {
+			res, err := ci.Submit(ctx, simple(art, "prod", v, "parameters: {v: "+v+"}\n"), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			approved(res.ID)
+			ids = append(ids, res.ID)
+		}
+		// A reader may not roll back; a body with unknown fields is refused.
+		if code, body, _ := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/prod/rollback", "reader-token", ""); code != http.StatusForbidden {
+			t.Fatalf("reader rollback: %d %s", code, body)
+		}
+		if code, body, _ := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/prod/rollback", "ci-token", `{"version":"1"}`); code != http.StatusUnprocessableEntity {
+			t.Fatalf("unknown field: %d %s", code, body)
+		}
+		if _, err := ci.Rollback(ctx, "billing", "prod", api.RollbackRequest{To: "7"}); manent.ErrorCode(err) != manent.EConflict ||
+			!strings.Contains(manent.ErrorMessage(err), "version 7 never ended SUCCESS in billing/prod") {
+			t.Fatalf("rollback to an unknown version: %v", err)
+		}
+		rb, err := ci.Rollback(ctx, "billing", "prod", api.RollbackRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rb.Version != "1" || rb.RollbackOf != ids[1] || rb.From != ids[0] || rb.State != manent.StateAwaitingApproval {
+			t.Fatalf("rollback %+v: want version 1 awaiting approval, rollback_of %s, from %s", rb, ids[1], ids[0])
+		}
+		d := approved(rb.ID)
+		if d.RollbackOf != ids[1] || d.Requester != "token:ci" {
+			t.Fatalf("status: rollback_of %q requester %q", d.RollbackOf, d.Requester)
+		}
+		// The stored descriptor was deployed again: its parameter is back.
+		cur, err := ci.Current(ctx, "billing", "prod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Release.DeploymentID != rb.ID || cur.Effective["parameters"].(map[string]any)["v"] != float64(1) {
+			t.Fatalf("current after rollback: %+v %v", cur.Release, cur.Effective)
+		}
+		hist, err := ci.History(ctx, "billing", "prod", 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist.Items) != 3 || !hist.Items[0].Current || hist.Items[0].RollbackOf != ids[1] || hist.Items[1].Current {
+			t.Fatalf("history %+v", hist.Items)
+		}
+		if _, err := api.NewClient(srv.URL, "reader-token", nil).History(ctx, "billing", "prod", 0, ""); err != nil {
+			t.Fatalf("reader history: %v", err)
+		}
+		if _, err := api.NewClient(srv.URL, "nobody", nil).History(ctx, "billing", "prod", 0, ""); manent.ErrorCode(err) != manent.EUnauthorized {
+			t.Fatalf("anonymous history: %v", err)
+		}
+	})
+}
+
+// GET /api/v1/version answers the server's build to any authenticated
+// caller, 401 without a token.
+func TestVersionRoute(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, nil)
+	if code, body, h := do(t, http.MethodGet, srv.URL+"/api/v1/version", "", ""); code != http.StatusUnauthorized || h.Get("Content-Type") != api.ProblemContentType {
+		t.Fatalf("anonymous: %d %s", code, body)
+	}
+	v, err := api.NewClient(srv.URL, "ci-token", nil).Version(context.Background())
+	if err != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go1.") {
+		t.Fatalf("version %+v %v", v, err)
+	}
+}

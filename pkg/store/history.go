@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// History, rollback and DORA (SPEC §11.5).
+
+const releaseBeforeQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
+	WHERE application = ? AND environment = ? AND state = 'SUCCESS' AND id <> ? AND version <> ? AND finished_at <= ?
+	ORDER BY finished_at DESC, id DESC LIMIT 1`
+
+// ReleaseBefore returns the deploy of the release that was current before
+// cur in application/environment: the latest SUCCESS that finished before
+// cur with another version (deploying the same version again is not a
+// release to go back to). nil when there is none.
+func (s *Store) ReleaseBefore(ctx context.Context, application, environment string, cur manent.Release) (*Record, error) {
+	at := ""
+	if cur.FinishedAt != nil {
+		at = fmtTime(*cur.FinishedAt)
+	} else {
+		at = fmtTime(time.Now())
+	}
+	return s.oneOrNil(ctx, releaseBeforeQuery, application, environment, cur.DeploymentID, cur.Version, at)
+}
+
+const latestSuccessQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
+	WHERE application = ? AND environment = ? AND state = 'SUCCESS' AND version = ?
+	ORDER BY finished_at DESC, id DESC LIMIT 1`
+
+// LatestSuccess returns the latest SUCCESS deploy of version in
+// application/environment, nil when there is none.
+func (s *Store) LatestSuccess(ctx context.Context, application, environment, version string) (*Record, error) {
+	return s.oneOrNil(ctx, latestSuccessQuery, application, environment, version)
+}
+
+func (s *Store) oneOrNil(ctx context.Context, query string, args ...any) (*Record, error) {
+	r, err := scanRecord(s.rdb.QueryRowContext(ctx, s.q(query), args...))
+	if err == ErrNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return r, nil
+}
+
+// Finished is a final deploy that ran, as DORA counts it.
+type Finished struct {
+	ID          string
+	Application string
+	Environment string
+	State       manent.State
+	FinishedAt  time.Time
+	// CommittedAt is the descriptor's source.committed_at (nil without one).
+	CommittedAt *time.Time
+}
+
+// doraStates are the final states of deploys that ran (SPEC §11.5).
+var doraStates = []manent.State{manent.StateSuccess, manent.StateError, manent.StateMaxRecoveryAttemptsExceeded}
+
+// FinishedSince returns the deploys that ran and ended SUCCESS, ERROR or
+// MAX_RECOVERY_ATTEMPTS_EXCEEDED at or after since, oldest first, in
+// application and environment (each "" for all).
+func (s *Store) FinishedSince(ctx context.Context, application, environment string, since time.Time) ([]Finished, error) {
+	query, args := finishedSinceQuery(application, environment, since)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("dora: %w", err)
+	}
+	defer rows.Close()
+	var out []Finished
+	for rows.Next() {
+		var f Finished
+		var finished string
+		var committed sql.NullString
+		if err := rows.Scan(&f.ID, &f.Application, &f.Environment, &f.State, &finished, &committed); err != nil {
+			return nil, err
+		}
+		if t := parseTime(sql.NullString{String: finished, Valid: true}); t != nil {
+			f.FinishedAt = *t
+		}
+		f.CommittedAt = parseTime(committed)
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// finishedSinceQuery is FinishedSince's query: by finish time, narrowed by
+// application/environment (indexes manent_deployments_finished and
+// manent_deployments_appenv_finished; the EXPLAIN test).
+func finishedSinceQuery(application, environment string, since time.Time) (string, []any) {
+	ph := make([]string, len(doraStates))
+	args := []any{}
+	for i, st := range doraStates {
+		ph[i] = "?"
+		args = append(args, string(st))
+	}
+	where := []string{"state IN (" + strings.Join(ph, ",") + ")", "finished_at >= ?"}
+	args = append(args, fmtTime(since))
+	if application != "" {
+		where = append(where, "application = ?")
+		args = append(args, application)
+	}
+	if environment != "" {
+		where = append(where, "environment = ?")
+		args = append(args, environment)
+	}
+	return `SELECT id, application, environment, state, finished_at, committed_at
+		FROM manent_deployments WHERE ` + strings.Join(where, " AND ") + ` ORDER BY finished_at, id`, args
+}
