@@ -92,16 +92,21 @@ func isLoopbackHost(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// IssuerClient is the outbound client for the OIDC issuer of cfg (its
+// discovery, keys and token endpoint): the issuer may be a private host
+// (the operator named it); its JWKS may live on another, public, https host.
+func IssuerClient(cfg OIDCConfig) *http.Client {
+	allow := append([]string{"https://**"}, egress.Origins(cfg.Issuer)...)
+	return egress.New(egress.Policy{
+		Outbound:     urlpolicy.Outbound{Use: "OIDC request", Key: "auth.oidc.issuer", Allow: allow},
+		Timeout:      defaultOIDCTimeout,
+		MaxRedirects: 5,
+	})
+}
+
 func newOIDCVerifier(cfg OIDCConfig, client *http.Client, now func() time.Time, logger *slog.Logger) *oidcVerifier {
 	if client == nil {
-		// The issuer may be a private host (the operator named it); its
-		// JWKS may live on another, public, https host.
-		allow := append([]string{"https://**"}, egress.Origins(cfg.Issuer)...)
-		client = egress.New(egress.Policy{
-			Outbound:     urlpolicy.Outbound{Use: "OIDC request", Key: "auth.oidc.issuer", Allow: allow},
-			Timeout:      defaultOIDCTimeout,
-			MaxRedirects: 5,
-		})
+		client = IssuerClient(cfg)
 	}
 	return &oidcVerifier{
 		cfg:         cfg,

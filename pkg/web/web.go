@@ -52,7 +52,8 @@ type Config struct {
 	Secret []byte
 	// OIDC, when it has a ClientID, offers sign-in through the issuer.
 	OIDC *auth.OIDCConfig
-	// HTTPClient talks to the OIDC issuer (nil: a client with a 10 s timeout).
+	// HTTPClient talks to the OIDC issuer (nil: auth.IssuerClient, the
+	// outbound policy of auth.oidc.issuer).
 	HTTPClient *http.Client
 	Logger     *slog.Logger
 	// Now is the clock (nil: time.Now).
@@ -91,8 +92,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	if cfg.HTTPClient == nil && cfg.OIDC != nil {
+		cfg.HTTPClient = auth.IssuerClient(*cfg.OIDC) // the outbound policy of auth.oidc.issuer
 	}
 	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
 	if h.pages, err = parsePages(); err != nil {
