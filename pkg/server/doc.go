@@ -8,5 +8,5 @@
 // It imports pkg/manent, pkg/api (wire types), pkg/admit, pkg/auth,
 // pkg/engine, pkg/store, pkg/clusterstate (agent reports), pkg/cronspec
 // (next ticks), pkg/plan (the stored workflow input a rollback deploys
-// again) and descriptor.
+// again), pkg/version (GET /api/v1/version) and descriptor.
 package server
