@@ -28,7 +28,9 @@ func withRules(t *testing.T, src string) func(*node.Config) {
 // for its schedule.at past the freeze's start.)
 func TestConfigStepRechecksFreeze(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
-	starts := now.Add(2 * time.Second)
+	// The freeze must not have begun when the deploy is submitted: the
+	// fixture takes a while on a loaded machine, so it begins 6 s out.
+	starts := now.Add(6 * time.Second)
 	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: incident, environments: [prod], from: %s, to: %s}\n",
 		starts.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))))
 	url, _ := f.artifact("v1", "x")
