@@ -22,8 +22,10 @@ type DeployOptions struct {
 	Now          func() time.Time
 	PollInterval time.Duration
 
-	File    string
-	Wait    bool
+	File string
+	Wait bool
+	// Quiet hides the progress of --wait on stderr.
+	Quiet   bool
 	Timeout time.Duration
 	// IdempotencyKey is sent as Idempotency-Key; "" makes a fresh one for
 	// this invocation.
@@ -80,6 +82,7 @@ prints the deploy of the first run.`,
 	}
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "descriptor to submit (- reads stdin)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the deploy until it is final")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "with --wait: no progress on stderr (state, step, elapsed time)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the submission (default: a fresh one per invocation)")
 	_ = cmd.MarkFlagRequired("file")
@@ -148,10 +151,14 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 
 	// --wait: progress on stderr; stdout gets the final result only, so
 	// `-o json` prints one document (the final deployment, which has id and state).
-	fmt.Fprintf(opts.IO.ErrOut, "deploy %s submitted: %s\n", out.ID, opts.IO.State(string(out.State)))
+	if !opts.Quiet {
+		fmt.Fprintf(opts.IO.ErrOut, "deploy %s submitted: %s\n", out.ID, opts.IO.State(string(out.State)))
+	}
 	p := newProgress(opts.IO, opts.Now)
+	p.quiet = opts.Quiet
 	p.last = string(out.State)
 	d, err := watchDeploy(ctx, client, out.ID, opts.PollInterval, opts.Timeout, p.update)
+	p.finish()
 	if ExitCodeOf(err) == ExitInterrupted {
 		// Not waiting any longer does not stop the deploy.
 		fmt.Fprintf(opts.IO.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", out.ID, out.ID)

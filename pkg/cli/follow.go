@@ -102,21 +102,34 @@ func outcome(d *manent.Deployment) error {
 }
 
 // progress prints, on stderr, each finished step of a followed deploy and
-// each change of its (non-final) state or of the reason it waits. The final
-// state is left to the command's result.
+// each change of its (non-final) state, of the step that runs or of the
+// reason it waits. On a terminal stderr the current state, running step,
+// reason (queue position) and elapsed time are also kept on one status line
+// updated in place (see waitstatus.go). The final state is left to the
+// command's result. A quiet progress prints nothing.
 type progress struct {
-	io   *IOStreams
-	w    io.Writer
-	now  func() time.Time
-	last string // the last state line printed
-	seen map[string]bool
+	io    *IOStreams
+	w     io.Writer
+	now   func() time.Time
+	last  string // the last state line printed
+	seen  map[string]bool
+	quiet bool
+	st    *statusLine
 }
 
 func newProgress(s *IOStreams, now func() time.Time) *progress {
-	return &progress{io: s, w: s.ErrOut, now: now, seen: map[string]bool{}}
+	if now == nil {
+		now = time.Now
+	}
+	return &progress{io: s, w: s.ErrOut, now: now, seen: map[string]bool{}, st: newStatusLine(s, now)}
 }
 
 func (p *progress) update(d *manent.Deployment) {
+	if p.quiet || d == nil {
+		return
+	}
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
 	for _, s := range d.Steps {
 		if !stepDone(s.State) {
 			continue
@@ -126,9 +139,12 @@ func (p *progress) update(d *manent.Deployment) {
 			continue
 		}
 		p.seen[key] = true
+		p.st.clearLocked()
 		fmt.Fprintln(p.w, "  "+stepLine(p.io, s, p.now()))
 	}
 	if d.State.Final() {
+		p.st.clearLocked()
+		p.st.done = true
 		return
 	}
 	state := safeText(string(d.State))
@@ -136,10 +152,34 @@ func (p *progress) update(d *manent.Deployment) {
 	if d.Reason != "" {
 		line += " (" + safeText(d.Reason) + ")"
 	}
+	if step := runningStep(d); step != "" {
+		line += ", step " + safeText(step) + " running"
+	}
 	if line != p.last {
 		p.last = line
-		fmt.Fprintf(p.w, "deploy %s: %s\n", safeText(d.ID), p.io.State(state)+strings.TrimPrefix(line, state))
+		if !p.st.tty {
+			fmt.Fprintf(p.w, "deploy %s: %s\n", safeText(d.ID), p.io.State(state)+strings.TrimPrefix(line, state))
+		}
 	}
+	p.st.setLocked("deploy " + safeText(d.ID) + ": " + line)
+}
+
+// finish removes the status line (before the command's result is printed).
+func (p *progress) finish() {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	p.st.clearLocked()
+	p.st.done = true
+}
+
+// runningStep names the step of d that runs now ("" when none does).
+func runningStep(d *manent.Deployment) string {
+	for _, s := range d.Steps {
+		if s.State == manent.StepRunning {
+			return s.Name
+		}
+	}
+	return ""
 }
 
 // stepDone reports whether a step has its result.

@@ -27,6 +27,10 @@ type IOStreams struct {
 	ErrOut io.Writer
 	RawOut io.Writer
 
+	// errRaw is stderr as it is, for the status line of a waiting
+	// command only (see statusLine), which sanitises its text itself.
+	errRaw io.Writer
+
 	stdoutTTY bool
 	stderrTTY bool
 	color     bool
@@ -48,6 +52,7 @@ func NewIOStreams(in io.Reader, out, errOut io.Writer, getenv func(string) strin
 	}
 	s.color = s.stdoutTTY && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb"
 	s.RawOut = out
+	s.errRaw = errOut
 	s.Out = &terminalWriter{w: out, allowSGR: s.color}
 	s.ErrOut = &terminalWriter{w: errOut, allowSGR: s.color}
 

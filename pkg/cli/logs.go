@@ -28,6 +28,10 @@ type LogsOptions struct {
 	Timeout time.Duration
 	// Raw prints each line's text exactly as the step wrote it.
 	Raw bool
+	// Quiet hides the progress of -f on stderr.
+	Quiet bool
+
+	status *statusLine
 }
 
 // NewCmdLogs builds `manent logs`.
@@ -75,6 +79,7 @@ output you trust, or to replay a step's output to a file.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines until the deploy is final")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "with -f: no progress on stderr (state, step, elapsed time)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 0, "with -f, give up after this long (exit 3); 0 waits forever")
 	cmd.Flags().BoolVar(&opts.Raw, "raw", false, "print each line's text exactly as written, escape sequences included (trusted output only)")
 	return cmd
@@ -134,6 +139,24 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 	if _, err := client.Deployment(ctx, opts.ID); err != nil {
 		return timedOut(err)
 	}
+	// The deploy's state, running step and elapsed time on stderr while
+	// the log streams (on a terminal, a status line kept below the log).
+	p := newProgress(opts.IO, nil)
+	p.quiet = opts.Quiet
+	if p.st.tty {
+		opts.status = p.st
+	}
+	pctx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		_, _ = watchDeploy(pctx, client, opts.ID, max(opts.PollInterval, time.Second), 0, p.update)
+	}()
+	defer func() {
+		stopPoll()
+		<-polled
+		p.finish()
+	}()
 	es := &eventStream{
 		client: client, hc: opts.StreamHTTP(), url: client.EventsURL(opts.ID, true), id: opts.ID,
 		onEvent: func(e api.Event) error {
@@ -165,6 +188,9 @@ func writeLogLine(opts *LogsOptions, l manent.LogLine) error {
 	case opts.Raw:
 		_, err := io.WriteString(opts.IO.RawOut, l.Text+"\n")
 		return err
+	}
+	if opts.status != nil {
+		return opts.status.around(func() error { printLogLine(opts.IO, l); return nil })
 	}
 	printLogLine(opts.IO, l)
 	return nil

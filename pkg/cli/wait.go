@@ -18,6 +18,8 @@ type WaitOptions struct {
 
 	ID      string
 	Timeout time.Duration
+	// Quiet hides the progress on stderr.
+	Quiet bool
 }
 
 // NewCmdWait builds `manent wait`.
@@ -52,6 +54,7 @@ stops answering after it has answered once (a restart) is asked again for
 			return waitRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress on stderr (state, step, queue position, elapsed time)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "give up after this long (exit 3); 0 waits forever")
 	return cmd
 }
@@ -61,6 +64,9 @@ func waitRun(ctx context.Context, opts *WaitOptions) error {
 	if err != nil {
 		return err
 	}
-	d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, opts.Timeout, nil)
+	p := newProgress(opts.IO, nil)
+	p.quiet = opts.Quiet
+	d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, opts.Timeout, p.update)
+	p.finish()
 	return finishFollow(opts.IO, opts.Exporter, d, err)
 }
