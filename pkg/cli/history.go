@@ -186,6 +186,7 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 	p := newProgress(opts.IO, opts.Now)
 	p.last = string(res.State)
 	d, err := watchDeploy(ctx, client, res.ID, opts.PollInterval, opts.Timeout, p.update)
+	p.finish() // erase the status line before the result
 	if ExitCodeOf(err) == ExitInterrupted {
 		fmt.Fprintf(opts.IO.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", safeText(res.ID), safeText(res.ID))
 	}
