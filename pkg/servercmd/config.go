@@ -36,6 +36,11 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetEnvPrefix("MANENT")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
+	// Keys without a default are read from the environment only when bound:
+	// MANENT_DATABASE keeps a DSN with its password out of the process list.
+	if err := v.BindEnv("database"); err != nil {
+		return nil, err
+	}
 	trial := true
 	if path != "" {
 		v.SetConfigFile(path)
