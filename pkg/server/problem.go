@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -35,6 +36,12 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.Warn("storage fault", "method", r.Method, "path", r.URL.Path, "error", err)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 		err = manent.Errorf(manent.EUnavailable, "%s; retry in %ds", f.Reason, secs)
+	}
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil && manent.ErrorCode(err) == manent.EInternal {
+		// The request was cancelled: the client went away (it reads
+		// nothing) or the server is stopping: come back to the next one.
+		w.Header().Set("Retry-After", "1")
+		err = manent.Errorf(manent.EUnavailable, "the request was cancelled (the server may be stopping); retry in 1s")
 	}
 	code := manent.ErrorCode(err)
 	status := api.StatusForCode(code)
