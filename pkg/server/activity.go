@@ -17,13 +17,8 @@ import (
 // waiting now that the caller may read (?application= and ?environment=
 // narrow it), grouped by environment, each with why it waits.
 func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r)
+	p, scope, ok := s.authenticateScope(w, r)
 	if !ok {
-		return
-	}
-	scope, err := s.readScope(p, r)
-	if err != nil {
-		writeError(w, r, s.log, err)
 		return
 	}
 	recs, err := s.st.Unfinished(r.Context())
@@ -211,6 +206,21 @@ func ordinal(n int) string {
 // deploys. Naming both asks for deployment.read there: 403 without it, as
 // for GET /api/v1/deployments; otherwise each deploy is checked on its own.
 type readScope struct{ application, environment string }
+
+// authenticateScope authenticates the request and reads its
+// ?application=&environment= scope; on failure it has answered (false).
+func (s *Server) authenticateScope(w http.ResponseWriter, r *http.Request) (manent.Identity, readScope, bool) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return p, readScope{}, false
+	}
+	scope, err := s.readScope(p, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return p, scope, false
+	}
+	return p, scope, true
+}
 
 func (s *Server) readScope(p manent.Identity, r *http.Request) (readScope, error) {
 	sc := readScope{application: r.URL.Query().Get("application"), environment: r.URL.Query().Get("environment")}

@@ -37,13 +37,8 @@ func parseWindow(s string) (time.Duration, error) {
 // for deployment.read there; otherwise only the deploys the caller may read
 // are counted.
 func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r)
+	p, scope, ok := s.authenticateScope(w, r)
 	if !ok {
-		return
-	}
-	scope, err := s.readScope(p, r)
-	if err != nil {
-		writeError(w, r, s.log, err)
 		return
 	}
 	window := r.URL.Query().Get("window")

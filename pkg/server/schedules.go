@@ -38,13 +38,8 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []b
 }
 
 func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r)
+	p, scope, ok := s.authenticateScope(w, r)
 	if !ok {
-		return
-	}
-	scope, err := s.readScope(p, r)
-	if err != nil {
-		writeError(w, r, s.log, err)
 		return
 	}
 	all, err := s.st.Schedules(r.Context())

@@ -287,13 +287,8 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleInventory(w http.ResponseWriter, r *http.Request) {
-	p, ok := s.authenticate(w, r)
+	p, scope, ok := s.authenticateScope(w, r)
 	if !ok {
-		return
-	}
-	scope, err := s.readScope(p, r)
-	if err != nil {
-		writeError(w, r, s.log, err)
 		return
 	}
 	inv, err := s.st.Inventory(r.Context())
