@@ -103,6 +103,9 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdCompletion(f, nil),
 	)
 	root.SetHelpCommandGroupID("other")
+	_ = root.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return completeContextNames(f)(nil, nil, "")
+	})
 	return root
 }
 
