@@ -369,6 +369,9 @@ func contextListRun(opts *ContextOptions) error {
 	if err != nil {
 		return err
 	}
+	if w := file.looseModeWarning(); w != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: %s\n", w)
+	}
 	current, _ := selectedContext(file, opts.Factory.configSource())
 	items := make([]ContextItem, 0, len(file.Contexts))
 	for _, name := range file.names() {
