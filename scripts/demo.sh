@@ -24,7 +24,9 @@ tar czf "$artifact" -C examples/hello/site .
 sed "s#file:///tmp/manent-example/hello-1.0.0.tar.gz#file://$artifact#" examples/hello/deploy.yml > "$work/deploy.yml"
 
 echo "== starting manent-server (local trial mode, data in $data)"
-bin/manent-server serve --data-dir "$data" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+# XDG_CONFIG_HOME: the trial server records its token file there (for the
+# CLI from any directory); keep the demo's record out of the user's config.
+XDG_CONFIG_HOME="$work/config" bin/manent-server serve --data-dir "$data" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
 srv_pid=$!
 addr=""
 for _ in $(seq 1 300); do
