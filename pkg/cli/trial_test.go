@@ -183,6 +183,18 @@ func TestReadmeTryingItByHand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every examples/ path the README's commands name exists.
+	steps := readmeBlock(t, filepath.Join(root, "README.md"), "## Trying it by hand", "sh")
+	paths := regexp.MustCompile(`examples/\S+`).FindAllString(steps, -1)
+	if len(paths) < 2 {
+		t.Fatalf("the README's commands name no examples/ files:\n%s", steps)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			t.Errorf("the README names %s: %v", p, err)
+		}
+	}
+
 	mk := exec.Command("bash", filepath.Join(root, "examples/hello/make-artifact.sh"))
 	mk.Dir = t.TempDir()
 	if out, err := mk.CombinedOutput(); err != nil {
