@@ -1,0 +1,69 @@
+package engine_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// A deploy whose executor is gone for good is resumed in-process by
+// another executor through Engine.Recover (what `manent-server admin
+// recover` and the takeover of a dead worker call): the steps completed
+// before the stop are not run again, the interrupted one runs again, and
+// the deploy ends SUCCESS. Before Recover the new executor leaves it
+// alone: DBOS recovers only its own executor's workflows at launch.
+func TestRecoverResumesAnotherExecutorsDeploy(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		url, _ := f.artifact("v1", "one")
+		marks := filepath.Join(f.dir, "marks")
+		release := filepath.Join(f.dir, "release")
+		cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
+if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, release)
+		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			b, _ := os.ReadFile(marks)
+			return strings.Contains(string(b), "activation")
+		}, "activation to start")
+
+		// The worker stops; another executor opens the same database.
+		f.node.Close(5 * time.Second)
+		f.cfg.ExecutorID = "rescuer"
+		f.open()
+		if rec, err := f.st.Deployment(t.Context(), id); err != nil || rec.State.Final() {
+			t.Fatalf("before Recover: %+v, %v; want the deploy still running, owned by the stopped executor", rec, err)
+		}
+
+		ids, err := f.eng.Recover([]string{"test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(ids, id) {
+			t.Fatalf("Recover returned %v, want %s among them", ids, id)
+		}
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 60*time.Second)
+		if rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		b, _ := os.ReadFile(marks)
+		count := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			count[l]++
+		}
+		for step, want := range map[string]int{"deploy": 1, "activation": 2} {
+			if count[step] != want {
+				t.Errorf("%s ran %d times, want %d (ran: %q)", step, count[step], want, b)
+			}
+		}
+	})
+}
