@@ -23,6 +23,10 @@ keys "server" and "token"). Talking to the default local server
 written by 'manent-server serve' in ./manent-data/admin.token (or
 $MANENT_DATA_DIR/admin.token).
 
+-o json|yaml prints what a command shows as a document with absolute
+RFC 3339 times; --jq <expr> filters that JSON through a jq expression
+(strings print raw, other values as compact JSON, one per line).
+
 Each request is bounded by --request-timeout (default 30s); reads and
 'deploy' (which sends an Idempotency-Key) are retried a few times after a
 503/429, honouring the server's Retry-After, or a dropped connection.
@@ -38,7 +42,8 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		Example: `  manent validate -f deploy.yml --offline
   manent deploy -f deploy.yml --wait --timeout 20m
   manent status dpl_01JABCDEF -o json
-  manent list --environment prod --state ERROR`,
+  manent list --environment prod --state ERROR
+  manent list --state ERROR --jq '.items[].id'`,
 		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
