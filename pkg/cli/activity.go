@@ -29,7 +29,8 @@ func NewCmdActivity(f *Factory, runF func(*ActivityOptions) error) *cobra.Comman
 running ones with the step they are in, then the queued ones with their
 place in the queue of their application/environment and the deploy ahead
 of them, then those waiting for approvals, dependencies or a start time,
-with what they wait for.`,
+with what they wait for. AGE is when a running deploy started or a waiting
+one was submitted ("3m ago"); -o json/yaml have the RFC 3339 times.`,
 		Example: `  manent activity
   manent activity -o json | jq '.environments[] | select(.environment == "prod") | .items[].reason'`,
 		Args: noArgs,
@@ -68,7 +69,7 @@ func activityRun(ctx context.Context, opts *ActivityOptions) error {
 			fmt.Fprintln(opts.IO.Out)
 		}
 		fmt.Fprintln(opts.IO.Out, opts.IO.Bold("Environment "+g.Environment))
-		t := opts.IO.NewTable("ID", "APPLICATION", "VERSION", "STATE", "FOR", "WHY").StateColumn(3)
+		t := opts.IO.NewTable("ID", "APPLICATION", "VERSION", "STATE", "AGE", "WHY").StateColumn(3)
 		for _, it := range g.Items {
 			t.AddRow(it.ID, it.Application, it.Version, string(it.State), activityAge(it, now), activityWhy(it))
 		}
@@ -79,17 +80,14 @@ func activityRun(ctx context.Context, opts *ActivityOptions) error {
 	return nil
 }
 
-// activityAge is how long a deploy has been running (since it started) or
-// waiting (since it was submitted).
+// activityAge is when a running deploy started, or when a waiting one was
+// submitted, relative to now ("3m ago").
 func activityAge(it api.ActivityItem, now time.Time) string {
 	since := it.CreatedAt
 	if it.State == manent.StatePending && it.StartedAt != nil {
 		since = *it.StartedAt
 	}
-	if since.IsZero() {
-		return ""
-	}
-	return formatDuration(now.Sub(since))
+	return relativeTime(since, now)
 }
 
 // activityWhy says what a deploy does or waits for.

@@ -22,6 +22,7 @@ type HistoryOptions struct {
 	IO       *IOStreams
 	Client   func() (*api.Client, error)
 	Exporter *Exporter
+	Now      func() time.Time
 
 	Application string
 	Environment string
@@ -31,14 +32,16 @@ type HistoryOptions struct {
 
 // NewCmdHistory builds `manent history`.
 func NewCmdHistory(f *Factory, runF func(*HistoryOptions) error) *cobra.Command {
-	opts := &HistoryOptions{IO: f.IOStreams, Client: f.Client}
+	opts := &HistoryOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "history <application> <environment>",
 		Short: "Show an environment's deploys, newest first, marking the current release",
 		Long: `Show the deploys of one application in one environment, newest first, one
 page at a time. The deploy whose release is live now is marked with "*" in
 the CURRENT column (current: true in -o json); a deploy made by
-'manent rollback' names the deploy it went back from in ROLLBACK OF.`,
+'manent rollback' names the deploy it went back from in ROLLBACK OF.
+AGE (when it was submitted) and FINISHED are relative ("3m ago"); -o
+json/yaml have the RFC 3339 times.`,
 		Example: `  manent history billing prod
   manent history billing prod --limit 5 -o json | jq -r '.items[] | select(.current) | .version'`,
 		Args: exactArgs(2, "an application and an environment"),
@@ -78,13 +81,14 @@ func historyRun(ctx context.Context, opts *HistoryOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "no deploys of %s in %s yet\n", safeText(opts.Application), safeText(opts.Environment))
 		return nil
 	}
-	t := opts.IO.NewTable("CURRENT", "ID", "VERSION", "STATE", "REQUESTER", "CREATED", "FINISHED", "ROLLBACK OF", "ERROR").StateColumn(3)
+	now := opts.Now()
+	t := opts.IO.NewTable("CURRENT", "ID", "VERSION", "STATE", "REQUESTER", "AGE", "FINISHED", "ROLLBACK OF", "ERROR").StateColumn(3)
 	for _, e := range res.Items {
 		mark := ""
 		if e.Current {
 			mark = "*"
 		}
-		t.AddRow(mark, e.ID, e.Version, string(e.State), e.Requester, formatTime(e.CreatedAt), formatTimePtr(e.FinishedAt),
+		t.AddRow(mark, e.ID, e.Version, string(e.State), e.Requester, relativeTime(e.CreatedAt, now), relativeTimePtr(e.FinishedAt, now),
 			e.RollbackOf, truncate(e.Error, 60))
 	}
 	if err := t.Render(); err != nil {
