@@ -101,6 +101,7 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdCompletion(f, nil),
 	)
 	root.SetHelpCommandGroupID("other")
+	registerServerCompletion(root, f) // complete.go: ids, applications, environments, schedules
 	return root
 }
 
