@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README quick start: build both binaries, start manent-server in local
 # trial mode (embedded SQLite, a fresh data dir), deploy the example in
-# testdata/example with `manent deploy --wait`, show the result, stop.
+# examples/hello with `manent deploy --wait`, show the result, stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,11 +20,13 @@ trap cleanup EXIT
 
 echo "== packing the example artifact"
 artifact="$work/hello-1.0.0.tar.gz"
-tar czf "$artifact" -C testdata/example/site .
-sed "s#file:///tmp/manent-example/hello-1.0.0.tar.gz#file://$artifact#" testdata/example/deploy.yml > "$work/deploy.yml"
+tar czf "$artifact" -C examples/hello/site .
+sed "s#file:///tmp/manent-example/hello-1.0.0.tar.gz#file://$artifact#" examples/hello/deploy.yml > "$work/deploy.yml"
 
 echo "== starting manent-server (local trial mode, data in $data)"
-bin/manent-server serve --data-dir "$data" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
+# XDG_CONFIG_HOME: the trial server records its token file there (for the
+# CLI from any directory); keep the demo's record out of the user's config.
+XDG_CONFIG_HOME="$work/config" bin/manent-server serve --data-dir "$data" --listen 127.0.0.1:0 > "$work/server.out" 2> "$work/server.log" &
 srv_pid=$!
 addr=""
 for _ in $(seq 1 300); do

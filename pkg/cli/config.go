@@ -33,6 +33,12 @@ type Config struct {
 	// RequestTimeout bounds each HTTP request (--request-timeout,
 	// MANENT_REQUEST_TIMEOUT, request_timeout:); 0 means no bound.
 	RequestTimeout time.Duration
+	// Context is the named context in use (--context, MANENT_CONTEXT or
+	// current_context:), "" for none.
+	Context string
+	// Warnings are printed on stderr once the configuration is read (a
+	// token-bearing config file readable by others).
+	Warnings []string
 }
 
 // DefaultRequestTimeout is the default of --request-timeout.
@@ -55,8 +61,14 @@ type configSource struct {
 // viper applies the whole precedence and the environment is read through
 // getenv, never os.Getenv (tests run the CLI in-process with their own).
 //
+// A named context (--context, else $MANENT_CONTEXT, else current_context:
+// in the file) replaces the file's top-level server and token with its own;
+// flags and the environment still beat it, key by key. See context.go.
+//
 // With no token and the default local server, the token comes from
-// $MANENT_DATA_DIR/admin.token or ./manent-data/admin.token (SPEC §8.1).
+// $MANENT_DATA_DIR/admin.token or ./manent-data/admin.token (SPEC §8.1);
+// with no token and a loopback server, from the admin token file that
+// server recorded when it started in local trial mode (see trial.go).
 func loadConfig(src configSource) (*Config, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
@@ -65,6 +77,7 @@ func loadConfig(src configSource) (*Config, error) {
 
 	cfg := &Config{}
 	path, explicit := configPath(src)
+	file := &cliFile{Path: path, Contexts: map[string]*contextEntry{}}
 	if path != "" {
 		data, err := os.ReadFile(path)
 		switch {
@@ -73,11 +86,25 @@ func loadConfig(src configSource) (*Config, error) {
 				return nil, usageErrorf("config file %s: %v", path, err)
 			}
 			cfg.File = path
+			if err := file.parse(data); err != nil {
+				return nil, err
+			}
+			file.Exists = true
+			if st, err := os.Stat(path); err == nil {
+				file.Mode = st.Mode().Perm()
+			}
+			if w := file.looseModeWarning(); w != "" {
+				cfg.Warnings = append(cfg.Warnings, w)
+			}
 		case errors.Is(err, fs.ErrNotExist) && !explicit:
 			// No config file: that is fine.
 		default:
 			return nil, usageErrorf("read config file: %v", err)
 		}
+	}
+
+	if err := mergeContext(v, cfg, file, src); err != nil {
+		return nil, err
 	}
 
 	env := map[string]any{}
@@ -113,8 +140,20 @@ func loadConfig(src configSource) (*Config, error) {
 	}
 	cfg.RequestTimeout = d
 
-	if cfg.Token == "" && isDefaultServer(cfg.Server) {
-		for _, file := range adminTokenFiles(src) {
+	if cfg.Token == "" {
+		// $MANENT_DATA_DIR (named by the user), then the token file the
+		// trial server on that address recorded, then ./manent-data.
+		var files []string
+		if dir := src.getenv("MANENT_DATA_DIR"); dir != "" && isDefaultServer(cfg.Server) {
+			files = append(files, filepath.Join(absPath(src.dir, dir), "admin.token"))
+		}
+		if file := trialTokenFile(src, cfg.Server); file != "" {
+			files = append(files, file)
+		}
+		if isDefaultServer(cfg.Server) {
+			files = append(files, absPath(src.dir, filepath.Join("manent-data", "admin.token")))
+		}
+		for _, file := range files {
 			data, err := os.ReadFile(file)
 			if err != nil {
 				continue
@@ -144,14 +183,6 @@ func configPath(src configSource) (string, bool) {
 		return filepath.Join(home, ".config", "manent", "config.yaml"), false
 	}
 	return "", false
-}
-
-func adminTokenFiles(src configSource) []string {
-	var files []string
-	if dir := src.getenv("MANENT_DATA_DIR"); dir != "" {
-		files = append(files, filepath.Join(absPath(src.dir, dir), "admin.token"))
-	}
-	return append(files, absPath(src.dir, filepath.Join("manent-data", "admin.token")))
 }
 
 // absPath resolves p against dir unless it is absolute.

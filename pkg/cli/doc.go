@@ -12,6 +12,10 @@
 // tests drive it in-process with their own arguments, streams and
 // environment.
 //
+// The config file, its named contexts and `manent login` are in config.go,
+// contextfile.go, context.go and login.go; trial.go finds the admin token
+// a local trial server recorded (pkg/servercmd writes that record).
+//
 // It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/governance
 // (`manent policy test`), pkg/clusterstate and pkg/agent (`manent agent`)
 // of this module.

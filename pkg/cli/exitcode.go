@@ -196,7 +196,7 @@ func errorHint(err error) string {
 		return "the server is reachable but failed; retry later or see the server log"
 	}
 	if manent.ErrorCode(err) == manent.EUnauthorized {
-		return "hint: pass --token, set MANENT_TOKEN, or put token: in the config file"
+		return "hint: pass --token, set MANENT_TOKEN, or store one with 'manent login' (see 'manent context')"
 	}
 	return ""
 }

@@ -99,7 +99,7 @@ func TestPrintError(t *testing.T) {
 		{
 			"unauthorized",
 			manent.Errorf(manent.EUnauthorized, "missing bearer token"),
-			"Error: missing bearer token\nhint: pass --token, set MANENT_TOKEN, or put token: in the config file\n",
+			"Error: missing bearer token\nhint: pass --token, set MANENT_TOKEN, or store one with 'manent login' (see 'manent context')\n",
 		},
 	}
 	for _, tt := range tests {

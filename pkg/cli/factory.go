@@ -43,6 +43,9 @@ type Factory struct {
 	WorkDir string
 	// Getenv reads the environment of this invocation.
 	Getenv func(string) string
+	// ClientFor returns a client for a server and token that are not (yet)
+	// the configured ones (`manent login` checks a token with it).
+	ClientFor func(server, token string, timeout time.Duration) *api.Client
 
 	flags  *pflag.FlagSet
 	format Format
@@ -67,6 +70,7 @@ func NewFactory(inv Invocation) *Factory {
 	fs.String("server", "", "manent-server URL (env MANENT_SERVER; default "+DefaultServer+")")
 	fs.String("token", "", "bearer token (env MANENT_TOKEN)")
 	fs.String("config", "", "CLI config file (env MANENT_CONFIG; default $XDG_CONFIG_HOME/manent/config.yaml)")
+	fs.String("context", "", "named context of the config file to use (env MANENT_CONTEXT; see 'manent context')")
 	f.jq.format = &f.format
 	fs.VarP(formatValue{f: &f.format, jq: &f.jq}, "output", "o", "output format: table, json or yaml")
 	fs.Var(&f.jq, "jq", "filter the JSON output with a jq expression (implies -o json); strings print raw")
@@ -74,8 +78,17 @@ func NewFactory(inv Invocation) *Factory {
 	f.flags = fs
 
 	f.Config = sync.OnceValues(func() (*Config, error) {
-		return loadConfig(configSource{flags: f.flags, getenv: f.Getenv, dir: f.WorkDir})
+		cfg, err := loadConfig(configSource{flags: f.flags, getenv: f.Getenv, dir: f.WorkDir})
+		if cfg != nil {
+			for _, w := range cfg.Warnings {
+				fmt.Fprintf(f.IOStreams.ErrOut, "warning: %s\n", w)
+			}
+		}
+		return cfg, err
 	})
+	f.ClientFor = func(server, token string, timeout time.Duration) *api.Client {
+		return api.NewClientWith(server, token, inv.HTTPClient, clientOptions(&Config{RequestTimeout: timeout}))
+	}
 	f.Client = sync.OnceValues(func() (*api.Client, error) {
 		cfg, err := f.Config()
 		if err != nil {
@@ -119,7 +132,7 @@ func clientOptions(cfg *Config) api.Options {
 }
 
 // GlobalFlags returns the flags every command takes: --server, --token,
-// --config, -o/--output, --jq and --request-timeout.
+// --config, --context, -o/--output, --jq and --request-timeout.
 func (f *Factory) GlobalFlags() *pflag.FlagSet { return f.flags }
 
 // ReadInput reads a file named on the command line ("-" is stdin) and returns

@@ -17,11 +17,14 @@ func NewCmdRoot(f *Factory) *cobra.Command {
 the deploys it runs: their state, steps, logs and outcome.
 
 The server and token come from --server/--token, then MANENT_SERVER and
-MANENT_TOKEN, then the config file ($XDG_CONFIG_HOME/manent/config.yaml,
-keys "server" and "token"). Talking to the default local server
-(` + DefaultServer + `) without a token, the CLI uses the admin token
-written by 'manent-server serve' in ./manent-data/admin.token (or
-$MANENT_DATA_DIR/admin.token).
+MANENT_TOKEN, then the selected context (--context, MANENT_CONTEXT or
+current_context: in the config file; see 'manent context' and 'manent
+login'), then the config file's top-level "server" and "token"
+($XDG_CONFIG_HOME/manent/config.yaml). Talking to a loopback server
+without a token, the CLI uses the admin token of a local trial server:
+$MANENT_DATA_DIR/admin.token, the token file 'manent-server serve'
+recorded for that address (from any directory), or
+./manent-data/admin.token.
 
 -o json|yaml prints what a command shows as a document with absolute
 RFC 3339 times; --jq <expr> filters that JSON through a jq expression
@@ -43,6 +46,7 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
   manent deploy -f deploy.yml --wait --timeout 20m
   manent status dpl_01JABCDEF -o json
   manent list --environment prod --state ERROR
+  manent --context prod inventory
   manent list --state ERROR --jq '.items[].id'`,
 		Version:       version.String(),
 		SilenceErrors: true,
@@ -97,10 +101,16 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		NewCmdAgent(f, nil),
 		NewCmdSchema(f, nil),
 		NewCmdPolicy(f, nil),
+		NewCmdContext(f),
+		NewCmdLogin(f),
+		NewCmdLogout(f),
 		NewCmdVersion(f, nil),
 		NewCmdCompletion(f, nil),
 	)
 	root.SetHelpCommandGroupID("other")
+	_ = root.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return completeContextNames(f)(nil, nil, "")
+	})
 	registerServerCompletion(root, f) // complete.go: ids, applications, environments, schedules
 	return root
 }

@@ -80,6 +80,10 @@ func serverSetup(e *testscript.Env) error {
 //	                 directory (descriptors need absolute file:// URLs).
 //	waitlog ID TEXT  waits (at most 30 s) until the log of deploy ID has a
 //	                 line containing TEXT.
+//	manentin FILE args...
+//	                 like manent, with the content of FILE on stdin.
+//	filemode FILE PERM
+//	                 asserts FILE's permission bits (octal, e.g. 0600).
 //	fakeserver NAME STATUS [RETRY-AFTER]
 //	                 starts a loopback HTTP server that answers every
 //	                 request with STATUS and a problem+json body (and
@@ -120,6 +124,8 @@ func scriptParams(t *testing.T, dir string, setup func(*testscript.Env) error) t
 			"expandwork": cmdExpandWork,
 			"waitlog":    cmdWaitLog,
 			"fakeserver": cmdFakeServer,
+			"manentin":   cmdManentIn, // script_stdin_test.go
+			"filemode":   cmdFileMode, // script_stdin_test.go
 		},
 	}
 }

@@ -88,7 +88,10 @@ work directories), allows file:// and http(s):// artifacts, and deploys with
 the local plugin into <data-dir>/targets/<application>/<environment> when a
 descriptor names no target. The admin token is MANENT_BOOTSTRAP_TOKEN when
 set, otherwise it is generated, printed once and written to
-<data-dir>/admin.token (mode 0600).
+<data-dir>/admin.token (mode 0600). Listening on a loopback address, the
+trial server records that file's path for its address in
+$XDG_CONFIG_HOME/manent/trial-servers.yaml (default ~/.config; mode 0600),
+where the manent CLI finds it from any directory.
 
 Several workers share one PostgreSQL database, each with its own
 --executor-id (docs/operations.md): each records a heartbeat every
@@ -175,6 +178,14 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	fmt.Fprintf(stdout, "manent-server %s listening on %s (%s, executor %s, data in %s)\n", version.Version, addr, mode, cfg.ExecutorID, cfg.DataDir)
 	if created {
 		fmt.Fprintf(stdout, "admin token (shown once, also in %s): %s\n", filepath.Join(cfg.DataDir, "admin.token"), token)
+	}
+	if cfg.Trial && os.Getenv("MANENT_BOOTSTRAP_TOKEN") == "" {
+		// The CLI finds the admin token from any directory (SPEC §8.1).
+		if rec, err := recordTrialServer(ln.Addr(), cfg.DataDir); err != nil {
+			log.Warn("the CLI will find the admin token only in this directory", "err", err)
+		} else if rec != "" {
+			fmt.Fprintf(stdout, "the manent CLI finds this token from any directory (recorded in %s)\n", rec)
+		}
 	}
 	log.Info("listening", "addr", addr, "executor_id", cfg.ExecutorID, "database", redactDB(cfg.Database), "trial", cfg.Trial)
 

@@ -27,6 +27,9 @@ type Store struct {
 	rdb      *sql.DB
 	pool     *pgxpool.Pool // PostgreSQL only
 	postgres bool
+	// ckpt runs SQLite's WAL checkpoints off the commit path
+	// (checkpoint.go); nil on PostgreSQL.
+	ckpt *checkpointer
 	// hooks hands the events of each committed transaction to OnCommit
 	// listeners (stream.go).
 	hooks commitHooks
@@ -63,7 +66,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		dsn := "file:" + path + "?_txlock=immediate" +
 			"&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=foreign_keys(1)" +
-			"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)"
+			"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)"
 		// Writers queue in Go behind one gate (sqlitegate.go), so a
 		// connection waiting its turn costs nothing: the pool is larger
 		// than the read pool, and queries on it (DBOS reads its own
@@ -91,7 +94,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
-		return &Store{db: db, rdb: rdb}, nil
+		return &Store{db: db, rdb: rdb, ckpt: startCheckpointer(db, checkpointEvery)}, nil
 	}
 	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
 }
@@ -161,6 +164,9 @@ func (s *Store) Postgres() bool { return s.postgres }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	if s.ckpt != nil {
+		s.ckpt.stop()
+	}
 	err := s.db.Close()
 	if s.rdb != s.db {
 		err = errors.Join(err, s.rdb.Close())
