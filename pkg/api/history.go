@@ -160,6 +160,24 @@ func (c *Client) Rollback(ctx context.Context, application, environment string, 
 	return &out, err
 }
 
+// RollbackIdempotent is Rollback with an Idempotency-Key (SPEC §11.1): the
+// server answers a repeat of the key with the first rollback's deploy, so
+// the request is retried like a read after a dropped connection or a
+// 503/429. replayed says the answer was such a repeat.
+func (c *Client) RollbackIdempotent(ctx context.Context, application, environment string, req RollbackRequest, key string) (res *RollbackResult, replayed bool, err error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, false, err
+	}
+	var out RollbackResult
+	h, err := c.send(ctx, request{method: http.MethodPost, path: envPath(application, environment, "rollback"),
+		contentType: "application/json", body: body, idempotent: true, header: http.Header{IdempotencyKeyHeader: {key}}}, &out)
+	if h != nil {
+		replayed = h.Get(IdempotentReplayedHeader) == "true"
+	}
+	return &out, replayed, err
+}
+
 // DORA returns the four DORA figures.
 func (c *Client) DORA(ctx context.Context, o DORAOptions) (*DORA, error) {
 	q := url.Values{}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,30 +18,57 @@ type ActivityOptions struct {
 	Client   func() (*api.Client, error)
 	Exporter *Exporter
 	Now      func() time.Time
+	// StreamHTTP is the HTTP client of the event stream (--watch).
+	StreamHTTP func() *http.Client
+
+	// Watch follows the activity after printing it (activity_watch.go).
+	Watch bool
+	// Interval is how often --watch refreshes without an event.
+	Interval time.Duration
 }
 
 // NewCmdActivity builds `manent activity`.
 func NewCmdActivity(f *Factory, runF func(*ActivityOptions) error) *cobra.Command {
-	opts := &ActivityOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
-	return &cobra.Command{
+	opts := &ActivityOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, StreamHTTP: f.StreamHTTP}
+	cmd := &cobra.Command{
 		Use:   "activity",
 		Short: "Show everything running or waiting now, and why it waits",
 		Long: `Show every deploy that runs or waits now, grouped by environment: the
 running ones with the step they are in, then the queued ones with their
 place in the queue of their application/environment and the deploy ahead
 of them, then those waiting for approvals, dependencies or a start time,
-with what they wait for.`,
+with what they wait for. AGE is when a running deploy started or a waiting
+one was submitted ("3m ago"); -o json/yaml have the RFC 3339 times.
+
+With --watch (-w) the command prints the activity as one table with an
+ENVIRONMENT column, then keeps running and prints a row whenever a deploy
+appears, changes state or reason (e.g. moves up the queue), or leaves the
+activity (with its final state: "finished", or why it failed), until
+Ctrl-C, which ends it with exit 0. It learns of changes from the server's
+event stream and also asks again every --interval. With -o json (or --jq)
+it prints one activity item per line instead: each one at the start, then
+each change.`,
 		Example: `  manent activity
-  manent activity -o json | jq '.environments[] | select(.environment == "prod") | .items[].reason'`,
+  manent activity -o json | jq '.environments[] | select(.environment == "prod") | .items[].reason'
+
+  # follow what runs and waits, until Ctrl-C
+  manent activity --watch
+  manent activity -w --jq 'select(.environment == "prod") | "\(.id) \(.state)"'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
+			if opts.Interval < minWatchInterval {
+				return usageErrorf("--interval must be at least %s", minWatchInterval)
+			}
 			if runF != nil {
 				return runF(opts)
 			}
 			return activityRun(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().BoolVarP(&opts.Watch, "watch", "w", false, "after the activity, print each change until Ctrl-C")
+	cmd.Flags().DurationVar(&opts.Interval, "interval", DefaultWatchInterval, "with --watch, ask the server again at least this often")
+	return cmd
 }
 
 func activityRun(ctx context.Context, opts *ActivityOptions) error {
@@ -55,6 +83,9 @@ func activityRun(ctx context.Context, opts *ActivityOptions) error {
 	if res.Environments == nil {
 		res.Environments = []api.ActivityGroup{}
 	}
+	if opts.Watch {
+		return activityWatch(ctx, opts, client, res)
+	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, res)
 	}
@@ -68,7 +99,7 @@ func activityRun(ctx context.Context, opts *ActivityOptions) error {
 			fmt.Fprintln(opts.IO.Out)
 		}
 		fmt.Fprintln(opts.IO.Out, opts.IO.Bold("Environment "+g.Environment))
-		t := opts.IO.NewTable("ID", "APPLICATION", "VERSION", "STATE", "FOR", "WHY").StateColumn(3)
+		t := opts.IO.NewTable("ID", "APPLICATION", "VERSION", "STATE", "AGE", "WHY").StateColumn(3)
 		for _, it := range g.Items {
 			t.AddRow(it.ID, it.Application, it.Version, string(it.State), activityAge(it, now), activityWhy(it))
 		}
@@ -79,17 +110,14 @@ func activityRun(ctx context.Context, opts *ActivityOptions) error {
 	return nil
 }
 
-// activityAge is how long a deploy has been running (since it started) or
-// waiting (since it was submitted).
+// activityAge is when a running deploy started, or when a waiting one was
+// submitted, relative to now ("3m ago").
 func activityAge(it api.ActivityItem, now time.Time) string {
 	since := it.CreatedAt
 	if it.State == manent.StatePending && it.StartedAt != nil {
 		since = *it.StartedAt
 	}
-	if since.IsZero() {
-		return ""
-	}
-	return formatDuration(now.Sub(since))
+	return relativeTime(since, now)
 }
 
 // activityWhy says what a deploy does or waits for.

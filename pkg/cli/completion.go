@@ -20,7 +20,16 @@ func NewCmdCompletion(f *Factory, runF func(*CompletionOptions) error) *cobra.Co
 		Use:   "completion bash|zsh|fish|powershell",
 		Short: "Print a shell completion script",
 		Long: `Print the completion script for a shell. Load it in the current shell or
-install it where your shell looks for completions.`,
+install it where your shell looks for completions.
+
+Besides commands and flags, the shell completes from the configured server
+(--server/--token, MANENT_SERVER/MANENT_TOKEN, the config file): deploy ids
+for status, open, steps, logs, wait, cancel, approve and reject (wait and
+cancel offer deploys not final yet, approve and reject those awaiting
+approval), applications and environments for history and rollback and
+for --application/--environment of list and dora, and schedule ids for
+'schedules delete'. The server gets 2 s; when it cannot answer, nothing is
+offered.`,
 		Example: `  # bash, current shell
   source <(manent completion bash)
 

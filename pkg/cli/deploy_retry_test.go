@@ -27,6 +27,8 @@ import (
 type submitFaults struct {
 	target      string
 	busy, drops int
+	// path is the POST route that fails; "" is the submit route.
+	path string
 
 	mu   sync.Mutex
 	seen int
@@ -35,7 +37,11 @@ type submitFaults struct {
 
 func (p *submitFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	submit := r.Method == http.MethodPost && r.URL.Path == "/api/v1/deployments"
+	path := p.path
+	if path == "" {
+		path = "/api/v1/deployments"
+	}
+	submit := r.Method == http.MethodPost && r.URL.Path == path
 	n := 0
 	if submit {
 		p.mu.Lock()
@@ -187,5 +193,65 @@ func TestDeployIdempotencyKeyFlag(t *testing.T) {
 	code, _, stderr = runCLI(t, env, "deploy", "-f", file, "--idempotency-key", "bad\x01key")
 	if code != 2 || !strings.Contains(stderr, "--idempotency-key must be printable ASCII") {
 		t.Errorf("a control character in the key: exit %d, stderr %q; want 2 and a usage error", code, stderr)
+	}
+}
+
+// `manent rollback --wait` through a 503 and a connection dropped after the
+// server committed the rollback: the CLI retries with one Idempotency-Key
+// and the server answers the retry with the first rollback's deploy, so
+// one rollback deploy exists and the CLI follows it to SUCCESS.
+func TestRollbackRetriesWithOneIdempotencyKey(t *testing.T) {
+	srv := servertest.Start(t)
+	direct := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		if code, _, stderr := runCLI(t, direct, "deploy", "-f", writeDescriptor(t, v), "--wait"); code != 0 {
+			t.Fatalf("deploy %s: exit %d\n%s", v, code, stderr)
+		}
+	}
+	proxy := &submitFaults{target: srv.URL, busy: 1, drops: 1, path: "/api/v1/environments/billing/prod/rollback"}
+	ps := httptest.NewServer(proxy)
+	defer ps.Close()
+
+	code, stdout, stderr := runCLI(t, map[string]string{"MANENT_SERVER": ps.URL, "MANENT_TOKEN": srv.Token},
+		"rollback", "billing", "prod", "--wait", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	var d struct{ ID, State, Version, RollbackOf string }
+	if err := json.Unmarshal([]byte(stdout), &d); err != nil {
+		t.Fatalf("stdout is not the deployment: %v\n%s", err, stdout)
+	}
+	if d.State != "SUCCESS" || d.Version != "1.0.0" {
+		t.Fatalf("CLI printed %+v, want the rollback to 1.0.0, SUCCESS", d)
+	}
+	list, err := srv.Client().List(context.Background(), api.ListOptions{Application: "billing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rollbacks []string
+	for _, it := range list.Items {
+		if it.RollbackOf != "" {
+			rollbacks = append(rollbacks, it.ID)
+		}
+	}
+	if len(list.Items) != 3 || len(rollbacks) != 1 || rollbacks[0] != d.ID {
+		t.Fatalf("server holds %d deploys, rollbacks %v; want 3 and the one rollback %s", len(list.Items), rollbacks, d.ID)
+	}
+	keys := proxy.sentKeys()
+	if len(keys) != 3 || !strings.HasPrefix(keys[0], "manent-cli-") || keys[1] != keys[0] || keys[2] != keys[0] {
+		t.Fatalf("keys sent %q, want three requests with one manent-cli- key", keys)
+	}
+	if strings.Contains(stderr, "already rolled back") {
+		t.Errorf("the CLI's own retry was announced as a repeat:\n%s", stderr)
+	}
+
+	// --idempotency-key given again: the first rollback's answer, said so.
+	code, first, _ := runCLI(t, direct, "rollback", "billing", "prod", "--idempotency-key", "ci-rb-7", "-o", "json")
+	if code != 0 {
+		t.Fatalf("rollback with a key: exit %d", code)
+	}
+	code, second, stderr := runCLI(t, direct, "rollback", "billing", "prod", "--idempotency-key", "ci-rb-7", "-o", "json")
+	if code != 0 || first != second || !strings.Contains(stderr, `notice: already rolled back with idempotency key "ci-rb-7"`) {
+		t.Fatalf("repeat: exit %d, stdout\n%s\nwant\n%s\nstderr %s", code, second, first, stderr)
 	}
 }

@@ -1,7 +1,8 @@
 // Package cli is the manent command line: the root command and one file per
 // verb (Options struct, NewCmdX(f, runF) constructor, xRun function), the
 // Factory that hands commands their lazily built dependencies, the IOStreams
-// every command writes through, the one -o json|yaml Exporter, and the one
+// every command writes through, the one -o json|yaml Exporter (which also
+// applies --jq, through github.com/itchyny/gojq), and the one
 // mapping from errors to exit codes (exitcode.go). Everything the server
 // says is printed through one sanitiser (sanitize.go) and IOStreams guards
 // stdout and stderr, so no control character from the server reaches the

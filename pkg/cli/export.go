@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/itchyny/gojq"
 	"gopkg.in/yaml.v3"
 )
 
@@ -22,7 +23,11 @@ const (
 
 // formatValue is the pflag.Value behind -o: a wrong value is refused while
 // flags are parsed, so it is a usage error for every command.
-type formatValue struct{ f *Format }
+type formatValue struct {
+	f *Format
+	// jq, when set, is told that -o was given explicitly (see jqFlag).
+	jq *jqFlag
+}
 
 func (v formatValue) String() string {
 	if v.f == nil || *v.f == "" {
@@ -35,6 +40,12 @@ func (v formatValue) Set(s string) error {
 	switch f := Format(s); f {
 	case FormatTable, FormatJSON, FormatYAML:
 		*v.f = f
+		if v.jq != nil {
+			v.jq.formatSet = true
+			if v.jq.code != nil {
+				return v.jq.conflict()
+			}
+		}
 		return nil
 	}
 	return fmt.Errorf("must be one of table, json, yaml")
@@ -47,6 +58,8 @@ func (v formatValue) Type() string { return "format" }
 // document as the JSON (same field names and order), converted by yaml.v3.
 type Exporter struct {
 	format Format
+	// jq filters the JSON document (--jq); nil prints it whole.
+	jq *gojq.Code
 }
 
 // NewExporter returns the exporter for format, or nil for table output.
@@ -57,11 +70,19 @@ func NewExporter(format Format) *Exporter {
 	return nil
 }
 
+// newJQExporter returns the exporter of --jq: JSON filtered through code.
+func newJQExporter(code *gojq.Code) *Exporter {
+	return &Exporter{format: FormatJSON, jq: code}
+}
+
 // Format returns the exporter's format.
 func (e *Exporter) Format() Format { return e.format }
 
 // Write writes v to w.
 func (e *Exporter) Write(w io.Writer, v any) error {
+	if e.jq != nil {
+		return writeJQ(w, e.jq, v)
+	}
 	data, err := marshalJSON(v, true)
 	if err != nil {
 		return err
@@ -81,6 +102,9 @@ func (e *Exporter) Write(w io.Writer, v any) error {
 // WriteStream writes one item of a stream (logs -f): a compact JSON object
 // per line, or one YAML document per item.
 func (e *Exporter) WriteStream(w io.Writer, v any) error {
+	if e.jq != nil {
+		return writeJQ(w, e.jq, v)
+	}
 	data, err := marshalJSON(v, false)
 	if err != nil {
 		return err

@@ -49,6 +49,7 @@ type Factory struct {
 
 	flags  *pflag.FlagSet
 	format Format
+	jq     jqFlag
 }
 
 // NewFactory builds the factory for one invocation. The global flags it
@@ -70,7 +71,9 @@ func NewFactory(inv Invocation) *Factory {
 	fs.String("token", "", "bearer token (env MANENT_TOKEN)")
 	fs.String("config", "", "CLI config file (env MANENT_CONFIG; default $XDG_CONFIG_HOME/manent/config.yaml)")
 	fs.String("context", "", "named context of the config file to use (env MANENT_CONTEXT; see 'manent context')")
-	fs.VarP(formatValue{&f.format}, "output", "o", "output format: table, json or yaml")
+	f.jq.format = &f.format
+	fs.VarP(formatValue{f: &f.format, jq: &f.jq}, "output", "o", "output format: table, json or yaml")
+	fs.Var(&f.jq, "jq", "filter the JSON output with a jq expression (implies -o json); strings print raw")
 	fs.Duration("request-timeout", DefaultRequestTimeout, "bound on each HTTP request to the server, 0 for none (env MANENT_REQUEST_TIMEOUT)")
 	f.flags = fs
 
@@ -93,7 +96,12 @@ func NewFactory(inv Invocation) *Factory {
 		}
 		return api.NewClientWith(cfg.Server, cfg.Token, inv.HTTPClient, clientOptions(cfg)), nil
 	})
-	f.Exporter = func() *Exporter { return NewExporter(f.format) }
+	f.Exporter = func() *Exporter {
+		if f.jq.code != nil {
+			return newJQExporter(f.jq.code)
+		}
+		return NewExporter(f.format)
+	}
 	f.StreamHTTP = func() *http.Client {
 		// A stream lasts as long as the deploy, but its first answer is
 		// bounded by the request timeout like any other request, and a
@@ -124,7 +132,7 @@ func clientOptions(cfg *Config) api.Options {
 }
 
 // GlobalFlags returns the flags every command takes: --server, --token,
-// --config, --context, -o/--output and --request-timeout.
+// --config, --context, -o/--output, --jq and --request-timeout.
 func (f *Factory) GlobalFlags() *pflag.FlagSet { return f.flags }
 
 // ReadInput reads a file named on the command line ("-" is stdin) and returns

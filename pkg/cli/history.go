@@ -22,6 +22,7 @@ type HistoryOptions struct {
 	IO       *IOStreams
 	Client   func() (*api.Client, error)
 	Exporter *Exporter
+	Now      func() time.Time
 
 	Application string
 	Environment string
@@ -31,14 +32,16 @@ type HistoryOptions struct {
 
 // NewCmdHistory builds `manent history`.
 func NewCmdHistory(f *Factory, runF func(*HistoryOptions) error) *cobra.Command {
-	opts := &HistoryOptions{IO: f.IOStreams, Client: f.Client}
+	opts := &HistoryOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "history <application> <environment>",
 		Short: "Show an environment's deploys, newest first, marking the current release",
 		Long: `Show the deploys of one application in one environment, newest first, one
 page at a time. The deploy whose release is live now is marked with "*" in
 the CURRENT column (current: true in -o json); a deploy made by
-'manent rollback' names the deploy it went back from in ROLLBACK OF.`,
+'manent rollback' names the deploy it went back from in ROLLBACK OF.
+AGE (when it was submitted) and FINISHED are relative ("3m ago"); -o
+json/yaml have the RFC 3339 times.`,
 		Example: `  manent history billing prod
   manent history billing prod --limit 5 -o json | jq -r '.items[] | select(.current) | .version'`,
 		Args: exactArgs(2, "an application and an environment"),
@@ -78,13 +81,14 @@ func historyRun(ctx context.Context, opts *HistoryOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "no deploys of %s in %s yet\n", safeText(opts.Application), safeText(opts.Environment))
 		return nil
 	}
-	t := opts.IO.NewTable("CURRENT", "ID", "VERSION", "STATE", "REQUESTER", "CREATED", "FINISHED", "ROLLBACK OF", "ERROR").StateColumn(3)
+	now := opts.Now()
+	t := opts.IO.NewTable("CURRENT", "ID", "VERSION", "STATE", "REQUESTER", "AGE", "FINISHED", "ROLLBACK OF", "ERROR").StateColumn(3)
 	for _, e := range res.Items {
 		mark := ""
 		if e.Current {
 			mark = "*"
 		}
-		t.AddRow(mark, e.ID, e.Version, string(e.State), e.Requester, formatTime(e.CreatedAt), formatTimePtr(e.FinishedAt),
+		t.AddRow(mark, e.ID, e.Version, string(e.State), e.Requester, relativeTime(e.CreatedAt, now), relativeTimePtr(e.FinishedAt, now),
 			e.RollbackOf, truncate(e.Error, 60))
 	}
 	if err := t.Render(); err != nil {
@@ -113,6 +117,9 @@ type RollbackOptions struct {
 	To          string
 	Wait        bool
 	Timeout     time.Duration
+	// IdempotencyKey is sent as Idempotency-Key; "" makes a fresh one for
+	// this invocation.
+	IdempotencyKey string
 }
 
 // NewCmdRollback builds `manent rollback`.
@@ -137,17 +144,28 @@ answers 409 and the command exits 1.
 
 With --wait the command follows the new deploy like 'deploy --wait' and
 exits 0 if it ended SUCCESS, 1 otherwise, 3 on --timeout, 4 if the server is
-unreachable.`,
+unreachable.
+
+Like 'deploy', a rollback carries an Idempotency-Key, fresh for each
+invocation unless --idempotency-key gives one: after a dropped connection
+or a 503/429 it is sent again with the same key, and the server answers
+the repeat with the deploy the first request created, never a second one.`,
 		Example: `  manent rollback billing prod
   # deploy dpl_01J… submitted: ENQUEUED (1.4.1, rollback of dpl_01H…)
 
-  manent rollback billing prod --to 1.3.0 --wait --timeout 15m`,
+  manent rollback billing prod --to 1.3.0 --wait --timeout 15m
+
+  # a CI job that may be re-run rolls back once
+  manent rollback billing prod --idempotency-key "rollback-$CI_PIPELINE_ID"`,
 		Args: exactArgs(2, "an application and an environment"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
 			opts.Application, opts.Environment = args[0], args[1]
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
+			}
+			if err := checkIdempotencyKey(opts.IdempotencyKey); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(opts)
@@ -158,6 +176,7 @@ unreachable.`,
 	cmd.Flags().StringVar(&opts.To, "to", "", "the version to go back to (default: the release before the current one)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the new deploy until it is final")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
+	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the rollback (default: a fresh one per invocation)")
 	return cmd
 }
 
@@ -166,9 +185,17 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 	if err != nil {
 		return err
 	}
-	res, err := client.Rollback(ctx, opts.Application, opts.Environment, api.RollbackRequest{To: opts.To})
+	key := opts.IdempotencyKey
+	if key == "" {
+		key = newIdempotencyKey()
+	}
+	res, replayed, err := client.RollbackIdempotent(ctx, opts.Application, opts.Environment, api.RollbackRequest{To: opts.To}, key)
 	if err != nil {
 		return err
+	}
+	if replayed && opts.IdempotencyKey != "" {
+		// Our own retries replay silently; a key given again is worth saying.
+		fmt.Fprintf(opts.IO.ErrOut, "notice: already rolled back with idempotency key %q: this is the first request's answer\n", key)
 	}
 	if res.Notice != "" {
 		fmt.Fprintf(opts.IO.ErrOut, "notice: %s\n", safeLines(res.Notice))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ type ListOptions struct {
 	IO       *IOStreams
 	Client   func() (*api.Client, error)
 	Exporter *Exporter
+	Now      func() time.Time
 
 	Application string
 	Environment string
@@ -26,12 +28,13 @@ type ListOptions struct {
 
 // NewCmdList builds `manent list`.
 func NewCmdList(f *Factory, runF func(*ListOptions) error) *cobra.Command {
-	opts := &ListOptions{IO: f.IOStreams, Client: f.Client}
+	opts := &ListOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	cmd := &cobra.Command{
 		Use:   "list [--application A] [--environment E] [--state S]",
 		Short: "List deploys, newest first",
 		Long: `List deploys, newest first, one page at a time. When there are more, the
-command to see the next page is printed on stderr.`,
+command to see the next page is printed on stderr. AGE is how long ago the
+deploy was submitted ("3m ago"); -o json/yaml have the RFC 3339 times.`,
 		Example: `  manent list
   manent list --application billing --environment prod --limit 5
   manent list --state ERROR -o json | jq -r '.items[].id'`,
@@ -103,9 +106,10 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 			return err
 		}
 	} else {
-		t := opts.IO.NewTable("ID", "APPLICATION", "ENVIRONMENT", "VERSION", "STATE", "REQUESTER", "CREATED").StateColumn(4)
+		now := opts.Now()
+		t := opts.IO.NewTable("ID", "APPLICATION", "ENVIRONMENT", "VERSION", "STATE", "REQUESTER", "AGE").StateColumn(4)
 		for _, d := range out.Items {
-			t.AddRow(d.ID, d.Application, d.Environment, d.Version, string(d.State), d.Requester, formatTime(d.CreatedAt))
+			t.AddRow(d.ID, d.Application, d.Environment, d.Version, string(d.State), d.Requester, relativeTime(d.CreatedAt, now))
 		}
 		if t.Len() == 0 {
 			fmt.Fprintln(opts.IO.ErrOut, "no deploys")

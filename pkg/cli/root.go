@@ -26,6 +26,10 @@ $MANENT_DATA_DIR/admin.token, the token file 'manent-server serve'
 recorded for that address (from any directory), or
 ./manent-data/admin.token.
 
+-o json|yaml prints what a command shows as a document with absolute
+RFC 3339 times; --jq <expr> filters that JSON through a jq expression
+(strings print raw, other values as compact JSON, one per line).
+
 Each request is bounded by --request-timeout (default 30s); reads and
 'deploy' (which sends an Idempotency-Key) are retried a few times after a
 503/429, honouring the server's Retry-After, or a dropped connection.
@@ -42,7 +46,8 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
   manent deploy -f deploy.yml --wait --timeout 20m
   manent status dpl_01JABCDEF -o json
   manent list --environment prod --state ERROR
-  manent --context prod inventory`,
+  manent --context prod inventory
+  manent list --state ERROR --jq '.items[].id'`,
 		Version:       version.String(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -106,6 +111,7 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 	_ = root.RegisterFlagCompletionFunc("context", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return completeContextNames(f)(nil, nil, "")
 	})
+	registerServerCompletion(root, f) // complete.go: ids, applications, environments, schedules
 	return root
 }
 

@@ -15,6 +15,7 @@ type SchedulesOptions struct {
 	IO       *IOStreams
 	Client   func() (*api.Client, error)
 	Exporter *Exporter
+	Now      func() time.Time
 
 	Delete string
 }
@@ -36,12 +37,14 @@ that fires more often than its schedules.min_interval (default 1m).`,
   manent schedules delete sch_4f1c2a9e0b7d3c11`,
 	}
 	list := &cobra.Command{
-		Use:     "list",
-		Short:   "List the recurring deploys",
+		Use:   "list",
+		Short: "List the recurring deploys",
+		Long: `List the recurring deploys. LAST TICK and NEXT TICK are relative ("3m ago",
+"in 2h"); -o json/yaml have the RFC 3339 times.`,
 		Example: `  manent schedules list -o json`,
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			opts := &SchedulesOptions{IO: f.IOStreams, Client: f.Client, Exporter: f.Exporter()}
+			opts := &SchedulesOptions{IO: f.IOStreams, Client: f.Client, Exporter: f.Exporter(), Now: f.Now}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -84,16 +87,11 @@ func schedulesRun(ctx context.Context, opts *SchedulesOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, res)
 	}
+	now := opts.Now()
 	t := opts.IO.NewTable("ID", "APPLICATION", "ENVIRONMENT", "CRON", "STATE", "LAST TICK", "NEXT TICK", "LAST DEPLOY", "LAST ERROR")
 	for _, s := range res.Items {
-		last, next := "-", "-"
-		if s.LastTick != nil {
-			last = s.LastTick.UTC().Format(time.RFC3339)
-		}
-		if s.NextTick != nil {
-			next = s.NextTick.UTC().Format(time.RFC3339)
-		}
-		t.AddRow(s.ID, s.Application, s.Environment, s.Cron, s.State, last, next, orDash(s.LastDeploy), orDash(s.LastError))
+		t.AddRow(s.ID, s.Application, s.Environment, s.Cron, s.State, relativeTimePtr(s.LastTick, now), relativeTimePtr(s.NextTick, now),
+			orDash(s.LastDeploy), orDash(s.LastError))
 	}
 	return t.Render()
 }

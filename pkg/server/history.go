@@ -1,7 +1,9 @@
 package server
 
 import (
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -111,6 +113,17 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Idempotency-Key (SPEC §11.1), as for a submission: a repeat gets the
+	// first answer (the same deploy) before anything is computed again.
+	key, err := idempotencyKey(r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	keyed := rollbackDigestBody(r, body)
+	if key != "" && s.replay(w, r, p, key, keyed) {
+		return
+	}
 	if !s.limitSubmission(w, r, p) {
 		return
 	}
@@ -168,7 +181,20 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	rec, err := s.eng.Submit(r.Context(), adm.Input, adm.Decision)
+	result := func(rec *store.Record) api.RollbackResult {
+		return api.RollbackResult{ID: rec.ID, State: rec.State, Version: rec.Version,
+			RollbackOf: cur.DeploymentID, From: from.ID, Notice: adm.Input.Notice}
+	}
+	var also []func(*sql.Tx, *store.Record) error
+	if key != "" {
+		also = append(also, func(tx *sql.Tx, rec *store.Record) error {
+			return s.recordIdempotency(r.Context(), tx, p, key, keyed, http.StatusAccepted, result(rec))
+		})
+	}
+	rec, err := s.eng.Submit(r.Context(), adm.Input, adm.Decision, also...)
+	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, keyed) {
+		return // a concurrent request with the same key won
+	}
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -178,6 +204,5 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("rollback accepted", "deploy", rec.ID, "application", app, "environment", env,
 		"version", rec.Version, "rollback_of", cur.DeploymentID, "from", from.ID, "requester", rec.Requester)
 	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)
-	writeJSON(w, http.StatusAccepted, api.RollbackResult{ID: rec.ID, State: rec.State, Version: rec.Version,
-		RollbackOf: cur.DeploymentID, From: from.ID, Notice: adm.Input.Notice})
+	writeJSON(w, http.StatusAccepted, result(rec))
 }

@@ -22,6 +22,10 @@ import (
 // sent again with the same key once the cause is fixed. The answer is
 // recorded in the transaction that makes the deploy durable, so a client
 // that lost the connection can always retry safely.
+//
+// POST …/environments/{application}/{environment}/rollback honours the
+// header the same way (see rollbackDigestBody): a repeated rollback
+// answers with the deploy the first one created.
 
 const (
 	idempotencyHeader = "Idempotency-Key"
@@ -84,12 +88,21 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request, p manent.Identit
 	return true
 }
 
-// recordIdempotency records the answer to key in tx.
-func (s *Server) recordIdempotency(ctx context.Context, tx *sql.Tx, p manent.Identity, key string, body []byte, status int, res api.SubmitResult) error {
+// recordIdempotency records the answer to key in tx (res is the answer's
+// JSON document: an api.SubmitResult, or an api.RollbackResult).
+func (s *Server) recordIdempotency(ctx context.Context, tx *sql.Tx, p manent.Identity, key string, body []byte, status int, res any) error {
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return err
 	}
 	return s.st.RecordIdempotency(ctx, tx, store.Idempotency{Identity: p.Subject, Key: key, BodySHA256: bodyDigest(body),
 		Status: status, Response: append(b, '\n')})
+}
+
+// rollbackDigestBody is what a rollback's Idempotency-Key is bound to: the
+// route (application and environment) and the body. Two rollbacks of
+// different environments with the same key and an empty body are different
+// requests (422 for the second), and so is a submission with that key.
+func rollbackDigestBody(r *http.Request, body []byte) []byte {
+	return append([]byte(r.Method+" "+r.URL.EscapedPath()+"\n"), body...)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 func submitWithKey(t *testing.T, url, token, key, body string) (int, api.SubmitResult, http.Header) {
@@ -143,4 +144,96 @@ func TestLockedDatabaseIs503(t *testing.T) {
 	if _, err := api.NewClient(srv.URL, "admin-token", nil).Submit(context.Background(), simple(artifactFile(t), "staging", "2", ""), false); err != nil {
 		t.Fatalf("submit after the lock: %v", err)
 	}
+}
+
+func rollbackWithKey(t *testing.T, url, app, env, key, body string) (int, api.RollbackResult, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/environments/"+app+"/"+env+"/rollback", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer admin-token")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res api.RollbackResult
+	_ = json.NewDecoder(resp.Body).Decode(&res)
+	return resp.StatusCode, res, resp.Header
+}
+
+// A rollback honours Idempotency-Key like a submission: a repeat gets the
+// first answer (the same deploy, Idempotent-Replayed: true) although the
+// current release has changed meanwhile; the key is bound to the route and
+// the body, so the same key for another environment, another --to or a
+// submission is a 422; racing repeats create one deploy.
+func TestIdempotentRollback(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil)
+		admin := api.NewClient(srv.URL, "admin-token", nil)
+		ctx := context.Background()
+		art := artifactFile(t)
+		for _, env := range []string{"staging", "prod"} {
+			for _, v := range []string{"1", "2", "3"} {
+				res, err := admin.Submit(ctx, simple(art, env, v, ""), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitFor(t, admin, res.ID, manent.StateSuccess)
+			}
+		}
+		status, first, h := rollbackWithKey(t, srv.URL, "billing", "staging", "rb-1", "")
+		if status != http.StatusAccepted || first.ID == "" || first.Version != "2" || h.Get("Idempotent-Replayed") != "" {
+			t.Fatalf("first rollback: %d %+v %v", status, first, h)
+		}
+		waitFor(t, admin, first.ID, manent.StateSuccess) // the current release is now 2
+		status, again, h := rollbackWithKey(t, srv.URL, "billing", "staging", "rb-1", "")
+		if status != http.StatusAccepted || again != first || h.Get("Idempotent-Replayed") != "true" ||
+			h.Get("Location") != "/api/v1/deployments/"+first.ID {
+			t.Fatalf("repeat: %d %+v %v, want the first answer %+v replayed", status, again, h, first)
+		}
+		for _, tt := range []struct{ env, body string }{{"prod", ""}, {"staging", `{"to":"1"}`}} {
+			if status, _, _ := rollbackWithKey(t, srv.URL, "billing", tt.env, "rb-1", tt.body); status != http.StatusUnprocessableEntity {
+				t.Errorf("key rb-1 for %s %s: %d, want 422", tt.env, tt.body, status)
+			}
+		}
+		if status, _, _ := submitWithKey(t, srv.URL, "admin-token", "rb-1", string(simple(art, "staging", "4", ""))); status != http.StatusUnprocessableEntity {
+			t.Errorf("key rb-1 for a submission: %d, want 422", status)
+		}
+
+		var wg sync.WaitGroup
+		ids := make([]string, 6)
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if status, res, _ := rollbackWithKey(t, srv.URL, "billing", "prod", "race", ""); status == http.StatusAccepted {
+					ids[i] = res.ID
+				}
+			}()
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if id == "" || id != ids[0] {
+				t.Fatalf("racing rollbacks answered %v: want one id, 6 times", ids)
+			}
+		}
+		list, err := admin.List(ctx, api.ListOptions{Application: "billing", Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rollbacks := 0
+		for _, d := range list.Items {
+			if d.RollbackOf != "" {
+				rollbacks++
+			}
+		}
+		if rollbacks != 2 {
+			t.Fatalf("%d rollback deploys, want 2 (one per key)", rollbacks)
+		}
+	})
 }
