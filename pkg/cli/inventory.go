@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,17 +17,20 @@ type InventoryOptions struct {
 	IO       *IOStreams
 	Client   func() (*api.Client, error)
 	Exporter *Exporter
+	// Now is the clock the FINISHED column is relative to.
+	Now func() time.Time
 }
 
 // NewCmdInventory builds `manent inventory`.
 func NewCmdInventory(f *Factory, runF func(*InventoryOptions) error) *cobra.Command {
-	opts := &InventoryOptions{IO: f.IOStreams, Client: f.Client}
+	opts := &InventoryOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now}
 	return &cobra.Command{
 		Use:   "inventory",
 		Short: "Show the current release and last failure of every environment",
 		Long: `Show, for every application and environment, the current release (the
 version of the last SUCCESS deploy) and the last failure with its error and
-rollback outcome.`,
+rollback outcome. FINISHED is how long ago the current release's deploy
+ended ("3m ago"); -o json and -o yaml carry the RFC 3339 time.`,
 		Example: `  manent inventory
   manent inventory -o json | jq '.items[] | select(.environment == "prod")'`,
 		Args: noArgs,
@@ -60,10 +64,14 @@ func inventoryRun(ctx context.Context, opts *InventoryOptions) error {
 		return nil
 	}
 	t := opts.IO.NewTable("APPLICATION", "ENVIRONMENT", "CURRENT", "DEPLOY", "FINISHED", "LAST FAILURE")
+	now := time.Now()
+	if opts.Now != nil {
+		now = opts.Now()
+	}
 	for _, e := range res.Items {
 		var version, id, finished string
 		if c := e.Current; c != nil {
-			version, id, finished = c.Version, c.DeploymentID, formatTimePtr(c.FinishedAt)
+			version, id, finished = c.Version, c.DeploymentID, relativeTimePtr(c.FinishedAt, now)
 		}
 		t.AddRow(e.Application, e.Environment, version, id, finished, lastFailure(e.LastFailure))
 	}
