@@ -17,7 +17,7 @@ import (
 // another executor through Engine.Recover (what `manent-server admin
 // recover` and the takeover of a dead worker call): the steps completed
 // before the stop are not run again, the interrupted one runs again, and
-// the deploy ends SUCCESS. Before Recover the new executor leaves it
+// the deploy ends SUCCESS. Before Recover (on SQLite) the new executor leaves it
 // alone: DBOS recovers only its own executor's workflows at launch.
 func TestRecoverResumesAnotherExecutorsDeploy(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
@@ -45,7 +45,11 @@ if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 12
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(ids, id) {
+		// On PostgreSQL the stopped worker marked itself leaving as it
+		// closed, so the rescuer, elected leader, may have taken the deploy
+		// over already (through the same recovery) and Recover finds nothing
+		// left to do. SQLite has no takeover: Recover must have done it.
+		if !slices.Contains(ids, id) && !strings.HasPrefix(dbURL, "postgres") {
 			t.Fatalf("Recover returned %v, want %s among them", ids, id)
 		}
 		if err := os.WriteFile(release, nil, 0o644); err != nil {
