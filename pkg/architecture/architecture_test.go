@@ -36,6 +36,7 @@ var layers = map[string]int{
 	"pkg/server":      7,
 	"pkg/node":        8,
 	"plugins/builtin": 9, "pkg/servercmd": 9, "pkg/cli": 9,
+	"pkg/agentcmd": 10, "pkg/policycmd": 10, "cmd/manent-agent": 11, "cmd/manent-policy": 11,
 	"pkg/servertest": 10, "cmd/manent": 10, "cmd/manent-server": 10, "scripts/itsm-server": 10,
 	"pkg/architecture": 0, "deploy": 0, // test-only packages
 }

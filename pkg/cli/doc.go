@@ -11,7 +11,11 @@
 // tests drive it in-process with their own arguments, streams and
 // environment.
 //
-// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/governance
-// (`manent policy test`), pkg/clusterstate and pkg/agent (`manent agent`)
-// of this module.
+// `manent agent` and `manent policy test` are defined here (flags, checks,
+// help) but run in the sibling binaries manent-agent and manent-policy
+// (sibling.go; pkg/agentcmd, pkg/policycmd), so that manent links neither
+// client-go nor OPA.
+//
+// It imports pkg/manent, pkg/api, descriptor, pkg/version and
+// pkg/clusterstate of this module.
 package cli

@@ -43,6 +43,9 @@ type Factory struct {
 	WorkDir string
 	// Getenv reads the environment of this invocation.
 	Getenv func(string) string
+	// Environ lists the environment of this invocation for a sibling
+	// binary (see sibling.go); nil passes the variables manent reads.
+	Environ func() []string
 
 	flags  *pflag.FlagSet
 	format Format
@@ -59,6 +62,7 @@ func NewFactory(inv Invocation) *Factory {
 		PollInterval: inv.PollInterval,
 		WorkDir:      inv.Dir,
 		Getenv:       inv.Getenv,
+		Environ:      inv.Environ,
 		format:       FormatTable,
 	}
 
@@ -156,6 +160,10 @@ type Invocation struct {
 	Stderr io.Writer
 	// Getenv reads the environment; nil means an empty environment.
 	Getenv func(string) string
+	// Environ lists the whole environment, passed to a sibling binary
+	// (manent-agent, manent-policy); nil passes only the variables manent
+	// and its siblings read, taken from Getenv.
+	Environ func() []string
 	// Dir is the working directory relative paths resolve against; "" means
 	// the process's.
 	Dir string
