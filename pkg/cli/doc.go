@@ -16,6 +16,6 @@
 // (sibling.go; pkg/agentcmd, pkg/policycmd), so that manent links neither
 // client-go nor OPA.
 //
-// It imports pkg/manent, pkg/api, descriptor, pkg/version and
-// pkg/clusterstate of this module.
+// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry (the
+// event stream's reconnection) and pkg/clusterstate of this module.
 package cli
