@@ -115,6 +115,10 @@ func runSibling(ctx context.Context, f *Factory, cmd *cobra.Command, name string
 	c.Stderr = f.IOStreams.errRaw
 	c.Dir = f.WorkDir
 	c.Env = f.environ()
+	// Streams that are not files are copied through pipes; once the
+	// sibling has exited, the copies get a bounded time to finish (an
+	// input that never ends must not hold manent).
+	c.WaitDelay = 5 * time.Second
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", name, err)
 	}
