@@ -1,5 +1,6 @@
-# manent image: both binaries (manent-server, manent), static, non-root, on
-# distroless/static. Build: docker build -t ghcr.io/manent-io/manent:dev .
+# manent image: the binaries (manent-server, manent and its siblings
+# manent-agent and manent-policy), static, non-root, on distroless/static.
+# Build: docker build -t ghcr.io/manent-io/manent:dev .
 # goreleaser (.goreleaser.yaml) builds the same image from its own binaries
 # with Dockerfile.goreleaser.
 FROM golang:1.26.8-bookworm AS build
@@ -10,10 +11,10 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-s -w -X github.com/manent-io/manent/pkg/version.Version=${VERSION}" \
-      -o /out/ ./cmd/manent-server ./cmd/manent
+      -o /out/ ./cmd/...
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/manent-server /out/manent /usr/local/bin/
+COPY --from=build /out/manent-server /out/manent /out/manent-agent /out/manent-policy /usr/local/bin/
 # 65532:65532 is distroless's nonroot user; /data is the SQLite data dir.
 USER 65532:65532
 WORKDIR /data

@@ -281,8 +281,8 @@ func TestAgentManifests(t *testing.T) {
 	}
 	cs, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
 	cmd, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "command")
-	if len(cmd) != 1 || cmd[0] != "/usr/local/bin/manent" {
-		t.Errorf("agent command %v, want the image's /usr/local/bin/manent (Dockerfile)", cmd)
+	if len(cmd) != 1 || cmd[0] != "/usr/local/bin/manent-agent" {
+		t.Errorf("agent command %v, want the image's /usr/local/bin/manent-agent (Dockerfile)", cmd)
 	}
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
@@ -291,5 +291,52 @@ func TestAgentManifests(t *testing.T) {
 		if err := c.apply(t, o, "", false); err != nil {
 			t.Errorf("dry-run apply %s/%s: %v", o.GetKind(), o.GetName(), err)
 		}
+	}
+}
+
+// TestPackagingShipsEveryBinary: the release archive, both image builds
+// and so the agent's Deployment have every binary of cmd/, manent's
+// siblings manent-agent and manent-policy included (`manent agent` and
+// `manent policy test` run them from manent's directory).
+func TestPackagingShipsEveryBinary(t *testing.T) {
+	entries, err := os.ReadDir(filepath.Join("..", "cmd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	goreleaser, docker, dockerRelease := read(".goreleaser.yaml"), read("Dockerfile"), read("Dockerfile.goreleaser")
+	copyLine := func(dockerfile string) string {
+		for _, l := range strings.Split(dockerfile, "\n") {
+			if strings.HasPrefix(l, "COPY ") && strings.HasSuffix(l, " /usr/local/bin/") {
+				return l
+			}
+		}
+		return ""
+	}
+	var n int
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		n++
+		bin := e.Name()
+		if !strings.Contains(goreleaser, "\n    binary: "+bin+"\n") {
+			t.Errorf(".goreleaser.yaml builds no %s", bin)
+		}
+		if l := copyLine(docker); !strings.Contains(l+" ", "/out/"+bin+" ") {
+			t.Errorf("Dockerfile does not copy %s into /usr/local/bin (%q)", bin, l)
+		}
+		if l := copyLine(dockerRelease); !strings.Contains(l+" ", " "+bin+" ") {
+			t.Errorf("Dockerfile.goreleaser does not copy %s into /usr/local/bin (%q)", bin, l)
+		}
+	}
+	if n < 4 {
+		t.Fatalf("only %d binaries in cmd/", n)
 	}
 }

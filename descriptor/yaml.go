@@ -271,6 +271,22 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
+// Locate finds the node at path (mapping keys, and list indexes as decimal
+// text) in a YAML tree (a document node or its content) the way a YAML file
+// is read: aliases followed, a key's first explicit occurrence, then the
+// merged (<<) mappings in order. It returns the value node and, when the
+// value is a field of a mapping, its key node; when path does not exist, the
+// deepest node found on the way and a nil key. It is the one conversion from
+// a path to a position (Line, Column) in YAML: descriptors and governance
+// rules use it. For many lookups in one tree, a descriptor uses its indexed
+// tree instead (same answers).
+func Locate(root *yaml.Node, path []string) (key, val *yaml.Node) {
+	if root != nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	return newTree(root).locate(path)
+}
+
 // tree is the YAML tree of a descriptor with an index of its mappings' keys,
 // built on first use, so that finding the node of each error is linear in
 // the input however many errors there are.

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The README quick start: build both binaries, start manent-server in local
+# The README quick start: build the binaries, start manent-server in local
 # trial mode (embedded SQLite, a fresh data dir), deploy the example in
 # examples/hello with `manent deploy --wait`, show the result, stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mkdir -p bin
-echo "== building bin/manent and bin/manent-server"
-go build -o bin/manent ./cmd/manent
-go build -o bin/manent-server ./cmd/manent-server
+echo "== building bin/manent, bin/manent-server (and manent's siblings manent-agent, manent-policy)"
+go build -o bin/ ./cmd/...
 
 work=$(mktemp -d /tmp/manent-demo.XXXXXX)
 data="$work/manent-data"

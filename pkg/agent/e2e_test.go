@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/manent-io/manent/pkg/agent"
+	"github.com/manent-io/manent/pkg/agentcmd"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cli"
 	"github.com/manent-io/manent/pkg/clusterstate"
@@ -172,7 +173,7 @@ func TestE2ERealAPIServer(t *testing.T) {
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "x"}}}}, metav1.CreateOptions{})
 	must(err)
 
-	// Run the agent as `manent agent`, in-process.
+	// Run the agent as manent-agent (`manent agent` runs it), in-process.
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	var agentErr bytes.Buffer
 	var mu sync.Mutex
@@ -186,11 +187,11 @@ func TestE2ERealAPIServer(t *testing.T) {
 	})
 	go func() {
 		defer close(finished)
-		code := cli.Run(agentCtx, cli.Invocation{
-			Args: []string{"agent", "--server", client.Server(), "--token", token, "--cluster", "e2e",
+		code := cli.SiblingRun(agentCtx, cli.Invocation{
+			Args: []string{"--server", client.Server(), "--token", token, "--cluster", "e2e",
 				"--kubeconfig", kubeconfig, "--interval", "1s", "--log-level", "debug"},
 			Stderr: lockedWriter{&mu, &agentErr},
-		})
+		}, agentcmd.NewCmd)
 		exited <- code
 	}()
 	agentLog := func() string { mu.Lock(); defer mu.Unlock(); return agentErr.String() }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/retry"
 )
 
 // UnreachableError says the server could not be reached: the connection
@@ -289,34 +289,35 @@ type request struct {
 // after a connection error; any request is retried when the connection was
 // refused (nothing was sent). A request that timed out is not sent again.
 func (c *Client) send(ctx context.Context, req request, out any) (http.Header, error) {
-	for attempt := 0; ; attempt++ {
-		h, retryAfter, retry, err := c.once(ctx, req, out)
-		if err == nil || !retry || attempt >= c.opts.Retries || ctx.Err() != nil {
-			return h, err
+	var h http.Header
+	p := RetryPolicy
+	p.Attempts = max(c.opts.Retries, 0) + 1
+	err := p.Do(ctx, func(int) error {
+		var (
+			retryAfter time.Duration
+			again      bool
+			err        error
+		)
+		h, retryAfter, again, err = c.once(ctx, req, out)
+		switch {
+		case err == nil:
+			return nil
+		case !again || ctx.Err() != nil:
+			return retry.Stop(err)
+		case retryAfter > c.opts.MaxRetryWait:
+			return retry.Stop(err)
+		case retryAfter > 0:
+			return retry.After(err, retryAfter)
 		}
-		wait := backoff(attempt)
-		if retryAfter > 0 {
-			if retryAfter > c.opts.MaxRetryWait {
-				return h, err
-			}
-			wait = retryAfter
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return h, ctx.Err()
-		case <-t.C:
-		}
-	}
+		return err
+	})
+	return h, err
 }
 
-// backoff is the wait before retry number attempt+1: 200 ms doubling, at
-// most 5 s, with ±20 % jitter so that many clients do not come back together.
-func backoff(attempt int) time.Duration {
-	d := min(200*time.Millisecond<<min(attempt, 10), 5*time.Second)
-	return d + time.Duration((rand.Float64()*0.4-0.2)*float64(d))
-}
+// RetryPolicy is the backoff between two attempts of a request when the
+// server sent no Retry-After: 200 ms doubling, at most 5 s, ±20 % jitter.
+// Its Attempts come from Options.Retries.
+var RetryPolicy = retry.Policy{Initial: 200 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}
 
 // once sends req once. retry says whether sending it again may help and is
 // safe; retryAfter is the server's Retry-After (0 when none).

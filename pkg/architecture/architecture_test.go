@@ -21,7 +21,7 @@ const module = "github.com/manent-io/manent"
 // package goes here, in the lowest layer its imports allow.
 var layers = map[string]int{
 	// The core: types every adapter shares, and leaves.
-	"pkg/manent": 0, "pkg/cronspec": 0, "pkg/version": 0, "pkg/plugin": 0,
+	"pkg/manent": 0, "pkg/retry": 0, "pkg/cronspec": 0, "pkg/version": 0, "pkg/plugin": 0,
 	"pkg/urlpolicy": 1, "pkg/clusterstate": 1, "descriptor": 1,
 	// Adapters to the outside: database, outbound HTTP, wire types, policy.
 	"pkg/egress": 2, "pkg/api": 2, "pkg/store": 2, "pkg/governance": 2, "pkg/enginetest": 2,
@@ -36,6 +36,7 @@ var layers = map[string]int{
 	"pkg/server":      7,
 	"pkg/node":        8,
 	"plugins/builtin": 9, "pkg/servercmd": 9, "pkg/cli": 9,
+	"pkg/agentcmd": 10, "pkg/policycmd": 10, "cmd/manent-agent": 11, "cmd/manent-policy": 11,
 	"pkg/servertest": 10, "cmd/manent": 10, "cmd/manent-server": 10, "scripts/itsm-server": 10,
 	"pkg/architecture": 0, "deploy": 0, // test-only packages
 }

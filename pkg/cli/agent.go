@@ -1,18 +1,19 @@
 package cli
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/manent-io/manent/pkg/agent"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/clusterstate"
 )
+
+// DefaultAgentInterval is the default --interval of `manent agent`, the
+// agent package's DefaultInterval (pkg/agentcmd checks they agree; manent
+// does not link the agent, see sibling.go).
+const DefaultAgentInterval = 5 * time.Second
 
 // AgentOptions are the inputs of `manent agent`.
 type AgentOptions struct {
@@ -28,7 +29,9 @@ type AgentOptions struct {
 	LogLevel   string
 }
 
-// NewCmdAgent builds `manent agent`.
+// NewCmdAgent builds `manent agent`. runF runs the checked options: nil in
+// manent, which runs the command in the manent-agent binary (see
+// sibling.go); pkg/agentcmd gives the real agent; tests check flag parsing.
 func NewCmdAgent(f *Factory, runF func(*AgentOptions) error) *cobra.Command {
 	opts := &AgentOptions{IO: f.IOStreams, Client: f.Client, Getenv: f.Getenv}
 	cmd := &cobra.Command{
@@ -47,7 +50,12 @@ its ServiceAccount; elsewhere --kubeconfig, $KUBECONFIG or ~/.kube/config.
 
 A failed read or post is logged and tried again next cycle; the agent keeps
 going while the cluster's API server or manent-server is down. SIGTERM or
-SIGINT stop it cleanly (exit 0). Logs are JSON on stderr.`,
+SIGINT stop it cleanly (exit 0). Logs are JSON on stderr.
+
+The agent is a separate binary, manent-agent, shipped beside manent (the
+release archive, the image): manent runs it with the same flags, so that
+the other commands do not carry the Kubernetes client. 'manent-agent
+--cluster x' is the same as 'manent agent --cluster x'.`,
 		Example: `  manent agent --server https://manent.example --cluster prod-eu-1
   MANENT_TOKEN=… manent agent --cluster staging --namespace shop --interval 10s`,
 		Args: noArgs,
@@ -67,19 +75,18 @@ SIGINT stop it cleanly (exit 0). Logs are JSON on stderr.`,
 			if opts.LogFormat != "json" && opts.LogFormat != "text" {
 				return usageErrorf("--log-format must be json or text")
 			}
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(opts.LogLevel)); err != nil {
+			if _, err := opts.Level(); err != nil {
 				return usageErrorf("--log-level must be debug, info, warn or error")
 			}
 			if runF != nil {
 				return runF(opts)
 			}
-			return agentRun(cmd.Context(), opts, lvl)
+			return runSibling(cmd.Context(), f, cmd, AgentBinary, nil, args)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Cluster, "cluster", "", "name this cluster reports under (env MANENT_CLUSTER)")
-	fl.DurationVar(&opts.Interval, "interval", agent.DefaultInterval, "time between two reports")
+	fl.DurationVar(&opts.Interval, "interval", DefaultAgentInterval, "time between two reports")
 	fl.StringVar(&opts.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster when KUBERNETES_SERVICE_HOST is set, else $KUBECONFIG or ~/.kube/config)")
 	fl.StringVar(&opts.Namespace, "namespace", "", "read only this namespace (default: all)")
 	fl.StringVar(&opts.LogFormat, "log-format", "json", "log format on stderr: json or text")
@@ -87,35 +94,9 @@ SIGINT stop it cleanly (exit 0). Logs are JSON on stderr.`,
 	return cmd
 }
 
-func agentRun(ctx context.Context, opts *AgentOptions, level slog.Level) error {
-	client, err := opts.Client()
-	if err != nil {
-		return err
-	}
-	rc, err := agent.KubeConfig(opts.Kubeconfig, opts.Getenv)
-	if err != nil {
-		return usageErrorf("%v", err)
-	}
-	rc.UserAgent = "manent-agent"
-	rc.Timeout = max(opts.Interval, 10*time.Second)
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return usageErrorf("kubernetes client: %v", err)
-	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler = slog.NewJSONHandler(opts.IO.ErrOut, hopts)
-	if opts.LogFormat == "text" {
-		h = slog.NewTextHandler(opts.IO.ErrOut, hopts)
-	}
-	a, err := agent.New(agent.Config{
-		Cluster: opts.Cluster, Namespace: opts.Namespace, Interval: opts.Interval,
-		Kube: kube, Server: client, Logger: slog.New(h).With("server", client.Server()),
-	})
-	if err != nil {
-		return usageErrorf("%v", err)
-	}
-	if err := a.Run(ctx); err != nil {
-		return fmt.Errorf("agent: %w", err)
-	}
-	return nil // stopped by SIGTERM/SIGINT: a clean exit
+// Level is the parsed --log-level.
+func (o *AgentOptions) Level() (slog.Level, error) {
+	var lvl slog.Level
+	err := lvl.UnmarshalText([]byte(o.LogLevel))
+	return lvl, err
 }

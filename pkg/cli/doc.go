@@ -16,7 +16,11 @@
 // contextfile.go, context.go and login.go; trial.go finds the admin token
 // a local trial server recorded (pkg/servercmd writes that record).
 //
-// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/governance
-// (`manent policy test`), pkg/clusterstate and pkg/agent (`manent agent`)
-// of this module.
+// `manent agent` and `manent policy test` are defined here (flags, checks,
+// help) but run in the sibling binaries manent-agent and manent-policy
+// (sibling.go; pkg/agentcmd, pkg/policycmd), so that manent links neither
+// client-go nor OPA.
+//
+// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry (the
+// event stream's reconnection) and pkg/clusterstate of this module.
 package cli

@@ -46,6 +46,9 @@ type Factory struct {
 	// ClientFor returns a client for a server and token that are not (yet)
 	// the configured ones (`manent login` checks a token with it).
 	ClientFor func(server, token string, timeout time.Duration) *api.Client
+	// Environ lists the environment of this invocation for a sibling
+	// binary (see sibling.go); nil passes the variables manent reads.
+	Environ func() []string
 
 	flags  *pflag.FlagSet
 	format Format
@@ -63,6 +66,7 @@ func NewFactory(inv Invocation) *Factory {
 		PollInterval: inv.PollInterval,
 		WorkDir:      inv.Dir,
 		Getenv:       inv.Getenv,
+		Environ:      inv.Environ,
 		format:       FormatTable,
 	}
 
@@ -177,6 +181,10 @@ type Invocation struct {
 	Stderr io.Writer
 	// Getenv reads the environment; nil means an empty environment.
 	Getenv func(string) string
+	// Environ lists the whole environment, passed to a sibling binary
+	// (manent-agent, manent-policy); nil passes only the variables manent
+	// and its siblings read, taken from Getenv.
+	Environ func() []string
 	// Dir is the working directory relative paths resolve against; "" means
 	// the process's.
 	Dir string

@@ -15,17 +15,23 @@ import (
 // Main runs the CLI for the current process and returns its exit code.
 // SIGINT and SIGTERM cancel the running command (exit 130).
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	dir, _ := os.Getwd()
 	return Run(ctx, Invocation{
-		Args:   os.Args[1:],
-		Stdin:  os.Stdin,
-		Stdout: os.Stdout,
-		Stderr: os.Stderr,
-		Getenv: os.Getenv,
-		Dir:    dir,
+		Args:    os.Args[1:],
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Getenv:  os.Getenv,
+		Environ: os.Environ,
+		Dir:     dir,
 	})
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // MainWith runs the CLI with the given arguments, streams and environment and
@@ -39,14 +45,17 @@ func MainWith(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv f
 // exit code chosen by ExitCodeOf.
 func Run(ctx context.Context, inv Invocation) int {
 	f := NewFactory(inv)
-	root := NewCmdRoot(f)
+	return execute(ctx, f, NewCmdRoot(f), inv.Args)
+}
 
+// execute runs root with args and maps the outcome to an exit code.
+func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string) int {
 	// Errors cobra raises before a command's own code runs (unknown command,
 	// wrong arguments, missing required flags) are usage errors.
 	reached := false
 	markRun(root, func() { reached = true })
 
-	root.SetArgs(inv.Args)
+	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err != nil && !reached {
 		var usage *UsageError

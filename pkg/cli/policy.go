@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/manent-io/manent/pkg/governance"
 )
 
 // PolicyTestOptions are the inputs of `manent policy test`.
@@ -21,8 +17,10 @@ type PolicyTestOptions struct {
 	Cases string
 }
 
-// NewCmdPolicy builds `manent policy` and its subcommand `test`. runF, when
-// not nil, replaces policyTestRun (tests use it to check flag parsing).
+// NewCmdPolicy builds `manent policy` and its subcommand `test`. runF runs
+// the checked options of `policy test`: nil in manent, which runs the
+// command in the manent-policy binary (see sibling.go); pkg/policycmd gives
+// the real evaluation (OPA); tests check flag parsing.
 func NewCmdPolicy(f *Factory, runF func(*PolicyTestOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "policy <command>",
@@ -60,7 +58,11 @@ or {name, reopens_at}), break_glass, missing_promotions. Whatever a case
 leaves out is not checked. See docs/governance.md.
 
 Exit status: 0 every case passed, 1 a case failed, 2 usage error (including
-rules, a policy or cases that cannot be read or loaded).`,
+rules, a policy or cases that cannot be read or loaded).
+
+The evaluation runs in a separate binary, manent-policy, shipped beside
+manent (the release archive, the image), so that the other commands do not
+carry the Rego engine: manent runs it with the same flags.`,
 		Example: `  manent policy test --rules governance.yaml --cases cases.yaml
   manent policy test --rego policy.rego --cases cases.yaml
 
@@ -78,7 +80,7 @@ rules, a policy or cases that cannot be read or loaded).`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return policyTestRun(cmd.Context(), opts)
+			return runSibling(cmd.Context(), f, cmd, PolicyBinary, []string{"test"}, args)
 		},
 	}
 	cmd.Flags().StringVar(&opts.Rules, "rules", "", "governance rules file (governance.yaml)")
@@ -89,114 +91,4 @@ rules, a policy or cases that cannot be read or loaded).`,
 	_ = cmd.MarkFlagFilename("rego", "rego")
 	_ = cmd.MarkFlagFilename("cases", "yml", "yaml")
 	return cmd
-}
-
-// PolicyTestResult is the `policy test -o json` document.
-type PolicyTestResult struct {
-	Passed int                `json:"passed"`
-	Failed int                `json:"failed"`
-	Cases  []PolicyCaseResult `json:"cases"`
-}
-
-// PolicyCaseResult is the outcome of one case.
-type PolicyCaseResult struct {
-	Name string `json:"name"`
-	Line int    `json:"line"`
-	Pass bool   `json:"pass"`
-	// Problems are the mismatches with the expectation, or the error.
-	Problems []string             `json:"problems"`
-	Decision *governance.Decision `json:"decision"`
-}
-
-func policyTestRun(ctx context.Context, opts *PolicyTestOptions) error {
-	decider, err := loadDecider(opts)
-	if err != nil {
-		return err
-	}
-	data, casesName, err := opts.ReadInput(opts.Cases)
-	if err != nil {
-		return err
-	}
-	cases, err := governance.ParseCases(casesName, data)
-	if err != nil {
-		return &UsageError{Err: err}
-	}
-
-	res := PolicyTestResult{Cases: []PolicyCaseResult{}}
-	for _, c := range cases {
-		r := PolicyCaseResult{Name: c.Name, Line: c.Line, Problems: []string{}}
-		d, err := decider.Decide(ctx, c.Input)
-		if err != nil {
-			r.Problems = append(r.Problems, err.Error())
-		} else {
-			r.Decision = &d
-			r.Problems = append(r.Problems, c.Expect.Check(d)...)
-		}
-		r.Pass = len(r.Problems) == 0
-		if r.Pass {
-			res.Passed++
-		} else {
-			res.Failed++
-		}
-		res.Cases = append(res.Cases, r)
-	}
-
-	if opts.Exporter != nil {
-		if err := opts.Exporter.Write(opts.IO.Out, res); err != nil {
-			return err
-		}
-	} else {
-		printPolicyTestResult(opts.IO, res)
-	}
-	if res.Failed > 0 {
-		return &SilentError{Code: ExitFailed}
-	}
-	return nil
-}
-
-// loadDecider reads and loads the rules or the policy; any problem is a
-// usage error listing every mistake with its line.
-func loadDecider(opts *PolicyTestOptions) (governance.Decider, error) {
-	file := opts.Rules
-	if file == "" {
-		file = opts.Rego
-	}
-	data, name, err := opts.ReadInput(file)
-	if err != nil {
-		return nil, err
-	}
-	var d governance.Decider
-	if opts.Rules != "" {
-		d, err = governance.ParseRules(name, data)
-	} else {
-		d, err = governance.ParseRego(name, string(data))
-	}
-	if err != nil {
-		return nil, &UsageError{Err: err}
-	}
-	return d, nil
-}
-
-// printPolicyTestResult prints "PASS  name" or "FAIL  name" with each
-// problem and the decision indented below, then a summary line.
-func printPolicyTestResult(s *IOStreams, res PolicyTestResult) {
-	for _, c := range res.Cases {
-		if c.Pass {
-			fmt.Fprintf(s.Out, "PASS  %s\n", safeText(c.Name))
-			continue
-		}
-		fmt.Fprintf(s.Out, "%s  %s\n", s.Bold("FAIL"), safeText(c.Name))
-		for _, p := range c.Problems {
-			fmt.Fprintf(s.Out, "      %s\n", safeLines(p))
-		}
-		if c.Decision != nil {
-			b, _ := json.Marshal(c.Decision)
-			fmt.Fprintf(s.Out, "      %s\n", s.Faint("decision: "+string(b)))
-		}
-	}
-	noun := "cases"
-	if len(res.Cases) == 1 {
-		noun = "case"
-	}
-	fmt.Fprintf(s.Out, "%d %s: %d passed, %d failed\n", len(res.Cases), noun, res.Passed, res.Failed)
 }

@@ -37,6 +37,13 @@ func safeText(s string) string { return sanitize(s, false) }
 // safeLines sanitises text that may hold several lines (an error, a log line).
 func safeLines(s string) string { return sanitize(s, true) }
 
+// SafeText is s with every control character made visible, for one line of
+// text received from elsewhere (for commands built outside this package).
+func SafeText(s string) string { return safeText(s) }
+
+// SafeLines is SafeText keeping newlines and tabs.
+func SafeLines(s string) string { return safeLines(s) }
+
 // isClean reports whether s has nothing to escape (the common case: no copy).
 func isClean(s string, keepLayout bool) bool {
 	for i := 0; i < len(s); i++ {

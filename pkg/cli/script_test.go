@@ -17,8 +17,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/manent-io/manent/pkg/agentcmd"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/policycmd"
 	"github.com/manent-io/manent/pkg/servertest"
 )
 
@@ -27,10 +29,15 @@ var updateScripts = flag.Bool("update-scripts", false, "rewrite cmp targets insi
 // TestMain makes the test binary double as the real `manent` binary: a script
 // can run `exec manent-exec ...` to go through cli.Main, os.Exit and real
 // file descriptors in a child process. Most scripts use the in-process
-// `manent` command instead (see scriptParams).
+// `manent` command instead (see scriptParams). It doubles as the sibling
+// binaries manent-agent and manent-policy too, which testscript puts on the
+// scripts' PATH: `manent policy test` and `manent agent` find and run them
+// there as they would beside a real manent.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"manent-exec": func() { os.Exit(cli.Main()) },
+		"manent-exec":    func() { os.Exit(cli.Main()) },
+		cli.AgentBinary:  func() { os.Exit(agentcmd.Main()) },
+		cli.PolicyBinary: func() { os.Exit(policycmd.Main()) },
 	})
 }
 

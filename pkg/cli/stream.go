@@ -13,6 +13,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/retry"
 )
 
 // reconnectFor is how long a dropped event stream is retried before the
@@ -144,17 +145,22 @@ func (s *eventStream) run(ctx context.Context) error {
 	}
 }
 
-// reconnect is the stream's backoff: 100 ms doubling to 2 s between
-// attempts, given up after failing for max, and at once when ctx ends.
-// Reset (on every successful connection) starts the failure window again.
+// reconnectRetry is the wait between two attempts to reconnect a stream:
+// 100 ms doubling, at most 2 s.
+var reconnectRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
+
+// reconnect is the stream's backoff (reconnectRetry, in the interface of
+// the SSE client's backoff package), given up after failing for max, and at
+// once when ctx ends. Reset (on every successful connection) starts the
+// failure window again.
 type reconnect struct {
 	ctx     context.Context
 	max     time.Duration
-	wait    time.Duration
+	n       int
 	failing time.Time
 }
 
-func (r *reconnect) Reset() { r.wait, r.failing = 0, time.Time{} }
+func (r *reconnect) Reset() { r.n, r.failing = 0, time.Time{} }
 
 func (r *reconnect) NextBackOff() time.Duration {
 	if r.ctx.Err() != nil {
@@ -167,8 +173,8 @@ func (r *reconnect) NextBackOff() time.Duration {
 	if now.Sub(r.failing) >= r.max {
 		return backoff.Stop
 	}
-	r.wait = min(max(2*r.wait, 100*time.Millisecond), 2*time.Second)
-	return r.wait
+	r.n++
+	return reconnectRetry.Delay(r.n)
 }
 
 // Context lets backoff stop waiting when ctx ends.

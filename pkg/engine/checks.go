@@ -13,6 +13,7 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/retry"
 )
 
 // ResolveSecret resolves a secret reference `env:VAR` or `file:/path`. The
@@ -50,6 +51,11 @@ type HealthResult struct {
 	Attempts int    `json:"attempts"`
 }
 
+// HealthRetry is the wait between two attempts of one health check: from the
+// engine's RetryBase (Initial, set per call), doubling, at most 30 s; its
+// Attempts are the check's retries + 1.
+var HealthRetry = retry.Policy{Max: 30 * time.Second}
+
 // CheckHealth checks every endpoint: each must answer its expected status
 // (200 by default) within its timeout, within its retries (interval grows
 // from base). It logs each attempt. hc is the egress client of
@@ -69,41 +75,43 @@ func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.Healt
 		if timeout <= 0 {
 			timeout = 5 * time.Second
 		}
-		wait := base
 		var last error
 		res := HealthResult{URL: c.URL}
-		for attempt := 0; attempt <= c.Retries; attempt++ {
-			res.Attempts = attempt + 1
+		if c.Retries < 0 { // the schema forbids it: no attempt, as ever
+			out = append(out, res)
+			continue
+		}
+		p := HealthRetry
+		p.Initial, p.Attempts = base, c.Retries+1
+		err := p.Do(ctx, func(n int) error {
+			res.Attempts = n
 			status, err := probe(ctx, hc, c.URL, timeout)
 			res.Status = status
 			if err == nil && status == expect {
 				last = nil
-				fmt.Fprintf(log, "health %s: %d (attempt %d)\n", c.URL, status, attempt+1)
-				break
+				fmt.Fprintf(log, "health %s: %d (attempt %d)\n", c.URL, status, n)
+				return nil
 			}
 			if err != nil && egress.IsRefused(err) {
 				last = fmt.Errorf("health %s: %v", c.URL, err)
 				fmt.Fprintf(log, "%v\n", last)
-				out = append(out, res)
-				return out, plugin.Permanent(last)
+				return retry.Stop(plugin.Permanent(last))
 			}
 			if err != nil {
 				last = fmt.Errorf("health %s: %v", c.URL, err)
 			} else {
 				last = fmt.Errorf("health %s: got %d, want %d", c.URL, status, expect)
 			}
-			fmt.Fprintf(log, "%v (attempt %d of %d)\n", last, attempt+1, c.Retries+1)
-			if attempt == c.Retries {
-				break
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return out, ctx.Err()
-			case <-t.C:
-			}
-			wait = min(wait*2, 30*time.Second)
+			fmt.Fprintf(log, "%v (attempt %d of %d)\n", last, n, c.Retries+1)
+			return last
+		})
+		switch {
+		case err == nil || err == last:
+		case plugin.IsPermanent(err):
+			out = append(out, res)
+			return out, err
+		default: // ctx ended while waiting
+			return out, err
 		}
 		out = append(out, res)
 		if last != nil {

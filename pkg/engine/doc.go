@@ -11,6 +11,7 @@
 //
 // It imports pkg/manent, pkg/plan, pkg/admit, pkg/store, pkg/plugin,
 // pkg/artifact, pkg/egress (health checks), pkg/envconfig, pkg/itsm,
-// pkg/notify, pkg/urlpolicy, pkg/cronspec, pkg/version (the worker's
-// version) and descriptor; it knows nothing of HTTP.
+// pkg/notify, pkg/urlpolicy, pkg/cronspec, pkg/retry (backoff of its own
+// loops), pkg/version (the worker's version) and descriptor; it knows
+// nothing of HTTP.
 package engine

@@ -23,6 +23,7 @@ import (
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/retry"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -329,33 +330,33 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	return stepOut{Output: raw}, nil
 }
 
-// recordEndFor bounds how long the end of a step that already ran is
-// retried against a storage fault (busy or locked database, full disk):
-// the command must not run again only because its result could not be
-// saved at once.
-const recordEndFor = 2 * time.Minute
+// recordEndRetry is how the end of a step that already ran is retried
+// against a storage fault (busy or locked database, full disk): 100 ms
+// doubling, at most 5 s, for up to 2 minutes. The command must not run again
+// only because its result could not be saved at once.
+var recordEndRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, For: 2 * time.Minute}
 
 // recordEnd records the end of an attempt, retrying storage faults with
-// backoff for up to recordEndFor.
+// recordEndRetry.
 func (r *run) recordEnd(ctx context.Context, name string, end store.StepEnd) (manent.Step, error) {
-	deadline := time.Now().Add(recordEndFor)
-	wait := 100 * time.Millisecond
-	for {
-		st, err := r.e.st.StepFinished(ctx, r.in.ID, name, end)
-		f := store.AsFault(err)
-		if err == nil || f == nil || time.Now().After(deadline) {
-			return st, err
+	var (
+		st   manent.Step
+		last error
+	)
+	err := recordEndRetry.Do(ctx, func(int) error {
+		var err error
+		st, err = r.e.st.StepFinished(ctx, r.in.ID, name, end)
+		last = err
+		if err == nil || store.AsFault(err) == nil {
+			return retry.Stop(err)
 		}
 		r.e.log.Warn("recording a step's end failed; retrying", "deploy", r.in.ID, "step", name, "error", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return st, err
-		case <-t.C:
-		}
-		wait = min(wait*2, 5*time.Second)
+		return err
+	})
+	if err != nil && ctx.Err() != nil {
+		err = last // ctx ended while waiting: the storage fault, as before
 	}
+	return st, err
 }
 
 type action func(ctx context.Context, log *logWriter) (any, error)

@@ -301,36 +301,16 @@ func (c *checker) recurring(rf recurringFile, path ...any) *Recurring {
 }
 
 // lineOf returns the line of the node at path (keys and indexes), or of
-// the deepest node found on the way.
+// the deepest node found on the way (descriptor.Locate).
 func lineOf(root *yaml.Node, path []any) int {
-	n := root
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
+	tokens := make([]string, len(path))
+	for i, step := range path {
+		tokens[i] = fmt.Sprint(step)
 	}
-	line := n.Line
-	for _, step := range path {
-		var next *yaml.Node
-		switch s := step.(type) {
-		case string:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					if n.Content[i].Value == s {
-						next = n.Content[i+1]
-						break
-					}
-				}
-			}
-		case int:
-			if n.Kind == yaml.SequenceNode && s < len(n.Content) {
-				next = n.Content[s]
-			}
-		}
-		if next == nil {
-			break
-		}
-		n, line = next, next.Line
+	if _, n := descriptor.Locate(root, tokens); n != nil {
+		return n.Line
 	}
-	return line
+	return 0
 }
 
 // pathString renders a path as "freezes[1].recurring.to".

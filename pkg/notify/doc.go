@@ -20,7 +20,7 @@
 //     between attempts, so a crash loses no event, retries keep the
 //     webhook-id, and a slow receiver never holds a deploy step.
 //
-// The package imports pkg/egress, pkg/manent, pkg/plugin and pkg/urlpolicy of this
-// module, and DBOS; it knows nothing of the engine, the store or HTTP
+// The package imports pkg/egress, pkg/manent, pkg/plugin, pkg/retry (the
+// backoff between attempts) and pkg/urlpolicy of this module, and DBOS; it knows nothing of the engine, the store or HTTP
 // serving.
 package notify

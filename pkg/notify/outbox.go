@@ -14,6 +14,7 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/retry"
 )
 
 // Outbox defaults.
@@ -24,6 +25,8 @@ const (
 	// WorkflowName is the DBOS name of the delivery workflow.
 	WorkflowName = "manent.notify.deliver"
 
+	// DefaultMaxAttempts, DefaultBackoffBase and DefaultBackoffMax are a
+	// delivery's retry policy when it sets none (see Delivery.Backoff).
 	DefaultMaxAttempts = 10
 	DefaultBackoffBase = 5 * time.Second
 	DefaultBackoffMax  = 10 * time.Minute
@@ -80,21 +83,19 @@ func (d Delivery) maxAttempts() int {
 	return DefaultMaxAttempts
 }
 
-// Backoff returns the wait after failed attempt n (1-based).
+// Backoff returns the wait after failed attempt n (1-based): BackoffBase
+// doubling, at most BackoffMax (the defaults when 0), and at least the
+// receiver's Retry-After up to BackoffMax. The wait itself is a durable
+// dbos.Sleep.
 func (d Delivery) Backoff(n int, retryAfter time.Duration) time.Duration {
-	base, maxWait := d.BackoffBase, d.BackoffMax
-	if base <= 0 {
-		base = DefaultBackoffBase
+	p := retry.Policy{Initial: d.BackoffBase, Max: d.BackoffMax}
+	if p.Initial <= 0 {
+		p.Initial = DefaultBackoffBase
 	}
-	if maxWait <= 0 {
-		maxWait = DefaultBackoffMax
+	if p.Max <= 0 {
+		p.Max = DefaultBackoffMax
 	}
-	wait := base
-	for i := 1; i < n && wait < maxWait; i++ {
-		wait *= 2
-	}
-	wait = max(wait, retryAfter)
-	return min(wait, maxWait)
+	return min(max(p.Delay(n), retryAfter), p.Max)
 }
 
 // partition is the receiver a delivery goes to: its queue partition.
