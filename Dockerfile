@@ -16,6 +16,11 @@ RUN CGO_ENABLED=0 go build -trimpath \
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/manent-server /out/manent /out/manent-agent /out/manent-policy /usr/local/bin/
 # 65532:65532 is distroless's nonroot user; /data is the SQLite data dir.
+# /data belongs to the nonroot user, so the server can write its SQLite
+# database there with no volume, and a named volume mounted there starts
+# with that owner. distroless has no shell to mkdir and chown: the image's
+# own (empty) /home/nonroot, owned by 65532, is copied as /data.
+COPY --from=gcr.io/distroless/static-debian12:nonroot --chown=65532:65532 /home/nonroot /data
 USER 65532:65532
 WORKDIR /data
 EXPOSE 8080

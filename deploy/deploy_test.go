@@ -340,3 +340,54 @@ func TestPackagingShipsEveryBinary(t *testing.T) {
 		t.Fatalf("only %d binaries in cmd/", n)
 	}
 }
+
+// TestImageRunsAsNonRootWithWritableData reads the final stage of both
+// Dockerfiles (no Docker engine runs on the CI machine kind, so the image
+// itself is not built here): the image runs as distroless's nonroot user,
+// /data is created owned by that user before WORKDIR (WORKDIR alone makes
+// it root's with the classic builder, and the server could not create its
+// database with no volume), and the server serves from /data on all
+// interfaces.
+func TestImageRunsAsNonRootWithWritableData(t *testing.T) {
+	for _, name := range []string{"Dockerfile", "Dockerfile.goreleaser"} {
+		b, err := os.ReadFile(filepath.Join("..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var final []string
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimSpace(l)
+			if strings.HasPrefix(l, "FROM ") {
+				final = nil
+			}
+			if l != "" && !strings.HasPrefix(l, "#") {
+				final = append(final, l)
+			}
+		}
+		if len(final) == 0 || !strings.HasPrefix(final[0], "FROM gcr.io/distroless/static-debian12:nonroot") {
+			t.Errorf("%s: final stage %q, want distroless static nonroot", name, final)
+			continue
+		}
+		idx := func(prefix string) int {
+			for i, l := range final {
+				if strings.HasPrefix(l, prefix) {
+					return i
+				}
+			}
+			return -1
+		}
+		user, workdir := idx("USER "), idx("WORKDIR /data")
+		data := idx("COPY --from=gcr.io/distroless/static-debian12:nonroot --chown=65532:65532 /home/nonroot /data")
+		switch {
+		case user < 0 || final[user] != "USER 65532:65532":
+			t.Errorf("%s: no USER 65532:65532 in the final stage", name)
+		case data < 0:
+			t.Errorf("%s: /data is not created owned by 65532", name)
+		case workdir < 0 || workdir < data:
+			t.Errorf("%s: WORKDIR /data must come after /data is created owned by 65532", name)
+		}
+		if cmd := final[len(final)-1]; cmd != `CMD ["serve", "--listen", "0.0.0.0:8080", "--data-dir", "/data"]` {
+			t.Errorf("%s: last line %q, want the server serving /data on 0.0.0.0:8080", name, cmd)
+		}
+	}
+}
