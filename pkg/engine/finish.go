@@ -32,23 +32,61 @@ const AnnounceWorkflow = "manent.announce"
 
 func announceID(id string) string { return id + ".finish" }
 
+// conclusion says what else a conclude does.
+type conclusion struct {
+	// quiet: the deploy has nothing to announce but the wake of its
+	// dependents (no callback, no chat, no change ticket). No announce
+	// workflow is enqueued; the dependents are woken and the work
+	// directory removed after the commit — a wake lost to a crash costs
+	// a dependent at most gatePoll, and the cleanup step removed the work
+	// directory already.
+	quiet bool
+	// also runs last in the transaction, whether or not the deploy
+	// changed (the finish step records its DBOS checkpoint there).
+	also func(tx *sql.Tx) error
+}
+
 // conclude records a deploy's ending and enqueues its announcements, in one
 // transaction. Concluding a deploy that is already final changes nothing.
-func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome) error {
+func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome, how ...conclusion) error {
+	var c conclusion
+	if len(how) > 0 {
+		c = how[0]
+	}
 	if o.At.IsZero() {
 		o.At = time.Now()
 	}
-	return e.st.Tx(ctx, func(tx *sql.Tx) error {
+	woke := false
+	err := e.st.Tx(ctx, func(tx *sql.Tx) error {
+		woke = false
 		changed, err := e.st.FinishTx(ctx, tx, id, o)
-		if err != nil || !changed {
+		if err != nil {
 			return err
 		}
-		_, err = dbos.Enqueue[Result](e.dbos, GateQueue, AnnounceWorkflow, id,
-			dbos.WithEnqueueWorkflowID(announceID(id)),
-			dbos.WithEnqueueApplicationVersion(WorkflowVersion),
-			dbos.WithEnqueueTransaction(tx))
-		return err
+		if changed && !c.quiet {
+			if _, err := dbos.Enqueue[Result](e.dbos, GateQueue, AnnounceWorkflow, id,
+				dbos.WithEnqueueWorkflowID(announceID(id)),
+				dbos.WithEnqueueApplicationVersion(WorkflowVersion),
+				dbos.WithEnqueueTransaction(tx)); err != nil {
+				return err
+			}
+		}
+		woke = changed && c.quiet
+		if c.also != nil {
+			return c.also(tx)
+		}
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if woke {
+		e.wakeDependents(ctx, id)
+		if err := e.removeWorkDir(id); err != nil {
+			e.log.Warn("remove the work directory", "deploy", id, "error", err)
+		}
+	}
+	return nil
 }
 
 // announceWorkflow announces a final deploy: the `finished` callback and

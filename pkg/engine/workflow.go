@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -233,12 +234,9 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 				return stepOut{Cancelled: true}, nil
 			}
 		}
-		if ps.Name == manent.StepConfig {
-			if _, err := r.e.st.SetState(sctx, r.in.ID, manent.StatePending, ""); err != nil {
-				return stepOut{}, err
-			}
-		}
-		return r.attempt(sctx, ps.Name, fn)
+		// The first step makes the deploy PENDING, in the transaction
+		// that shows the step running or ended.
+		return r.attempt(sctx, ps.Name, fn, ps.Name == manent.StepConfig)
 	},
 		dbos.WithStepName(ps.Name),
 		dbos.WithStepMaxRetries(ps.MaxRetries),
@@ -251,8 +249,8 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 
 // attempt runs one attempt of a step and records it: RUNNING once it has
 // run for startRecordDelay, then its end with its output or error and its
-// log lines.
-func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, error) {
+// log lines. first: the deploy becomes PENDING with the first record.
+func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (stepOut, error) {
 	startedAt := time.Now()
 	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, last: startedAt}
 	var counted atomic.Bool
@@ -260,6 +258,11 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 	stopFlush := make(chan struct{})
 	timer := time.AfterFunc(startRecordDelay, func() {
 		defer close(recorded)
+		if first {
+			if _, err := r.e.st.SetState(ctx, r.in.ID, manent.StatePending, ""); err != nil {
+				r.e.log.Warn("show a deploy running", "deploy", r.in.ID, "error", err)
+			}
+		}
 		if _, err := r.e.st.StepStarted(ctx, r.in.ID, name, startedAt); err == nil {
 			counted.Store(true)
 		}
@@ -287,7 +290,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		<-recorded
 	}
 	close(stopFlush)
-	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take()}
+	end := store.StepEnd{State: manent.StepSuccess, StartedAt: startedAt, Counted: counted.Load(), Logs: log.take(), Pending: first}
 	// Paused past dead_after while the command ran: the deploy was taken
 	// over, its result is not this worker's to record.
 	if ferr := r.e.mayRecord(ctx); ferr != nil {
@@ -318,16 +321,34 @@ func (r *run) attempt(ctx context.Context, name string, fn action) (stepOut, err
 		return stepOut{}, plugin.Permanent(merr)
 	}
 	end.Output = json.RawMessage(raw)
-	st, err := r.recordEnd(ctx, name, end)
-	if err != nil {
+	res := stepOut{Output: raw}
+	queued := 0
+	// One commit records the step's end in manent's tables, queues its
+	// callbacks and checkpoints the DBOS step (dbos.RecordStepOutcome):
+	// the step is done everywhere or nowhere.
+	end.Also = func(tx *sql.Tx, st manent.Step) error {
+		queued = 0
+		if name != manent.StepNotifyStarted && name != manent.StepCleanup {
+			n, err := r.notify(ctx, notify.EventStep, "step."+name, &st, manent.StatePending, "", "", dbos.WithEnqueueTransaction(tx))
+			if err != nil {
+				return err
+			}
+			queued = n
+		}
+		return dbos.RecordStepOutcome(ctx, tx, res)
+	}
+	if _, err := r.recordEnd(ctx, name, end); err != nil {
+		if errors.Is(err, dbos.ErrConflictingWorkflowID) {
+			// Another execution owns the deploy now: running the step
+			// again here would not make its result ours to record.
+			return stepOut{}, plugin.Permanent(err)
+		}
 		return stepOut{}, err
 	}
-	if name != manent.StepNotifyStarted && name != manent.StepCleanup {
-		if _, err := r.notify(ctx, notify.EventStep, "step."+name, &st, manent.StatePending, "", ""); err != nil {
-			return stepOut{}, err
-		}
+	if queued > 0 {
+		dbos.WakeQueue(r.e.dbos, r.e.outbox.Queue())
 	}
-	return stepOut{Output: raw}, nil
+	return res, nil
 }
 
 // recordEndRetry is how the end of a step that already ran is retried
@@ -557,7 +578,7 @@ func (r *run) notifyStarted(ctx context.Context, log *logWriter) (any, error) {
 // notify queues the deliveries of one event (callbacks and chat) in the
 // durable outbox: a slow receiver never holds a step, a crash loses none,
 // and queueing the same event again sends nothing twice.
-func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *manent.Step, state manent.State, errText, rollback string) (int, error) {
+func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *manent.Step, state manent.State, errText, rollback string, opts ...dbos.EnqueueOption) (int, error) {
 	d := r.in.Descriptor
 	if d == nil || (len(d.Callbacks) == 0 && (d.Notify == nil || len(d.Notify.Chat) == 0)) {
 		return 0, nil
@@ -582,7 +603,7 @@ func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	return len(ds), r.e.outbox.EnqueueAll(r.e.dbos, ds)
+	return len(ds), r.e.outbox.EnqueueAll(r.e.dbos, ds, opts...)
 }
 
 func (r *run) secrets(_ context.Context, log *logWriter) (any, error) {
@@ -780,11 +801,20 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		res.State = manent.StateCancelled
 		res.Error = "cancelled"
 	}
+	// One commit concludes the deploy and checkpoints this step.
 	err := r.e.conclude(ctx, r.in.ID, store.Outcome{
 		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
 		Live: end.live && res.State != manent.StateSuccess,
-	})
+	}, conclusion{quiet: r.quiet(), also: func(tx *sql.Tx) error { return dbos.RecordStepOutcome(ctx, tx, res) }})
 	return res, err
+}
+
+// quiet reports whether the deploy's ending has nothing to announce but
+// the wake of its dependents: no callback, no chat message, no change
+// ticket to close.
+func (r *run) quiet() bool {
+	d := r.in.Descriptor
+	return !r.in.Waits.Change && (d == nil || (len(d.Callbacks) == 0 && (d.Notify == nil || len(d.Notify.Chat) == 0)))
 }
 
 // logWriter collects what a step writes to the deploy's log, line by line.

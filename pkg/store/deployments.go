@@ -221,32 +221,38 @@ func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
 func (s *Store) SetState(ctx context.Context, id string, state manent.State, reason string) (bool, error) {
 	changed := false
 	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		cur, err := s.currentState(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		var curReason string
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT reason FROM manent_deployments WHERE id = ?`), id).Scan(&curReason); err != nil {
-			return err
-		}
-		if cur.Final() || (cur == state && reason == curReason) {
-			return nil
-		}
-		now := time.Now()
-		query := `UPDATE manent_deployments SET state = ?, reason = ? WHERE id = ?`
-		args := []any{string(state), reason, id}
-		if state == manent.StatePending {
-			query = `UPDATE manent_deployments SET state = ?, reason = ?, started_at = COALESCE(started_at, ?) WHERE id = ?`
-			args = []any{string(state), reason, fmtTime(now), id}
-		}
-		if _, err := tx.ExecContext(ctx, s.q(query), args...); err != nil {
-			return err
-		}
-		changed = true
-		_, err = s.appendEvent(ctx, tx, id, EventState, now, stateEvent(state, reason, ""))
+		var err error
+		changed, err = s.SetStateTx(ctx, tx, id, state, reason)
 		return err
 	})
 	return changed, err
+}
+
+// SetStateTx is SetState in tx.
+func (s *Store) SetStateTx(ctx context.Context, tx *sql.Tx, id string, state manent.State, reason string) (bool, error) {
+	var cur, curReason string
+	err := tx.QueryRowContext(ctx, s.q(`SELECT state, reason FROM manent_deployments WHERE id = ?`), id).Scan(&cur, &curReason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, ErrNotFound
+	}
+	if err != nil {
+		return false, err
+	}
+	if manent.State(cur).Final() || (manent.State(cur) == state && reason == curReason) {
+		return false, nil
+	}
+	now := time.Now()
+	query := `UPDATE manent_deployments SET state = ?, reason = ? WHERE id = ?`
+	args := []any{string(state), reason, id}
+	if state == manent.StatePending {
+		query = `UPDATE manent_deployments SET state = ?, reason = ?, started_at = COALESCE(started_at, ?) WHERE id = ?`
+		args = []any{string(state), reason, fmtTime(now), id}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(query), args...); err != nil {
+		return false, err
+	}
+	_, err = s.appendEvent(ctx, tx, id, EventState, now, stateEvent(state, reason, ""))
+	return err == nil, err
 }
 
 func (s *Store) currentState(ctx context.Context, q querier, id string) (manent.State, error) {

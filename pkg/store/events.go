@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -71,16 +72,69 @@ func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, id, typ string, at 
 	return seq, nil
 }
 
+// newEvent is an event to append.
+type newEvent struct {
+	typ  string
+	at   time.Time
+	data any
+}
+
+// appendEvents appends events with the deploy's next sequence numbers: one
+// sequence bump and one INSERT per 50 events, where appendEvent costs two
+// statements per event.
+func (s *Store) appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []newEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	var first int64
+	if err := tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ?`),
+		len(evs), id, len(evs)).Scan(&first); err != nil {
+		return fmt.Errorf("next event ids of %s: %w", id, err)
+	}
+	const chunk = 50
+	for lo := 0; lo < len(evs); lo += chunk {
+		hi := min(lo+chunk, len(evs))
+		var b strings.Builder
+		b.WriteString(`INSERT INTO manent_events (deployment_id, seq, type, time, data) VALUES `)
+		args := make([]any, 0, (hi-lo)*5)
+		recs := make([]Event, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			e := evs[i]
+			raw, err := json.Marshal(e.data)
+			if err != nil {
+				return err
+			}
+			if i > lo {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?)")
+			seq := first + int64(i)
+			args = append(args, id, seq, e.typ, fmtTime(e.at), string(raw))
+			recs = append(recs, Event{DeploymentID: id, Seq: seq, Type: e.typ, Time: e.at.UTC(), Data: json.RawMessage(raw)})
+		}
+		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+		for _, r := range recs {
+			s.hooks.record(tx, r)
+		}
+	}
+	return nil
+}
+
 // AppendLog appends log lines of a step to a deploy's log.
 func (s *Store) AppendLog(ctx context.Context, id, step string, lines []LogEntry) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error {
-		for _, l := range lines {
-			if _, err := s.appendEvent(ctx, tx, id, EventLog, l.Time, LogData{Step: step, Text: l.Text}); err != nil {
-				return err
-			}
-		}
-		return nil
+		return s.appendEvents(ctx, tx, id, logEvents(step, lines))
 	})
+}
+
+func logEvents(step string, lines []LogEntry) []newEvent {
+	evs := make([]newEvent, 0, len(lines)+1)
+	for _, l := range lines {
+		evs = append(evs, newEvent{typ: EventLog, at: l.Time, data: LogData{Step: step, Text: l.Text}})
+	}
+	return evs
 }
 
 // Events returns a deploy's events with seq > after, in order, at most limit (0: all).

@@ -125,7 +125,7 @@ func (c *gatedConnector) Connect(context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gatedConn{inner: conn, gate: c.gate}, nil
+	return &gatedConn{inner: conn, gate: c.gate, stmts: map[string]*cachedStmt{}}, nil
 }
 
 func (c *gatedConnector) Driver() driver.Driver { return c.drv }
@@ -145,10 +145,15 @@ type sqliteConn interface {
 
 type gatedConn struct {
 	inner driver.Conn
-	gate  *writeGate
+	gate  *writeGate // nil: a read-only pool, nothing to gate
 	mu    sync.Mutex
 	inTx  bool // a transaction is open on this connection
 	held  bool // … and holds the gate
+	// stmts are this connection's prepared statements by query text
+	// (stmtcache.go): database/sql used by itself prepares every
+	// statement anew, and SQLite's parser was a quarter of the engine's
+	// CPU. database/sql never uses a connection concurrently: no lock.
+	stmts map[string]*cachedStmt
 }
 
 func (c *gatedConn) sq() sqliteConn { return c.inner.(sqliteConn) }
@@ -167,6 +172,7 @@ func (c *gatedConn) Prepare(query string) (driver.Stmt, error) { return c.inner.
 
 func (c *gatedConn) Close() error {
 	c.release()
+	c.closeStmts()
 	return c.inner.Close()
 }
 
@@ -175,6 +181,9 @@ func (c *gatedConn) Begin() (driver.Tx, error) {
 }
 
 func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.gate == nil {
+		return c.sq().BeginTx(ctx, opts)
+	}
 	held, err := c.gate.enter(ctx)
 	if err != nil {
 		return nil, err
@@ -200,7 +209,7 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 	c.mu.Lock()
 	inTx := c.inTx
 	c.mu.Unlock()
-	if !inTx {
+	if !inTx && c.gate != nil {
 		held, err := c.gate.enter(ctx)
 		if err != nil {
 			return nil, err
@@ -209,7 +218,7 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 			defer c.gate.leave()
 		}
 	}
-	return c.sq().ExecContext(ctx, query, args)
+	return c.exec(ctx, query, args)
 }
 
 // QueryContext outside a transaction takes the gate when the statement
@@ -220,14 +229,14 @@ func (c *gatedConn) QueryContext(ctx context.Context, query string, args []drive
 	c.mu.Lock()
 	inTx := c.inTx
 	c.mu.Unlock()
-	if inTx || !mayWrite(query) {
-		return c.sq().QueryContext(ctx, query, args)
+	if inTx || c.gate == nil || !mayWrite(query) {
+		return c.query(ctx, query, args)
 	}
 	held, err := c.gate.enter(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.sq().QueryContext(ctx, query, args)
+	rows, err := c.query(ctx, query, args)
 	if err != nil {
 		if held {
 			c.gate.leave()

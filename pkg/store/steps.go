@@ -82,20 +82,28 @@ type StepEnd struct {
 	Counted   bool
 	// Logs are the step's log lines not written yet.
 	Logs []LogEntry
+	// Pending moves the deploy to PENDING first (its first step ends
+	// before anything showed it running).
+	Pending bool
+	// Also, when set, runs last in the transaction that records the end,
+	// with the step as recorded (the engine records the DBOS step's
+	// checkpoint there, and queues the step's callbacks).
+	Also func(tx *sql.Tx, st manent.Step) error
 }
 
 // StepFinished records the end of an attempt — SUCCESS with its output,
 // ERROR with its error (another attempt may follow), or SKIPPED — with the
-// step's pending log lines, in one transaction.
+// step's pending log lines, in one transaction; end.Also, when set, runs
+// last in that transaction.
 func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) (manent.Step, error) {
 	var st manent.Step
 	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		now := time.Now()
-		for _, l := range end.Logs {
-			if _, err := s.appendEvent(ctx, tx, id, EventLog, l.Time, LogData{Step: name, Text: l.Text}); err != nil {
+		if end.Pending {
+			if _, err := s.SetStateTx(ctx, tx, id, manent.StatePending, ""); err != nil {
 				return err
 			}
 		}
+		now := time.Now()
 		var out any
 		if end.Output != nil {
 			b, err := json.Marshal(end.Output)
@@ -108,25 +116,28 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) 
 		if !end.Counted && !end.StartedAt.IsZero() {
 			add = 1
 		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ?,
-			attempts = attempts + ?, started_at = COALESCE(started_at, ?) WHERE deployment_id = ? AND name = ?`),
-			string(end.State), fmtTime(now), out, end.Error, add, fmtTimePtr(&end.StartedAt), id, name)
+		var err error
+		st, err = scanStep(tx.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ?,
+			attempts = attempts + ?, started_at = COALESCE(started_at, ?) WHERE deployment_id = ? AND name = ? RETURNING `+stepColumns),
+			string(end.State), fmtTime(now), out, end.Error, add, fmtTimePtr(&end.StartedAt), id, name))
+		if errors.Is(err, sql.ErrNoRows) {
+			st, err = scanStep(tx.QueryRowContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error)
+				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?
+				RETURNING `+stepColumns),
+				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), fmtTime(now), out, end.Error, id))
+		}
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error)
-				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?`),
-				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), fmtTime(now), out, end.Error, id); err != nil {
-				return err
-			}
-		}
-		st, err = s.step(ctx, tx, id, name)
-		if err != nil {
+		// The log lines, then the step event: one sequence bump, one INSERT.
+		evs := append(logEvents(name, end.Logs), newEvent{typ: EventStep, at: now, data: st})
+		if err := s.appendEvents(ctx, tx, id, evs); err != nil {
 			return err
 		}
-		_, err = s.appendEvent(ctx, tx, id, EventStep, now, st)
-		return err
+		if end.Also != nil {
+			return end.Also(tx, st)
+		}
+		return nil
 	})
 	return st, err
 }

@@ -73,17 +73,17 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		// tables here) do not wait for connections held by queued writers.
 		db := sql.OpenDB(&gatedConnector{dsn: dsn, gate: newWriteGate(busy), drv: &sqlite.Driver{}})
 		db.SetMaxOpenConns(32)
-		db.SetMaxIdleConns(8)
+		// Idle connections are kept: each holds its prepared statements,
+		// and the deploys' steps and DBOS's queue use more than 8 at once.
+		db.SetMaxIdleConns(32)
 		if err := db.PingContext(ctx); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
-		rdb, err := sql.Open("sqlite", "file:"+path+"?mode=ro"+
-			"&_pragma=busy_timeout("+strconv.FormatInt(busy.Milliseconds(), 10)+")&_pragma=foreign_keys(1)")
-		if err != nil {
-			db.Close()
-			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
-		}
+		// Its connections cache their prepared statements like the write
+		// pool's (stmtcache.go); nothing to gate.
+		rdb := sql.OpenDB(&gatedConnector{dsn: "file:" + path + "?mode=ro" +
+			"&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=foreign_keys(1)", drv: &sqlite.Driver{}})
 		// WAL readers never wait for the write lock nor for each other:
 		// enough of them that a burst of GETs does not queue for a
 		// connection.

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos/internal/models"
@@ -41,6 +42,9 @@ type workflowState struct {
 	authenticatedRoles  []string
 	workflowCtx         context.Context
 	deadline            time.Time
+	// outcome lets the step function record the step's outcome in its own
+	// transaction (RecordStepOutcome). [manent patch: step outcome in the caller's transaction]
+	outcome *stepOutcome
 }
 
 // nextStepID returns the next step ID and increments the counter
@@ -3169,13 +3173,27 @@ func (c *dbosContext) RunAsStep(_ Context, fn StepFunc, opts ...StepOption) (any
 		}
 	}
 
+	// [manent patch: step outcome in the caller's transaction]
+	outcome := &stepOutcome{c: c, stepName: stepOpts.stepName, startedAt: stepStartTime}
+	stepState.outcome = outcome
 	stepCtx := WithValue(c, workflowStateKey, stepState)
 	stepOutput, stepError := executeStepWithRetry(c, stepState.workflowID, stepOpts, func() (any, error) {
 		if err := checkStepContext(stepCtx, stepState.workflowID, stepOpts.stepName); err != nil {
 			return nil, err
 		}
-		return fn(stepCtx)
+		outcome.recorded.Store(false)
+		out, err := fn(stepCtx)
+		if err != nil {
+			// An error says the caller's transaction did not commit.
+			outcome.recorded.Store(false)
+		}
+		return out, err
 	})
+	// The step function recorded its outcome in its own transaction, which
+	// committed: the step is checkpointed.
+	if stepError == nil && outcome.recorded.Load() {
+		return stepOutput, nil
+	}
 
 	// The workflow being cancelled mid-step interrupts the step, whatever its
 	// outcome: nothing is checkpointed, so a resume re-executes the step.
@@ -3237,6 +3255,66 @@ func (c *dbosContext) RunAsStep(_ Context, fn StepFunc, opts ...StepOption) (any
 	}
 
 	return stepOutput, stepError
+}
+
+// stepOutcome is what RecordStepOutcome needs of the step that runs.
+// [manent patch: step outcome in the caller's transaction]
+type stepOutcome struct {
+	c         *dbosContext
+	stepName  string
+	startedAt time.Time
+	recorded  atomic.Bool
+}
+
+// RecordStepOutcome records the successful outcome of the step running in
+// ctx — the context RunAsStep passed to the step function, or one derived
+// from it — in tx, a transaction the caller opened on the system database
+// (a pgx.Tx, a *sql.Tx or a [Tx]), so the step's checkpoint commits or rolls
+// back with the caller's own writes in that transaction: an application that
+// records its own view of each step saves one commit per step.
+//
+// output must be the value the step function returns. The step function
+// must return it with a nil error if and only if tx committed; RunAsStep
+// then records nothing more. If the step function returns an error, the
+// attempt's recording is forgotten (tx must have rolled back) and the error
+// is retried or recorded as usual. Like any checkpoint, the outcome is
+// recorded only while this execution still owns the workflow; otherwise the
+// call fails and tx must roll back.
+//
+// [manent patch: step outcome in the caller's transaction]
+func RecordStepOutcome(ctx context.Context, tx any, output any) error {
+	st, ok := ctx.Value(workflowStateKey).(*workflowState)
+	if !ok || st == nil || !st.isWithinStep || st.outcome == nil {
+		return models.NewStepExecutionError("", "", errors.New("RecordStepOutcome must be called by a step function run by RunAsStep, with the context it received"))
+	}
+	o := st.outcome
+	utx, err := resolveUserTx(tx)
+	if err != nil {
+		return err
+	}
+	ser := resolveEncoder(o.c)
+	serialization := ser.Name()
+	var encoded *string
+	if raw, ok := output.(rawStepOutput); ok {
+		encoded, serialization = raw.value, raw.serialization
+	} else if encoded, err = ser.Encode(output); err != nil {
+		return models.NewStepExecutionError(st.workflowID, o.stepName, fmt.Errorf("failed to serialize step output: %w", err))
+	}
+	if err := o.c.systemDB.RecordOperationResult(ctx, sysdb.RecordOperationResultDBInput{
+		WorkflowID:    st.workflowID,
+		StepName:      o.stepName,
+		StepID:        st.stepID,
+		StartedAt:     o.startedAt,
+		CompletedAt:   time.Now(),
+		Output:        encoded,
+		Serialization: serialization,
+		OwnerXID:      st.ownerXID,
+		Tx:            utx,
+	}); err != nil {
+		return models.NewStepExecutionError(st.workflowID, o.stepName, err)
+	}
+	o.recorded.Store(true)
+	return nil
 }
 
 // runAsTxn executes a step function that receives a transaction when run on its own.
