@@ -121,6 +121,9 @@ func benchHistory(b *testing.B, url string, n int) {
 		b.ReportMetric(float64(size)/float64(n+400), "bytes/deploy")
 		b.Logf("%d deploys: manent %.1f deploys/s, raw DBOS %.1f workflows/s (ratio %.2f); database %.1f MB, %.1f KB per deploy",
 			n, mr, rr, mr/rr, float64(size)/1e6, float64(size)/float64(n+400)/1e3)
+		for _, t := range tableSizes(b, st) {
+			b.Logf("  %-32s %8.1f MB  %6.2f KB per deploy", t.name, float64(t.bytes)/1e6, float64(t.bytes)/float64(n+400)/1e3)
+		}
 	}
 	_ = ids
 }
@@ -270,4 +273,38 @@ func dbSize(b *testing.B, st *store.Store) int64 {
 		b.Fatal(err)
 	}
 	return size
+}
+
+type tableSize struct {
+	name  string
+	bytes int64
+}
+
+// tableSizes lists the biggest tables with their indexes (SQLite's dbstat,
+// PostgreSQL's pg_total_relation_size), for the sizing of
+// docs/operations.md: which tables dominate the growth.
+func tableSizes(b *testing.B, st *store.Store) []tableSize {
+	q := `SELECT COALESCE(m.tbl_name, s.name), SUM(s.pgsize) FROM dbstat s
+		LEFT JOIN sqlite_schema m ON m.name = s.name GROUP BY 1 ORDER BY 2 DESC LIMIT 8`
+	if st.Postgres() {
+		q = `SELECT n.nspname || '.' || c.relname, pg_total_relation_size(c.oid) FROM pg_class c
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+			ORDER BY 2 DESC LIMIT 8`
+	}
+	rows, err := st.DB().QueryContext(context.Background(), q)
+	if err != nil {
+		b.Logf("table sizes: %v", err)
+		return nil
+	}
+	defer rows.Close()
+	var out []tableSize
+	for rows.Next() {
+		var t tableSize
+		if err := rows.Scan(&t.name, &t.bytes); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, t)
+	}
+	return out
 }
