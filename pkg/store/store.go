@@ -35,12 +35,30 @@ type Store struct {
 	hooks commitHooks
 }
 
+// MinPostgresConns is the size of a worker's PostgreSQL pool when the
+// database URL sets no pool_max_conns (pgx's own default is the larger of 4
+// and the number of CPUs). Up to four connections are held for long
+// stretches while their holders wait for another one: DBOS's LISTEN
+// connection, the migration lock held through the launch, the leader's
+// advisory lock, and the takeover transaction that keeps a dead worker's
+// row locked while DBOS recovers its workflows. With pgx's 4 on a 2-CPU
+// machine a worker that took over a dead one while launching waited
+// forever for a connection (seen in TestRecoverResumesAnotherExecutorsDeploy).
+const MinPostgresConns = 10
+
 // Open opens the database named by url: `sqlite:<path>` (also
 // `sqlite:///abs/path`) or `postgres://…`.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		pool, err := pgxpool.New(ctx, rawURL)
+		pcfg, err := pgxpool.ParseConfig(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("open postgres: %w", err)
+		}
+		if !strings.Contains(rawURL, "pool_max_conns=") && pcfg.MaxConns < MinPostgresConns {
+			pcfg.MaxConns = MinPostgresConns
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return nil, fmt.Errorf("open postgres: %w", err)
 		}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubeclient "k8s.io/client-go/kubernetes"
 
+	"github.com/manent-io/manent/pkg/agentcmd"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cli"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -115,18 +116,19 @@ func TestE2EPercentageRollout(t *testing.T) {
 	})
 	client := api.NewClient(hs.URL, token, nil)
 
-	// The agent, as `manent agent`, in-process, reading the namespace.
+	// The agent, as manent-agent (what `manent agent` runs), in-process,
+	// reading the namespace.
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	var agentLog bytes.Buffer
 	var mu sync.Mutex
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		cli.Run(agentCtx, cli.Invocation{
-			Args: []string{"agent", "--server", hs.URL, "--token", token, "--cluster", "e2e", "--namespace", ns,
+		cli.SiblingRun(agentCtx, cli.Invocation{
+			Args: []string{"--server", hs.URL, "--token", token, "--cluster", "e2e", "--namespace", ns,
 				"--kubeconfig", kubeconfig, "--interval", "1s"},
 			Stderr: lockedWriter{&mu, &agentLog},
-		})
+		}, agentcmd.NewCmd)
 	}()
 	t.Cleanup(func() { // the agent stops before the servers
 		stopAgent()
