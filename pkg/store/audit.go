@@ -86,7 +86,7 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 		args = append(args, f.Before)
 	}
 	query += fmt.Sprintf(" ORDER BY seq DESC LIMIT %d", f.Limit)
-	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), s.planned(args)...)
 	if err != nil {
 		return nil, err
 	}

@@ -152,7 +152,7 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Record, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), s.planned(args)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list deployments: %w", err)
 	}

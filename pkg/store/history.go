@@ -70,7 +70,7 @@ var doraStates = []manent.State{manent.StateSuccess, manent.StateError, manent.S
 // application and environment (each "" for all).
 func (s *Store) FinishedSince(ctx context.Context, application, environment string, since time.Time) ([]Finished, error) {
 	query, args := finishedSinceQuery(application, environment, since)
-	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.rdb.QueryContext(ctx, s.q(query), s.planned(args)...)
 	if err != nil {
 		return nil, fmt.Errorf("dora: %w", err)
 	}
