@@ -196,10 +196,6 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
-	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
-	if err := dbos.SetWorkflowAttributes(ctx, in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
-		e.log.Warn("set workflow attributes", "deploy", in.ID, "error", err)
-	}
 	return res, nil
 }
 
@@ -801,11 +797,18 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		res.State = manent.StateCancelled
 		res.Error = "cancelled"
 	}
-	// One commit concludes the deploy and checkpoints this step.
+	// One commit concludes the deploy, sets the workflow's attributes (its
+	// outcome, for DBOS's own tools) and checkpoints this step.
+	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
 	err := r.e.conclude(ctx, r.in.ID, store.Outcome{
 		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
 		Live: end.live && res.State != manent.StateSuccess,
-	}, conclusion{quiet: r.quiet(), also: func(tx *sql.Tx) error { return dbos.RecordStepOutcome(ctx, tx, res) }})
+	}, conclusion{quiet: r.quiet(), also: func(tx *sql.Tx) error {
+		if err := dbos.SetWorkflowAttributesInTx(ctx, tx, r.in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
+			return err
+		}
+		return dbos.RecordStepOutcome(ctx, tx, res)
+	}})
 	return res, err
 }
 
