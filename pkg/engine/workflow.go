@@ -54,6 +54,11 @@ type run struct {
 	waves   map[string]*plan.Wave // step name → its rollout wave
 	// dispatchChecked: this execution already asked giveUp.
 	dispatchChecked bool
+	// cancelSeen is the deploy's cancel flag as the commit of the step
+	// this execution just ran read it: the next step checks it instead of
+	// reading it again. nil: read it (first step of an execution, after a
+	// wait, on a retry).
+	cancelSeen *bool
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -82,6 +87,10 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 	waveSeen := map[string]bool{}
 	for _, u := range units {
 		ps := u.step
+		if (u.wave != nil && !waveSeen[u.wave.Name]) || u.gate {
+			// A wait may come: the flag the last step read grows old.
+			r.cancelSeen = nil
+		}
 		if u.wave != nil && !waveSeen[u.wave.Name] {
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
@@ -208,7 +217,12 @@ const startRecordDelay = 50 * time.Millisecond
 // stop at once. Cancel is checked first: a cancelled deploy runs no more steps.
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
+	seen := r.cancelSeen
+	r.cancelSeen = nil
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		// Only the first attempt may use the flag the previous step read.
+		known := seen
+		seen = nil
 		// A worker declared dead runs no step (workers.go).
 		if err := r.e.admitStep(sctx); err != nil {
 			return stepOut{}, err
@@ -222,9 +236,16 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 				}
 				return stepOut{Abandoned: true}, nil
 			}
-			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
-			if err != nil {
-				return stepOut{}, err
+			// The flag the previous step's commit read, else (and on a
+			// retry) the database's.
+			var cancel bool
+			if known != nil {
+				cancel = *known
+			} else {
+				var err error
+				if cancel, err = r.e.st.CancelRequested(sctx, r.in.ID); err != nil {
+					return stepOut{}, err
+				}
 			}
 			if cancel {
 				return stepOut{Cancelled: true}, nil
@@ -318,6 +339,8 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 	}
 	end.Output = json.RawMessage(raw)
 	res := stepOut{Output: raw}
+	cancel := false
+	end.CancelRequested = &cancel
 	queued := 0
 	// One commit records the step's end in manent's tables, queues its
 	// callbacks and checkpoints the DBOS step (dbos.RecordStepOutcome):
@@ -344,6 +367,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 	if queued > 0 {
 		dbos.WakeQueue(r.e.dbos, r.e.outbox.Queue())
 	}
+	r.cancelSeen = &cancel
 	return res, nil
 }
 
