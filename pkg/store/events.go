@@ -56,6 +56,16 @@ type DoneData struct {
 	Rollback string       `json:"rollback,omitempty"`
 }
 
+// A deploy's events are numbered 1, 2, 3… in the order their transactions
+// commit, which SSE resumption (Last-Event-ID) and log cursors rely on. On
+// PostgreSQL the deploy row's next_seq hands the numbers out: its row lock
+// orders concurrent appenders. On SQLite one writer at a time holds the
+// database, so the next number is read from the events' own primary key in
+// the write transaction — which leaves the deploy's row (and its page)
+// untouched by every step (next_seq is not kept up to date there).
+const sqliteNextSeq = `SELECT COALESCE((SELECT MAX(seq) FROM manent_events WHERE deployment_id = ?), 0) + 1, cancel_requested
+	FROM manent_deployments WHERE id = ?`
+
 // appendEvent appends an event with the deploy's next sequence number.
 func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, id, typ string, at time.Time, data any) (int64, error) {
 	if s.postgres {
@@ -67,7 +77,7 @@ func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, id, typ string, at 
 		return 0, err
 	}
 	var seq int64
-	if err := tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1`), id).Scan(&seq); err != nil {
+	if err := tx.QueryRowContext(ctx, sqliteNextSeq, id, id).Scan(&seq, new(int)); err != nil {
 		return 0, fmt.Errorf("next event id of %s: %w", id, err)
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_events (deployment_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)`),
@@ -105,8 +115,14 @@ func (s *Store) appendEventsCancel(ctx context.Context, tx *sql.Tx, id string, e
 	}
 	var first int64
 	var cancel int
-	if err := tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ?, cancel_requested`),
-		len(evs), id, len(evs)).Scan(&first, &cancel); err != nil {
+	var row *sql.Row
+	if s.postgres {
+		row = tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ?, cancel_requested`),
+			len(evs), id, len(evs))
+	} else {
+		row = tx.QueryRowContext(ctx, sqliteNextSeq, id, id)
+	}
+	if err := row.Scan(&first, &cancel); err != nil {
 		return false, fmt.Errorf("next event ids of %s: %w", id, err)
 	}
 	for lo := 0; lo < len(evs); lo += appendChunk {

@@ -140,3 +140,39 @@ func TestStepFinishedReadsCancel(t *testing.T) {
 		}
 	})
 }
+
+// More log lines than one INSERT takes keep the sequence gapless, and the
+// SSE heads report the last event's seq.
+func TestManyEventsOneSequence(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		insertDeploy(t, st, "dpl_1", "deploy")
+		var lines []store.LogEntry
+		for i := 0; i < 120; i++ {
+			lines = append(lines, store.LogEntry{Time: time.Now(), Text: "line"})
+		}
+		if err := st.AppendLog(ctx, "dpl_1", "deploy", lines); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.StepFinished(ctx, "dpl_1", "deploy", store.StepEnd{State: manent.StepSuccess, StartedAt: time.Now(), Logs: lines[:3]}); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := st.Events(ctx, "dpl_1", 0, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1+120+3+1 {
+			t.Fatalf("%d events, want %d", len(evs), 1+120+3+1)
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("event %d has seq %d", i, e.Seq)
+			}
+		}
+		heads, err := st.Heads(ctx, []string{"dpl_1"}, false, time.Time{})
+		if err != nil || len(heads) != 1 || heads[0].LastSeq != int64(len(evs)) {
+			t.Fatalf("heads %+v %v, want last seq %d", heads, err, len(evs))
+		}
+	})
+}
