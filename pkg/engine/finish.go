@@ -250,12 +250,10 @@ func (r *run) giveUp(ctx context.Context, step string) (int, bool) {
 		return 0, false
 	}
 	r.dispatchChecked = true
-	h, err := dbos.RetrieveWorkflow[Result](r.e.dbos, r.in.ID)
-	if err != nil {
-		return 0, false
-	}
-	s, err := h.GetStatus()
-	if err != nil || s.Attempts <= 1 {
+	// One query (RetrieveWorkflow and GetStatus are two).
+	wfs, err := dbos.ListWorkflows(r.e.dbos, dbos.WithFilterWorkflowIDs(r.in.ID),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+	if err != nil || len(wfs) != 1 || wfs[0].Attempts <= 1 {
 		return 0, false
 	}
 	n, err := r.e.st.StepResumed(ctx, r.in.ID, step)

@@ -75,6 +75,23 @@ func TestStepRowAndCheckpointTogether(t *testing.T) {
 				t.Errorf("step %s: checkpoint output %s, manent shows %s", s.Name, a.String(), b.String())
 			}
 		}
+		// The finish step's commit also set the workflow's attributes: the
+		// outcome merged into those given at submission.
+		aq := `SELECT attributes FROM workflow_status WHERE workflow_uuid = ?`
+		if f.st.Postgres() {
+			aq = `SELECT attributes::text FROM dbos.workflow_status WHERE workflow_uuid = $1`
+		}
+		var rawAttrs string
+		if err := f.st.DB().QueryRowContext(context.Background(), aq, id).Scan(&rawAttrs); err != nil {
+			t.Fatal(err)
+		}
+		var attrs map[string]any
+		if err := json.Unmarshal([]byte(rawAttrs), &attrs); err != nil {
+			t.Fatalf("attributes %q: %v", rawAttrs, err)
+		}
+		if attrs["outcome"] != string(manent.StateSuccess) || attrs["sha256"] != sum || attrs["application"] != "billing" {
+			t.Errorf("workflow attributes %v: want outcome SUCCESS, sha256 %s and application billing", attrs, sum)
+		}
 		wfs, err := f.eng.DeployWorkflows(id)
 		if err != nil {
 			t.Fatal(err)

@@ -54,6 +54,11 @@ type run struct {
 	waves   map[string]*plan.Wave // step name → its rollout wave
 	// dispatchChecked: this execution already asked giveUp.
 	dispatchChecked bool
+	// cancelSeen is the deploy's cancel flag as the commit of the step
+	// this execution just ran read it: the next step checks it instead of
+	// reading it again. nil: read it (first step of an execution, after a
+	// wait, on a retry).
+	cancelSeen *bool
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -82,6 +87,10 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 	waveSeen := map[string]bool{}
 	for _, u := range units {
 		ps := u.step
+		if (u.wave != nil && !waveSeen[u.wave.Name]) || u.gate {
+			// A wait may come: the flag the last step read grows old.
+			r.cancelSeen = nil
+		}
 		if u.wave != nil && !waveSeen[u.wave.Name] {
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
@@ -196,10 +205,6 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
-	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
-	if err := dbos.SetWorkflowAttributes(ctx, in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
-		e.log.Warn("set workflow attributes", "deploy", in.ID, "error", err)
-	}
 	return res, nil
 }
 
@@ -212,7 +217,12 @@ const startRecordDelay = 50 * time.Millisecond
 // stop at once. Cancel is checked first: a cancelled deploy runs no more steps.
 func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
+	seen := r.cancelSeen
+	r.cancelSeen = nil
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		// Only the first attempt may use the flag the previous step read.
+		known := seen
+		seen = nil
 		// A worker declared dead runs no step (workers.go).
 		if err := r.e.admitStep(sctx); err != nil {
 			return stepOut{}, err
@@ -226,9 +236,16 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 				}
 				return stepOut{Abandoned: true}, nil
 			}
-			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
-			if err != nil {
-				return stepOut{}, err
+			// The flag the previous step's commit read, else (and on a
+			// retry) the database's.
+			var cancel bool
+			if known != nil {
+				cancel = *known
+			} else {
+				var err error
+				if cancel, err = r.e.st.CancelRequested(sctx, r.in.ID); err != nil {
+					return stepOut{}, err
+				}
 			}
 			if cancel {
 				return stepOut{Cancelled: true}, nil
@@ -322,6 +339,8 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 	}
 	end.Output = json.RawMessage(raw)
 	res := stepOut{Output: raw}
+	cancel := false
+	end.CancelRequested = &cancel
 	queued := 0
 	// One commit records the step's end in manent's tables, queues its
 	// callbacks and checkpoints the DBOS step (dbos.RecordStepOutcome):
@@ -348,6 +367,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 	if queued > 0 {
 		dbos.WakeQueue(r.e.dbos, r.e.outbox.Queue())
 	}
+	r.cancelSeen = &cancel
 	return res, nil
 }
 
@@ -801,11 +821,18 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		res.State = manent.StateCancelled
 		res.Error = "cancelled"
 	}
-	// One commit concludes the deploy and checkpoints this step.
+	// One commit concludes the deploy, sets the workflow's attributes (its
+	// outcome, for DBOS's own tools) and checkpoints this step.
+	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
 	err := r.e.conclude(ctx, r.in.ID, store.Outcome{
 		State: res.State, Error: res.Error, Rollback: res.Rollback, SHA256: res.SHA256, At: time.Now(),
 		Live: end.live && res.State != manent.StateSuccess,
-	}, conclusion{quiet: r.quiet(), also: func(tx *sql.Tx) error { return dbos.RecordStepOutcome(ctx, tx, res) }})
+	}, conclusion{quiet: r.quiet(), also: func(tx *sql.Tx) error {
+		if err := dbos.SetWorkflowAttributesInTx(ctx, tx, r.in.ID, attrs, dbos.WithMergeAttributes()); err != nil {
+			return err
+		}
+		return dbos.RecordStepOutcome(ctx, tx, res)
+	}})
 	return res, err
 }
 

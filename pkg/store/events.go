@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,14 +56,28 @@ type DoneData struct {
 	Rollback string       `json:"rollback,omitempty"`
 }
 
+// A deploy's events are numbered 1, 2, 3… in the order their transactions
+// commit, which SSE resumption (Last-Event-ID) and log cursors rely on. On
+// PostgreSQL the deploy row's next_seq hands the numbers out: its row lock
+// orders concurrent appenders. On SQLite one writer at a time holds the
+// database, so the next number is read from the events' own primary key in
+// the write transaction — which leaves the deploy's row (and its page)
+// untouched by every step (next_seq is not kept up to date there).
+const sqliteNextSeq = `SELECT COALESCE((SELECT MAX(seq) FROM manent_events WHERE deployment_id = ?), 0) + 1, cancel_requested
+	FROM manent_deployments WHERE id = ?`
+
 // appendEvent appends an event with the deploy's next sequence number.
 func (s *Store) appendEvent(ctx context.Context, tx *sql.Tx, id, typ string, at time.Time, data any) (int64, error) {
+	if s.postgres {
+		seq, _, err := s.appendEventsPG(ctx, tx, id, []newEvent{{typ: typ, at: at, data: data}})
+		return seq, err
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		return 0, err
 	}
 	var seq int64
-	if err := tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1`), id).Scan(&seq); err != nil {
+	if err := tx.QueryRowContext(ctx, sqliteNextSeq, id, id).Scan(&seq, new(int)); err != nil {
 		return 0, fmt.Errorf("next event id of %s: %w", id, err)
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_events (deployment_id, seq, type, time, data) VALUES (?, ?, ?, ?, ?)`),
@@ -83,17 +99,34 @@ type newEvent struct {
 // sequence bump and one INSERT per 50 events, where appendEvent costs two
 // statements per event.
 func (s *Store) appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []newEvent) error {
+	_, err := s.appendEventsCancel(ctx, tx, id, evs)
+	return err
+}
+
+// appendEventsCancel is appendEvents that also returns the deploy's cancel
+// flag as the sequence bump read it (false when evs is empty).
+func (s *Store) appendEventsCancel(ctx context.Context, tx *sql.Tx, id string, evs []newEvent) (bool, error) {
 	if len(evs) == 0 {
-		return nil
+		return false, nil
+	}
+	if s.postgres && len(evs) <= appendChunk {
+		_, cancel, err := s.appendEventsPG(ctx, tx, id, evs)
+		return cancel, err
 	}
 	var first int64
-	if err := tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ?`),
-		len(evs), id, len(evs)).Scan(&first); err != nil {
-		return fmt.Errorf("next event ids of %s: %w", id, err)
+	var cancel int
+	var row *sql.Row
+	if s.postgres {
+		row = tx.QueryRowContext(ctx, s.q(`UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ?, cancel_requested`),
+			len(evs), id, len(evs))
+	} else {
+		row = tx.QueryRowContext(ctx, sqliteNextSeq, id, id)
 	}
-	const chunk = 50
-	for lo := 0; lo < len(evs); lo += chunk {
-		hi := min(lo+chunk, len(evs))
+	if err := row.Scan(&first, &cancel); err != nil {
+		return false, fmt.Errorf("next event ids of %s: %w", id, err)
+	}
+	for lo := 0; lo < len(evs); lo += appendChunk {
+		hi := min(lo+appendChunk, len(evs))
 		var b strings.Builder
 		b.WriteString(`INSERT INTO manent_events (deployment_id, seq, type, time, data) VALUES `)
 		args := make([]any, 0, (hi-lo)*5)
@@ -102,7 +135,7 @@ func (s *Store) appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []n
 			e := evs[i]
 			raw, err := json.Marshal(e.data)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if i > lo {
 				b.WriteString(", ")
@@ -113,13 +146,69 @@ func (s *Store) appendEvents(ctx context.Context, tx *sql.Tx, id string, evs []n
 			recs = append(recs, Event{DeploymentID: id, Seq: seq, Type: e.typ, Time: e.at.UTC(), Data: json.RawMessage(raw)})
 		}
 		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
-			return fmt.Errorf("append events: %w", err)
+			return false, fmt.Errorf("append events: %w", err)
 		}
 		for _, r := range recs {
 			s.hooks.record(tx, r)
 		}
 	}
-	return nil
+	return cancel != 0, nil
+}
+
+// appendChunk is how many events one INSERT appends at most.
+const appendChunk = 50
+
+// appendEventsPG is appendEventsCancel in one statement on PostgreSQL: the
+// sequence bump (which, as a row lock, orders the deploy's appenders) and
+// the INSERT, one round trip where two statements take two. It returns the
+// first event's sequence number and the deploy's cancel flag.
+func (s *Store) appendEventsPG(ctx context.Context, tx *sql.Tx, id string, evs []newEvent) (int64, bool, error) {
+	var b strings.Builder
+	b.WriteString(`WITH n AS (UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ? AS first, cancel_requested)
+		INSERT INTO manent_events (deployment_id, seq, type, time, data)
+		SELECT ?, n.first + v.o, v.t, v.ti, v.d FROM n, (VALUES `)
+	args := make([]any, 0, 4+len(evs)*4)
+	args = append(args, len(evs), id, len(evs), id)
+	recs := make([]Event, len(evs))
+	for i, e := range evs {
+		raw, err := json.Marshal(e.data)
+		if err != nil {
+			return 0, false, err
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(" + strconv.Itoa(i) + "::bigint, ?::text, ?::text, ?::text)")
+		args = append(args, e.typ, fmtTime(e.at), string(raw))
+		recs[i] = Event{DeploymentID: id, Type: e.typ, Time: e.at.UTC(), Data: json.RawMessage(raw)}
+	}
+	b.WriteString(`) AS v(o, t, ti, d) RETURNING seq, (SELECT cancel_requested FROM n)`)
+	rows, err := tx.QueryContext(ctx, s.q(b.String()), args...)
+	if err != nil {
+		return 0, false, fmt.Errorf("append events: %w", err)
+	}
+	defer rows.Close()
+	var seqs []int64
+	cancel := 0
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq, &cancel); err != nil {
+			return 0, false, fmt.Errorf("append events: %w", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, fmt.Errorf("append events: %w", err)
+	}
+	if len(seqs) != len(evs) {
+		return 0, false, fmt.Errorf("next event ids of %s: %w", id, sql.ErrNoRows)
+	}
+	slices.Sort(seqs)
+	for i := range recs {
+		recs[i].Seq = seqs[i]
+		s.hooks.record(tx, recs[i])
+	}
+	return seqs[0], cancel != 0, nil
 }
 
 // AppendLog appends log lines of a step to a deploy's log.

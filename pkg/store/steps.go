@@ -89,6 +89,10 @@ type StepEnd struct {
 	// with the step as recorded (the engine records the DBOS step's
 	// checkpoint there, and queues the step's callbacks).
 	Also func(tx *sql.Tx, st manent.Step) error
+	// CancelRequested, when set, receives the deploy's cancel flag as the
+	// transaction that records the end read it (RequestCancel): the engine
+	// checks it before the next step without reading it again.
+	CancelRequested *bool
 }
 
 // StepFinished records the end of an attempt — SUCCESS with its output,
@@ -131,8 +135,12 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) 
 		}
 		// The log lines, then the step event: one sequence bump, one INSERT.
 		evs := append(logEvents(name, end.Logs), newEvent{typ: EventStep, at: now, data: st})
-		if err := s.appendEvents(ctx, tx, id, evs); err != nil {
+		cancel, err := s.appendEventsCancel(ctx, tx, id, evs)
+		if err != nil {
 			return err
+		}
+		if end.CancelRequested != nil {
+			*end.CancelRequested = cancel
 		}
 		if end.Also != nil {
 			return end.Also(tx, st)

@@ -99,3 +99,80 @@ func TestPlanStepsAndStepsOf(t *testing.T) {
 		}
 	})
 }
+
+// The transaction that records a step's end reads the deploy's cancel flag
+// for the engine, and its events keep one gapless sequence with those
+// appended one at a time (a log line, the cancel request).
+func TestStepFinishedReadsCancel(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		insertDeploy(t, st, "dpl_1", "deploy", "smoke")
+		var cancel bool
+		end := store.StepEnd{State: manent.StepSuccess, StartedAt: time.Now(), CancelRequested: &cancel,
+			Logs: []store.LogEntry{{Time: time.Now(), Text: "one"}, {Time: time.Now(), Text: "two"}}}
+		if _, err := st.StepFinished(ctx, "dpl_1", "deploy", end); err != nil || cancel {
+			t.Fatalf("before cancel: cancel %v, err %v; want false, nil", cancel, err)
+		}
+		if _, err := st.RequestCancel(ctx, "dpl_1"); err != nil {
+			t.Fatal(err)
+		}
+		end.Logs = nil
+		if _, err := st.StepFinished(ctx, "dpl_1", "smoke", end); err != nil || !cancel {
+			t.Fatalf("after cancel: cancel %v, err %v; want true, nil", cancel, err)
+		}
+		evs, err := st.Events(ctx, "dpl_1", 0, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// state, log one, log two, step deploy, log "cancel requested", step smoke.
+		want := []string{store.EventState, store.EventLog, store.EventLog, store.EventStep, store.EventLog, store.EventStep}
+		if len(evs) != len(want) {
+			t.Fatalf("%d events, want %d: %+v", len(evs), len(want), evs)
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) || e.Type != want[i] {
+				t.Errorf("event %d: seq %d type %s, want seq %d type %s", i, e.Seq, e.Type, i+1, want[i])
+			}
+		}
+		if _, err := st.StepFinished(ctx, "dpl_none", "deploy", end); err == nil {
+			t.Error("a step of a deploy that does not exist was recorded")
+		}
+	})
+}
+
+// More log lines than one INSERT takes keep the sequence gapless, and the
+// SSE heads report the last event's seq.
+func TestManyEventsOneSequence(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		insertDeploy(t, st, "dpl_1", "deploy")
+		var lines []store.LogEntry
+		for i := 0; i < 120; i++ {
+			lines = append(lines, store.LogEntry{Time: time.Now(), Text: "line"})
+		}
+		if err := st.AppendLog(ctx, "dpl_1", "deploy", lines); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.StepFinished(ctx, "dpl_1", "deploy", store.StepEnd{State: manent.StepSuccess, StartedAt: time.Now(), Logs: lines[:3]}); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := st.Events(ctx, "dpl_1", 0, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != 1+120+3+1 {
+			t.Fatalf("%d events, want %d", len(evs), 1+120+3+1)
+		}
+		for i, e := range evs {
+			if e.Seq != int64(i+1) {
+				t.Fatalf("event %d has seq %d", i, e.Seq)
+			}
+		}
+		heads, err := st.Heads(ctx, []string{"dpl_1"}, false, time.Time{})
+		if err != nil || len(heads) != 1 || heads[0].LastSeq != int64(len(evs)) {
+			t.Fatalf("heads %+v %v, want last seq %d", heads, err, len(evs))
+		}
+	})
+}

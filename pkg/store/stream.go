@@ -142,7 +142,10 @@ func headsQuery(ids []string, unfinished bool, since time.Time) (string, []any) 
 	if len(where) == 0 {
 		return "", nil
 	}
-	return `SELECT id, application, environment, state, reason, created_at, next_seq - 1
+	// The last event's seq from the events' primary key (next_seq is not
+	// kept on SQLite: events.go).
+	return `SELECT id, application, environment, state, reason, created_at,
+		COALESCE((SELECT MAX(e.seq) FROM manent_events e WHERE e.deployment_id = manent_deployments.id), 0)
 		FROM manent_deployments WHERE ` + strings.Join(where, " OR ") + ` ORDER BY created_at, id`, args
 }
 

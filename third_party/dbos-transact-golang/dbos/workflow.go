@@ -3317,6 +3317,35 @@ func RecordStepOutcome(ctx context.Context, tx any, output any) error {
 	return nil
 }
 
+// SetWorkflowAttributesInTx sets the attributes of workflowID (as
+// SetWorkflowAttributes does, WithMergeAttributes included) in tx, a
+// transaction the caller opened on the system database, from a step
+// function run by RunAsStep with the context it received. It is not a step
+// of its own: with RecordStepOutcome in the same tx, the attributes are set
+// exactly when the step's checkpoint commits, without a commit of their own.
+//
+// [manent patch: workflow attributes in the caller's transaction]
+func SetWorkflowAttributesInTx(ctx context.Context, tx any, workflowID string, attributes map[string]any, opts ...SetWorkflowAttributesOption) error {
+	st, ok := ctx.Value(workflowStateKey).(*workflowState)
+	if !ok || st == nil || !st.isWithinStep || st.outcome == nil {
+		return models.NewStepExecutionError("", "", errors.New("SetWorkflowAttributesInTx must be called by a step function run by RunAsStep, with the context it received"))
+	}
+	params := models.SetWorkflowAttributesInput{}
+	for _, opt := range opts {
+		opt(&params)
+	}
+	utx, err := resolveUserTx(tx)
+	if err != nil {
+		return err
+	}
+	return st.outcome.c.systemDB.SetWorkflowAttributes(ctx, sysdb.SetWorkflowAttributesDBInput{
+		WorkflowID: workflowID,
+		Attributes: attributes,
+		Merge:      params.Merge,
+		Tx:         utx,
+	})
+}
+
 // runAsTxn executes a step function that receives a transaction when run on its own.
 // The step body and checkpoint share one transaction, so system DB writes and recordOperationResult commit together.
 // Like RunAsStep but uses txn[R] / TxnFunc; transaction is begun and committed inside this function.
