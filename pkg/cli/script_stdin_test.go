@@ -2,14 +2,10 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
-
-	"github.com/manent-io/manent/pkg/cli"
 )
 
 // cmdManentIn is `manentin FILE args...`: `manent args...` with the content
@@ -20,26 +16,7 @@ func cmdManentIn(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	in, err := os.ReadFile(ts.MkAbs(args[0]))
 	ts.Check(err)
-	var stdout, stderr bytes.Buffer
-	code := cli.Run(context.Background(), cli.Invocation{
-		Args:         args[1:],
-		Stdin:        bytes.NewReader(in),
-		Stdout:       &stdout,
-		Stderr:       &stderr,
-		Getenv:       ts.Getenv,
-		Dir:          ts.MkAbs("."),
-		PollInterval: 20 * time.Millisecond,
-	})
-	*ts.Value(lastExitKey{}).(*int) = code
-	*ts.Value(lastStdoutKey{}).(*[]byte) = stdout.Bytes()
-	ts.Stdout().Write(stdout.Bytes())
-	ts.Stderr().Write(stderr.Bytes())
-	switch {
-	case code != 0 && !neg:
-		ts.Fatalf("manent exited %d", code)
-	case code == 0 && neg:
-		ts.Fatalf("manent succeeded unexpectedly")
-	}
+	runManent(ts, neg, args[1:], bytes.NewReader(in))
 }
 
 // cmdFileMode is `filemode FILE PERM`: asserts FILE's permission bits

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -142,12 +143,19 @@ type (
 	lastStdoutKey struct{}
 )
 
-// cmdManent runs the CLI in-process.
+// cmdManent runs the CLI in-process, with an empty stdin.
 func cmdManent(ts *testscript.TestScript, neg bool, args []string) {
+	runManent(ts, neg, args, strings.NewReader(""))
+}
+
+// runManent runs the CLI in-process with stdin, records its exit code and
+// stdout for exitcode and the stdout checks, and fails the script on an
+// unexpected outcome.
+func runManent(ts *testscript.TestScript, neg bool, args []string, stdin io.Reader) {
 	var stdout, stderr bytes.Buffer
 	code := cli.Run(context.Background(), cli.Invocation{
 		Args:         args,
-		Stdin:        strings.NewReader(""),
+		Stdin:        stdin,
 		Stdout:       &stdout,
 		Stderr:       &stderr,
 		Getenv:       ts.Getenv,

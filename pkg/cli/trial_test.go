@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 	"github.com/manent-io/manent/pkg/servercmd"
 	"github.com/manent-io/manent/plugins/builtin"
 )
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // trialServer runs the real `manent-server serve` (servercmd.Run with the
 // built-in plugins, in-process) in local trial mode: no --config, a fresh
@@ -47,7 +28,7 @@ func trialServer(t *testing.T, xdg string) (url, stdout, dataDir string) {
 	t.Setenv("MANENT_BOOTSTRAP_TOKEN", "")
 	dataDir = filepath.Join(t.TempDir(), "manent-data")
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errOut := &lockedBuffer{}, &lockedBuffer{}
+	out, errOut := &syncBuffer{}, &syncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- servercmd.Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, out, errOut, builtin.Register)

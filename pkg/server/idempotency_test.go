@@ -18,7 +18,14 @@ import (
 
 func submitWithKey(t *testing.T, url, token, key, body string) (int, api.SubmitResult, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/deployments", strings.NewReader(body))
+	return postWithKey[api.SubmitResult](t, url+"/api/v1/deployments", token, key, body)
+}
+
+// postWithKey POSTs body with token and, unless key is empty, an
+// Idempotency-Key, and decodes the answer as T.
+func postWithKey[T any](t *testing.T, url, token, key, body string) (int, T, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +38,7 @@ func submitWithKey(t *testing.T, url, token, key, body string) (int, api.SubmitR
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var res api.SubmitResult
+	var res T
 	_ = json.NewDecoder(resp.Body).Decode(&res)
 	return resp.StatusCode, res, resp.Header
 }
@@ -148,22 +155,7 @@ func TestLockedDatabaseIs503(t *testing.T) {
 
 func rollbackWithKey(t *testing.T, url, app, env, key, body string) (int, api.RollbackResult, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/environments/"+app+"/"+env+"/rollback", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer admin-token")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var res api.RollbackResult
-	_ = json.NewDecoder(resp.Body).Decode(&res)
-	return resp.StatusCode, res, resp.Header
+	return postWithKey[api.RollbackResult](t, url+"/api/v1/environments/"+app+"/"+env+"/rollback", "admin-token", key, body)
 }
 
 // A rollback honours Idempotency-Key like a submission: a repeat gets the
