@@ -154,16 +154,25 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 	if !opts.Quiet {
 		fmt.Fprintf(opts.IO.ErrOut, "deploy %s submitted: %s\n", out.ID, opts.IO.State(string(out.State)))
 	}
-	p := newProgress(opts.IO, opts.Now)
-	p.quiet = opts.Quiet
-	p.last = string(out.State)
-	d, err := watchDeploy(ctx, client, out.ID, opts.PollInterval, opts.Timeout, p.update)
-	p.finish()
+	return followSubmitted(ctx, client, opts.IO, opts.Exporter, opts.Now, out.ID, out.State,
+		opts.PollInterval, opts.Timeout, opts.Quiet)
+}
+
+// followSubmitted is --wait after a submission (deploy, rollback): the
+// progress line on stderr (none when quiet) until the deploy id is final or
+// timeout passes, then the final result on stdout.
+func followSubmitted(ctx context.Context, client *api.Client, io *IOStreams, exp *Exporter, now func() time.Time,
+	id string, state manent.State, poll, timeout time.Duration, quiet bool) error {
+	p := newProgress(io, now)
+	p.quiet = quiet
+	p.last = string(state)
+	d, err := watchDeploy(ctx, client, id, poll, timeout, p.update)
+	p.finish() // erase the status line before the result
 	if ExitCodeOf(err) == ExitInterrupted {
 		// Not waiting any longer does not stop the deploy.
-		fmt.Fprintf(opts.IO.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", out.ID, out.ID)
+		fmt.Fprintf(io.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", safeText(id), safeText(id))
 	}
-	return finishFollow(opts.IO, opts.Exporter, d, err)
+	return finishFollow(io, exp, d, err)
 }
 
 // newIdempotencyKey returns a fresh Idempotency-Key: "manent-cli-" and 128

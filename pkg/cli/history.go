@@ -210,14 +210,8 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 		return err
 	}
 	fmt.Fprint(opts.IO.ErrOut, line)
-	p := newProgress(opts.IO, opts.Now)
-	p.last = string(res.State)
-	d, err := watchDeploy(ctx, client, res.ID, opts.PollInterval, opts.Timeout, p.update)
-	p.finish() // erase the status line before the result
-	if ExitCodeOf(err) == ExitInterrupted {
-		fmt.Fprintf(opts.IO.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", safeText(res.ID), safeText(res.ID))
-	}
-	return finishFollow(opts.IO, opts.Exporter, d, err)
+	return followSubmitted(ctx, client, opts.IO, opts.Exporter, opts.Now, res.ID, res.State,
+		opts.PollInterval, opts.Timeout, false)
 }
 
 // DiffOptions are the inputs of `manent diff`.
