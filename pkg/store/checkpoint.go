@@ -55,11 +55,11 @@ func startCheckpointer(db *sql.DB, every time.Duration) *checkpointer {
 	return c
 }
 
-// checkpoint runs one passive checkpoint and reports the frames still in
-// the WAL that it could not copy (readers hold them; the next one will).
+// checkpoint runs one passive checkpoint. Frames that readers still need
+// stay in the WAL; a later checkpoint copies them.
 func (c *checkpointer) checkpoint(ctx context.Context) error {
-	var busy, logFrames, done int64
-	err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &done)
+	var busy, logFrames, copied int64
+	err := c.db.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logFrames, &copied)
 	if err == nil {
 		c.runs.Add(1)
 	}
