@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -118,6 +119,17 @@ type gatedConnector struct {
 	dsn  string
 	gate *writeGate
 	drv  *sqlite.Driver
+
+	// writer is the one connection the gate's holder writes on. In WAL
+	// mode a connection drops its whole page cache whenever another
+	// connection has written since its last transaction; with writes
+	// spread over the pool every write transaction began cold and read
+	// each page it touched back from the WAL (a fifth of the engine's CPU
+	// went to those reads). Writes take turns anyway: on one connection
+	// they find their pages in its cache. Used only by the gate's holder,
+	// opened on first use, dropped when it breaks.
+	writerMu sync.Mutex
+	writer   *gatedConn
 }
 
 func (c *gatedConnector) Connect(context.Context) (driver.Conn, error) {
@@ -125,7 +137,57 @@ func (c *gatedConnector) Connect(context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gatedConn{inner: conn, gate: c.gate, stmts: map[string]*cachedStmt{}}, nil
+	return &gatedConn{inner: conn, gate: c.gate, owner: c, stmts: map[string]*cachedStmt{}}, nil
+}
+
+// hotWriter returns the writer connection, opening it if needed; nil when
+// it cannot be opened (the caller writes on its own connection). Only the
+// gate's holder calls it.
+func (c *gatedConnector) hotWriter() *gatedConn {
+	if c == nil {
+		return nil
+	}
+	c.writerMu.Lock()
+	defer c.writerMu.Unlock()
+	if c.writer == nil {
+		conn, err := c.drv.Open(c.dsn)
+		if err != nil {
+			return nil
+		}
+		c.writer = &gatedConn{inner: conn, stmts: map[string]*cachedStmt{}}
+	}
+	return c.writer
+}
+
+// dropWriter closes the writer after an error that may have left it in a
+// bad state (the next writer opens a new one): only ErrBadConn, the error
+// database/sql itself discards connections for.
+func (c *gatedConnector) dropWriter(w *gatedConn, err error) {
+	if !errors.Is(err, driver.ErrBadConn) {
+		return
+	}
+	c.writerMu.Lock()
+	defer c.writerMu.Unlock()
+	if c.writer == w {
+		c.writer = nil
+		_ = w.Close()
+	}
+}
+
+// Close closes the writer; database/sql calls it when the pool closes.
+func (c *gatedConnector) Close() error {
+	c.closeWriter()
+	return nil
+}
+
+// closeWriter closes the writer with the pool.
+func (c *gatedConnector) closeWriter() {
+	c.writerMu.Lock()
+	defer c.writerMu.Unlock()
+	if c.writer != nil {
+		_ = c.writer.Close()
+		c.writer = nil
+	}
 }
 
 func (c *gatedConnector) Driver() driver.Driver { return c.drv }
@@ -146,9 +208,13 @@ type sqliteConn interface {
 type gatedConn struct {
 	inner driver.Conn
 	gate  *writeGate // nil: a read-only pool, nothing to gate
+	owner *gatedConnector
 	mu    sync.Mutex
 	inTx  bool // a transaction is open on this connection
 	held  bool // … and holds the gate
+	// w is the pool's writer connection while this connection's
+	// transaction runs on it (gate held); nil otherwise.
+	w *gatedConn
 	// stmts are this connection's prepared statements by query text
 	// (stmtcache.go): database/sql used by itself prepares every
 	// statement anew, and SQLite's parser was a quarter of the engine's
@@ -161,7 +227,7 @@ func (c *gatedConn) sq() sqliteConn { return c.inner.(sqliteConn) }
 func (c *gatedConn) release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inTx = false
+	c.inTx, c.w = false, nil
 	if c.held {
 		c.held = false
 		c.gate.leave()
@@ -188,35 +254,70 @@ func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 	if err != nil {
 		return nil, err
 	}
+	var w *gatedConn
+	if held && c.owner != nil {
+		w = c.owner.hotWriter()
+	}
 	c.mu.Lock()
-	c.inTx, c.held = true, held
+	c.inTx, c.held, c.w = true, held, w
 	c.mu.Unlock()
-	tx, err := c.sq().BeginTx(ctx, opts)
+	on := c
+	if w != nil {
+		on = w
+	}
+	tx, err := on.sq().BeginTx(ctx, opts)
 	if err != nil {
+		if w != nil {
+			c.owner.dropWriter(w, err)
+		}
 		c.release()
 		return nil, err
 	}
 	return &gatedTx{inner: tx, conn: c}, nil
 }
 
+// on is the connection a statement runs on: the writer while this
+// connection's transaction runs there, else this one.
+func (c *gatedConn) on() *gatedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.w != nil {
+		return c.w
+	}
+	return c
+}
+
 func (c *gatedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.sq().PrepareContext(ctx, query)
+	return c.on().sq().PrepareContext(ctx, query)
 }
 
 // ExecContext outside a transaction is a write of its own (an autocommit
 // INSERT, UPDATE or DELETE): it takes the gate for its duration.
 func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	c.mu.Lock()
-	inTx := c.inTx
+	inTx, w := c.inTx, c.w
 	c.mu.Unlock()
-	if !inTx && c.gate != nil {
-		held, err := c.gate.enter(ctx)
-		if err != nil {
-			return nil, err
+	if inTx {
+		if w != nil {
+			return w.exec(ctx, query, args)
 		}
-		if held {
-			defer c.gate.leave()
-		}
+		return c.exec(ctx, query, args)
+	}
+	if c.gate == nil {
+		return c.exec(ctx, query, args)
+	}
+	held, err := c.gate.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !held {
+		return c.exec(ctx, query, args)
+	}
+	defer c.gate.leave()
+	if w := c.owner.hotWriter(); w != nil {
+		res, err := w.exec(ctx, query, args)
+		c.owner.dropWriter(w, err)
+		return res, err
 	}
 	return c.exec(ctx, query, args)
 }
@@ -227,8 +328,11 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 // The rows are read before the gate is left.
 func (c *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.mu.Lock()
-	inTx := c.inTx
+	inTx, w := c.inTx, c.w
 	c.mu.Unlock()
+	if w != nil {
+		return w.query(ctx, query, args)
+	}
 	if inTx || c.gate == nil || !mayWrite(query) {
 		return c.query(ctx, query, args)
 	}
@@ -236,7 +340,16 @@ func (c *gatedConn) QueryContext(ctx context.Context, query string, args []drive
 	if err != nil {
 		return nil, err
 	}
-	rows, err := c.query(ctx, query, args)
+	on := c
+	if held {
+		if w := c.owner.hotWriter(); w != nil {
+			on = w
+		}
+	}
+	rows, err := on.query(ctx, query, args)
+	if on != c {
+		c.owner.dropWriter(on, err)
+	}
 	if err != nil {
 		if held {
 			c.gate.leave()
@@ -293,11 +406,22 @@ type gatedTx struct {
 }
 
 func (t *gatedTx) Commit() error {
-	defer t.conn.release()
-	return t.inner.Commit()
+	return t.end(t.inner.Commit)
 }
 
 func (t *gatedTx) Rollback() error {
-	defer t.conn.release()
-	return t.inner.Rollback()
+	return t.end(t.inner.Rollback)
+}
+
+// end commits or rolls back, then leaves the writer and the gate.
+func (t *gatedTx) end(fn func() error) error {
+	t.conn.mu.Lock()
+	w := t.conn.w
+	t.conn.mu.Unlock()
+	err := fn()
+	if w != nil {
+		t.conn.owner.dropWriter(w, err)
+	}
+	t.conn.release()
+	return err
 }

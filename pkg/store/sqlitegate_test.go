@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -191,5 +192,95 @@ func TestGatedPoolNestedTransactionFails(t *testing.T) {
 	})
 	if f := AsFault(err); f == nil || f.Reason != "the database is busy" {
 		t.Fatalf("nested transaction: %v, want a busy fault", err)
+	}
+}
+
+// Every write transaction runs on the pool's one writer connection, whichever
+// pooled connection database/sql hands out, so its page cache stays warm: a
+// TEMP table (visible to its own connection only) created in one write
+// transaction is seen by all the later ones, from many goroutines. A
+// transaction cancelled halfway leaves the writer usable and its rows gone.
+func TestGatedPoolWritesOnOneConnection(t *testing.T) {
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if err := st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE kept (i INTEGER)`); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `CREATE TEMP TABLE on_writer (x INTEGER)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Concurrent transactions each hold a pooled connection while they
+	// wait for the gate: they come from many connections.
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := st.Tx(ctx, func(tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO on_writer VALUES (?)`, i)
+				return err
+			}); err != nil {
+				errs <- fmt.Errorf("transaction %d on another connection than the writer: %w", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := st.DB().Stats().OpenConnections; n < 4 {
+		t.Fatalf("%d pooled connections: the test needs transactions from several", n)
+	}
+	// An autocommit write goes to the writer too.
+	if _, err := st.DB().ExecContext(ctx, `INSERT INTO on_writer VALUES (100)`); err != nil {
+		t.Fatalf("autocommit write: %v", err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	err = st.Tx(cctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(cctx, `INSERT INTO kept VALUES (1)`); err != nil {
+			return err
+		}
+		cancel()
+		_, err := tx.ExecContext(cctx, `INSERT INTO kept VALUES (2)`)
+		return err
+	})
+	if err == nil {
+		t.Fatal("a cancelled transaction committed")
+	}
+	var n int
+	if err := st.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO kept VALUES (3)`); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM on_writer`).Scan(&n)
+	}); err != nil {
+		t.Fatalf("the writer after a cancelled transaction: %v", err)
+	}
+	if n != 33 {
+		t.Fatalf("on_writer has %d rows, want 33", n)
+	}
+	var kept []int
+	rows, err := st.ReadDB().QueryContext(ctx, `SELECT i FROM kept ORDER BY i`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var i int
+		_ = rows.Scan(&i)
+		kept = append(kept, i)
+	}
+	rows.Close()
+	if fmt.Sprint(kept) != "[3]" {
+		t.Fatalf("kept = %v, want [3]: the cancelled transaction's row must be gone", kept)
 	}
 }
