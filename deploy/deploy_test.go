@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/spf13/viper"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/manent-io/manent/pkg/kubetest"
 	"github.com/manent-io/manent/pkg/node"
@@ -388,6 +390,64 @@ func TestImageRunsAsNonRootWithWritableData(t *testing.T) {
 		}
 		if cmd := final[len(final)-1]; cmd != `CMD ["serve", "--listen", "0.0.0.0:8080", "--data-dir", "/data"]` {
 			t.Errorf("%s: last line %q, want the server serving /data on 0.0.0.0:8080", name, cmd)
+		}
+	}
+}
+
+// TestGoreleaserConfigMatchesSchema validates .goreleaser.yaml against
+// goreleaser's own JSON Schema (testdata/README.md says where it comes
+// from): every key known, every value of the right type, as `goreleaser
+// check` would parse it. goreleaser itself is not served to the CI machine
+// kind, so `goreleaser check` does not run here; its template and
+// deprecation checks are the part this test cannot do.
+func TestGoreleaserConfigMatchesSchema(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "goreleaser-v2.17.0.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("goreleaser.schema.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	schema, err := c.Compile("goreleaser.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate := func(y []byte) error {
+		j, err := sigsyaml.YAMLToJSON(y)
+		if err != nil {
+			return err
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(j))
+		if err != nil {
+			return err
+		}
+		return schema.Validate(inst)
+	}
+	cfg, err := os.ReadFile(filepath.Join("..", ".goreleaser.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate(cfg); err != nil {
+		t.Fatalf(".goreleaser.yaml does not match goreleaser's schema: %v", err)
+	}
+	// The schema refuses what goreleaser would: an unknown key, a value of
+	// the wrong type.
+	for _, bad := range []struct{ name, from, to string }{
+		{"a misspelt key", "\nbuilds:\n", "\nbuild:\n"},
+		{"a string for a list", "goarch: [amd64, arm64]", "goarch: amd64"},
+	} {
+		mutated := strings.Replace(string(cfg), bad.from, bad.to, 1)
+		if mutated == string(cfg) {
+			t.Fatalf("%s: %q is not in .goreleaser.yaml", bad.name, bad.from)
+		}
+		if validate([]byte(mutated)) == nil {
+			t.Errorf("%s passes the schema", bad.name)
 		}
 	}
 }
