@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"strconv"
 
@@ -64,6 +65,17 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 
 // audit records a state-changing call; a failure to write it is logged,
 // never hidden.
+// auditIn is audit in the transaction of what it records (engine.Submit's
+// also): an accepted deploy and its audit entry commit together, in one
+// commit instead of two. detail is computed from the record.
+func (s *Server) auditIn(ctx context.Context, r *http.Request, p manent.Identity, action, target string, detail func(*store.Record) string) func(*sql.Tx, *store.Record) error {
+	return func(tx *sql.Tx, rec *store.Record) error {
+		return s.st.AppendAuditTx(ctx, tx, store.AuditEntry{
+			Identity: p.Subject, Action: action, Target: target, RequestID: requestID(r), Outcome: "accepted", Detail: detail(rec),
+		})
+	}
+}
+
 func (s *Server) audit(ctx context.Context, r *http.Request, p manent.Identity, action, target, outcome, detail string) {
 	err := s.st.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
 		Identity: p.Subject, Action: action, Target: target, RequestID: requestID(r), Outcome: outcome, Detail: detail,

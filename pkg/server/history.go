@@ -191,6 +191,9 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 			return s.recordIdempotency(r.Context(), tx, p, key, keyed, http.StatusAccepted, result(rec))
 		})
 	}
+	also = append(also, s.auditIn(r.Context(), r, p, "deployment.rollback", target, func(rec *store.Record) string {
+		return fmt.Sprintf("%s %s rollback_of %s from %s", rec.ID, rec.Version, cur.DeploymentID, from.ID)
+	}))
 	rec, err := s.eng.Submit(r.Context(), adm.Input, adm.Decision, also...)
 	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, keyed) {
 		return // a concurrent request with the same key won
@@ -199,8 +202,6 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	s.audit(r.Context(), r, p, "deployment.rollback", target, "accepted",
-		fmt.Sprintf("%s %s rollback_of %s from %s", rec.ID, rec.Version, cur.DeploymentID, from.ID))
 	s.log.Info("rollback accepted", "deploy", rec.ID, "application", app, "environment", env,
 		"version", rec.Version, "rollback_of", cur.DeploymentID, "from", from.ID, "requester", rec.Requester)
 	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)

@@ -13,6 +13,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // A rollback is a new deploy of the release before the current one, with
@@ -69,6 +70,22 @@ func TestRollbackGoesThroughAdmission(t *testing.T) {
 		}
 		if rb.Version != "1" || rb.RollbackOf != ids[1] || rb.From != ids[0] || rb.State != manent.StateAwaitingApproval {
 			t.Fatalf("rollback %+v: want version 1 awaiting approval, rollback_of %s, from %s", rb, ids[1], ids[0])
+		}
+		// The accepted rollback is in the audit log (written in the
+		// rollback's own transaction), and the chain verifies.
+		entries, err := srv.Store.Audit(ctx, store.AuditFilter{Action: "deployment.rollback"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var outcomes []string
+		for _, e := range entries {
+			outcomes = append(outcomes, e.Outcome+" "+e.Detail)
+		}
+		if want := "accepted " + rb.ID + " 1 rollback_of " + ids[1] + " from " + ids[0]; len(outcomes) == 0 || outcomes[0] != want {
+			t.Fatalf("rollback audit entries %q, newest first: want %q first", outcomes, want)
+		}
+		if _, problems, err := srv.Store.VerifyAudit(ctx); err != nil || len(problems) != 0 {
+			t.Fatalf("verify audit: %v %v", problems, err)
 		}
 		d := approved(rb.ID)
 		if d.RollbackOf != ids[1] || d.Requester != "token:ci" {

@@ -96,6 +96,8 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 				api.SubmitResult{ID: rec.ID, State: rec.State, Notice: in.Notice})
 		})
 	}
+	also = append(also, s.auditIn(r.Context(), r, p, "deployment.submit", target,
+		func(rec *store.Record) string { return rec.ID + " " + rec.Version }))
 	rec, err := s.eng.Submit(r.Context(), in, adm.Decision, also...)
 	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, body) {
 		return // a concurrent request with the same key won
@@ -104,7 +106,6 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	s.audit(r.Context(), r, p, "deployment.submit", target, "accepted", rec.ID+" "+rec.Version)
 	s.log.Info("deploy accepted", "deploy", rec.ID, "application", rec.Application, "environment", rec.Environment,
 		"version", rec.Version, "requester", rec.Requester)
 	w.Header().Set("Location", "/api/v1/deployments/"+rec.ID)

@@ -39,6 +39,13 @@ func (s *Store) AppendAudit(ctx context.Context, e AuditEntry) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error { return s.appendAudit(ctx, tx, e) })
 }
 
+// AppendAuditTx appends an entry in tx, so that the entry and what it
+// records commit together. On PostgreSQL the chain's head stays locked until
+// tx ends: append last.
+func (s *Store) AppendAuditTx(ctx context.Context, tx *sql.Tx, e AuditEntry) error {
+	return s.appendAudit(ctx, tx, e)
+}
+
 func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e AuditEntry) error {
 	lock := ""
 	if s.postgres {
