@@ -215,6 +215,9 @@ type gatedConn struct {
 	// w is the pool's writer connection while this connection's
 	// transaction runs on it (gate held); nil otherwise.
 	w *gatedConn
+	// ro: the open transaction is read-only (no gate); a write in it is
+	// refused rather than left to wait for SQLite's lock.
+	ro bool
 	// stmts are this connection's prepared statements by query text
 	// (stmtcache.go): database/sql used by itself prepares every
 	// statement anew, and SQLite's parser was a quarter of the engine's
@@ -227,7 +230,7 @@ func (c *gatedConn) sq() sqliteConn { return c.inner.(sqliteConn) }
 func (c *gatedConn) release() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.inTx, c.w = false, nil
+	c.inTx, c.w, c.ro = false, nil, false
 	if c.held {
 		c.held = false
 		c.gate.leave()
@@ -249,6 +252,19 @@ func (c *gatedConn) Begin() (driver.Tx, error) {
 func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if c.gate == nil {
 		return c.sq().BeginTx(ctx, opts)
+	}
+	if opts.ReadOnly {
+		// A read-only transaction (DBOS's check before each step) is a
+		// deferred BEGIN on this connection: a snapshot for its reads,
+		// no write lock, no place in the writers' queue.
+		tx, err := c.sq().BeginTx(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.inTx, c.ro = true, true
+		c.mu.Unlock()
+		return &gatedTx{inner: tx, conn: c}, nil
 	}
 	held, err := c.gate.enter(ctx)
 	if err != nil {
@@ -295,8 +311,11 @@ func (c *gatedConn) PrepareContext(ctx context.Context, query string) (driver.St
 // INSERT, UPDATE or DELETE): it takes the gate for its duration.
 func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	c.mu.Lock()
-	inTx, w := c.inTx, c.w
+	inTx, w, ro := c.inTx, c.w, c.ro
 	c.mu.Unlock()
+	if ro && mayWrite(query) {
+		return nil, errWriteInReadOnly
+	}
 	if inTx {
 		if w != nil {
 			return w.exec(ctx, query, args)
@@ -328,8 +347,11 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 // The rows are read before the gate is left.
 func (c *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.mu.Lock()
-	inTx, w := c.inTx, c.w
+	inTx, w, ro := c.inTx, c.w, c.ro
 	c.mu.Unlock()
+	if ro && mayWrite(query) {
+		return nil, errWriteInReadOnly
+	}
 	if w != nil {
 		return w.query(ctx, query, args)
 	}
@@ -361,6 +383,9 @@ func (c *gatedConn) QueryContext(ctx context.Context, query string, args []drive
 	}
 	return &gatedRows{Rows: rows, gate: c.gate}, nil
 }
+
+// errWriteInReadOnly refuses a write in a transaction begun read-only.
+var errWriteInReadOnly = errors.New("sqlite: a write in a read-only transaction")
 
 // gatedRows leaves the gate when its statement is done.
 type gatedRows struct {

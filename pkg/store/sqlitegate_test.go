@@ -284,3 +284,47 @@ func TestGatedPoolWritesOnOneConnection(t *testing.T) {
 		t.Fatalf("kept = %v, want [3]: the cancelled transaction's row must be gone", kept)
 	}
 }
+
+// A read-only transaction takes no place in the writers' queue: it runs
+// while another transaction holds the write lock, reads a snapshot, and
+// refuses a write instead of waiting for the lock.
+func TestGatedPoolReadOnlyTransaction(t *testing.T) {
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE ro_test (i INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(ctx, `INSERT INTO ro_test VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	// A writer holds the gate and SQLite's write lock for the whole test.
+	w, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Rollback()
+	if _, err := w.ExecContext(ctx, `INSERT INTO ro_test VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ro, err := st.DB().BeginTx(rctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("a read-only transaction while a writer holds the lock: %v", err)
+	}
+	defer ro.Rollback()
+	var n int
+	if err := ro.QueryRowContext(rctx, `SELECT COUNT(*) FROM ro_test`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("read-only count = %d (%v), want 1: the writer's row is not committed", n, err)
+	}
+	if _, err := ro.ExecContext(rctx, `INSERT INTO ro_test VALUES (3)`); !errors.Is(err, errWriteInReadOnly) {
+		t.Fatalf("a write in a read-only transaction: %v, want errWriteInReadOnly", err)
+	}
+	if err := ro.QueryRowContext(rctx, `INSERT INTO ro_test VALUES (4) RETURNING i`).Scan(&n); !errors.Is(err, errWriteInReadOnly) {
+		t.Fatalf("INSERT … RETURNING in a read-only transaction: %v, want errWriteInReadOnly", err)
+	}
+}

@@ -4034,7 +4034,11 @@ func (s *SysDB) CheckOperationExecution(ctx context.Context, input CheckOperatio
 	if input.Tx != nil {
 		tx = input.Tx
 	} else {
-		tx, err = s.pool.BeginTx(ctx, TxOptions{})
+		// [manent patch: a read-only check] The check only reads: a
+		// read-only transaction, which on SQLite is a deferred BEGIN that
+		// takes no write lock (the default BEGIN IMMEDIATE queued every
+		// step's check behind the writers).
+		tx, err = s.pool.BeginTx(ctx, TxOptions{ReadOnly: true})
 		if err != nil {
 			return nil, fmt.Errorf("failed to begin transaction: %w", err)
 		}
