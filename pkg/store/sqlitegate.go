@@ -174,6 +174,28 @@ func (c *gatedConnector) dropWriter(w *gatedConn, err error) {
 	}
 }
 
+// usableWriter is hotWriter for an autocommit write: a writer left inside
+// a transaction is replaced first (an autocommit write run in it would
+// never commit). Only the gate's holder calls it.
+func (c *gatedConnector) usableWriter() *gatedConn {
+	w := c.hotWriter()
+	if w != nil && w.txOpen {
+		c.discardWriter(w)
+		w = c.hotWriter()
+	}
+	return w
+}
+
+// discardWriter closes w if it is still the writer, whatever its state.
+func (c *gatedConnector) discardWriter(w *gatedConn) {
+	c.writerMu.Lock()
+	defer c.writerMu.Unlock()
+	if c.writer == w {
+		c.writer = nil
+		_ = w.Close()
+	}
+}
+
 // Close closes the writer; database/sql calls it when the pool closes.
 func (c *gatedConnector) Close() error {
 	c.closeWriter()
@@ -218,6 +240,10 @@ type gatedConn struct {
 	// ro: the open transaction is read-only (no gate); a write in it is
 	// refused rather than left to wait for SQLite's lock.
 	ro bool
+	// txOpen (the writer only): a transaction of the gate's holder is
+	// open on it. Found set by an autocommit write, it means the writer
+	// was left inside a transaction: the write must not join it.
+	txOpen bool
 	// stmts are this connection's prepared statements by query text
 	// (stmtcache.go): database/sql used by itself prepares every
 	// statement anew, and SQLite's parser was a quarter of the engine's
@@ -240,6 +266,14 @@ func (c *gatedConn) release() {
 func (c *gatedConn) Prepare(query string) (driver.Stmt, error) { return c.inner.Prepare(query) }
 
 func (c *gatedConn) Close() error {
+	c.mu.Lock()
+	w := c.w
+	c.mu.Unlock()
+	if w != nil {
+		// database/sql gave up on this connection inside a transaction
+		// that ran on the writer: the writer may still be in it.
+		c.owner.discardWriter(w)
+	}
 	c.release()
 	c.closeStmts()
 	return c.inner.Close()
@@ -282,14 +316,31 @@ func (c *gatedConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.
 		on = w
 	}
 	tx, err := on.sq().BeginTx(ctx, opts)
+	if err != nil && w != nil && ctx.Err() == nil {
+		// The writer is in a state it should never be in (a transaction
+		// left open by a connection database/sql discarded, say): close
+		// it — the next writer opens a fresh one — and begin here.
+		c.owner.discardWriter(w)
+		c.mu.Lock()
+		c.w = nil
+		c.mu.Unlock()
+		tx, err = c.sq().BeginTx(ctx, opts)
+	}
 	if err != nil {
-		if w != nil {
-			c.owner.dropWriter(w, err)
-		}
 		c.release()
 		return nil, err
 	}
+	if w := c.writerOf(); w != nil {
+		w.txOpen = true
+	}
 	return &gatedTx{inner: tx, conn: c}, nil
+}
+
+// writerOf is the writer this connection's transaction runs on, or nil.
+func (c *gatedConn) writerOf() *gatedConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w
 }
 
 // on is the connection a statement runs on: the writer while this
@@ -333,7 +384,7 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 		return c.exec(ctx, query, args)
 	}
 	defer c.gate.leave()
-	if w := c.owner.hotWriter(); w != nil {
+	if w := c.owner.usableWriter(); w != nil {
 		res, err := w.exec(ctx, query, args)
 		c.owner.dropWriter(w, err)
 		return res, err
@@ -364,7 +415,7 @@ func (c *gatedConn) QueryContext(ctx context.Context, query string, args []drive
 	}
 	on := c
 	if held {
-		if w := c.owner.hotWriter(); w != nil {
+		if w := c.owner.usableWriter(); w != nil {
 			on = w
 		}
 	}
@@ -445,6 +496,7 @@ func (t *gatedTx) end(fn func() error) error {
 	t.conn.mu.Unlock()
 	err := fn()
 	if w != nil {
+		w.txOpen = false
 		t.conn.owner.dropWriter(w, err)
 	}
 	t.conn.release()

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -326,5 +327,54 @@ func TestGatedPoolReadOnlyTransaction(t *testing.T) {
 	}
 	if err := ro.QueryRowContext(rctx, `INSERT INTO ro_test VALUES (4) RETURNING i`).Scan(&n); !errors.Is(err, errWriteInReadOnly) {
 		t.Fatalf("INSERT … RETURNING in a read-only transaction: %v, want errWriteInReadOnly", err)
+	}
+}
+
+// A writer connection found in a state it should never be in — still inside
+// a transaction that database/sql abandoned — is replaced, and the write
+// goes on: one bad connection must not stop every write of the server.
+func TestGatedPoolReplacesAStuckWriter(t *testing.T) {
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE stuck (i INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	stuck := st.writes.hotWriter()
+	if stuck == nil {
+		t.Fatal("no writer connection")
+	}
+	// Leave a transaction open on the writer, as a connection discarded
+	// mid-transaction would.
+	if _, err := stuck.sq().BeginTx(ctx, driver.TxOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := st.Tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO stuck VALUES (?)`, i)
+			return err
+		}); err != nil {
+			t.Fatalf("write %d with a stuck writer: %v", i, err)
+		}
+	}
+	if st.writes.hotWriter() == stuck {
+		t.Fatal("the stuck writer is still the writer")
+	}
+	// An autocommit write never joins a transaction left open on the
+	// writer (it would never commit).
+	stuck = st.writes.hotWriter()
+	if _, err := stuck.sq().BeginTx(ctx, driver.TxOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stuck.txOpen = true
+	if _, err := st.DB().ExecContext(ctx, `INSERT INTO stuck VALUES (3)`); err != nil {
+		t.Fatalf("autocommit write with a stuck writer: %v", err)
+	}
+	var n int
+	if err := st.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM stuck`).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("%d rows (%v), want 4: every write committed", n, err)
 	}
 }

@@ -31,6 +31,9 @@ type Store struct {
 	// ckpt runs SQLite's WAL checkpoints off the commit path
 	// (checkpoint.go); nil on PostgreSQL.
 	ckpt *checkpointer
+	// writes is the SQLite write pool's connector (sqlitegate.go); nil on
+	// PostgreSQL.
+	writes *gatedConnector
 	// hooks hands the events of each committed transaction to OnCommit
 	// listeners (stream.go).
 	hooks commitHooks
@@ -90,7 +93,8 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		// connection waiting its turn costs nothing: the pool is larger
 		// than the read pool, and queries on it (DBOS reads its own
 		// tables here) do not wait for connections held by queued writers.
-		db := sql.OpenDB(&gatedConnector{dsn: dsn, gate: newWriteGate(busy), drv: &sqlite.Driver{}})
+		writes := &gatedConnector{dsn: dsn, gate: newWriteGate(busy), drv: &sqlite.Driver{}}
+		db := sql.OpenDB(writes)
 		db.SetMaxOpenConns(32)
 		// Idle connections are kept: each holds its prepared statements,
 		// and the deploys' steps and DBOS's queue use more than 8 at once.
@@ -113,7 +117,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
-		return &Store{db: db, rdb: rdb, ckpt: startCheckpointer(db, checkpointEvery)}, nil
+		return &Store{db: db, rdb: rdb, writes: writes, ckpt: startCheckpointer(db, checkpointEvery)}, nil
 	}
 	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
 }
