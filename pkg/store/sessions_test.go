@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -101,4 +102,48 @@ func TestRevokeSessionPrunesExpired(t *testing.T) {
 			}
 		}
 	})
+}
+
+// BenchmarkSessionRevoked measures the check every web request with a
+// session makes, with 10,000 revoked sessions in the table, on SQLite (the
+// read pool) and PostgreSQL.
+//
+// Run: go test ./pkg/store -run '^$' -bench SessionRevoked
+func BenchmarkSessionRevoked(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		b.Run(db, func(b *testing.B) {
+			url := enginetest.SQLite(b)
+			if db == "postgres" {
+				url = enginetest.Postgres(b)
+			}
+			st, err := store.Open(context.Background(), url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { st.Close() })
+			ctx := context.Background()
+			if err := st.Migrate(ctx); err != nil {
+				b.Fatal(err)
+			}
+			now := time.Now()
+			err = st.Tx(ctx, func(tx *sql.Tx) error {
+				for i := range 10_000 {
+					if _, err := tx.ExecContext(ctx, st.Q(`INSERT INTO manent_revoked_sessions (id, expires_at, revoked_at) VALUES (?, ?, ?)`),
+						store.SessionKey(fmt.Sprint("s", i)), now.Add(time.Hour).Unix(), now.Unix()); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 0; b.Loop(); i++ {
+				revoked, err := st.SessionRevoked(ctx, fmt.Sprint("s", i%20_000))
+				if err != nil || revoked != (i%20_000 < 10_000) {
+					b.Fatalf("SessionRevoked(s%d) = %v, %v", i%20_000, revoked, err)
+				}
+			}
+		})
+	}
 }
