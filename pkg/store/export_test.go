@@ -64,6 +64,8 @@ func HotQueries() []HotQuery {
 	add("dora of an environment", false, q, a...)
 	q, a = finishedSinceQuery("", "", now.Add(-time.Hour))
 	add("dora of everything", false, q, a...)
+	add("web session revoked", false, sessionRevokedQuery, sessionKey("c2Vzc2lvbi1pZC0xMjM0NTY"))
+	add("prune revoked web sessions", false, pruneRevokedQuery, now.Unix(), revokedPruneBatch)
 	return out
 }
 
@@ -108,6 +110,9 @@ func (s *Store) Explain(ctx context.Context, query string, args []any) (string, 
 	}
 	return strings.Join(lines, "\n"), rows.Err()
 }
+
+// SessionKey is the row key of a web session id.
+func SessionKey(id string) string { return sessionKey(id) }
 
 // Q rebinds placeholders for the store's database.
 func (s *Store) Q(query string) string { return s.q(query) }

@@ -8,7 +8,9 @@
 // cookie) holds the bearer credential the user signed in with, and every
 // page and button calls the API handler with it, so authentication, RBAC,
 // audit and the why-it-waits texts are the API's own. The API never sees
-// the cookie: it keeps accepting bearer tokens only.
+// the cookie: it keeps accepting bearer tokens only. Each session has a
+// random id; sign-out records it as revoked through Config.Sessions (the
+// store, shared by every worker), and every request checks it.
 //
 // It imports pkg/api, pkg/auth, pkg/manent, pkg/clusterstate,
 // github.com/coreos/go-oidc and golang.org/x/oauth2.

@@ -36,9 +36,15 @@ func (h *Handler) oidcEnabled() bool {
 
 func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.URL.Query().Get("next"))
-	if _, ok := h.signedIn(r); ok && r.URL.Query().Get("error") == "" {
+	_, err := h.signedIn(r)
+	if err == nil && r.URL.Query().Get("error") == "" {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
+	}
+	if _, cerr := r.Cookie(sessionCookie); cerr == nil && errors.Is(err, errNoSession) {
+		// A session cookie that is no longer honoured (expired, signed
+		// out, sealed before sessions had ids): the browser drops it.
+		h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
 	}
 	p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(), Error: r.URL.Query().Get("error")}}
 	h.render(w, r, "login", http.StatusOK, p)
@@ -80,11 +86,25 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
+// handleLogout ends the session on every worker: its id is recorded as
+// revoked (until the session would have expired), so a copy of the cookie
+// is refused too, then the browser drops the cookie.
 func (h *Handler) handleLogout(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	s, ok := h.readSession(r)
-	if err := r.ParseForm(); err != nil || !ok || !equalStrings(s.CSRF, r.PostForm.Get("csrf")) {
+	s, serr := h.readSession(r)
+	if serr != nil && !errors.Is(serr, errNoSession) {
+		h.uncheckedSession(w, r, serr)
+		return
+	}
+	if err := r.ParseForm(); err != nil || serr != nil || !equalStrings(s.CSRF, r.PostForm.Get("csrf")) {
 		h.renderError(w, r, nil, http.StatusForbidden, "This form is missing its CSRF token or its session.")
+		return
+	}
+	if err := h.sessions.RevokeSession(r.Context(), s.ID, time.Unix(s.Expires, 0), h.now()); err != nil {
+		// The cookie is kept: the user sees the sign-out did not happen
+		// and can try again, rather than believing a copy is dead.
+		h.log.Error("web: sign-out", "error", err)
+		h.renderError(w, r, nil, http.StatusServiceUnavailable, "The sign-out could not be recorded: the database did not answer. Your session is still valid; try again in a moment.")
 		return
 	}
 	h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)

@@ -218,8 +218,12 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, v *viewer,
 // and turns API errors into error pages with the API's status.
 func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := h.signedIn(r)
-		if !ok {
+		v, err := h.signedIn(r)
+		if err != nil && !errors.Is(err, errNoSession) {
+			h.uncheckedSession(w, r, err)
+			return
+		}
+		if err != nil {
 			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 			return
 		}
@@ -311,12 +315,16 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 func (h *Handler) handleAction(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-		v, ok := h.signedIn(r)
+		v, serr := h.signedIn(r)
+		if serr != nil && !errors.Is(serr, errNoSession) {
+			h.uncheckedSession(w, r, serr)
+			return
+		}
 		if err := r.ParseForm(); err != nil {
 			h.renderError(w, r, v, http.StatusBadRequest, "The form could not be read.")
 			return
 		}
-		if !ok || !equalStrings(v.sess.CSRF, r.PostForm.Get("csrf")) {
+		if v == nil || !equalStrings(v.sess.CSRF, r.PostForm.Get("csrf")) {
 			h.renderError(w, r, v, http.StatusForbidden, "This form is missing its CSRF token or its session: reload the page and try again.")
 			return
 		}

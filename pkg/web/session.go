@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
@@ -33,8 +34,31 @@ const (
 // SessionTTL bounds a session; an OIDC session also ends with its ID token.
 const SessionTTL = 12 * time.Hour
 
+// maxSessionCookie bounds the session cookie's value: a sealed static
+// token or OIDC ID token is far smaller (browsers keep cookies up to 4 KB);
+// anything longer is refused before it is decoded.
+const maxSessionCookie = 8 << 10
+
+// sessionIDBytes is the size of a session's random id.
+const sessionIDBytes = 16
+
+// Sessions records the sessions signed out before they expired, for every
+// worker of the database (store.Store satisfies it).
+type Sessions interface {
+	RevokeSession(ctx context.Context, id string, expires, now time.Time) error
+	SessionRevoked(ctx context.Context, id string) (bool, error)
+}
+
+// errNoSession says the request has no usable session: no cookie, one that
+// does not open, expired, without an id, or signed out. The browser signs
+// in again. Other errors of readSession are the database's.
+var errNoSession = errors.New("no session")
+
 // session is what the session cookie holds, sealed.
 type session struct {
+	// ID is the session's random id (sessionIDBytes, base64url): sign-out
+	// records it as revoked.
+	ID string `json:"i"`
 	// Credential is the bearer credential the user signed in with: a
 	// static token or an OIDC ID token. Every request re-authenticates it.
 	Credential string `json:"c"`
@@ -176,7 +200,8 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, credentia
 	if max := h.now().Add(SessionTTL); expires.IsZero() || expires.After(max) {
 		expires = max
 	}
-	v, err := h.seal.seal(sessionCookie, session{Credential: credential, Method: method, CSRF: randomString(24), Expires: expires.Unix()})
+	v, err := h.seal.seal(sessionCookie, session{ID: randomString(sessionIDBytes), Credential: credential, Method: method,
+		CSRF: randomString(24), Expires: expires.Unix()})
 	if err != nil {
 		return err
 	}
@@ -184,18 +209,42 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, credentia
 	return nil
 }
 
-// readSession returns the request's session, if it has a valid one.
-func (h *Handler) readSession(r *http.Request) (session, bool) {
+// readSession returns the request's session: errNoSession when it has no
+// valid one — including a session signed out on any worker, and a cookie
+// sealed before sessions had ids (it cannot be revoked, so it is not
+// honoured) — or the error of the revocation check.
+func (h *Handler) readSession(r *http.Request) (session, error) {
 	c, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return session{}, false
+	if err != nil || len(c.Value) > maxSessionCookie {
+		return session{}, errNoSession
 	}
 	var s session
 	if err := h.seal.open(sessionCookie, c.Value, &s); err != nil {
-		return session{}, false
+		return session{}, errNoSession
 	}
 	if h.now().Unix() >= s.Expires || s.Credential == "" {
-		return session{}, false
+		return session{}, errNoSession
 	}
-	return s, true
+	if !validSessionID(s.ID) {
+		h.log.Debug("web: a session cookie without an id (sealed before revocation existed) is refused")
+		return session{}, errNoSession
+	}
+	revoked, err := h.sessions.SessionRevoked(r.Context(), s.ID)
+	if err != nil {
+		return session{}, err
+	}
+	if revoked {
+		h.log.Info("web: a signed-out session was presented", "remote", r.RemoteAddr, "path", r.URL.Path)
+		return session{}, errNoSession
+	}
+	return s, nil
+}
+
+// validSessionID reports whether id is what startSession makes.
+func validSessionID(id string) bool {
+	if len(id) != base64.RawURLEncoding.EncodedLen(sessionIDBytes) {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	return err == nil && len(b) == sessionIDBytes
 }

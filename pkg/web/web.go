@@ -50,6 +50,9 @@ type Config struct {
 	Guard Guard
 	// Secret keys the session cookies (LoadSecret).
 	Secret []byte
+	// Sessions records signed-out sessions in the database all workers
+	// share, and is asked on every request with a session.
+	Sessions Sessions
 	// OIDC, when it has a ClientID, offers sign-in through the issuer.
 	OIDC *auth.OIDCConfig
 	// HTTPClient talks to the OIDC issuer (nil: auth.IssuerClient, the
@@ -72,6 +75,8 @@ type Handler struct {
 	pages map[string]*template.Template
 	// static is the embedded static files with their ETags.
 	static http.Handler
+	// sessions is Config.Sessions.
+	sessions Sessions
 
 	oidcMu sync.Mutex
 	oidc   *oidcClient
@@ -79,8 +84,8 @@ type Handler struct {
 
 // New returns the UI handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.API == nil || cfg.Guard == nil {
-		return nil, errors.New("web: API and Guard are required")
+	if cfg.API == nil || cfg.Guard == nil || cfg.Sessions == nil {
+		return nil, errors.New("web: API, Guard and Sessions are required")
 	}
 	seal, err := newSealer(cfg.Secret)
 	if err != nil {
@@ -95,7 +100,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.HTTPClient == nil && cfg.OIDC != nil {
 		cfg.HTTPClient = auth.IssuerClient(*cfg.OIDC) // the outbound policy of auth.oidc.issuer
 	}
-	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, sessions: cfg.Sessions, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
@@ -154,17 +159,28 @@ type viewer struct {
 }
 
 // signedIn returns the request's user, re-authenticating the session's
-// credential exactly as the API does.
-func (h *Handler) signedIn(r *http.Request) (*viewer, bool) {
-	s, ok := h.readSession(r)
-	if !ok {
-		return nil, false
+// credential exactly as the API does; errNoSession when there is none (see
+// readSession), another error when the revocation check failed.
+func (h *Handler) signedIn(r *http.Request) (*viewer, error) {
+	s, err := h.readSession(r)
+	if err != nil {
+		return nil, err
 	}
 	p, err := h.guard.Authenticate(r.Context(), "Bearer "+s.Credential)
 	if err != nil {
-		return nil, false
+		return nil, errNoSession
 	}
-	return &viewer{Identity: p, sess: s}, true
+	return &viewer{Identity: p, sess: s}, nil
+}
+
+// sessionUnchecked is the message of a request whose session could not be
+// checked against the signed-out sessions.
+const sessionUnchecked = "Your session could not be checked: the database did not answer. Try again in a moment."
+
+// uncheckedSession logs a failed revocation check and answers 503.
+func (h *Handler) uncheckedSession(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.Error("web: session revocation check", "path", r.URL.Path, "error", err)
+	h.renderError(w, r, nil, http.StatusServiceUnavailable, sessionUnchecked)
 }
 
 // can reports whether the viewer holds permission on application/environment.
@@ -248,8 +264,13 @@ func (r *recorder) Write(b []byte) (int, error) {
 // session's. Last-Event-ID and the query pass through: a reconnect resumes.
 func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v, ok := h.signedIn(r)
-		if !ok {
+		v, err := h.signedIn(r)
+		if err != nil && !errors.Is(err, errNoSession) {
+			h.log.Error("web: session revocation check", "path", r.URL.Path, "error", err)
+			http.Error(w, sessionUnchecked, http.StatusServiceUnavailable)
+			return
+		}
+		if err != nil {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			// 401 makes EventSource stop; the page then offers to sign in.
 			http.Error(w, "sign in first", http.StatusUnauthorized)
