@@ -4027,6 +4027,15 @@ type CheckOperationExecutionDBInput struct {
 }
 
 func (s *SysDB) CheckOperationExecution(ctx context.Context, input CheckOperationExecutionDBInput) (*RecordedResult, error) {
+	// [manent patch: the check is one statement] Unsharded and outside a
+	// caller's transaction, the workflow's status and the step's recorded
+	// output are read by one statement (one snapshot, one round trip)
+	// instead of a transaction of two queries: BEGIN, SELECT, SELECT,
+	// ROLLBACK were four round trips per step on PostgreSQL and, on
+	// SQLite, a transaction begun IMMEDIATE, hence a write lock per step.
+	if input.Tx == nil && input.ShardKey == "" && !s.sharded {
+		return s.checkOperationOneStatement(ctx, input)
+	}
 	var tx Tx
 	var err error
 
@@ -4099,6 +4108,11 @@ func (s *SysDB) CheckOperationExecution(ctx context.Context, input CheckOperatio
 		return nil, fmt.Errorf("failed to get operation outputs: %w", err)
 	}
 
+	return recordedResult(input, recordedFunctionName, outputString, errorStr, serialization, childWorkflowID, childShardKey)
+}
+
+// recordedResult is what CheckOperationExecution answers for a recorded step.
+func recordedResult(input CheckOperationExecutionDBInput, recordedFunctionName string, outputString, errorStr, serialization, childWorkflowID, childShardKey *string) (*RecordedResult, error) {
 	// If the provided and recorded function name are different, return an error
 	if input.StepName != recordedFunctionName {
 		return nil, models.NewUnexpectedStepError(input.WorkflowID, input.StepID, input.StepName, recordedFunctionName)
@@ -4120,6 +4134,32 @@ func (s *SysDB) CheckOperationExecution(ctx context.Context, input CheckOperatio
 		ChildShardKey:   derefStr(childShardKey),
 	}
 	return result, nil
+}
+
+// checkOperationOneStatement is CheckOperationExecution on an unsharded
+// system database outside a transaction: one statement. [manent patch]
+func (s *SysDB) checkOperationOneStatement(ctx context.Context, input CheckOperationExecutionDBInput) (*RecordedResult, error) {
+	prefix := s.dialect.SchemaPrefix(s.schema)
+	query := s.RenderSQL(`SELECT ws.status, oo.output, oo.error, oo.function_name, oo.serialization, oo.child_workflow_id
+		FROM %sworkflow_status ws
+		LEFT JOIN %soperation_outputs oo ON oo.workflow_uuid = ws.workflow_uuid AND oo.function_id = $2
+		WHERE ws.workflow_uuid = $1`, prefix, prefix)
+	var workflowStatus models.WorkflowStatusType
+	var outputString, errorStr, functionName, serialization, childWorkflowID *string
+	err := s.pool.QueryRow(ctx, query, input.WorkflowID, input.StepID).Scan(&workflowStatus, &outputString, &errorStr, &functionName, &serialization, &childWorkflowID)
+	if err != nil {
+		if err == pgx.ErrNoRows {
+			return nil, models.NewNonExistentWorkflowError(input.WorkflowID)
+		}
+		return nil, fmt.Errorf("failed to get workflow status: %w", err)
+	}
+	if workflowStatus == models.WorkflowStatusCancelled {
+		return nil, models.NewWorkflowCancelledError(input.WorkflowID, nil)
+	}
+	if functionName == nil {
+		return nil, nil // the step has no recorded outcome
+	}
+	return recordedResult(input, *functionName, outputString, errorStr, serialization, childWorkflowID, nil)
 }
 
 // StepInfo contains information about a workflow step execution.
