@@ -64,16 +64,25 @@ func (s *Store) InsertDeployment(ctx context.Context, tx *sql.Tx, r *Record) err
 		b, _ := json.Marshal(r.Decision)
 		decision = string(b)
 	}
+	// The deploy's first event is number 1: next_seq starts after it.
 	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_deployments (`+deploymentColumns+`, committed_at, next_seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)`),
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 2)`),
 		r.ID, r.Application, r.Environment, r.Version, string(r.State), r.Requester, fmtTime(r.CreatedAt),
 		fmtTimePtr(r.StartedAt), fmtTimePtr(r.FinishedAt), r.Error, r.Rollback, r.Reason, decision,
 		string(r.Input), r.ArtifactSHA256, boolInt(r.CancelRequested), r.RollbackOf, fmtTimePtr(r.CommittedAt))
 	if err != nil {
 		return fmt.Errorf("insert deployment: %w", err)
 	}
-	_, err = s.appendEvent(ctx, tx, r.ID, EventState, r.CreatedAt, stateEvent(r.State, r.Reason, ""))
-	return err
+	b, err := json.Marshal(stateEvent(r.State, r.Reason, ""))
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_events (deployment_id, seq, type, time, data) VALUES (?, 1, ?, ?, ?)`),
+		r.ID, EventState, fmtTime(r.CreatedAt), string(b)); err != nil {
+		return fmt.Errorf("append event: %w", err)
+	}
+	s.hooks.record(tx, Event{DeploymentID: r.ID, Seq: 1, Type: EventState, Time: r.CreatedAt.UTC(), Data: json.RawMessage(b)})
+	return nil
 }
 
 func boolInt(b bool) int {
@@ -355,10 +364,11 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome) 
 			return false, err
 		}
 	}
-	if _, err := s.appendEvent(ctx, tx, id, EventState, o.At, stateEvent(o.State, "", o.Error)); err != nil {
-		return false, err
-	}
-	if _, err := s.appendEvent(ctx, tx, id, EventDone, o.At, DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}); err != nil {
+	// The final state, then the stream's end: one sequence bump, one INSERT.
+	if _, err := s.appendEventsCancel(ctx, tx, id, []newEvent{
+		{typ: EventState, at: o.At, data: stateEvent(o.State, "", o.Error)},
+		{typ: EventDone, at: o.At, data: DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}},
+	}); err != nil {
 		return false, err
 	}
 	return true, s.appendAudit(ctx, tx, AuditEntry{
