@@ -23,21 +23,65 @@ func withRules(t *testing.T, src string) func(*node.Config) {
 	return func(c *node.Config) { c.Governance.Rules = path }
 }
 
+// ladder is a row of freeze windows, one per scope, a second apart. The
+// rules are read when the node opens, which takes from under a second to
+// several on a loaded machine; a test that needs a freeze to begin or end a
+// few seconds after a point it reaches picks, once the node is up, the
+// first rung still far enough ahead, instead of betting on a window fixed
+// before the node opened.
+type ladder struct{ base time.Time }
+
+const (
+	ladderGap   = time.Second
+	ladderRungs = 180 // three minutes: longer than any fixture takes to open
+)
+
+func newLadder() ladder {
+	return ladder{base: time.Now().UTC().Truncate(time.Second).Add(time.Second)}
+}
+
+// at is the time of rung k.
+func (l ladder) at(k int) time.Time { return l.base.Add(time.Duration(k) * ladderGap) }
+
+// rules writes one freeze per rung with rung(k, at(k)).
+func (l ladder) rules(rung func(k int, at time.Time) string) string {
+	var b strings.Builder
+	b.WriteString("freezes:\n")
+	for k := range ladderRungs {
+		b.WriteString("  - " + rung(k, l.at(k)) + "\n")
+	}
+	return b.String()
+}
+
+// pick returns the first rung at least lead from now.
+func (l ladder) pick(t *testing.T, lead time.Duration) int {
+	t.Helper()
+	for k := range ladderRungs {
+		if time.Until(l.at(k)) >= lead {
+			return k
+		}
+	}
+	t.Fatalf("no rung is %s ahead: the fixture took longer than %s to open", lead, ladderRungs*ladderGap)
+	return 0
+}
+
 // A deploy accepted before a freeze that starts before it runs fails in its
 // config step, naming the freeze; nothing is deployed. (The deploy waits
 // for its schedule.at past the freeze's start.)
 func TestConfigStepRechecksFreeze(t *testing.T) {
-	now := time.Now().UTC().Truncate(time.Second)
-	// The freeze must not have begun when the deploy is submitted: the
-	// fixture takes a while on a loaded machine, so it begins 6 s out.
-	starts := now.Add(6 * time.Second)
-	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: incident, environments: [prod], from: %s, to: %s}\n",
-		starts.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))))
+	// Environment prod-k is frozen from rung k on; the deploy goes to the
+	// first one whose freeze has not begun a while after the node is up,
+	// so that its admission surely comes before the freeze.
+	l := newLadder()
+	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, l.rules(func(k int, at time.Time) string {
+		return fmt.Sprintf("{name: incident-%d, environments: [prod-%d], from: %s, to: %s}", k, k, at.Format(time.RFC3339), at.Add(time.Hour).Format(time.RFC3339))
+	})))
+	k := l.pick(t, 3*time.Second)
 	url, _ := f.artifact("v1", "x")
-	at := fmt.Sprintf("schedule: {at: %s}\n", starts.Add(time.Second).Format(time.RFC3339))
-	rec := f.wait(f.submit(descriptorYAML("api", "prod", "1", url, "", at)), 30*time.Second)
-	if rec.State != manent.StateError || !strings.Contains(rec.Error, `"incident"`) || !strings.HasPrefix(rec.Error, `step "config" failed`) {
-		t.Fatalf("state %s error %q: want ERROR in config naming the freeze", rec.State, rec.Error)
+	at := fmt.Sprintf("schedule: {at: %s}\n", l.at(k).Add(time.Second).Format(time.RFC3339))
+	rec := f.wait(f.submit(descriptorYAML("api", fmt.Sprintf("prod-%d", k), "1", url, "", at)), 60*time.Second)
+	if rec.State != manent.StateError || !strings.Contains(rec.Error, fmt.Sprintf(`"incident-%d"`, k)) || !strings.HasPrefix(rec.Error, `step "config" failed`) {
+		t.Fatalf("state %s error %q: want ERROR in config naming the freeze incident-%d", rec.State, rec.Error, k)
 	}
 	if s := step(t, rec, "config"); s.Attempts != 1 {
 		t.Errorf("config attempts %d, want 1 (a freeze is permanent)", s.Attempts)
@@ -47,21 +91,27 @@ func TestConfigStepRechecksFreeze(t *testing.T) {
 // A per-region freeze holds the wave that targets the region until it
 // reopens; the status says why the wave waits.
 func TestWaveWaitsForRegionFreeze(t *testing.T) {
-	now := time.Now().UTC()
-	reopens := now.Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
-	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: us-maintenance, environments: [prod], regions: [us-1], from: %s, to: %s}\n",
-		now.Add(-time.Minute).Format(time.RFC3339), reopens.Format(time.RFC3339))))
+	// Region us-k is frozen until rung k; wave us targets the first region
+	// whose freeze still has a while to run once the node is up, so that
+	// the wave surely gets there before it reopens.
+	l := newLadder()
+	from := l.base.Add(-time.Minute).Format(time.RFC3339)
+	f := newFixture(t, enginetest.SQLite(t), 2, withRules(t, l.rules(func(k int, at time.Time) string {
+		return fmt.Sprintf("{name: us-maintenance-%d, environments: [prod], regions: [us-%d], from: %s, to: %s}", k, k, from, at.Format(time.RFC3339))
+	})))
+	k := l.pick(t, 5*time.Second)
+	reopens, freeze := l.at(k), fmt.Sprintf("%q", fmt.Sprintf("us-maintenance-%d", k))
 	url, _ := f.artifact("v1", "x")
-	yml := descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: eu, targets: [eu-1]}\n    - {name: us, targets: [us-1]}\n")
+	yml := descriptorYAML("site", "prod", "1", url, "", fmt.Sprintf("rollout:\n  waves:\n    - {name: eu, targets: [eu-1]}\n    - {name: us, targets: [us-%d]}\n", k))
 	id := f.submit(yml)
-	enginetest.Eventually(t, 30*time.Second, func() bool {
+	enginetest.Eventually(t, 60*time.Second, func() bool {
 		for _, w := range f.state(id).Rollout {
-			if w.Name == "us" && strings.Contains(w.Message, "us-maintenance") {
+			if w.Name == "us" && strings.Contains(w.Message, freeze) {
 				return true
 			}
 		}
 		return false
-	}, "wave us to say it waits for the freeze")
+	}, "wave us to say it waits for the freeze %s", freeze)
 	rec := f.wait(id, 60*time.Second)
 	if rec.State != manent.StateSuccess {
 		t.Fatalf("state %s (%s)", rec.State, rec.Error)
