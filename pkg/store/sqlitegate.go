@@ -163,14 +163,8 @@ func (c *gatedConnector) hotWriter() *gatedConn {
 // bad state (the next writer opens a new one): only ErrBadConn, the error
 // database/sql itself discards connections for.
 func (c *gatedConnector) dropWriter(w *gatedConn, err error) {
-	if !errors.Is(err, driver.ErrBadConn) {
-		return
-	}
-	c.writerMu.Lock()
-	defer c.writerMu.Unlock()
-	if c.writer == w {
-		c.writer = nil
-		_ = w.Close()
+	if errors.Is(err, driver.ErrBadConn) {
+		c.discardWriter(w)
 	}
 }
 
@@ -198,18 +192,13 @@ func (c *gatedConnector) discardWriter(w *gatedConn) {
 
 // Close closes the writer; database/sql calls it when the pool closes.
 func (c *gatedConnector) Close() error {
-	c.closeWriter()
-	return nil
-}
-
-// closeWriter closes the writer with the pool.
-func (c *gatedConnector) closeWriter() {
 	c.writerMu.Lock()
 	defer c.writerMu.Unlock()
 	if c.writer != nil {
 		_ = c.writer.Close()
 		c.writer = nil
 	}
+	return nil
 }
 
 func (c *gatedConnector) Driver() driver.Driver { return c.drv }
