@@ -54,7 +54,8 @@ func currentStreamTiming() streamTiming {
 // that is full is cut off (its connection is closed; the client resumes
 // with Last-Event-ID from the database). While anyone listens, a poll reads
 // the events other processes wrote, so every worker's streams see every
-// deploy.
+// deploy. The poll stops when the last stream closes, before that stream's
+// handler returns: no goroutine of the hub outlives the server's streams.
 type hub struct {
 	st  *store.Store
 	log *slog.Logger
@@ -63,7 +64,14 @@ type hub struct {
 	deploys map[string]map[*subscriber]struct{} // per-deploy streams
 	global  map[*subscriber]struct{}            // GET /api/v1/events
 	known   map[string]*tracked                 // what the hub published, per deploy
-	polling bool
+	poller  *poller                             // the running poll, nil when none
+}
+
+// poller is one run of the poll: stop ends it, done closes when it has.
+type poller struct {
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // tracked is the last event the hub published of one deploy.
@@ -220,18 +228,29 @@ func (h *hub) subscribe(parent context.Context, deploy string) *subscriber {
 		}
 		h.deploys[deploy][sub] = struct{}{}
 	}
-	if !h.polling {
-		h.polling = true
-		go h.poll(t.Poll)
+	if h.poller == nil {
+		ctx, stop := context.WithCancel(context.Background())
+		h.poller = &poller{ctx: ctx, stop: stop, done: make(chan struct{})}
+		go h.poll(h.poller, t.Poll)
 	}
 	return sub
 }
 
+// unsubscribe closes a subscriber; when it was the last one it stops the
+// poll and waits for it to end (a poll in progress is cancelled).
 func (h *hub) unsubscribe(sub *subscriber) {
 	h.mu.Lock()
 	h.removeLocked(sub)
+	var idle *poller
+	if len(h.deploys) == 0 && len(h.global) == 0 && h.poller != nil {
+		idle, h.poller = h.poller, nil
+		idle.stop()
+	}
 	h.mu.Unlock()
 	sub.cancel()
+	if idle != nil {
+		<-idle.done
+	}
 }
 
 func (h *hub) removeLocked(sub *subscriber) {
@@ -264,16 +283,26 @@ const pollSlack = 5 * time.Second
 
 // poll reads, every interval while anyone listens, the events the hub has
 // not published: those written by other processes (or outside Store.Tx).
-func (h *hub) poll(every time.Duration) {
+// It ends when p is stopped: unsubscribe stops it with the last stream
+// (every subscriber is unsubscribed, cut off ones too).
+func (h *hub) poll(p *poller, every time.Duration) {
+	defer close(p.done)
 	timer := time.NewTimer(every)
 	defer timer.Stop()
 	last := time.Now()
-	for range timer.C {
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-timer.C:
+		}
 		h.mu.Lock()
 		if len(h.deploys) == 0 && len(h.global) == 0 {
-			h.polling = false
+			// The last subscribers were cut off; their handlers have yet to
+			// unsubscribe.
 			h.mu.Unlock()
-			return
+			timer.Reset(every)
+			continue
 		}
 		ids := make([]string, 0, len(h.deploys))
 		for id := range h.deploys {
@@ -287,14 +316,14 @@ func (h *hub) poll(every time.Duration) {
 		if global {
 			since = last.Add(-pollSlack)
 		}
-		h.pollOnce(ids, global, since)
+		h.pollOnce(p.ctx, ids, global, since)
 		last = start
 		timer.Reset(every)
 	}
 }
 
-func (h *hub) pollOnce(ids []string, global bool, since time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (h *hub) pollOnce(ctx context.Context, ids []string, global bool, since time.Time) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	heads, err := h.st.Heads(ctx, ids, global, since)
 	if err != nil {
