@@ -290,15 +290,8 @@ func TestGatedPoolWritesOnOneConnection(t *testing.T) {
 // while another transaction holds the write lock, reads a snapshot, and
 // refuses a write instead of waiting for the lock.
 func TestGatedPoolReadOnlyTransaction(t *testing.T) {
-	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := gatedStore(t, `CREATE TABLE ro_test (i INTEGER)`)
 	ctx := context.Background()
-	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE ro_test (i INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := st.DB().ExecContext(ctx, `INSERT INTO ro_test VALUES (1)`); err != nil {
 		t.Fatal(err)
 	}
@@ -334,15 +327,8 @@ func TestGatedPoolReadOnlyTransaction(t *testing.T) {
 // a transaction that database/sql abandoned — is replaced, and the write
 // goes on: one bad connection must not stop every write of the server.
 func TestGatedPoolReplacesAStuckWriter(t *testing.T) {
-	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := gatedStore(t, `CREATE TABLE stuck (i INTEGER)`)
 	ctx := context.Background()
-	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE stuck (i INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
 	stuck := st.writes.hotWriter()
 	if stuck == nil {
 		t.Fatal("no writer connection")
@@ -377,4 +363,18 @@ func TestGatedPoolReplacesAStuckWriter(t *testing.T) {
 	if err := st.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM stuck`).Scan(&n); err != nil || n != 4 {
 		t.Fatalf("%d rows (%v), want 4: every write committed", n, err)
 	}
+}
+
+// gatedStore opens a store on a new SQLite file and runs setup on it.
+func gatedStore(t *testing.T, setup string) *Store {
+	t.Helper()
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.DB().ExecContext(context.Background(), setup); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
