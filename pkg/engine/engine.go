@@ -312,15 +312,21 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		if err := e.st.PlanSteps(ctx, tx, in.ID, rows); err != nil {
 			return err
 		}
+		enqueue := e.enqueue
+		if !in.Waits.Empty() {
+			enqueue = e.enqueueGate
+		}
+		if err := enqueue(in, tx); err != nil {
+			return err
+		}
+		// Last: a row lock also takes (the audit chain's head on
+		// PostgreSQL) is held only until the commit.
 		for _, fn := range also {
 			if err := fn(tx, rec); err != nil {
 				return err
 			}
 		}
-		if !in.Waits.Empty() {
-			return e.enqueueGate(in, tx)
-		}
-		return e.enqueue(in, tx)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", in.ID, err)

@@ -63,8 +63,6 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// audit records a state-changing call; a failure to write it is logged,
-// never hidden.
 // auditIn is audit in the transaction of what it records (engine.Submit's
 // also): an accepted deploy and its audit entry commit together, in one
 // commit instead of two. detail is computed from the record.
@@ -76,6 +74,8 @@ func (s *Server) auditIn(ctx context.Context, r *http.Request, p manent.Identity
 	}
 }
 
+// audit records a state-changing call; a failure to write it is logged,
+// never hidden.
 func (s *Server) audit(ctx context.Context, r *http.Request, p manent.Identity, action, target, outcome, detail string) {
 	err := s.st.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{
 		Identity: p.Subject, Action: action, Target: target, RequestID: requestID(r), Outcome: outcome, Detail: detail,
