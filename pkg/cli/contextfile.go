@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/manent-io/manent/pkg/atomicfile"
 )
 
 // The CLI config file ($XDG_CONFIG_HOME/manent/config.yaml) holds, besides
@@ -231,7 +232,7 @@ func (f *cliFile) save() error {
 	if err := enc.Close(); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(f.Path, buf.Bytes(), 0o600); err != nil {
+	if err := atomicfile.Write(f.Path, buf.Bytes(), 0o600); err != nil {
 		return &UsageError{Err: fmt.Errorf("write config file %s: %w", f.Path, unwrapPathError(err))}
 	}
 	f.Exists, f.Mode = true, 0o600
@@ -274,43 +275,4 @@ func setKey(m *yaml.Node, key string, value *yaml.Node, del bool) {
 	if !del {
 		m.Content = append(m.Content, scalarNode(key), value)
 	}
-}
-
-// writeFileAtomic writes data to path through a temporary file in the same
-// directory, synced and renamed over path, with mode perm: a reader never
-// sees a half-written file and a crash leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(name)
-		}
-	}()
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(name, path); err != nil {
-		return err
-	}
-	ok = true
-	return nil
 }

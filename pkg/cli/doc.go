@@ -22,5 +22,6 @@
 // client-go nor OPA.
 //
 // It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry (the
-// event stream's reconnection) and pkg/clusterstate of this module.
+// event stream's reconnection), pkg/clusterstate and pkg/atomicfile (the
+// config file) of this module.
 package cli

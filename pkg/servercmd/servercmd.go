@@ -3,8 +3,8 @@
 // cmd/manent-server only calls Main with the built-in plugins; the server
 // itself is assembled by pkg/node.
 //
-// It imports pkg/node, pkg/store (the database URL and faults) and
-// pkg/version.
+// It imports pkg/node, pkg/store (the database URL and faults),
+// pkg/version and pkg/atomicfile (the trial server's record).
 package servercmd
 
 import (

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/manent-io/manent/pkg/atomicfile"
 )
 
 // trialRecordName is the file, in the user's config directory
@@ -70,38 +72,8 @@ func recordTrialServer(addr net.Addr, dataDir string) (string, error) {
 		return "", err
 	}
 	data = append([]byte("# Written by 'manent-server serve' in local trial mode: the admin token file\n# of the trial server on each loopback address (the CLI reads it).\n"), data...)
-	if err := writeFileAtomic(p, data); err != nil {
+	if err := atomicfile.Write(p, data, 0o600); err != nil {
 		return "", fmt.Errorf("record the trial server in %s: %w", p, err)
 	}
 	return p, nil
-}
-
-// writeFileAtomic writes data to path through a synced temporary file in the
-// same directory renamed over it, with mode 0600.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
