@@ -255,10 +255,7 @@ func (c *gatedConn) release() {
 func (c *gatedConn) Prepare(query string) (driver.Stmt, error) { return c.inner.Prepare(query) }
 
 func (c *gatedConn) Close() error {
-	c.mu.Lock()
-	w := c.w
-	c.mu.Unlock()
-	if w != nil {
+	if w := c.writerOf(); w != nil {
 		// database/sql gave up on this connection inside a transaction
 		// that ran on the writer: the writer may still be in it.
 		c.owner.discardWriter(w)
@@ -332,19 +329,11 @@ func (c *gatedConn) writerOf() *gatedConn {
 	return c.w
 }
 
-// on is the connection a statement runs on: the writer while this
-// connection's transaction runs there, else this one.
-func (c *gatedConn) on() *gatedConn {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.w != nil {
-		return c.w
-	}
-	return c
-}
-
 func (c *gatedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.on().sq().PrepareContext(ctx, query)
+	if w := c.writerOf(); w != nil {
+		return w.sq().PrepareContext(ctx, query)
+	}
+	return c.sq().PrepareContext(ctx, query)
 }
 
 // ExecContext outside a transaction is a write of its own (an autocommit
@@ -480,9 +469,7 @@ func (t *gatedTx) Rollback() error {
 
 // end commits or rolls back, then leaves the writer and the gate.
 func (t *gatedTx) end(fn func() error) error {
-	t.conn.mu.Lock()
-	w := t.conn.w
-	t.conn.mu.Unlock()
+	w := t.conn.writerOf()
 	err := fn()
 	if w != nil {
 		w.txOpen = false
