@@ -246,33 +246,28 @@ func (e *benchEngineT) manentRate(b *testing.B, n int) float64 {
 // rawWorkRate runs n same-work raw workflows (rawWorkWorkflow) on the
 // deploys' queue and partitions, and returns their rate per second.
 func (e *benchEngineT) rawWorkRate(b *testing.B, n int) float64 {
-	start := time.Now()
-	var hs []dbos.WorkflowHandle[int]
-	for j := 0; j < n; j++ {
-		in := rawWork{ID: fmt.Sprintf("work-%d-%d", start.UnixNano(), j), URL: "file://" + e.art}
+	run := fmt.Sprint(time.Now().UnixNano())
+	return queuedRate(b, e, n, e.rawWork, func(j int) rawWork {
+		in := rawWork{ID: fmt.Sprintf("work-%s-%d", run, j), URL: "file://" + e.art}
 		in.Dir = filepath.Join(e.dir, "work", in.ID)
-		h, err := dbos.RunWorkflow(e.dbos, e.rawWork, in,
-			dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(fmt.Sprintf("bench/env-%02d", j%benchEnvs)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		hs = append(hs, h)
-	}
-	for _, h := range hs {
-		if n, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond)); err != nil || n != rawSteps {
-			b.Fatalf("same-work workflow: %d steps, %v", n, err)
-		}
-	}
-	return float64(n) / time.Since(start).Seconds()
+		return in
+	})
 }
 
 // rawRate runs n raw DBOS workflows of rawSteps no-op steps on the
 // deploys' queue and partitions, and returns their rate per second.
 func (e *benchEngineT) rawRate(b *testing.B, n int) float64 {
+	return queuedRate(b, e, n, rawWorkflow, func(int) int { return rawSteps })
+}
+
+// queuedRate runs n workflows wf (the j-th with input(j)) on the deploys'
+// queue, over benchEnvs partitions, waits until each returned rawSteps, and
+// returns their rate per second.
+func queuedRate[I any](b *testing.B, e *benchEngineT, n int, wf dbos.Workflow[I, int], input func(j int) I) float64 {
 	start := time.Now()
 	var hs []dbos.WorkflowHandle[int]
 	for j := 0; j < n; j++ {
-		h, err := dbos.RunWorkflow(e.dbos, rawWorkflow, rawSteps,
+		h, err := dbos.RunWorkflow(e.dbos, wf, input(j),
 			dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(fmt.Sprintf("bench/env-%02d", j%benchEnvs)))
 		if err != nil {
 			b.Fatal(err)
@@ -280,8 +275,8 @@ func (e *benchEngineT) rawRate(b *testing.B, n int) float64 {
 		hs = append(hs, h)
 	}
 	for _, h := range hs {
-		if _, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond)); err != nil {
-			b.Fatal(err)
+		if steps, err := h.GetResult(dbos.WithHandlePollingInterval(20 * time.Millisecond)); err != nil || steps != rawSteps {
+			b.Fatalf("raw workflow: %d steps, %v", steps, err)
 		}
 	}
 	return float64(n) / time.Since(start).Seconds()
