@@ -42,20 +42,37 @@ func noStepRan(t *testing.T, d *manent.Deployment) {
 func waits(w plan.Waits) func(*plan.Input) { return func(in *plan.Input) { in.Waits = w } }
 
 // SUBMITTED → DELAYED → ENQUEUED at schedule.at → SUCCESS, surviving a restart.
+// The test needs the submit and the restart to happen before schedule.at:
+// on a loaded machine they may not, and it tries again with a longer wait
+// (a new version, so the deploys do not meet); a deploy not DELAYED while
+// schedule.at is still ahead is a failure at once.
 func TestDelayedThenEnqueued(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "x")
-		at := time.Now().Add(3 * time.Second)
-		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
-		if d := f.state(id); d.State != manent.StateDelayed {
-			t.Fatalf("state %s, want DELAYED", d.State)
+		for i, wait := range []time.Duration{3 * time.Second, 8 * time.Second, 20 * time.Second} {
+			at := time.Now().Add(wait)
+			id := f.submit(descriptorYAML("d", "prod", fmt.Sprint(i+1), url, "", ""), waits(plan.Waits{At: &at}))
+			if d := f.state(id); d.State != manent.StateDelayed {
+				if time.Now().Before(at) {
+					t.Fatalf("state %s, want DELAYED", d.State)
+				}
+				t.Logf("the submit ended after schedule.at (%s ahead): again with a longer wait", wait)
+				f.waitState(id, manent.StateSuccess)
+				continue
+			}
+			f.restart()
+			restarted := time.Now()
+			d := f.waitState(id, manent.StateSuccess)
+			if d.StartedAt == nil || d.StartedAt.Before(at) {
+				t.Fatalf("started at %v, before schedule.at %v", d.StartedAt, at)
+			}
+			if restarted.Before(at) {
+				return
+			}
+			t.Logf("the restart ended after schedule.at (%s ahead): again with a longer wait", wait)
 		}
-		f.restart()
-		d := f.waitState(id, manent.StateSuccess)
-		if d.StartedAt == nil || d.StartedAt.Before(at) {
-			t.Fatalf("started at %v, before schedule.at %v", d.StartedAt, at)
-		}
+		t.Fatal("the machine never submitted and restarted within 20 s")
 	})
 }
 

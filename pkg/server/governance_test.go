@@ -150,29 +150,43 @@ func TestApprovalsOverHTTP(t *testing.T) {
 	}
 }
 
-// schedule.at and after through the API.
+// schedule.at and after through the API. Both submits must end before
+// schedule.at (the first is then DELAYED, the second waits on it): on a
+// loaded machine they may not, and the test tries again with a longer wait
+// and new versions; a wrong state while schedule.at is still ahead is a
+// failure at once.
 func TestScheduleAtAndAfter(t *testing.T) {
 	_, client := govServer(t, "")
 	art := artifactFile(t)
 	ctx := context.Background()
 	ci := client("ci-token")
-	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
-	first, err := ci.Submit(ctx, simple(art, "qa", "5", fmt.Sprintf("schedule: {at: %q}\n", at)), false)
-	if err != nil {
-		t.Fatal(err)
+	ran := false
+	for i, wait := range []time.Duration{2 * time.Second, 6 * time.Second, 20 * time.Second} {
+		version := fmt.Sprint(10 + i)
+		at := time.Now().Add(wait).UTC().Truncate(time.Second).Add(time.Second)
+		first, err := ci.Submit(ctx, simple(art, "qa", version, fmt.Sprintf("schedule: {at: %q}\n", at.Format(time.RFC3339))), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := ci.Submit(ctx, simple(art, "prod", version, fmt.Sprintf("after: [%s]\n", first.ID)), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		submitted := time.Now()
+		waitFor(t, ci, first.ID, manent.StateSuccess)
+		waitFor(t, ci, second.ID, manent.StateSuccess)
+		if first.State == manent.StateDelayed && second.State == manent.StateWaitingDependency {
+			ran = true
+			break
+		}
+		if submitted.Before(at) {
+			t.Fatalf("states %s and %s, want DELAYED and WAITING_DEPENDENCY", first.State, second.State)
+		}
+		t.Logf("the submits ended after schedule.at (%s ahead), states %s and %s: again with a longer wait", wait, first.State, second.State)
 	}
-	if first.State != manent.StateDelayed {
-		t.Fatalf("state %s, want DELAYED", first.State)
+	if !ran {
+		t.Fatal("the machine never submitted twice within 20 s")
 	}
-	second, err := ci.Submit(ctx, simple(art, "prod", "5", fmt.Sprintf("after: [%s]\n", first.ID)), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.State != manent.StateWaitingDependency {
-		t.Fatalf("state %s, want WAITING_DEPENDENCY", second.State)
-	}
-	waitFor(t, ci, first.ID, manent.StateSuccess)
-	waitFor(t, ci, second.ID, manent.StateSuccess)
 	if _, err := ci.Submit(ctx, simple(art, "prod", "6", "after: [dpl_nope]\n"), false); !strings.Contains(fmt.Sprint(errFields(err)), "/after/0") {
 		t.Fatalf("unknown dependency: %v %v", err, errFields(err))
 	}
