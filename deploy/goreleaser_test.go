@@ -168,6 +168,19 @@ func TestGoreleaserSnapshotBuild(t *testing.T) {
 	if !strings.Contains(meta.Version, "SNAPSHOT") {
 		t.Fatalf("metadata version %q, want a snapshot version", meta.Version)
 	}
+	// goreleaser reads the commit from git, and says "none" when git
+	// cannot tell it everything (e.g. a clone with no remote).
+	if meta.Commit != "none" {
+		head := exec.Command("git", "rev-parse", "HEAD")
+		head.Dir = repoRoot(t)
+		h, err := head.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimSpace(string(h)); meta.Commit != want {
+			t.Errorf("metadata commit %q, want HEAD %s", meta.Commit, want)
+		}
+	}
 	var artifacts []struct {
 		Name, Path, Type, Goos, Goarch string
 	}
