@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -321,6 +322,26 @@ func TestPackagingShipsEveryBinary(t *testing.T) {
 		}
 		return ""
 	}
+	var rel struct {
+		Builds []struct {
+			ID     string `json:"id"`
+			Binary string `json:"binary"`
+		} `json:"builds"`
+		DockersV2 []struct {
+			IDs []string `json:"ids"`
+		} `json:"dockers_v2"`
+	}
+	if err := sigsyaml.Unmarshal([]byte(goreleaser), &rel); err != nil {
+		t.Fatal(err)
+	}
+	if len(rel.DockersV2) != 1 {
+		t.Fatalf(".goreleaser.yaml has %d dockers_v2 entries, want the one image", len(rel.DockersV2))
+	}
+	dockerIDs := rel.DockersV2[0].IDs
+	buildOf := map[string]string{} // binary → build id
+	for _, b := range rel.Builds {
+		buildOf[b.Binary] = b.ID
+	}
 	var n int
 	for _, e := range entries {
 		if !e.IsDir() {
@@ -334,8 +355,13 @@ func TestPackagingShipsEveryBinary(t *testing.T) {
 		if l := copyLine(docker); !strings.Contains(l+" ", "/out/"+bin+" ") {
 			t.Errorf("Dockerfile does not copy %s into /usr/local/bin (%q)", bin, l)
 		}
-		if l := copyLine(dockerRelease); !strings.Contains(l+" ", " "+bin+" ") {
-			t.Errorf("Dockerfile.goreleaser does not copy %s into /usr/local/bin (%q)", bin, l)
+		// goreleaser's dockers_v2 context holds each platform's binaries
+		// under <os>/<arch>/, which buildx names $TARGETPLATFORM.
+		if l := copyLine(dockerRelease); !strings.Contains(l+" ", " $TARGETPLATFORM/"+bin+" ") {
+			t.Errorf("Dockerfile.goreleaser does not copy $TARGETPLATFORM/%s into /usr/local/bin (%q)", bin, l)
+		}
+		if id, ok := buildOf[bin]; !ok || !slices.Contains(dockerIDs, id) {
+			t.Errorf(".goreleaser.yaml's image (dockers_v2 ids %v) does not take the build of %s", dockerIDs, bin)
 		}
 	}
 	if n < 4 {
@@ -397,9 +423,8 @@ func TestImageRunsAsNonRootWithWritableData(t *testing.T) {
 // TestGoreleaserConfigMatchesSchema validates .goreleaser.yaml against
 // goreleaser's own JSON Schema (testdata/README.md says where it comes
 // from): every key known, every value of the right type, as `goreleaser
-// check` would parse it. goreleaser itself is not served to the CI machine
-// kind, so `goreleaser check` does not run here; its template and
-// deprecation checks are the part this test cannot do.
+// check` would parse it, with no goreleaser binary (TestGoreleaserCheck
+// runs `goreleaser check` itself when one is given).
 func TestGoreleaserConfigMatchesSchema(t *testing.T) {
 	f, err := os.Open(filepath.Join("testdata", "goreleaser-v2.17.0.schema.json"))
 	if err != nil {
