@@ -41,8 +41,9 @@ type conclusion struct {
 	// a dependent at most gatePoll, and the cleanup step removed the work
 	// directory already.
 	quiet bool
-	// also runs last in the transaction, whether or not the deploy
-	// changed (the finish step records its DBOS checkpoint there).
+	// also runs in the transaction after the deploy's writes, whether or
+	// not the deploy changed (the finish step records its DBOS checkpoint
+	// there), before the audit entry.
 	also func(tx *sql.Tx) error
 }
 
@@ -59,23 +60,24 @@ func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome, how .
 	woke := false
 	err := e.st.Tx(ctx, func(tx *sql.Tx) error {
 		woke = false
-		changed, err := e.st.FinishTx(ctx, tx, id, o)
-		if err != nil {
-			return err
-		}
-		if changed && !c.quiet {
-			if _, err := dbos.Enqueue[Result](e.dbos, GateQueue, AnnounceWorkflow, id,
-				dbos.WithEnqueueWorkflowID(announceID(id)),
-				dbos.WithEnqueueApplicationVersion(WorkflowVersion),
-				dbos.WithEnqueueTransaction(tx)); err != nil {
-				return err
+		// The announcement and also run before the audit entry, which
+		// FinishTx writes last (the audit head's lock, PostgreSQL).
+		_, err := e.st.FinishTx(ctx, tx, id, o, func(changed bool) error {
+			if changed && !c.quiet {
+				if _, err := dbos.Enqueue[Result](e.dbos, GateQueue, AnnounceWorkflow, id,
+					dbos.WithEnqueueWorkflowID(announceID(id)),
+					dbos.WithEnqueueApplicationVersion(WorkflowVersion),
+					dbos.WithEnqueueTransaction(tx)); err != nil {
+					return err
+				}
 			}
-		}
-		woke = changed && c.quiet
-		if c.also != nil {
-			return c.also(tx)
-		}
-		return nil
+			woke = changed && c.quiet
+			if c.also != nil {
+				return c.also(tx)
+			}
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return err

@@ -331,8 +331,13 @@ func (s *Store) Finish(ctx context.Context, id string, o Outcome) error {
 
 // FinishTx is Finish in tx; it reports whether the deployment changed (false
 // when it was already final), so a caller can add to the same transaction
-// what must happen once per ending.
-func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome) (bool, error) {
+// what must happen once per ending. then, if given, runs in tx after the
+// deployment's writes, whether or not it changed, and before the
+// `deployment.finish` audit entry: the entry is the transaction's last
+// statement, because on PostgreSQL the audit chain's head row stays locked
+// from the entry to the commit, and every submit and finish of every worker
+// waits for it.
+func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome, then ...func(changed bool) error) (bool, error) {
 	if !o.State.Final() {
 		return false, fmt.Errorf("finish %s: %s is not a final state", id, o.State)
 	}
@@ -341,6 +346,11 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome) 
 		return false, err
 	}
 	if r.State.Final() {
+		for _, f := range then {
+			if err := f(false); err != nil {
+				return false, err
+			}
+		}
 		return false, nil
 	}
 	if err := s.closeSteps(ctx, tx, id, o.At, o.State); err != nil {
@@ -370,6 +380,11 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome) 
 		{typ: EventDone, at: o.At, data: DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}},
 	}); err != nil {
 		return false, err
+	}
+	for _, f := range then {
+		if err := f(true); err != nil {
+			return false, err
+		}
 	}
 	return true, s.appendAudit(ctx, tx, AuditEntry{
 		Time: o.At, Identity: "system:manent", Action: "deployment.finish", Target: id, RequestID: id,
