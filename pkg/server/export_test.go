@@ -40,3 +40,7 @@ func SetStreamRecheck(t testing.TB, d time.Duration) {
 	prev := streamTimingOverride.Swap(&cur)
 	t.Cleanup(func() { streamTimingOverride.Store(prev) })
 }
+
+// StreamRechecks is how many re-checks of open streams' credentials ran,
+// process-wide.
+func StreamRechecks() int64 { return streamRechecks.Load() }

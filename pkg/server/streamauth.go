@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
@@ -15,6 +16,10 @@ import (
 // that takes longer (a database or an OIDC issuer that does not answer)
 // counts as failed and ends the stream.
 const recheckTimeout = 5 * time.Second
+
+// streamRechecks counts, process-wide, the re-checks of open streams
+// (tests read it).
+var streamRechecks atomic.Int64
 
 // streamAuth is what an open event stream checks again, every interval,
 // before it sends anything more: that the bearer credential that opened it
@@ -53,6 +58,7 @@ func (a *streamAuth) ticker() *time.Ticker { return time.NewTicker(a.every) }
 
 // check returns why the stream must end now, "" when it may go on.
 func (a *streamAuth) check(ctx context.Context) string {
+	streamRechecks.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, recheckTimeout)
 	defer cancel()
 	p, err := a.guard.Authenticate(ctx, a.authorization)
