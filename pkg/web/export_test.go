@@ -22,3 +22,7 @@ func SetSessionRecheck(t testing.TB, d time.Duration) {
 	prev := sessionRecheckOverride.Swap(int64(d))
 	t.Cleanup(func() { sessionRecheckOverride.Store(prev) })
 }
+
+// SessionRechecks is how many re-checks of open streams' sessions ran,
+// process-wide.
+func SessionRechecks() int64 { return sessionRechecks.Load() }

@@ -18,6 +18,10 @@ const sessionRecheck = 15 * time.Second
 // sessionRecheck.
 var sessionRecheckOverride atomic.Int64
 
+// sessionRechecks counts, process-wide, the re-checks of open streams'
+// sessions (tests read it).
+var sessionRechecks atomic.Int64
+
 func sessionRecheckEvery() time.Duration {
 	if d := sessionRecheckOverride.Load(); d > 0 {
 		return time.Duration(d)
@@ -40,6 +44,7 @@ var (
 // reconnects, which checks the session like any request.
 func (h *Handler) streamRecheck(s session) auth.Recheck {
 	return auth.Recheck{Every: sessionRecheckEvery(), Check: func(ctx context.Context) error {
+		sessionRechecks.Add(1)
 		if h.now().Unix() >= s.Expires {
 			return errStreamExpired
 		}
