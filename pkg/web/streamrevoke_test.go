@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/web"
@@ -276,4 +278,31 @@ func TestStreamSessionCheckFailsClosed(t *testing.T) {
 	if p := b.get("/events"); p.Status != http.StatusServiceUnavailable {
 		t.Errorf("reconnecting: %d, want 503", p.Status)
 	}
+}
+
+// In a real browser: a user watching the activity page signs out in
+// another tab; the watching tab's stream ends and the page says the
+// session has ended instead of retrying for ever.
+func TestBrowserStreamEndsAtSignOut(t *testing.T) {
+	exe := findBrowser(t)
+	web.SetSessionRecheck(t, 100*time.Millisecond)
+	s := startUI(t)
+	watch := newChrome(t, exe)
+	signIn(t, watch, s.URL, "bob-token")
+	waitJS(t, watch, "the activity page to follow its stream", `document.body.getAttribute('data-stream') === '/events'`)
+	rechecked(t, 3) // the tab's stream is open and checked
+	if hidden := value(t, watch, "the connection banner", chromedp.Evaluate[bool](`document.getElementById('conn').hidden`)); !hidden {
+		t.Fatal("the banner shows before sign-out")
+	}
+
+	// Another tab of the same browser (the same cookie) signs out.
+	other, cancel := chromedp.NewContext(watch)
+	t.Cleanup(cancel)
+	run(t, other, "sign out in another tab", chromedp.Navigate(s.URL+"/logout"),
+		chromedp.WaitVisible(chromedp.CSS("section.narrow button")),
+		chromedp.Click(chromedp.CSS("section.narrow button")),
+		chromedp.WaitVisible(chromedp.ID("token")))
+
+	waitJS(t, watch, "the watching tab to say the session has ended",
+		`!document.getElementById('conn').hidden && document.getElementById('conn').textContent.includes('Your session has ended')`)
 }
