@@ -8,6 +8,9 @@
 // it tries, and a failed attempt is retried at most once per five seconds.
 // A Policy, built from the rbac rules, grants permissions to identities and
 // groups on application/environment (or, for agent.report, cluster) patterns.
+// A Recheck, carried in a request's context, is what a long-lived answer
+// (an event stream) must check again while it is open besides the bearer
+// credential: the web UI's session.
 //
 // Errors the HTTP layer maps are *manent.Error with codes EUnauthorized
 // (401), EForbidden (403), EUnavailable (503) and, for configuration

@@ -78,17 +78,20 @@ func streamParams(r *http.Request) (last int64, types map[string]bool, err error
 // Last-Event-ID from the database, then live events from the hub, each with
 // `id:` = its seq, until the `done` event. Gaps in what the hub delivers
 // (another process wrote in between, or a cut) are filled from the
-// database, so a client sees every event exactly once, in order.
+// database, so a client sees every event exactly once, in order. It ends
+// early, with a last comment, once its credential no longer holds
+// (streamauth.go).
 func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Request) {
 	last, types, err := streamParams(r)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	rec, ok := s.deployment(w, r, PermRead)
+	rec, p, ok := s.deploymentAs(w, r, PermRead)
 	if !ok {
 		return
 	}
+	sa := s.streamAuthOf(r, p)
 	// Subscribe before reading the history: what commits in between is in
 	// the buffer, and duplicates are dropped by seq.
 	sub := h.subscribe(r.Context(), rec.ID)
@@ -134,12 +137,18 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 
 	hb := time.NewTicker(currentStreamTiming().Heartbeat)
 	defer hb.Stop()
+	rc := sa.ticker()
+	defer rc.Stop()
 	for {
 		select {
 		case <-sub.ctx.Done():
 			return
 		case <-hb.C:
 			sw.heartbeat()
+		case <-rc.C:
+			if s.recheck(sa, sw, r) {
+				return
+			}
 		case b := <-sub.ch:
 			for more := true; more && !done; {
 				evs := b.events
@@ -190,7 +199,8 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 // for the activity view and the web page. It
 // starts with the current state of every running or waiting deploy; its
 // `id:` is "<deployment_id>:<seq>" and it does not resume: a client that
-// reconnects gets the current states again, then live events.
+// reconnects gets the current states again, then live events. Like a
+// deploy's stream it ends once its credential no longer holds.
 func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Request) {
 	p, ok := s.authenticate(w, r)
 	if !ok {
@@ -241,12 +251,19 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	}
 	hb := time.NewTicker(currentStreamTiming().Heartbeat)
 	defer hb.Stop()
+	sa := s.streamAuthOf(r, p)
+	rc := sa.ticker()
+	defer rc.Stop()
 	for sw.err == nil {
 		select {
 		case <-sub.ctx.Done():
 			return
 		case <-hb.C:
 			sw.heartbeat()
+		case <-rc.C:
+			if s.recheck(sa, sw, r) {
+				return
+			}
 		case b := <-sub.ch:
 			for more := true; more; {
 				for i, e := range b.events {

@@ -30,3 +30,17 @@ func SetStreamTiming(t testing.TB, heartbeat, poll, writeTimeout time.Duration, 
 // StreamsCut is how many streams were closed, process-wide, because their
 // client did not keep up.
 func StreamsCut() int64 { return streamsCut.Load() }
+
+// SetStreamRecheck makes open event streams check their credential again
+// every d for the rest of t. Tests using it must not run in parallel.
+func SetStreamRecheck(t testing.TB, d time.Duration) {
+	t.Helper()
+	cur := currentStreamTiming()
+	cur.Recheck = d
+	prev := streamTimingOverride.Swap(&cur)
+	t.Cleanup(func() { streamTimingOverride.Store(prev) })
+}
+
+// StreamRechecks is how many re-checks of open streams' credentials ran,
+// process-wide.
+func StreamRechecks() int64 { return streamRechecks.Load() }

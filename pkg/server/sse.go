@@ -31,9 +31,13 @@ type streamTiming struct {
 	// subscriber that falls further behind is cut off and resumes with
 	// Last-Event-ID.
 	Buffer int
+	// Recheck is how often an open stream checks again that the
+	// credential that opened it still holds (streamauth.go).
+	Recheck time.Duration
 }
 
-var defaultStreamTiming = streamTiming{Heartbeat: 15 * time.Second, Poll: time.Second, WriteTimeout: 15 * time.Second, Buffer: 256}
+var defaultStreamTiming = streamTiming{Heartbeat: 15 * time.Second, Poll: time.Second, WriteTimeout: 15 * time.Second, Buffer: 256,
+	Recheck: 15 * time.Second}
 
 // streamTimingOverride is set by tests only (export_test.go).
 var streamTimingOverride atomic.Pointer[streamTiming]

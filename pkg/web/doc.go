@@ -10,7 +10,9 @@
 // audit and the why-it-waits texts are the API's own. The API never sees
 // the cookie: it keeps accepting bearer tokens only. Each session has a
 // random id; sign-out records it as revoked through Config.Sessions (the
-// store, shared by every worker), and every request checks it.
+// store, shared by every worker), and every request checks it; an event
+// stream checks it again while it is open (auth.Recheck) and ends once the
+// session is signed out or expired.
 //
 // It imports pkg/api, pkg/auth, pkg/manent, pkg/clusterstate,
 // github.com/coreos/go-oidc and golang.org/x/oauth2.

@@ -1,5 +1,10 @@
 package web
 
+import (
+	"testing"
+	"time"
+)
+
 // SealSession seals v (a session's JSON fields, any of them forged) as
 // the session cookie value of a server whose key is secret: what a holder
 // of the key could send.
@@ -10,3 +15,14 @@ func SealSession(secret []byte, v any) (string, error) {
 	}
 	return s.seal(sessionCookie, v)
 }
+
+// SetSessionRecheck makes event streams opened for a session check it
+// again every d for the rest of t. Tests using it must not run in parallel.
+func SetSessionRecheck(t testing.TB, d time.Duration) {
+	prev := sessionRecheckOverride.Swap(int64(d))
+	t.Cleanup(func() { sessionRecheckOverride.Store(prev) })
+}
+
+// SessionRechecks is how many re-checks of open streams' sessions ran,
+// process-wide.
+func SessionRechecks() int64 { return sessionRechecks.Load() }

@@ -262,6 +262,8 @@ func (r *recorder) Write(b []byte) (int, error) {
 // proxyStream serves an SSE stream of the API (path(r)) to a signed-in
 // browser: EventSource cannot send a bearer token, so the UI adds the
 // session's. Last-Event-ID and the query pass through: a reconnect resumes.
+// The stream checks the session again while it is open (streamRecheck)
+// and ends when it was signed out or expired.
 func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v, err := h.signedIn(r)
@@ -276,7 +278,7 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 			http.Error(w, "sign in first", http.StatusUnauthorized)
 			return
 		}
-		r2 := r.Clone(r.Context())
+		r2 := r.Clone(auth.WithRecheck(r.Context(), h.streamRecheck(v.sess)))
 		r2.URL.Path, r2.URL.RawPath = path(r), ""
 		r2.RequestURI = ""
 		r2.Header.Del("Cookie")

@@ -2,7 +2,9 @@
 // are appended to #log; any other event reloads the #live region from the
 // server (the same HTML as the page). EventSource reconnects by itself and
 // resumes with Last-Event-ID; after a refused reconnect the script opens a
-// new stream from the last event it saw.
+// new stream from the last event it saw — unless the session has ended
+// (signed out, here or in another tab or browser, or expired: the server
+// ends the open stream then), which it says instead.
 (function () {
   'use strict';
   var body = document.body;
@@ -25,13 +27,20 @@
     conn.hidden = !text;
   }
 
+  // sessionEnded stops following and says why.
+  function sessionEnded() {
+    finished = true;
+    if (es) { es.close(); }
+    status('Your session has ended. Reload to sign in again.');
+  }
+
   function refresh() {
     if (!live || timer) { return; }
     timer = setTimeout(function () {
       timer = null;
       fetch(location.pathname + location.search, { headers: { 'X-Manent-Fragment': '1' }, credentials: 'same-origin' })
         .then(function (r) {
-          if (r.redirected || r.status === 401) { status('Your session has ended. Reload to sign in again.'); return null; }
+          if (r.redirected || r.status === 401) { sessionEnded(); return null; }
           return r.ok ? r.text() : null;
         })
         .then(function (html) {
@@ -106,7 +115,13 @@
       broken = true;
       if (es.readyState === EventSource.CLOSED) {
         status('Disconnected from the server; retrying…');
-        setTimeout(function () { if (!finished) { open(); } }, 2000);
+        var again = function () { setTimeout(function () { if (!finished) { open(); } }, 2000); };
+        // The reconnect was refused: is the session still there?
+        fetch(location.pathname + location.search, { headers: { 'X-Manent-Fragment': '1' }, credentials: 'same-origin' })
+          .then(function (r) {
+            if (r.redirected || r.status === 401) { sessionEnded(); return; }
+            again();
+          }, again);
       } else {
         status('Reconnecting to the server…');
       }
