@@ -273,7 +273,10 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 		}
 		var recovered []string
 		start := time.Now()
-		ok, err := e.st.TakeOver(ctx, id, e.cfg.ExecutorID, func() error {
+		// The claim lasts DeadAfter: recovery is one UPDATE of DBOS's
+		// table; a leader that stalls longer than that, or dies, leaves
+		// the takeover to the next leader.
+		ok, err := e.st.TakeOver(ctx, id, e.cfg.ExecutorID, e.cfg.DeadAfter, func() error {
 			var err error
 			recovered, err = e.Recover([]string{id})
 			return err

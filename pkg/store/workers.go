@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -27,6 +29,11 @@ type Worker struct {
 	// not taken over); TakenOverBy is that worker.
 	TakenOverAt *time.Time
 	TakenOverBy string
+	// ClaimedBy is the worker that claimed this one to take it over
+	// (TakeOver), until ClaimedUntil; set only while that takeover runs,
+	// or after its claimer died mid-recovery (the claim is then stale).
+	ClaimedBy    string
+	ClaimedUntil *time.Time
 }
 
 // ErrWorkerDead is returned by Heartbeat when the others declared this
@@ -42,17 +49,37 @@ func (s *Store) nowMs() string {
 }
 
 // RegisterWorker records that worker id starts now (alive), replacing what
-// an earlier process of the same id left.
+// an earlier process of the same id left. While another worker takes id's
+// deploys over (its claim is live, TakeOver) it waits until the takeover is
+// recorded, so DBOS recovers for this process only what is still its own;
+// it gives up when ctx ends.
 func (s *Store) RegisterWorker(ctx context.Context, id, version, appVersion string) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version)
+	wait := 50 * time.Millisecond
+	for {
+		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version)
 		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = 'alive', last_seen_ms = excluded.last_seen_ms,
 			started_at_ms = excluded.started_at_ms, version = excluded.version, app_version = excluded.app_version,
-			taken_over_ms = NULL, taken_over_by = NULL`), id, version, appVersion)
-	if err != nil {
-		return fmt.Errorf("register worker %s: %w", id, err)
+			taken_over_ms = NULL, taken_over_by = NULL,
+			claim = NULL, claimed_by = NULL, claimed_ms = NULL, claim_until_ms = NULL
+		WHERE NOT (`+s.claimLive()+`)`), id, version, appVersion)
+		if err != nil {
+			return fmt.Errorf("register worker %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("register worker %s: %w", id, err)
+		} else if n > 0 {
+			return nil
+		}
+		var by string
+		_ = s.db.QueryRowContext(ctx, s.q(`SELECT COALESCE(claimed_by, '') FROM manent_workers WHERE id = ?`), id).Scan(&by)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("register worker %s: worker %s is taking its deploys over: %w", id, by, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return nil
 }
 
 // Heartbeat records that worker id is still alive. It fails with
@@ -110,47 +137,103 @@ func (s *Store) DeclareDead(ctx context.Context, deadAfter time.Duration) ([]str
 	return ids, rows.Err()
 }
 
+// claimLive is true for a manent_workers row whose takeover claim is live:
+// claimed, not past claim_until_ms, and its claimer is still the alive
+// process that claimed it (not dead, not leaving, not restarted since).
+// Any other claim is stale: its claimer died or stalled mid-recovery, and
+// another worker may claim the row again.
+func (s *Store) claimLive() string {
+	return `manent_workers.claim IS NOT NULL AND manent_workers.claim_until_ms >= ` + s.nowMs() + `
+		AND EXISTS (SELECT 1 FROM manent_workers c WHERE c.id = manent_workers.claimed_by
+			AND c.state = 'alive' AND c.started_at_ms <= manent_workers.claimed_ms)`
+}
+
+// ErrClaimLost is returned by TakeOver when recover ran but the claim
+// went stale meanwhile (claimFor passed, or the claimer was declared dead)
+// and another worker claimed the row, or its worker started again: the
+// takeover is recorded by whoever holds the row now.
+var ErrClaimLost = errors.New("the takeover claim went stale while recovery ran")
+
+// DefaultClaimFor is TakeOver's claimFor when it is not positive.
+const DefaultClaimFor = 30 * time.Second
+
 // TakeOver takes worker id's deploys over when it is dead or leaving and
-// nobody took them over yet: recover runs (DBOS recovery of its executor)
-// while the worker's row is locked, so a process of that worker starting
-// again (RegisterWorker) waits until its deploys are handed over and then
-// recovers only what is still its own. by is the worker taking over.
-// It reports whether recover ran.
-func (s *Store) TakeOver(ctx context.Context, id, by string, recover func() error) (bool, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+// nobody took them over yet. by is the worker taking over; it reports
+// whether recover (DBOS recovery of id's executor) ran.
+//
+// No transaction is open while recover runs (recovery takes connections
+// of its own from the same pool): one conditional UPDATE claims id's row
+// for by, and commits; recover runs; a second UPDATE, conditional on the
+// claim still being this call's, records the takeover and drops the claim.
+// If recover fails, the claim is dropped (conditionally too) and TakeOver
+// returns the error: the next pass, of this worker or another, retries.
+// Of several workers taking id over at once exactly one claims it; the
+// others return false. A live claim also holds off id's own process
+// starting again (RegisterWorker).
+//
+// A claim is live for claimFor (DefaultClaimFor when not positive), and
+// only while its claimer is alive: a claimer that died, left or restarted
+// mid-recovery, or stalled past claimFor, leaves a stale claim, which the
+// next TakeOver claims again. recover must therefore be safe to run again
+// after a run that was cut short (DBOS recovery is: it re-enqueues what is
+// still PENDING under id's executor).
+func (s *Store) TakeOver(ctx context.Context, id, by string, claimFor time.Duration, recover func() error) (bool, error) {
+	if claimFor <= 0 {
+		claimFor = DefaultClaimFor
+	}
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		return false, fmt.Errorf("take over %s: %w", id, err)
 	}
-	defer tx.Rollback() //nolint:errcheck // after Commit: no-op
-	lock := ""
-	if s.postgres {
-		lock = " FOR UPDATE"
-	}
-	var state string
-	var over sql.NullInt64
-	err = tx.QueryRowContext(ctx, s.q(`SELECT state, taken_over_ms FROM manent_workers WHERE id = ?`+lock), id).Scan(&state, &over)
+	claim := hex.EncodeToString(b[:])
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers
+		SET claim = ?, claimed_by = ?, claimed_ms = `+s.nowMs()+`, claim_until_ms = `+s.nowMs()+` + ?
+		WHERE id = ? AND state IN ('dead', 'leaving') AND taken_over_ms IS NULL AND NOT (`+s.claimLive()+`)`),
+		claim, by, claimFor.Milliseconds(), id)
 	if err != nil {
-		return false, fmt.Errorf("take over %s: %w", id, err)
+		return false, fmt.Errorf("take over %s: claim: %w", id, err)
 	}
-	if state == WorkerAlive || over.Valid {
+	if n, err := res.RowsAffected(); err != nil {
+		return false, fmt.Errorf("take over %s: claim: %w", id, err)
+	} else if n == 0 {
+		// Alive, taken over already, or another worker's claim is live.
 		return false, nil
 	}
+	// The claim is ours: what follows runs even if ctx ends meanwhile
+	// (recovery may have happened; the claim must not linger).
+	after := func(query string, args ...any) (int64, error) {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		res, err := s.db.ExecContext(actx, s.q(query), args...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	}
 	if err := recover(); err != nil {
-		return false, fmt.Errorf("take over %s: %w", id, err)
+		err = fmt.Errorf("take over %s: %w", id, err)
+		if _, rerr := after(`UPDATE manent_workers SET claim = NULL, claimed_by = NULL, claimed_ms = NULL, claim_until_ms = NULL
+			WHERE id = ? AND claim = ?`, id, claim); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("release the claim on %s (stale after %s): %w", id, claimFor, rerr))
+		}
+		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_workers SET state = 'dead', taken_over_ms = `+s.nowMs()+`, taken_over_by = ?
-		WHERE id = ?`), by, id); err != nil {
-		return false, fmt.Errorf("record takeover of %s: %w", id, err)
+	n, err := after(`UPDATE manent_workers SET state = 'dead', taken_over_ms = `+s.nowMs()+`, taken_over_by = ?,
+			claim = NULL, claimed_by = NULL, claimed_ms = NULL, claim_until_ms = NULL
+		WHERE id = ? AND claim = ?`, by, id, claim)
+	if err != nil {
+		return true, fmt.Errorf("record takeover of %s: %w", id, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("record takeover of %s: %w", id, err)
+	if n == 0 {
+		return true, fmt.Errorf("record takeover of %s: %w", id, ErrClaimLost)
 	}
 	return true, nil
 }
 
 // Workers lists every worker that ever registered, by id.
 func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, state, last_seen_ms, started_at_ms, version, app_version, taken_over_ms, taken_over_by
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, last_seen_ms, started_at_ms, version, app_version, taken_over_ms, taken_over_by,
+			claimed_by, claim_until_ms
 		FROM manent_workers ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -160,9 +243,9 @@ func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 	for rows.Next() {
 		var w Worker
 		var seen, started int64
-		var over sql.NullInt64
-		var by sql.NullString
-		if err := rows.Scan(&w.ID, &w.State, &seen, &started, &w.Version, &w.AppVersion, &over, &by); err != nil {
+		var over, until sql.NullInt64
+		var by, claimedBy sql.NullString
+		if err := rows.Scan(&w.ID, &w.State, &seen, &started, &w.Version, &w.AppVersion, &over, &by, &claimedBy, &until); err != nil {
 			return nil, err
 		}
 		w.LastSeen, w.StartedAt = time.UnixMilli(seen).UTC(), time.UnixMilli(started).UTC()
@@ -171,6 +254,11 @@ func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 			w.TakenOverAt = &t
 		}
 		w.TakenOverBy = by.String
+		w.ClaimedBy = claimedBy.String
+		if until.Valid {
+			t := time.UnixMilli(until.Int64).UTC()
+			w.ClaimedUntil = &t
+		}
 		out = append(out, w)
 	}
 	return out, rows.Err()

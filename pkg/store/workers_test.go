@@ -45,7 +45,7 @@ func TestWorkerLiveness(t *testing.T) {
 		}
 		runs := 0
 		for i := range 2 {
-			ok, err := st.TakeOver(ctx, "a", "b", func() error { runs++; return nil })
+			ok, err := st.TakeOver(ctx, "a", "b", time.Minute, func() error { runs++; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,7 +56,7 @@ func TestWorkerLiveness(t *testing.T) {
 		if runs != 1 {
 			t.Fatalf("recovery ran %d times, want once", runs)
 		}
-		if ok, err := st.TakeOver(ctx, "b", "c", func() error { t.Fatal("recovered a live worker"); return nil }); ok || err != nil {
+		if ok, err := st.TakeOver(ctx, "b", "c", time.Minute, func() error { t.Fatal("recovered a live worker"); return nil }); ok || err != nil {
 			t.Fatalf("TakeOver of a live worker: %v, %v", ok, err)
 		}
 		if err := st.RegisterWorker(ctx, "a", "dev", "wf"); err != nil {
