@@ -235,7 +235,8 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 // deploys, then re-enqueues any accepted deploy DBOS never saw.
 func (e *Engine) Launch(ctx context.Context) error {
 	// Registered (alive) before DBOS recovers this executor's deploys: a
-	// takeover of this worker in progress finishes first (store.TakeOver).
+	// takeover of this worker in progress finishes first (RegisterWorker
+	// waits while another worker's claim on it is live, store.TakeOver).
 	if err := e.startWorker(ctx); err != nil {
 		return err
 	}

@@ -71,3 +71,63 @@ if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 12
 		}
 	})
 }
+
+// On PostgreSQL the leader takes a worker that left over by itself, through
+// DBOS recovery on the leader's own pool. With a pool as small as pgx's
+// default on a 2-CPU machine (4), taken while the rescuer launches (the
+// migration lock, DBOS's LISTEN connection and the leader lock each hold
+// one), the takeover must not wait for a connection its own transaction
+// keeps: it holds none while recovery runs (store.TakeOver).
+func TestTakeOverWithSmallPool(t *testing.T) {
+	dbURL := enginetest.Postgres(t)
+	f := newFixture(t, dbURL, 1)
+	url, _ := f.artifact("v1", "one")
+	marks := filepath.Join(f.dir, "marks")
+	release := filepath.Join(f.dir, "release")
+	cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
+if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, release)
+	id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		b, _ := os.ReadFile(marks)
+		return strings.Contains(string(b), "activation")
+	}, "activation to start")
+
+	// The worker leaves; a rescuer with a pool of 4 takes it over.
+	f.node.Close(5 * time.Second)
+	f.cfg.ExecutorID = "rescuer"
+	f.cfg.Database = dbURL + "&pool_max_conns=4"
+	f.open()
+	var by string
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		ws, err := f.st.Workers(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ws {
+			if w.ID == "test" {
+				by = w.TakenOverBy
+			}
+		}
+		return by != ""
+	}, "the rescuer to take the worker that left over")
+	if by != "rescuer" {
+		t.Fatalf("taken over by %q, want rescuer", by)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	b, _ := os.ReadFile(marks)
+	count := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		count[l]++
+	}
+	for step, want := range map[string]int{"deploy": 1, "activation": 2} {
+		if count[step] != want {
+			t.Errorf("%s ran %d times, want %d (ran: %q)", step, count[step], want, b)
+		}
+	}
+}

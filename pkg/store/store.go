@@ -41,13 +41,15 @@ type Store struct {
 
 // MinPostgresConns is the size of a worker's PostgreSQL pool when the
 // database URL sets no pool_max_conns (pgx's own default is the larger of 4
-// and the number of CPUs). Up to four connections are held for long
-// stretches while their holders wait for another one: DBOS's LISTEN
-// connection, the migration lock held through the launch, the leader's
-// advisory lock, and the takeover transaction that keeps a dead worker's
-// row locked while DBOS recovers its workflows. With pgx's 4 on a 2-CPU
-// machine a worker that took over a dead one while launching waited
-// forever for a connection (seen in TestRecoverResumesAnotherExecutorsDeploy).
+// and the number of CPUs). Three connections are held for long stretches:
+// DBOS's LISTEN connection, the migration lock held through the launch and
+// the leader's advisory lock; a launching worker needs one more. A
+// takeover used to be a fourth (a transaction keeping a dead worker's row
+// locked while DBOS recovered its workflows on another connection), and
+// with pgx's 4 on a 2-CPU machine it waited forever; TakeOver now holds no
+// connection while recovery runs, so this floor no longer guards against
+// that deadlock. It stays: it is harmless, and leaves room for the
+// deploys' steps writing at once.
 const MinPostgresConns = 10
 
 // Open opens the database named by url: `sqlite:<path>` (also
