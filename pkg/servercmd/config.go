@@ -55,7 +55,9 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 		}
 	}
 	var c node.Config
-	if err := v.Unmarshal(&c); err != nil {
+	// Exact: a key manent does not know (a typo such as "rback:" or
+	// "pass_evn:") is an error, not a setting silently left out.
+	if err := v.UnmarshalExact(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	c.Trial = trial
