@@ -148,6 +148,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", cfg.Workers.DeadAfter, cfg.Workers.Heartbeat))
 	}
 	st, err := store.Open(ctx, cfg.Database)
+	if errors.Is(err, store.ErrDatabaseURL) {
+		return nil, configError(err)
+	}
 	if err != nil {
 		return nil, err
 	}

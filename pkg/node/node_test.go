@@ -69,3 +69,20 @@ func TestConfigErrorNamesTheField(t *testing.T) {
 		t.Fatalf("got %q, want a configuration error naming auth.tokens[…].sha256", err)
 	}
 }
+
+// A database URL manent cannot use is a configuration error (manent-server
+// exits 2), like any other mistake in the configuration.
+func TestBadDatabaseURLIsAConfigError(t *testing.T) {
+	for _, db := range []string{"mysql://x", "sqlite:", "sqlite:" + t.TempDir() + "/m.db?busy_timeout=abc"} {
+		cfg := servertest.Config(t.TempDir())
+		cfg.Database = db
+		n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register})
+		if err == nil {
+			n.Close(0)
+			t.Fatalf("%s: the server started", db)
+		}
+		if !node.IsConfigError(err) {
+			t.Errorf("%s: %v, want a configuration error", db, err)
+		}
+	}
+}

@@ -122,8 +122,12 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		return &Store{db: db, rdb: rdb, writes: writes, ckpt: startCheckpointer(db, checkpointEvery), path: path}, nil
 	}
-	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
+	return nil, fmt.Errorf("%w: unsupported database %q: use sqlite:<path> or postgres://…", ErrDatabaseURL, redact(rawURL))
 }
+
+// ErrDatabaseURL marks a database URL manent cannot use (an unknown scheme,
+// no path, a bad parameter): a configuration mistake, not an outage.
+var ErrDatabaseURL = errors.New("invalid database URL")
 
 func sqlitePath(raw string) (string, error) {
 	rest := strings.TrimPrefix(raw, "sqlite:")
@@ -132,7 +136,7 @@ func sqlitePath(raw string) (string, error) {
 		rest = rest[:i]
 	}
 	if rest == "" {
-		return "", fmt.Errorf("sqlite database URL %q has no path", raw)
+		return "", fmt.Errorf("%w: sqlite database URL %q has no path", ErrDatabaseURL, raw)
 	}
 	return rest, nil
 }
@@ -149,7 +153,7 @@ func sqliteBusyTimeout(raw string) (time.Duration, error) {
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite database URL %q: %w", raw, err)
+		return 0, fmt.Errorf("%w: sqlite database URL %q: %w", ErrDatabaseURL, raw, err)
 	}
 	v := q.Get("busy_timeout")
 	if v == "" {
@@ -157,7 +161,7 @@ func sqliteBusyTimeout(raw string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("sqlite database URL %q: busy_timeout %q is not a duration like 5s", raw, v)
+		return 0, fmt.Errorf("%w: sqlite database URL %q: busy_timeout %q is not a duration like 5s", ErrDatabaseURL, raw, v)
 	}
 	return d, nil
 }
