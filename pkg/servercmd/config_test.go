@@ -41,7 +41,7 @@ func TestUnknownConfigKeyIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := loadConfig(path, nil)
-	if err == nil || !strings.Contains(err.Error(), "rback") || !strings.Contains(err.Error(), "pass_evn") {
+	if err == nil || !strings.Contains(err.Error(), "unknown keys: rback") || !strings.Contains(err.Error(), "'plugins' has unknown keys: pass_evn") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("got %v, want an error naming rback and plugins.pass_evn", err)
 	}
 	var stdout, stderr bytes.Buffer
