@@ -58,6 +58,12 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 	var src io.ReadCloser
 	switch u.Scheme {
 	case "file":
+		// A device or a FIFO is refused before it is opened: /dev/zero
+		// would be read up to the size limit, a FIFO (or /dev/stdin) would
+		// block the step for good.
+		if fi, err := os.Stat(u.Path); err == nil && !fi.Mode().IsRegular() {
+			return nil, plugin.Permanent(fmt.Errorf("artifact %s is not a regular file", u.Path))
+		}
 		fh, err := os.Open(u.Path)
 		if err != nil {
 			if os.IsNotExist(err) {

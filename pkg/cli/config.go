@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -130,6 +131,14 @@ func loadConfig(src configSource) (*Config, error) {
 	}
 	cfg.Server = server
 	cfg.Token = strings.TrimSpace(v.GetString("token"))
+	if strings.ContainsFunc(cfg.Token, unicode.IsControl) {
+		// It could not go into an Authorization header: say so (exit 2)
+		// rather than report the server unreachable. The token is not shown.
+		return nil, &UsageError{
+			Err:  errors.New("the token contains a control character (a line break?)"),
+			Hint: "check --token, MANENT_TOKEN, or token: in the config file or its context",
+		}
+	}
 	rt := strings.TrimSpace(v.GetString("request_timeout"))
 	d, err := time.ParseDuration(rt)
 	if err != nil || d < 0 {

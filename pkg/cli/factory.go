@@ -139,6 +139,11 @@ func clientOptions(cfg *Config) api.Options {
 // --config, --context, -o/--output, --jq and --request-timeout.
 func (f *Factory) GlobalFlags() *pflag.FlagSet { return f.flags }
 
+// MaxInput bounds a file read by ReadInput: far above what any input is
+// (a descriptor is at most 1 MiB), so that `-f /dev/zero` or an endless
+// pipe is refused instead of read until the CLI runs out of memory.
+const MaxInput = 16 << 20
+
 // ReadInput reads a file named on the command line ("-" is stdin) and returns
 // its content and the name to show in messages. Any failure is a usage error.
 func (f *Factory) ReadInput(name string) ([]byte, string, error) {
@@ -150,13 +155,20 @@ func (f *Factory) ReadInput(name string) ([]byte, string, error) {
 		err  error
 	)
 	if name == "-" {
-		data, err = io.ReadAll(f.IOStreams.In)
+		data, err = io.ReadAll(io.LimitReader(f.IOStreams.In, MaxInput+1))
 		name = "<stdin>"
 	} else {
-		data, err = os.ReadFile(absPath(f.WorkDir, name))
+		var fh *os.File
+		if fh, err = os.Open(absPath(f.WorkDir, name)); err == nil {
+			data, err = io.ReadAll(io.LimitReader(fh, MaxInput+1))
+			fh.Close()
+		}
 	}
 	if err != nil {
 		return nil, name, &UsageError{Err: fmt.Errorf("read %s: %w", name, unwrapPathError(err))}
+	}
+	if len(data) > MaxInput {
+		return nil, name, &UsageError{Err: fmt.Errorf("read %s: larger than %d MiB, not an input of manent", name, MaxInput>>20)}
 	}
 	return data, name, nil
 }

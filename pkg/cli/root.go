@@ -112,7 +112,33 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 		return completeContextNames(f)(nil, nil, "")
 	})
 	registerServerCompletion(root, f) // complete.go: ids, applications, environments, schedules
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group below the root
+// (schedules, clusters, context…) refuse a word that is none of its
+// subcommands as a usage error (exit 2), as the root does: cobra would print
+// the group's help and exit 0, so a typo such as `manent schedules delet
+// sch_…` in a script would succeed without deleting anything. A group
+// called alone still prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return &UsageError{
+				Err:  fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()),
+				Hint: fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath()),
+			}
+		}
+		return cmd.Help()
+	}
 }
 
 // exactArgs is cobra.ExactArgs with a message naming what is missing.

@@ -16,6 +16,41 @@ import (
 	"github.com/manent-io/manent/pkg/retry"
 )
 
+// MaxSecretFile bounds a `file:` secret: a secret is a password, a key or a
+// certificate chain, and a descriptor naming /dev/zero, /dev/urandom or a
+// huge file must not make the worker read without end.
+const MaxSecretFile = 1 << 20
+
+// readSecretFile reads a `file:` secret: a regular file (a link to one, as
+// Kubernetes mounts them, is followed) of at most MaxSecretFile bytes. A
+// device or a FIFO is refused before it is opened, so a reference to one
+// neither blocks the step nor fills the worker's memory.
+func readSecretFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return "", fmt.Errorf("file %s does not exist on the worker", path)
+		}
+		return "", fmt.Errorf("file %s cannot be read on the worker", path)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("file %s on the worker is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("file %s cannot be read on the worker", path)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("file %s cannot be read on the worker", path)
+	}
+	if len(b) > MaxSecretFile {
+		return "", fmt.Errorf("file %s on the worker is larger than %d bytes: not a secret", path, MaxSecretFile)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
 // ResolveSecret resolves a secret reference `env:VAR` or `file:/path`. The
 // value is returned to the caller only: it is never stored, logged or
 // returned by the API.
@@ -32,14 +67,7 @@ func ResolveSecret(ref string) (string, error) {
 		}
 		return v, nil
 	case "file":
-		b, err := os.ReadFile(arg)
-		if err != nil {
-			if os.IsNotExist(err) {
-				return "", fmt.Errorf("file %s does not exist on the worker", arg)
-			}
-			return "", fmt.Errorf("file %s cannot be read on the worker", arg)
-		}
-		return strings.TrimRight(string(b), "\r\n"), nil
+		return readSecretFile(arg)
 	}
 	return "", fmt.Errorf("unknown secret provider %q (env, file)", kind)
 }

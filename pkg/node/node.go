@@ -12,7 +12,8 @@
 // It imports pkg/admit, pkg/auth, pkg/egress, pkg/engine, pkg/envconfig,
 // pkg/governance, pkg/itsm, pkg/notify, pkg/plugin, pkg/server, pkg/store,
 // pkg/urlpolicy, pkg/web and plugins/external; that is every server-side
-// package but the command that calls it.
+// package but the command that calls it, and pkg/manent (its error type,
+// whose field errors a configuration error spells out).
 package node
 
 import (
@@ -34,6 +35,7 @@ import (
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/itsm"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/server"
@@ -82,7 +84,21 @@ type Options struct {
 // (manent-server exits 2).
 type ConfigError struct{ Err error }
 
-func (e *ConfigError) Error() string { return e.Err.Error() }
+// Error names every field mistake a *manent.Error carries ("invalid auth
+// configuration: auth.tokens[0].name: …; …"), so the operator sees what to
+// fix, not only that something is wrong.
+func (e *ConfigError) Error() string {
+	msg := e.Err.Error()
+	var me *manent.Error
+	if errors.As(e.Err, &me) && len(me.Fields) > 0 {
+		parts := make([]string, len(me.Fields))
+		for i, f := range me.Fields {
+			parts[i] = f.Path + ": " + f.Message
+		}
+		msg += ": " + strings.Join(parts, "; ")
+	}
+	return msg
+}
 func (e *ConfigError) Unwrap() error { return e.Err }
 
 func configError(err error) error {
@@ -132,6 +148,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", cfg.Workers.DeadAfter, cfg.Workers.Heartbeat))
 	}
 	st, err := store.Open(ctx, cfg.Database)
+	if errors.Is(err, store.ErrDatabaseURL) {
+		return nil, configError(err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/plugins/builtin"
@@ -49,6 +50,39 @@ func TestPluginKeysAreChecked(t *testing.T) {
 		}
 		if !node.IsConfigError(err) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("got %v, want a configuration error with %q", err, tt.want)
+		}
+	}
+}
+
+// A configuration mistake reported field by field (auth, RBAC) names the
+// field and the reason, not only "invalid auth configuration": the operator
+// reads it from manent-server's one error line.
+func TestConfigErrorNamesTheField(t *testing.T) {
+	cfg := servertest.Config(t.TempDir())
+	cfg.Auth.Tokens = append(cfg.Auth.Tokens, auth.TokenConfig{Name: "ci", SHA256: "not-hex"})
+	n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register})
+	if err == nil {
+		n.Close(0)
+		t.Fatal("a server with a malformed token hash started")
+	}
+	if !node.IsConfigError(err) || !strings.Contains(err.Error(), ".sha256: must be the 64 hex digits") {
+		t.Fatalf("got %q, want a configuration error naming auth.tokens[…].sha256", err)
+	}
+}
+
+// A database URL manent cannot use is a configuration error (manent-server
+// exits 2), like any other mistake in the configuration.
+func TestBadDatabaseURLIsAConfigError(t *testing.T) {
+	for _, db := range []string{"mysql://x", "sqlite:", "sqlite:" + t.TempDir() + "/m.db?busy_timeout=abc"} {
+		cfg := servertest.Config(t.TempDir())
+		cfg.Database = db
+		n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register})
+		if err == nil {
+			n.Close(0)
+			t.Fatalf("%s: the server started", db)
+		}
+		if !node.IsConfigError(err) {
+			t.Errorf("%s: %v, want a configuration error", db, err)
 		}
 	}
 }

@@ -16,6 +16,13 @@ func newAdminCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comman
 	admin := &cobra.Command{
 		Use:   "admin",
 		Short: "Administrative tasks on the server's database",
+		// A mistyped task is a usage error (exit 2), not the help with exit 0.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q for %q; run '%s --help' for the tasks", args[0], cmd.CommandPath(), cmd.CommandPath())}
+			}
+			return cmd.Help()
+		},
 	}
 	var config, dataDir, database string
 	var executors []string

@@ -55,8 +55,10 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 		}
 	}
 	var c node.Config
-	if err := v.Unmarshal(&c); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	// Exact: a key manent does not know (a typo such as "rback:" or
+	// "pass_evn:") is an error, not a setting silently left out.
+	if err := v.UnmarshalExact(&c); err != nil {
+		return nil, fmt.Errorf("config: %s", decodeErrorText(err))
 	}
 	c.Trial = trial
 	if c.Database == "" {
@@ -93,4 +95,20 @@ func bootstrapToken(dataDir string) (token string, created bool, err error) {
 		return "", false, fmt.Errorf("write %s: %w", p, err)
 	}
 	return token, true, nil
+}
+
+// decodeErrorText makes mapstructure's multi-line decoding error one line
+// that names keys as the file does: "unknown keys: rback; 'plugins' has
+// unknown keys: pass_evn".
+func decodeErrorText(err error) string {
+	msg := strings.Replace(err.Error(), "decoding failed due to the following error(s):", "", 1)
+	msg = strings.ReplaceAll(msg, "'node.Config' has invalid keys", "unknown keys")
+	msg = strings.ReplaceAll(msg, "has invalid keys", "has unknown keys")
+	var parts []string
+	for _, line := range strings.Split(msg, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, "; ")
 }

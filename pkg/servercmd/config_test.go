@@ -1,6 +1,13 @@
 package servercmd
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 // MANENT_DATABASE configures the database (the Helm chart passes the DSN
 // so, from a Secret, never as an argument); --database wins over it.
@@ -20,5 +27,34 @@ func TestDatabaseFromEnvironment(t *testing.T) {
 	}
 	if c.Database != "sqlite:/tmp/x.db" {
 		t.Fatalf("database %q, want the flag's", c.Database)
+	}
+}
+
+// A key manent does not know is a configuration error naming it (exit 2),
+// not silently ignored: a typo in rbac:, plugins.pass_env: or
+// governance: would otherwise run a server without that setting.
+func TestUnknownConfigKeyIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "manent-server.yaml")
+	cfg := "listen: 127.0.0.1:0\nrback:\n  - {subjects: [\"token:ci\"], permissions: [admin]}\nplugins: {pass_evn: [HTTPS_PROXY]}\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(path, nil)
+	if err == nil || !strings.Contains(err.Error(), "unknown keys: rback") || !strings.Contains(err.Error(), "'plugins' has unknown keys: pass_evn") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("got %v, want an error naming rback and plugins.pass_evn", err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"serve", "--config", path, "--data-dir", dir}, &stdout, &stderr, nil); code != 2 {
+		t.Fatalf("manent-server serve exit %d (stderr %q), want 2 for a configuration error", code, stderr.String())
+	}
+	// Every documented key still loads.
+	good := "listen: 127.0.0.1:0\nworkers: {slots: 2, heartbeat: 5s, dead_after: 30s}\nrbac:\n  - {subjects: [\"token:ci\"], permissions: [admin], applications: [\"*\"], environments: [\"*\"]}\n" +
+		"plugins: {steps: [script], pass_env: [HTTPS_PROXY], local: {root: /srv}}\nschedules: {min_interval: 1m}\nretention: {workflows: 168h, every: 10m}\n"
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(path, nil); err != nil {
+		t.Fatalf("a configuration of known keys: %v", err)
 	}
 }

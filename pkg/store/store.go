@@ -37,6 +37,9 @@ type Store struct {
 	// hooks hands the events of each committed transaction to OnCommit
 	// listeners (stream.go).
 	hooks commitHooks
+	// path is the SQLite database file ("" on PostgreSQL): Probe checks
+	// the free space beside it.
+	path string
 }
 
 // MinPostgresConns is the size of a worker's PostgreSQL pool when the
@@ -119,10 +122,14 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			db.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
-		return &Store{db: db, rdb: rdb, writes: writes, ckpt: startCheckpointer(db, checkpointEvery)}, nil
+		return &Store{db: db, rdb: rdb, writes: writes, ckpt: startCheckpointer(db, checkpointEvery), path: path}, nil
 	}
-	return nil, fmt.Errorf("unsupported database %q: use sqlite:<path> or postgres://…", redact(rawURL))
+	return nil, fmt.Errorf("%w: unsupported database %q: use sqlite:<path> or postgres://…", ErrDatabaseURL, redact(rawURL))
 }
+
+// ErrDatabaseURL marks a database URL manent cannot use (an unknown scheme,
+// no path, a bad parameter): a configuration mistake, not an outage.
+var ErrDatabaseURL = errors.New("invalid database URL")
 
 func sqlitePath(raw string) (string, error) {
 	rest := strings.TrimPrefix(raw, "sqlite:")
@@ -131,7 +138,7 @@ func sqlitePath(raw string) (string, error) {
 		rest = rest[:i]
 	}
 	if rest == "" {
-		return "", fmt.Errorf("sqlite database URL %q has no path", raw)
+		return "", fmt.Errorf("%w: sqlite database URL %q has no path", ErrDatabaseURL, raw)
 	}
 	return rest, nil
 }
@@ -148,7 +155,7 @@ func sqliteBusyTimeout(raw string) (time.Duration, error) {
 	}
 	q, err := url.ParseQuery(query)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite database URL %q: %w", raw, err)
+		return 0, fmt.Errorf("%w: sqlite database URL %q: %w", ErrDatabaseURL, raw, err)
 	}
 	v := q.Get("busy_timeout")
 	if v == "" {
@@ -156,7 +163,7 @@ func sqliteBusyTimeout(raw string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("sqlite database URL %q: busy_timeout %q is not a duration like 5s", raw, v)
+		return 0, fmt.Errorf("%w: sqlite database URL %q: busy_timeout %q is not a duration like 5s", ErrDatabaseURL, raw, v)
 	}
 	return d, nil
 }
@@ -287,9 +294,22 @@ func parseTime(s sql.NullString) *time.Time {
 // ErrNotFound is returned when a row does not exist.
 var ErrNotFound = errors.New("not found")
 
+// MinFreeDisk is the free space a SQLite database's file system must have
+// for Probe: below it the database is as good as full.
+const MinFreeDisk = 1 << 20
+
 // Probe proves the database can be written now: it updates one row of its
-// own, in a transaction, within ctx.
+// own, in a transaction, within ctx. On SQLite it also wants MinFreeDisk
+// free beside the database file: with the disk full, that one-row update
+// still fits in the WAL's frames of earlier writes while every submission,
+// which needs new pages, fails (a *Fault "the database's disk is full").
 func (s *Store) Probe(ctx context.Context) error {
+	if s.path != "" {
+		if free, ok := diskFree(filepath.Dir(s.path)); ok && free < MinFreeDisk {
+			return &Fault{Reason: "the database's disk is full", RetryAfter: 30 * time.Second,
+				Err: fmt.Errorf("%d bytes free beside %s, less than %d", free, s.path, MinFreeDisk)}
+		}
+	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_probe (id, at) VALUES (1, ?)
 		ON CONFLICT (id) DO UPDATE SET at = excluded.at`), fmtTime(time.Now()))
 	return err

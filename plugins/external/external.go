@@ -296,6 +296,8 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 	}
 	var ee *exec.ExitError
 	switch {
+	case errors.As(runErr, &ee) && ee.ExitCode() < 0:
+		return nil, fmt.Errorf("plugin %s: %s was killed (%s) without a response", p.Name, action, ee.ProcessState)
 	case errors.As(runErr, &ee):
 		return nil, fmt.Errorf("plugin %s: %s exited with status %d without a response", p.Name, action, ee.ExitCode())
 	case runErr != nil && ctx.Err() != nil:

@@ -251,6 +251,12 @@ func TestFailures(t *testing.T) {
 			}
 		})
 	}
+	// Killed by a signal: the signal is named, not "status -1".
+	killedPath := writeScript(t, t.TempDir(), "manent-plugin-sig", "kill -KILL $$\n", 0o755)
+	killedP := &external.Plugin{Name: "sig", Path: killedPath}
+	if _, err := killedP.Deploy(context.Background(), pctx(t.TempDir(), "1.0", io.Discard, nil)); err == nil || !strings.Contains(err.Error(), "deploy was killed (signal: killed) without a response") {
+		t.Fatalf("killed plugin: %v, want the signal named", err)
+	}
 	missing := &external.Plugin{Name: "gone", Path: filepath.Join(t.TempDir(), "manent-plugin-gone")}
 	if _, err := missing.Deploy(context.Background(), plugin.Context{}); !plugin.IsPermanent(err) {
 		t.Fatalf("missing executable: %v, want a permanent error", err)

@@ -129,6 +129,10 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		res["exit_code"] = ee.ExitCode()
+		if ee.ExitCode() < 0 {
+			// Killed by a signal: say which, not "status -1".
+			return res, fmt.Errorf("script %s was killed (%s)", c.Command[0], ee.ProcessState)
+		}
 		return res, fmt.Errorf("script %s exited with status %d", c.Command[0], ee.ExitCode())
 	}
 	if err != nil {

@@ -208,3 +208,15 @@ func TestLeftoversKilled(t *testing.T) {
 		t.Fatalf("the command's child %d outlived the step", pid)
 	}
 }
+
+// A command killed by a signal (by someone else than manent: the OOM killer,
+// an operator) says so and names the signal, not "exited with status -1".
+func TestKilledBySignalSaysSo(t *testing.T) {
+	var log syncBuffer
+	p := script.New(script.Options{})
+	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c", `kill -KILL $$`)})
+	_, err := p.Run(context.Background(), pc)
+	if err == nil || !strings.Contains(err.Error(), "script sh was killed (signal: killed)") {
+		t.Fatalf("got %v, want the signal named", err)
+	}
+}

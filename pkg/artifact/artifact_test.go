@@ -1,0 +1,46 @@
+package artifact_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/artifact"
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// A file:// artifact that is not a regular file fails the artifacts step at
+// once, for good: /dev/zero would be copied up to the size limit into the
+// work directory, a FIFO (or /dev/stdin of a server in a terminal) would
+// block the step forever, and a cancel waits for the running step.
+func TestFileArtifactMustBeARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.tar.gz")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &artifact.Fetcher{MaxBytes: 1 << 20}
+	for _, p := range []string{fifo, "/dev/zero", dir} {
+		done := make(chan error, 1)
+		go func() { _, err := f.Fetch(context.Background(), "file://"+p, t.TempDir(), ""); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "is not a regular file") || !plugin.IsPermanent(err) {
+				t.Errorf("%s: %v, want a permanent \"not a regular file\"", p, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer within 10s", p)
+		}
+	}
+	ok := filepath.Join(dir, "app.tar.gz")
+	if err := os.WriteFile(ok, []byte("data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Fetch(context.Background(), "file://"+ok, t.TempDir(), ""); err != nil || got.Size != 4 {
+		t.Fatalf("a regular file: %+v, %v", got, err)
+	}
+}

@@ -1,0 +1,100 @@
+package server_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// A full disk is a 503 with Retry-After for a submission, never a 500, and
+// /readyz fails while it lasts (SPEC §11.1), although the probe's one-row
+// update still fits in the WAL's frames of earlier writes. The database
+// lives on a real tmpfs of 8 MiB, filled to the last byte; mounting one
+// needs root (CAP_SYS_ADMIN), so the test is skipped without it.
+func TestFullDiskIs503(t *testing.T) {
+	fs := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(fs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", fs).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", fs).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", fs, err, out)
+		}
+	})
+	srv := newTestServer(t, "sqlite:"+filepath.Join(fs, "manent.db"), nil, nil)
+	if status, body, _ := do(t, "GET", srv.URL+"/readyz", "", ""); status != http.StatusOK {
+		t.Fatalf("readyz before the disk is full: %d %s", status, body)
+	}
+	// Deploys first, as on a server that has been working: the WAL has
+	// frames a small write can reuse once the disk is full.
+	admin := api.NewClient(srv.URL, "admin-token", nil)
+	art := artifactFile(t)
+	for _, v := range []string{"1", "2", "3"} {
+		res, err := admin.Submit(context.Background(), simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, admin, res.ID, manent.StateSuccess)
+	}
+	// …and a checkpoint has copied them into the database: the next
+	// write starts the WAL over, in the room it already has.
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(fs, "manent.db")+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var busy, frames, done int
+	if err := db.QueryRow(`PRAGMA wal_checkpoint(RESTART)`).Scan(&busy, &frames, &done); err != nil || busy != 0 {
+		t.Fatalf("checkpoint: %v (busy %d, %d of %d frames)", err, busy, done, frames)
+	}
+	fill := filepath.Join(fs, "fill")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	f.Close()
+
+	status, body, h := do(t, "GET", srv.URL+"/readyz", "", "")
+	if status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(string(body), "disk is full") {
+		t.Fatalf("readyz with the disk full: %d %v %s, want 503 with Retry-After", status, h, body)
+	}
+	enginetest.Eventually(t, 20*time.Second, func() bool {
+		status, body, h := do(t, "POST", srv.URL+"/api/v1/deployments", "admin-token", string(simple(art, "staging", "4", "")))
+		if status == http.StatusInternalServerError {
+			t.Fatalf("submit with the disk full: 500 %s", body)
+		}
+		return status == http.StatusServiceUnavailable && h.Get("Retry-After") != "" && strings.Contains(string(body), "disk is full")
+	}, "a submission to answer 503 once the WAL's room is used up")
+
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() bool {
+		status, _, _ := do(t, "GET", srv.URL+"/readyz", "", "")
+		return status == http.StatusOK
+	}, "readyz to recover once there is room again")
+}
