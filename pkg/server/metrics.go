@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -44,10 +45,44 @@ var streamsOpen atomic.Int64
 // wait (none occupies a worker slot).
 var waitingStates = []manent.State{manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval, manent.StateEnqueued}
 
+// maxStepLabels bounds the `step` label values of
+// manent_step_duration_seconds in one process: step names come from
+// descriptors (custom steps, waves), and /metrics needs no token, so a
+// submitter could otherwise grow every scrape without limit. Names beyond
+// the bound are counted under stepLabelOther.
+const (
+	maxStepLabels  = 500
+	stepLabelOther = "other"
+)
+
+// stepLabels hands out step label values: a name seen before, or a new one
+// while fewer than maxStepLabels are in use; stepLabelOther after that.
+type stepLabels struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *stepLabels) label(name string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[name] {
+		return name
+	}
+	if len(l.seen) >= maxStepLabels {
+		return stepLabelOther
+	}
+	if l.seen == nil {
+		l.seen = map[string]bool{}
+	}
+	l.seen[name] = true
+	return name
+}
+
 // registerMetrics adds the families of SPEC §11.5 [contract]:
 //
 //   - manent_step_duration_seconds{step,state}: steps that ended SUCCESS or
-//     ERROR in this process (each attempt), from start to end;
+//     ERROR in this process (each attempt), from start to end; at most
+//     maxStepLabels step names, the rest as step="other";
 //   - manent_deploys_finished_total{state}: deploys this process finished,
 //     by final state;
 //   - manent_queue_depth{state}: deploys waiting now, across all workers;
@@ -75,6 +110,7 @@ func (s *Server) registerMetrics(reg *prometheus.Registry) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "manent_sse_cut_total",
 			Help: "Server-Sent Events streams cut off because their client did not keep up (full buffer or write timeout)."},
 			func() float64 { return float64(streamsCut.Load()) }))
+	labels := &stepLabels{}
 	s.st.OnCommit(func(evs []store.Event) {
 		for _, e := range evs {
 			switch e.Type {
@@ -84,7 +120,7 @@ func (s *Server) registerMetrics(reg *prometheus.Registry) {
 					continue
 				}
 				if st.State == manent.StepSuccess || st.State == manent.StepError {
-					steps.WithLabelValues(st.Name, string(st.State)).Observe(st.FinishedAt.Sub(*st.StartedAt).Seconds())
+					steps.WithLabelValues(labels.label(st.Name), string(st.State)).Observe(st.FinishedAt.Sub(*st.StartedAt).Seconds())
 				}
 			case store.EventDone:
 				var d store.DoneData
