@@ -1,6 +1,7 @@
 // Package cronspec reads the recurring schedules of descriptors
 // (schedule.cron, SPEC §11.1): standard 5-field cron (minute hour
-// day-of-month month day-of-week), an optional CRON_TZ=<zone> prefix, and
+// day-of-month month day-of-week; 0 or 7 is Sunday, as in Vixie cron), an
+// optional CRON_TZ=<zone> prefix, and
 // the @hourly, @daily (@midnight), @weekly, @monthly, @yearly (@annually)
 // and @every <duration> forms. A schedule without a zone runs in UTC.
 //
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // CRON_TZ= works on hosts without a zoneinfo database
@@ -70,6 +72,7 @@ func Parse(expr string) (s *Spec, err error) {
 			return nil, fmt.Errorf("@every takes a duration of at least 1s, such as \"@every 6h\", got %q", strings.TrimSpace(rest))
 		}
 	}
+	body = sundaySeven(body)
 	defer func() {
 		// The cron parser is third-party code; whatever it does, Parse
 		// must not panic.
@@ -89,6 +92,63 @@ func Parse(expr string) (s *Spec, err error) {
 		return nil, errors.New("it never fires (no such date)")
 	}
 	return s, nil
+}
+
+// sundaySeven rewrites the day-of-week field of a 5-field expression so
+// that 7 means Sunday, as in standard (Vixie) cron, for robfig/cron (the
+// parser DBOS uses too), which knows only 0-6: "7" becomes "0", "5-7"
+// becomes "5-6,0", "1-7/2" becomes "1-6/2,0". Anything else is left for the
+// parser to judge, so its error messages stay the ones people see.
+func sundaySeven(body string) string {
+	fields := strings.Fields(body)
+	if len(fields) != 5 || strings.HasPrefix(body, "@") {
+		return body
+	}
+	items := strings.Split(fields[4], ",")
+	changed := false
+	for i, item := range items {
+		if r, ok := sevenItem(item); ok {
+			items[i], changed = r, true
+		}
+	}
+	if !changed {
+		return body
+	}
+	fields[4] = strings.Join(items, ",")
+	return strings.Join(fields, " ")
+}
+
+// sevenItem rewrites one list item of the day-of-week field that names 7.
+func sevenItem(item string) (string, bool) {
+	rng, step, stepped := strings.Cut(item, "/")
+	if rng == "7" && !stepped {
+		return "0", true
+	}
+	lo, hi, isRange := strings.Cut(rng, "-")
+	if !isRange || hi != "7" {
+		return "", false
+	}
+	start, err := strconv.Atoi(lo)
+	if err != nil || start < 0 || start > 7 {
+		return "", false
+	}
+	every := 1
+	if stepped {
+		if every, err = strconv.Atoi(step); err != nil || every < 1 {
+			return "", false
+		}
+	}
+	if start == 7 {
+		return "0", true // 7-7
+	}
+	out := lo + "-6"
+	if stepped {
+		out += "/" + step
+	}
+	if (7-start)%every == 0 {
+		out += ",0" // the range reaches Sunday at its end
+	}
+	return out, true
 }
 
 // zonePrefix splits "CRON_TZ=<zone> <rest>" (or TZ=).

@@ -32,6 +32,14 @@ func TestParseNext(t *testing.T) {
 		{"@yearly", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"@every 90m", now.Add(90 * time.Minute)},
 		{"0 0 29 2 *", time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC)},
+		// 7 is Sunday, as in standard cron.
+		{"0 3 * * 7", time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)},
+		{"0 3 * * 5-7", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)}, // Friday
+		{"0 3 * * 6-7", time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)}, // Saturday
+		{"0 3 * * 7-7", time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}, // Sunday
+		{"0 3 * * 1,7", time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)}, // Sunday, then Monday
+		{"0 3 * * MON-FRI", time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)},
+		{"0 12 * * 4-7/3", time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}, // Thursday and Sunday
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
@@ -56,6 +64,8 @@ func TestParseErrors(t *testing.T) {
 		{"0 3 * *", "expected exactly 5 fields"},
 		{"0 0 3 * * *", "expected exactly 5 fields"}, // 6 fields (seconds) are not standard cron
 		{"61 * * * *", "above maximum"},
+		{"0 3 * * 8", "above maximum"},
+		{"0 3 * * 3-8", "above maximum"},
 		{"*/0 * * * *", "step"},
 		{"@sometimes", "unrecognized descriptor"},
 		{"@every", "@every takes a duration"},
@@ -132,6 +142,8 @@ func TestDBOS(t *testing.T) {
 		{"CRON_TZ=Europe/Paris 0 3 * * *", "0 0 3 * * *", "Europe/Paris"},
 		{"@daily", "@daily", "UTC"},
 		{"@every 10m", "@every 10m", "UTC"},
+		{"0 3 * * 5-7", "0 0 3 * * 5-6,0", "UTC"}, // DBOS's parser knows only 0-6
+		{"CRON_TZ=UTC 0 3 * * 7", "0 0 3 * * 0", "UTC"},
 	}
 	for _, tt := range tests {
 		s, err := Parse(tt.expr)
