@@ -146,6 +146,20 @@ func TestPublicRoutes(t *testing.T) {
 	if status, _, _ := do(t, "GET", srv.URL+"/api/v1/nope", "admin-token", ""); status != 404 {
 		t.Errorf("unknown route: %d, want 404", status)
 	}
+	// A known path asked with a method it does not serve: 405 with Allow.
+	for _, tt := range []struct{ method, path, allow string }{
+		{"PUT", "/api/v1/deployments", "GET, HEAD, POST"},
+		{"DELETE", "/api/v1/deployments/dpl_x", "GET, HEAD"},
+		{"GET", "/api/v1/schedules/sch_x", "DELETE"},
+	} {
+		status, body, hdr := do(t, tt.method, srv.URL+tt.path, "admin-token", "")
+		if status != 405 || hdr.Get("Allow") != tt.allow || hdr.Get("Content-Type") != api.ProblemContentType || !strings.Contains(problem(t, body).Detail, tt.allow) {
+			t.Errorf("%s %s: %d Allow %q %s, want 405 with Allow %q", tt.method, tt.path, status, hdr.Get("Allow"), body, tt.allow)
+		}
+	}
+	if status, _, _ := do(t, "PUT", srv.URL+"/api/v1/nope", "admin-token", ""); status != 404 {
+		t.Errorf("unknown route with PUT: %d, want 404", status)
+	}
 }
 
 func TestBodyLimitAndRateLimit(t *testing.T) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
@@ -61,4 +63,17 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	w.Header().Set("Content-Type", api.ProblemContentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeMethodNotAllowed answers a known path asked with a method it does
+// not serve: 405, the Allow header and a problem+json that names them.
+func writeMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	w.Header().Set("Content-Type", api.ProblemContentType)
+	w.WriteHeader(http.StatusMethodNotAllowed)
+	_ = json.NewEncoder(w).Encode(api.Problem{
+		Title:  http.StatusText(http.StatusMethodNotAllowed),
+		Status: http.StatusMethodNotAllowed,
+		Detail: fmt.Sprintf("%s %s: this path answers %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+	})
 }

@@ -91,8 +91,30 @@ func (s *Server) routes() {
 			s.web.ServeHTTP(w, r)
 			return
 		}
+		if allow := s.allowed(r); len(allow) > 0 {
+			writeMethodNotAllowed(w, r, allow)
+			return
+		}
 		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "no route %s %s", r.Method, r.URL.Path))
 	})
+}
+
+// allowed returns the methods an API route serves at r's path, so that a
+// known path asked with another method is a 405 with Allow, not a 404 (the
+// catch-all "/" route hides the mux's own 405).
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Mount serves h (the web UI) at every path outside /api/ that no API
