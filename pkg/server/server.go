@@ -225,7 +225,15 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after, _ := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	var after int64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "after must be the number of a log line (0 or more), got %q", v))
+			return
+		}
+		after = n
+	}
 	lines, err := s.st.Logs(r.Context(), rec.ID, after)
 	if err != nil {
 		writeError(w, r, s.log, err)

@@ -654,3 +654,30 @@ func TestActivity(t *testing.T) {
 		}
 	})
 }
+
+// TestLogsAfter: ?after=N returns the lines after line N; anything but a
+// number of 0 or more is a 422 naming the parameter, not silently the
+// whole log.
+func TestLogsAfter(t *testing.T) {
+	f := newFlow(t)
+	gate := f.gate("gate")
+	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
+	f.waitLog(id, "waiting for the gate")
+	t.Cleanup(func() { f.open(gate) })
+	all, err := f.srv.Store.Logs(context.Background(), id, 0)
+	if err != nil || len(all) < 2 {
+		t.Fatalf("logs: %v %v, want at least 2 lines", all, err)
+	}
+	base := f.srv.URL + "/api/v1/deployments/" + id + "/logs"
+	status, body, _ := do(t, "GET", fmt.Sprintf("%s?after=%d", base, all[0].Seq), f.srv.Token, "")
+	var res api.LogsResult
+	if status != 200 || json.Unmarshal(body, &res) != nil || len(res.Lines) == 0 || res.Lines[0].Seq != all[1].Seq {
+		t.Fatalf("after=%d: %d %s, want the lines from seq %d", all[0].Seq, status, body, all[1].Seq)
+	}
+	for _, bad := range []string{"abc", "-1", "1.5", "99999999999999999999"} {
+		status, body, _ := do(t, "GET", base+"?after="+bad, f.srv.Token, "")
+		if status != 422 || !strings.Contains(problem(t, body).Detail, "after must be") {
+			t.Errorf("after=%s: %d %s, want 422 naming after", bad, status, body)
+		}
+	}
+}
