@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -108,6 +109,33 @@ type ChangeFailureRate struct {
 type TimeToRestore struct {
 	Median  *float64 `json:"median"`
 	Samples int      `json:"samples"`
+}
+
+// Page sizes the server accepts: ?limit= of the deploy list and history
+// (MaxPage) and of the audit log (MaxAuditPage).
+const (
+	MaxPage      = 500
+	MaxAuditPage = 1000
+)
+
+// DefaultDORAWindow is the window of GET /api/v1/metrics/dora without ?window=.
+const DefaultDORAWindow = "30d"
+
+var windowRE = regexp.MustCompile(`^([1-9][0-9]{0,4})([hdw])$`)
+
+// ParseDORAWindow reads a DORA window: <n>h, <n>d or <n>w, at most ten
+// years. The server and the CLI (before it sends) use it.
+func ParseDORAWindow(s string) (time.Duration, error) {
+	m := windowRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, manent.Errorf(manent.EInvalid, "window %q: want a number of hours, days or weeks such as 12h, 30d or 4w", s)
+	}
+	n, _ := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
+	if d := time.Duration(n) * unit; d <= 10*365*24*time.Hour {
+		return d, nil
+	}
+	return 0, manent.Errorf(manent.EInvalid, "window %q is longer than ten years", s)
 }
 
 // DORAOptions select GET /api/v1/metrics/dora.

@@ -35,6 +35,12 @@ audit.read permission.`,
   manent audit --action deployment.submit -o json`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Limit < 1 || opts.Limit > api.MaxAuditPage {
+				return usageErrorf("--limit must be from 1 to %d, got %d", api.MaxAuditPage, opts.Limit)
+			}
+			if opts.Before < 0 {
+				return usageErrorf("--before must be a sequence number (1 or more), got %d", opts.Before)
+			}
 			opts.Exporter = f.Exporter()
 			if runF != nil {
 				return runF(opts)

@@ -48,8 +48,8 @@ json/yaml have the RFC 3339 times.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
 			opts.Application, opts.Environment = args[0], args[1]
-			if opts.Limit < 0 {
-				return usageErrorf("--limit must not be negative")
+			if opts.Limit < 0 || opts.Limit > api.MaxPage {
+				return usageErrorf("--limit must be from 1 to %d (0: the server's default), got %d", api.MaxPage, opts.Limit)
 			}
 			if runF != nil {
 				return runF(opts)
@@ -57,7 +57,7 @@ json/yaml have the RFC 3339 times.`,
 			return historyRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "deploys per page (0: the server's default)")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "deploys per page, at most 500 (0: the server's default)")
 	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", "the page after this cursor (printed on stderr)")
 	return cmd
 }
@@ -400,6 +400,9 @@ number of hours, days or weeks: 12h, 30d, 4w. Without --application and
   manent dora --window 7d -o json | jq .change_failure_rate.rate`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := api.ParseDORAWindow(opts.Window); err != nil {
+				return usageErrorf("--window: %s", manent.ErrorMessage(err))
+			}
 			opts.Exporter = f.Exporter()
 			if runF != nil {
 				return runF(opts)

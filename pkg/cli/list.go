@@ -48,8 +48,8 @@ deploy was submitted ("3m ago"); -o json/yaml have the RFC 3339 times.`,
 				}
 				opts.State = string(st)
 			}
-			if opts.Limit < 0 {
-				return usageErrorf("--limit must not be negative")
+			if opts.Limit < 0 || opts.Limit > api.MaxPage {
+				return usageErrorf("--limit must be from 1 to %d (0: the server's default), got %d", api.MaxPage, opts.Limit)
 			}
 			if runF != nil {
 				return runF(opts)
@@ -60,7 +60,7 @@ deploy was submitted ("3m ago"); -o json/yaml have the RFC 3339 times.`,
 	cmd.Flags().StringVar(&opts.Application, "application", "", "only deploys of this application")
 	cmd.Flags().StringVar(&opts.Environment, "environment", "", "only deploys to this environment")
 	cmd.Flags().StringVar(&opts.State, "state", "", "only deploys in this state (e.g. PENDING, ERROR)")
-	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "deploys per page (0: the server's default)")
+	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "deploys per page, at most 500 (0: the server's default)")
 	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", "page to show, as printed after the previous page")
 	_ = cmd.RegisterFlagCompletionFunc("state", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return strings.Split(stateNames(), ", "), cobra.ShellCompDirectiveNoFileComp

@@ -39,8 +39,8 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to 1000, got %q", v))
+		if err != nil || n < 1 || n > api.MaxAuditPage {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxAuditPage, v))
 			return
 		}
 		f.Limit = n

@@ -3,34 +3,13 @@ package server
 import (
 	"math"
 	"net/http"
-	"regexp"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
-
-// DefaultDORAWindow is the window of GET /api/v1/metrics/dora without ?window=.
-const DefaultDORAWindow = "30d"
-
-var windowRE = regexp.MustCompile(`^([1-9][0-9]{0,4})([hdw])$`)
-
-// parseWindow reads a DORA window: <n>h, <n>d or <n>w.
-func parseWindow(s string) (time.Duration, error) {
-	m := windowRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, manent.Errorf(manent.EInvalid, "window %q: want a number of hours, days or weeks such as 12h, 30d or 4w", s)
-	}
-	n, _ := strconv.Atoi(m[1])
-	unit := map[string]time.Duration{"h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
-	if d := time.Duration(n) * unit; d <= 10*365*24*time.Hour {
-		return d, nil
-	}
-	return 0, manent.Errorf(manent.EInvalid, "window %q is longer than ten years", s)
-}
 
 // handleDORA answers the four DORA figures over the deploys that finished
 // in the window (SPEC §11.5). Naming both application and environment asks
@@ -43,9 +22,9 @@ func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 	}
 	window := r.URL.Query().Get("window")
 	if window == "" {
-		window = DefaultDORAWindow
+		window = api.DefaultDORAWindow
 	}
-	span, err := parseWindow(window)
+	span, err := api.ParseDORAWindow(window)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return

@@ -47,8 +47,8 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	f := store.Filter{Application: app, Environment: env, Cursor: r.URL.Query().Get("cursor")}
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to 500, got %q", v))
+		if err != nil || n < 1 || n > api.MaxPage {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxPage, v))
 			return
 		}
 		f.Limit = n

@@ -266,8 +266,8 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	f := store.Filter{Application: q.Get("application"), Environment: q.Get("environment"), Cursor: q.Get("cursor")}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to 500, got %q", v))
+		if err != nil || n < 1 || n > api.MaxPage {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxPage, v))
 			return
 		}
 		f.Limit = n
