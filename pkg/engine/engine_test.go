@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -210,6 +211,15 @@ func TestHappyPath(t *testing.T) {
 		logs, _ := f.st.Logs(context.Background(), id, 0)
 		if len(logs) == 0 {
 			t.Error("no log lines recorded")
+		}
+		var config []string
+		for _, l := range logs {
+			if l.Step == "config" {
+				config = append(config, l.Text)
+			}
+		}
+		if want := "configuration: none (no environment configuration provider): target local, 6 plan steps"; !slices.Contains(config, want) {
+			t.Errorf("config step logs %q, want the line %q", config, want)
 		}
 	})
 }

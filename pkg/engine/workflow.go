@@ -582,7 +582,14 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	}
 	out := configOutput{Source: rc.Source, Revision: rc.Revision, Target: rc.Target, Parameters: rc.Parameters,
 		Rollback: rc.Rollback, Plan: r.in.Plan.Names()}
-	fmt.Fprintf(log, "configuration %s %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
+	switch {
+	case out.Source == "" || out.Source == "none":
+		fmt.Fprintf(log, "configuration: none (no environment configuration provider): target %s, %d plan steps\n", out.Target.Plugin, len(r.in.Plan.Steps))
+	case out.Revision == "":
+		fmt.Fprintf(log, "configuration %s: target %s, %d plan steps\n", out.Source, out.Target.Plugin, len(r.in.Plan.Steps))
+	default:
+		fmt.Fprintf(log, "configuration %s revision %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
+	}
 	return out, nil
 }
 
