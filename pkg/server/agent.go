@@ -60,7 +60,7 @@ func (s *Server) handleAgentReport(w http.ResponseWriter, r *http.Request) {
 	if err := s.cfg.Guard.AuthorizeCluster(p, snap.Cluster); err != nil {
 		// Accepted reports are not audited (one per cluster every few
 		// seconds; last_report_at records them); a refused one is.
-		s.audit(r.Context(), r, p, "agent.report", snap.Cluster, "refused", manent.ErrorMessage(err))
+		s.audit(r.Context(), r, p, "agent.report", snap.Cluster, "refused", refusal(err))
 		writeError(w, r, s.log, err)
 		return
 	}

@@ -74,6 +74,16 @@ func (s *Server) auditIn(ctx context.Context, r *http.Request, p manent.Identity
 	}
 }
 
+// refusal is the audit detail of a refused call: the error's message, or
+// for a storage fault (busy database, full disk) its reason, as the caller
+// was told, rather than "internal error".
+func refusal(err error) string {
+	if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
+		return f.Reason
+	}
+	return manent.ErrorMessage(err)
+}
+
 // audit records a state-changing call; a failure to write it is logged,
 // never hidden.
 func (s *Server) audit(ctx context.Context, r *http.Request, p manent.Identity, action, target, outcome, detail string) {

@@ -33,7 +33,7 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 		after, err := s.eng.Approve(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
 			Comment: req.Comment, PlanDigest: req.PlanDigest})
 		if err != nil {
-			s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "refused", manent.ErrorMessage(err))
+			s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "refused", refusal(err))
 			writeError(w, r, s.log, err)
 			return
 		}

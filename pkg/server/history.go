@@ -129,7 +129,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	}
 	target := app + "/" + env
 	refuse := func(err error) {
-		s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", manent.ErrorMessage(err))
+		s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", refusal(err))
 		writeError(w, r, s.log, err)
 	}
 	cur, err := s.st.Current(r.Context(), app, env)
@@ -176,7 +176,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	adm, err := s.admit.Admit(r.Context(), admit.Request{Descriptor: &d, Identity: p, RequestID: requestID(r), RollbackOf: cur.DeploymentID})
 	if err != nil {
 		if manent.ErrorCode(err) != manent.EForbidden {
-			s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", manent.ErrorMessage(err))
+			s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", refusal(err))
 		}
 		writeError(w, r, s.log, err)
 		return

@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // A request cancelled under the handler (the server stopping) is a 503
@@ -26,5 +31,23 @@ func TestWriteErrorCancelledRequest(t *testing.T) {
 	writeError(w, httptest.NewRequest(http.MethodGet, "/", nil), slog.New(slog.DiscardHandler), context.Canceled)
 	if w.Code != http.StatusInternalServerError {
 		t.Fatalf("a cancellation of something else: %d, want 500", w.Code)
+	}
+}
+
+// A call refused because of a storage fault is audited with the fault's
+// reason, as the caller was told (503), not as "internal error".
+func TestRefusalNamesStorageFaults(t *testing.T) {
+	busy := fmt.Errorf("cancel: %w", &store.Fault{Reason: "the database is busy", RetryAfter: time.Second, Err: errors.New("database is locked")})
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{busy, "the database is busy"},
+		{manent.Errorf(manent.EConflict, "deploy dpl_x is already final"), "deploy dpl_x is already final"},
+		{errors.New("boom"), "internal error"},
+	} {
+		if got := refusal(tt.err); got != tt.want {
+			t.Errorf("refusal(%v) = %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }

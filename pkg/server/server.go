@@ -249,7 +249,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	after, err := s.eng.Cancel(r.Context(), rec.ID)
 	if err != nil {
-		s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "refused", manent.ErrorMessage(err))
+		s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "refused", refusal(err))
 		writeError(w, r, s.log, err)
 		return
 	}

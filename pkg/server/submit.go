@@ -75,7 +75,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	adm, err := s.admit.Admit(r.Context(), req)
 	if err != nil {
 		if !dryRun && manent.ErrorCode(err) != manent.EForbidden {
-			s.audit(r.Context(), r, p, "deployment.submit", target, "refused", manent.ErrorMessage(err))
+			s.audit(r.Context(), r, p, "deployment.submit", target, "refused", refusal(err))
 		}
 		writeError(w, r, s.log, err)
 		return
