@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -159,6 +160,19 @@ func TestPublicRoutes(t *testing.T) {
 	}
 	if status, _, _ := do(t, "PUT", srv.URL+"/api/v1/nope", "admin-token", ""); status != 404 {
 		t.Errorf("unknown route with PUT: %d, want 404", status)
+	}
+	// A form upload of deploy.yml (curl -F) is 415 with how to send it.
+	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/deployments", strings.NewReader("--x\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\napiVersion: manent/v1\r\n--x--\r\n"))
+	req.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+	req.Header.Set("Authorization", "Bearer admin-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 415 || !strings.Contains(problem(t, body).Detail, "--data-binary") {
+		t.Errorf("multipart submit: %d %s, want 415 saying how to send the descriptor", resp.StatusCode, body)
 	}
 }
 

@@ -69,11 +69,13 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 // not serve: 405, the Allow header and a problem+json that names them.
 func writeMethodNotAllowed(w http.ResponseWriter, r *http.Request, allow []string) {
 	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeStatus(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: this path answers %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
+// writeStatus answers a problem+json with a status that no domain error
+// code maps to (405, 415).
+func writeStatus(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", api.ProblemContentType)
-	w.WriteHeader(http.StatusMethodNotAllowed)
-	_ = json.NewEncoder(w).Encode(api.Problem{
-		Title:  http.StatusText(http.StatusMethodNotAllowed),
-		Status: http.StatusMethodNotAllowed,
-		Detail: fmt.Sprintf("%s %s: this path answers %s", r.Method, r.URL.Path, strings.Join(allow, ", ")),
-	})
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(api.Problem{Title: http.StatusText(status), Status: status, Detail: detail})
 }

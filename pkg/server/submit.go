@@ -4,7 +4,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
@@ -19,6 +22,14 @@ import (
 // answers the plan and the effective deploy without enqueueing.
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	dryRun := r.URL.Query().Get("dry_run") == "true"
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); strings.HasPrefix(mt, "multipart/") {
+		// A form upload (curl -F) wraps the file in a multipart envelope the
+		// descriptor parser would report as nonsense. Any other type is
+		// read as the descriptor itself: YAML or JSON, and what curl -d and
+		// --data-binary send (application/x-www-form-urlencoded).
+		writeStatus(w, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Type %s: send the descriptor as the request body itself (YAML or JSON), e.g. curl --data-binary @deploy.yml", mt))
+		return
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		writeError(w, r, s.log, err)
