@@ -10,10 +10,10 @@
 // modules from cmd/.
 //
 // It imports pkg/admit, pkg/auth, pkg/egress, pkg/engine, pkg/envconfig,
-// pkg/governance, pkg/itsm, pkg/notify, pkg/plugin, pkg/server, pkg/store,
-// pkg/urlpolicy, pkg/web and plugins/external; that is every server-side
-// package but the command that calls it, and pkg/manent (its error type,
-// whose field errors a configuration error spells out).
+// pkg/governance, pkg/itsm, pkg/manent, pkg/notify, pkg/plugin, pkg/server,
+// pkg/store, pkg/urlpolicy, pkg/web and plugins/external; that is every
+// server-side package but the command that calls it (pkg/manent for its
+// error type, whose field errors a configuration error spells out).
 package node
 
 import (
