@@ -218,28 +218,44 @@ func TestGatedPoolWritesOnOneConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Concurrent transactions each hold a pooled connection while they
-	// wait for the gate: they come from many connections.
+	// wait for the gate: they come from many connections. The first one
+	// holds the gate until the others have taken connections of their own,
+	// so they overlap however fast the machine is.
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
+	holding, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
 	for i := range 32 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := st.Tx(ctx, func(tx *sql.Tx) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO on_writer VALUES (?)`, i)
+				if i == 0 {
+					close(holding)
+					<-release
+				}
 				return err
 			}); err != nil {
 				errs <- fmt.Errorf("transaction %d on another connection than the writer: %w", i, err)
 			}
 		}()
+		if i == 0 {
+			<-holding
+		}
 	}
+	for deadline := time.Now().Add(30 * time.Second); st.DB().Stats().OpenConnections < 4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pooled connections after 30 s: the test needs transactions from several", st.DB().Stats().OpenConnections)
+		}
+		time.Sleep(time.Millisecond) // polls the condition, with its deadline above
+	}
+	releaseOnce.Do(func() { close(release) })
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-	if n := st.DB().Stats().OpenConnections; n < 4 {
-		t.Fatalf("%d pooled connections: the test needs transactions from several", n)
 	}
 	// An autocommit write goes to the writer too.
 	if _, err := st.DB().ExecContext(ctx, `INSERT INTO on_writer VALUES (100)`); err != nil {
