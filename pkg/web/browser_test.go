@@ -210,9 +210,24 @@ func TestBrowser(t *testing.T) {
 	run(t, bob, "open the waiting deploy", chromedp.Navigate(s.URL+"/deployments/"+waiting),
 		chromedp.WaitVisible(chromedp.ID("approve")))
 	screenshot(t, bob, "approval")
-	run(t, bob, "approve",
-		chromedp.SendKeys(chromedp.ID("comment"), "looks good"),
-		chromedp.Click(chromedp.ID("approve")))
+	// The live region is re-rendered whenever the deploy's stream brings an
+	// event, which can replace the form between finding the button and
+	// clicking it ("Could not find node"); a person clicks again, and so
+	// does the test, until its deadline.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(bob, 10*time.Second)
+		err := chromedp.Do(ctx,
+			chromedp.Clear(chromedp.ID("comment")),
+			chromedp.SendKeys(chromedp.ID("comment"), "looks good"),
+			chromedp.Click(chromedp.ID("approve")))
+		cancel()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "Could not find node") || time.Now().After(deadline) {
+			t.Fatalf("approve: %v", err)
+		}
+	}
 	waitJS(t, bob, "the approval to be listed", `document.querySelector('.approvals') !== null && document.querySelector('.approvals').textContent.includes('token:bob')`)
 	waitJS(t, bob, "the deploy to move on and finish", `document.getElementById('state').textContent.trim() === 'success'`)
 	s.waitState(t, waiting, manent.StateSuccess)
