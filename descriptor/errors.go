@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // schemaErrors adds to errs one FieldError per leaf cause of a validation
@@ -62,10 +63,8 @@ func schemaErrors(err error, t *tree, set *schemaSet, errs *errorList, keep func
 			_, m := t.locate(e.InstanceLocation)
 			for _, name := range k.Properties {
 				l := leaf{e: e, name: name, seq: len(leaves)}
-				if m := resolve(m); m != nil && m.Kind == yaml.MappingNode {
-					if key, _ := t.findKey(m, name, 0, nil); key != nil {
-						l.line, l.col = key.Line, key.Column
-					}
+				if key, _ := t.Field(m, name); key != nil {
+					l.line, l.col = key.Line, key.Column
 				}
 				leaves = append(leaves, l)
 			}
@@ -122,11 +121,11 @@ func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schema
 	case *kind.Type:
 		_, n := t.locate(loc)
 		msg := fmt.Sprintf("must be %s, got %s", typeNames(k.Want), typeName(k.Got, n))
-		if slices.Contains(k.Want, "string") && n != nil && resolve(n).Kind == yaml.ScalarNode &&
+		if slices.Contains(k.Want, "string") && n != nil && yamlvalue.Resolve(n).Kind == yaml.ScalarNode &&
 			(k.Got == "number" || k.Got == "integer" || k.Got == "boolean") {
-			msg += fmt.Sprintf(": quote it (%q) to keep it as text", clip(resolve(n).Value))
+			msg += fmt.Sprintf(": quote it (%q) to keep it as text", clip(yamlvalue.Resolve(n).Value))
 		}
-		if k.Got == "string" && n != nil && resolve(n).Kind == yaml.ScalarNode && unquoted(resolve(n).Value, k.Want) {
+		if k.Got == "string" && n != nil && yamlvalue.Resolve(n).Kind == yaml.ScalarNode && unquoted(yamlvalue.Resolve(n).Value, k.Want) {
 			msg += ": remove the quotes"
 		}
 		return at(msg)
@@ -181,7 +180,7 @@ func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schema
 		_, n := t.locate(path)
 		_, first := t.locate(append(slices.Clip(loc), fmt.Sprint(i)))
 		msg := "duplicate item"
-		if v := resolve(n); v != nil && v.Kind == yaml.ScalarNode {
+		if v := yamlvalue.Resolve(n); v != nil && v.Kind == yaml.ScalarNode {
 			msg = fmt.Sprintf("duplicate item %q", clip(v.Value))
 		}
 		if first != nil {
@@ -276,8 +275,8 @@ func typeName(t string, n *yaml.Node) string {
 	case "boolean":
 		return "true or false"
 	case "null":
-		if n != nil && resolve(n).Kind == yaml.ScalarNode && resolve(n).Value != "" && resolve(n).Value != "~" {
-			return clip(resolve(n).Value)
+		if n != nil && yamlvalue.Resolve(n).Kind == yaml.ScalarNode && yamlvalue.Resolve(n).Value != "" && yamlvalue.Resolve(n).Value != "~" {
+			return clip(yamlvalue.Resolve(n).Value)
 		}
 		return "nothing"
 	}
@@ -319,7 +318,7 @@ func propertiesAt(set *schemaSet, schemaURL string) []string {
 	}
 	_, frag, _ := strings.Cut(schemaURL, "#")
 	node := set.raw
-	for _, t := range splitPointer(frag) {
+	for _, t := range yamlvalue.SplitPointer(frag) {
 		m, ok := node.(map[string]any)
 		if !ok {
 			return nil

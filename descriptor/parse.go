@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // MaxSize is the largest descriptor accepted; larger input is refused before parsing.
@@ -50,10 +51,9 @@ func Parse(data []byte) (*Descriptor, error) {
 	}
 
 	errs := &errorList{}
-	conv := &converter{errs: errs}
-	v, ok := conv.value(root, 0)
-	if !ok {
-		return nil, invalid(*conv.fatal)
+	v, bad, fatal := convert(root, errs)
+	if fatal != nil {
+		return nil, invalid(*fatal)
 	}
 	doc, _ := v.(map[string]any)
 	t := newTree(root)
@@ -66,14 +66,14 @@ func Parse(data []byte) (*Descriptor, error) {
 	trimLists(doc, set.raw, nil, t.listLen)
 	if err := set.schema.Validate(doc); err != nil {
 		schemaErrors(err, t, set, errs, func(path string) bool {
-			if conv.bad[path] {
+			if bad[path] {
 				return false // the conversion already explained this value
 			}
 			reported[path] = true
 			return true
 		})
 	}
-	for p := range conv.bad {
+	for p := range bad {
 		reported[p] = true
 	}
 
@@ -248,7 +248,7 @@ func parseYAML(data []byte) (root *yaml.Node, fe *manent.FieldError) {
 	if isEmptyDocument(&doc) {
 		return nil, &manent.FieldError{Message: "the descriptor is empty"}
 	}
-	top := resolve(doc.Content[0])
+	top := yamlvalue.Resolve(doc.Content[0])
 	if top.Kind != yaml.MappingNode {
 		what := "a list"
 		if top.Kind == yaml.ScalarNode {

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-
-	"gopkg.in/yaml.v3"
 )
 
 // freeForm says whether the value at path is free-form configuration (the
@@ -71,13 +69,10 @@ func (c *checker) keysInOrder(path []string, m map[string]any) []string {
 	}
 	keys := make([]key, 0, len(m))
 	_, node := c.tree.locate(path)
-	node = resolve(node)
 	for name := range m {
 		k := key{name: name}
-		if node != nil && node.Kind == yaml.MappingNode {
-			if kn, _ := c.tree.findKey(node, name, 0, nil); kn != nil {
-				k.line, k.col = kn.Line, kn.Column
-			}
+		if kn, _ := c.tree.Field(node, name); kn != nil {
+			k.line, k.col = kn.Line, kn.Column
 		}
 		keys = append(keys, k)
 	}

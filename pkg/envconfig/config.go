@@ -12,6 +12,7 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // Config is what an environment gives a deploy, for one application. Its
@@ -302,7 +303,7 @@ func describe(problems []problem, where func(p problem) string) string {
 	for i, p := range problems {
 		at := where(p)
 		if len(p.path) > 0 {
-			at += ": " + pointer(p.path)
+			at += ": " + yamlvalue.Pointer(p.path)
 		}
 		msgs[i] = at + ": " + p.msg
 	}

@@ -184,7 +184,25 @@ func TestFilesErrors(t *testing.T) {
 		{
 			name:  "duplicate key",
 			files: map[string]string{"prod.yaml": "regions: [a]\nparameters: {}\nregions: [b]\n"},
-			want:  []string{"prod.yaml:3: ", `duplicate key "regions" (first at line 1)`},
+			want:  []string{"prod.yaml:3: /regions: ", `duplicate field "regions" (first at line 1)`},
+		},
+		{
+			// The same YAML reading as descriptors (pkg/yamlvalue): an
+			// alias that contains itself, a merge of a list, aliases that
+			// expand without bound.
+			name:  "alias that contains itself",
+			files: map[string]string{"prod.yaml": "parameters: &p\n  a: [*p]\n"},
+			want:  []string{"prod.yaml:2: /parameters/a/0/a/0: ", "alias *p refers to a value that contains it"},
+		},
+		{
+			name:  "merge of a list",
+			files: map[string]string{"prod.yaml": "base: &b [1]\nparameters:\n  <<: *b\n"},
+			want:  []string{"prod.yaml:1: /parameters: ", "a merge (<<) takes a mapping or a list of mappings"},
+		},
+		{
+			name:  "too many values",
+			files: map[string]string{"prod.yaml": billionLaughs()},
+			want:  []string{"more than 100000 values (too many YAML aliases?)"},
 		},
 		{
 			name:  "unknown field with its line",
@@ -314,4 +332,16 @@ func TestFilesUnreadable(t *testing.T) {
 	if _, _, err := (Files{Dir: dir}).Get(context.Background(), "billing", "prod"); err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("error = %v, want a permission error", err)
 	}
+}
+
+// billionLaughs is a small file whose aliases expand to 10^9 values.
+func billionLaughs() string {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i <= 8; i++ {
+		p := fmt.Sprintf("*a%d", i-1)
+		fmt.Fprintf(&b, "a%d: &a%d [%s]\n", i, i, strings.Repeat(p+", ", 9)+p)
+	}
+	b.WriteString("parameters: {x: *a8}\n")
+	return b.String()
 }

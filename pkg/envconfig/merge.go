@@ -10,6 +10,7 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // Effective is a deploy as it runs: the descriptor merged with its
@@ -130,7 +131,7 @@ type merger struct {
 }
 
 func (m *merger) add(at []string, format string, args ...any) {
-	m.errs = append(m.errs, manent.FieldError{Path: pointer(at), Message: fmt.Sprintf(format, args...)})
+	m.errs = append(m.errs, manent.FieldError{Path: yamlvalue.Pointer(at), Message: fmt.Sprintf(format, args...)})
 }
 
 func (m *merger) target() descriptor.Target {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // Generic values are what JSON decodes into any: map[string]any, []any,
@@ -98,17 +97,6 @@ func overrides(base, over any, at []string) [][]string {
 func with(path []string, tokens ...string) []string {
 	out := make([]string, 0, len(path)+len(tokens))
 	return append(append(out, path...), tokens...)
-}
-
-// pointer formats JSON pointer tokens (RFC 6901): /parameters/a~1b.
-func pointer(tokens []string) string {
-	var b strings.Builder
-	r := strings.NewReplacer("~", "~0", "/", "~1")
-	for _, t := range tokens {
-		b.WriteByte('/')
-		b.WriteString(r.Replace(t))
-	}
-	return b.String()
 }
 
 // sortedKeys returns m's keys in order.

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // Rules are the governance rules of a governance.yaml file (SPEC §8.1).
@@ -301,13 +302,13 @@ func (c *checker) recurring(rf recurringFile, path ...any) *Recurring {
 }
 
 // lineOf returns the line of the node at path (keys and indexes), or of
-// the deepest node found on the way (descriptor.Locate).
+// the deepest node found on the way (yamlvalue.Locate).
 func lineOf(root *yaml.Node, path []any) int {
 	tokens := make([]string, len(path))
 	for i, step := range path {
 		tokens[i] = fmt.Sprint(step)
 	}
-	if _, n := descriptor.Locate(root, tokens); n != nil {
+	if _, n := yamlvalue.Locate(root, tokens); n != nil {
 		return n.Line
 	}
 	return 0

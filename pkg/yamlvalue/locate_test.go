@@ -1,4 +1,4 @@
-package descriptor_test
+package yamlvalue_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // TestLocate: the one path-to-position lookup (descriptors and governance
@@ -47,13 +47,13 @@ func TestLocate(t *testing.T) {
 			path = strings.Split(tt.path, "/")
 		}
 		for _, root := range []*yaml.Node{&doc, doc.Content[0]} {
-			k, v := descriptor.Locate(root, path)
+			k, v := yamlvalue.Locate(root, path)
 			if v == nil || v.Line != tt.line || v.Column != tt.col || (k != nil) != tt.key {
 				t.Errorf("Locate(%q) = key %v, value at %d:%d; want %d:%d, key %v", tt.path, k != nil, line(v), col(v), tt.line, tt.col, tt.key)
 			}
 		}
 	}
-	if k, v := descriptor.Locate(nil, []string{"x"}); k != nil || v != nil {
+	if k, v := yamlvalue.Locate(nil, []string{"x"}); k != nil || v != nil {
 		t.Errorf("Locate(nil) = %v, %v", k, v)
 	}
 }
