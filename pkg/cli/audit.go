@@ -48,7 +48,7 @@ audit.read permission.`,
 			return auditRun(cmd.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVar(&opts.Action, "action", "", "only this action (deployment.submit, deployment.cancel, deployment.finish, …)")
+	cmd.Flags().StringVar(&opts.Action, "action", "", "only this action (deployment.submit, deployment.cancel, deployment.supersede, deployment.finish, …)")
 	cmd.Flags().Int64Var(&opts.Before, "before", 0, "only entries before this sequence number (paging)")
 	cmd.Flags().IntVar(&opts.Limit, "limit", 50, "how many entries (1–1000)")
 	return cmd

@@ -87,6 +87,11 @@ func TestPrintError(t *testing.T) {
 			"Error: cancelled\n",
 		},
 		{
+			"superseded",
+			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateCancelled, Error: "superseded by sch_1@2026-01-01T02:00:00Z"}},
+			"Error: superseded by sch_1@2026-01-01T02:00:00Z\n",
+		},
+		{
 			"rejected",
 			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateRejected, Error: "rejected by oidc:ann"}},
 			"Error: REJECTED: rejected by oidc:ann\n",

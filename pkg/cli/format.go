@@ -86,7 +86,9 @@ func truncate(s string, n int) string {
 
 // failureReason explains why a final deploy is not SUCCESS, one line per
 // fact: the server's error (already `step "<name>" failed: <error>`), the
-// rollback outcome, "cancelled" for CANCELLED, otherwise the state name. It
+// rollback outcome, "cancelled" for CANCELLED ("superseded by <id>" for a
+// schedule tick a later tick replaced before it started), otherwise the
+// state name. It
 // returns nil for SUCCESS.
 func failureReason(d *manent.Deployment) []string {
 	var lines []string
@@ -94,7 +96,11 @@ func failureReason(d *manent.Deployment) []string {
 	case manent.StateSuccess:
 		return nil
 	case manent.StateCancelled:
-		lines = append(lines, "cancelled")
+		if strings.HasPrefix(d.Error, "superseded by ") {
+			lines = append(lines, d.Error) // a later tick of its schedule
+		} else {
+			lines = append(lines, "cancelled")
+		}
 	case manent.StateError:
 		if d.Error != "" {
 			lines = append(lines, d.Error)

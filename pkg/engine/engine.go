@@ -440,6 +440,14 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 // Cancel cancels a deploy (SPEC §5): a queued one at once, a running one at
 // the start of its next step (the running step completes).
 func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
+	return e.cancel(ctx, id, "cancelled", conclusion{})
+}
+
+// cancel is Cancel ending a deploy that has not started with the error
+// why; how.also runs in the transaction that concludes it. A deploy a
+// worker picked up meanwhile, or a running one, ends "cancelled" at its
+// next step.
+func (e *Engine) cancel(ctx context.Context, id, why string, how conclusion) (*store.Record, error) {
 	st, err := e.st.RequestCancel(ctx, id)
 	if err != nil {
 		return nil, err
@@ -450,7 +458,7 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 	switch st {
 	case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
 		// Waiting in its gate: cancelled at once, the gate is told to stop.
-		if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: "cancelled"}); err != nil {
+		if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: why}, how); err != nil {
 			return nil, err
 		}
 		if err := dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "cancel"}, gateTopic); err != nil {
@@ -464,12 +472,16 @@ func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
 	}
 	if st != manent.StatePending {
 		// Not started: take it off the queue. If a worker picked it up in the
-		// meantime, its first step sees the flag and ends CANCELLED.
-		if ws, err := e.workflowStatus(id); err == nil && ws == dbos.WorkflowStatusEnqueued {
-			if err := dbos.CancelWorkflow(e.dbos, id); err != nil {
-				return nil, fmt.Errorf("cancel %s: %w", id, err)
+		// meantime, its first step sees the flag and ends CANCELLED. Taken
+		// off by a call that stopped before concluding: concluded now.
+		ws, err := e.workflowStatus(id)
+		if err == nil && (ws == dbos.WorkflowStatusEnqueued || ws == dbos.WorkflowStatusCancelled) {
+			if ws == dbos.WorkflowStatusEnqueued {
+				if err := dbos.CancelWorkflow(e.dbos, id); err != nil {
+					return nil, fmt.Errorf("cancel %s: %w", id, err)
+				}
 			}
-			if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: "cancelled"}); err != nil {
+			if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: why}, how); err != nil {
 				return nil, err
 			}
 		}

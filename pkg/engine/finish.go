@@ -45,6 +45,9 @@ type conclusion struct {
 	// not the deploy changed (the finish step records its DBOS checkpoint
 	// there), before the audit entry.
 	also func(tx *sql.Tx) error
+	// ended runs in the transaction, before also, only when this call
+	// ended the deploy (a superseded tick's audit entry).
+	ended func(tx *sql.Tx) error
 }
 
 // conclude records a deploy's ending and enqueues its announcements, in one
@@ -72,6 +75,11 @@ func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome, how .
 				}
 			}
 			woke = changed && c.quiet
+			if changed && c.ended != nil {
+				if err := c.ended(tx); err != nil {
+					return err
+				}
+			}
 			if c.also != nil {
 				return c.also(tx)
 			}

@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -84,28 +86,80 @@ func (e *Engine) tickWorkflow(ctx dbos.Context, in dbos.ScheduledWorkflowInput) 
 		return "", err
 	}
 	return dbos.RunAsStep(ctx, func(c context.Context) (string, error) {
-		sc, err := e.st.GetSchedule(c, sctx.Schedule)
-		if err != nil {
-			return "", err
-		}
-		if sc.DeletedAt != nil {
-			return "", nil
-		}
-		id := TickDeployID(sc.ID, in.ScheduledTime)
-		if _, err := e.st.Deployment(c, id); err == nil {
-			return id, nil // created before a crash
-		}
-		terr := e.tick(c, sc, id)
-		msg := ""
-		if terr != nil {
-			msg = terr.Error()
-			e.log.Warn("schedule tick refused", "schedule", sc.ID, "tick", in.ScheduledTime, "error", terr)
-		}
-		if err := e.st.ScheduleTicked(c, sc.ID, in.ScheduledTime, id, msg); err != nil {
-			return "", err
-		}
-		return id, nil
+		return e.tickStep(c, sctx.Schedule, in.ScheduledTime)
 	}, dbos.WithStepName("tick"), dbos.WithStepMaxRetries(3))
+}
+
+// tickStep creates the deploy of schedule's tick at, then supersedes the
+// earlier ticks still waiting. Run again after a crash, it supersedes what
+// the crash left waiting and creates nothing twice.
+func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (string, error) {
+	sc, err := e.st.GetSchedule(c, schedule)
+	if err != nil {
+		return "", err
+	}
+	if sc.DeletedAt != nil {
+		return "", nil
+	}
+	id := TickDeployID(sc.ID, at)
+	if _, err := e.st.Deployment(c, id); err == nil {
+		// Created before a crash.
+		return id, e.supersede(c, sc.ID, id, at)
+	}
+	terr := e.tick(c, sc, id)
+	msg := ""
+	if terr != nil {
+		msg = terr.Error()
+		e.log.Warn("schedule tick refused", "schedule", sc.ID, "tick", at, "error", terr)
+	}
+	if err := e.st.ScheduleTicked(c, sc.ID, at, id, msg); err != nil {
+		return "", err
+	}
+	if terr != nil {
+		return id, nil // nothing newer to run: the earlier ticks stay
+	}
+	return id, e.supersede(c, sc.ID, id, at)
+}
+
+// supersede cancels the deploys of schedule's ticks before at that have
+// not started (DELAYED, WAITING_DEPENDENCY, AWAITING_APPROVAL, ENQUEUED):
+// the tick id deploys the same descriptor with newer configuration. They
+// end CANCELLED "superseded by <id>" with a deployment.supersede audit
+// entry, in the transaction that ends them. A running tick finishes; id
+// waits behind it.
+func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Time) error {
+	prefix := schedule + "@"
+	recs, err := e.st.UnfinishedWithPrefix(ctx, prefix)
+	if err != nil {
+		return fmt.Errorf("supersede the earlier ticks of %s: %w", schedule, err)
+	}
+	why := "superseded by " + id
+	for _, r := range recs {
+		switch r.State {
+		case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval, manent.StateEnqueued:
+		default:
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, strings.TrimPrefix(r.ID, prefix))
+		if err != nil || !t.Before(at) {
+			continue
+		}
+		old := r.ID
+		_, err = e.cancel(ctx, old, why, conclusion{ended: func(tx *sql.Tx) error {
+			return e.st.AppendAuditTx(ctx, tx, store.AuditEntry{
+				Identity: "system:manent", Action: "deployment.supersede", Target: old, RequestID: id,
+				Outcome: "accepted", Detail: why + " (a later tick of schedule " + schedule + ")",
+			})
+		}})
+		if manent.ErrorCode(err) == manent.EConflict {
+			continue // ended meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("supersede %s: %w", old, err)
+		}
+		e.log.Info("a schedule tick superseded an earlier one that had not started", "schedule", schedule, "deploy", old, "by", id)
+	}
+	return nil
 }
 
 // tick admits the deploy of one tick through every submission check, as

@@ -27,15 +27,22 @@ func TestRecurringSchedule(t *testing.T) {
 	if res.Schedule == "" || res.State != manent.StateScheduled || res.ID != "" {
 		t.Fatalf("answer %+v: want a schedule id and SCHEDULED", res)
 	}
+	// A tick still waiting when the next one fires is superseded: wait
+	// for one that succeeded, not for the newest.
 	var tick *manent.Deployment
 	enginetest.Eventually(t, 60*time.Second, func() bool {
 		l, err := c.List(ctx, api.ListOptions{Environment: "nightly"})
-		if err != nil || len(l.Items) == 0 {
+		if err != nil {
 			return false
 		}
-		tick = &l.Items[0]
-		return true
-	}, "a tick to create a deploy")
+		for i := range l.Items {
+			if l.Items[i].State == manent.StateSuccess {
+				tick = &l.Items[i]
+				return true
+			}
+		}
+		return false
+	}, "a tick to create a deploy that succeeds")
 	if !strings.HasPrefix(tick.ID, res.Schedule+"@") {
 		t.Fatalf("deploy id %q: want %s@<UTC time>", tick.ID, res.Schedule)
 	}

@@ -224,6 +224,27 @@ func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
 	return out, rows.Err()
 }
 
+// UnfinishedWithPrefix returns the deployments not in a final state whose
+// id starts with prefix (the ticks of a schedule: "<schedule id>@"), oldest
+// first.
+func (s *Store) UnfinishedWithPrefix(ctx context.Context, prefix string) ([]Record, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT `+deploymentColumns+` FROM manent_deployments
+		WHERE state IN (`+unfinishedStates()+`) AND substr(id, 1, ?) = ? ORDER BY created_at`), len(prefix), prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *r)
+	}
+	return out, rows.Err()
+}
+
 // SetState moves a deployment to state (with the reason it waits, if any),
 // recording a `state` event. A final state is never left: moving a final
 // deployment is a no-op that returns false.

@@ -1,0 +1,156 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// schedule records a schedule of yml without registering it with the DBOS
+// scheduler: the test runs its ticks (Engine.Tick) at times it chooses.
+func (f *fixture) schedule(yml string) string {
+	f.t.Helper()
+	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: "web", Environment: "prod", Cron: "@hourly",
+		Descriptor: []byte(yml), Requester: "token:test", CreatedAt: time.Now()}
+	if err := f.st.InsertSchedule(context.Background(), sc); err != nil {
+		f.t.Fatal(err)
+	}
+	return sc.ID
+}
+
+func (f *fixture) tick(schedule string, at time.Time) string {
+	f.t.Helper()
+	id, err := f.eng.Tick(context.Background(), schedule, at)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if want := engine.TickDeployID(schedule, at); id != want {
+		f.t.Fatalf("tick id %q, want %q", id, want)
+	}
+	return id
+}
+
+// A tick supersedes the earlier ticks of its schedule that have not
+// started: ENQUEUED and AWAITING_APPROVAL ones end CANCELLED "superseded by
+// <tick>"; a running tick and a tick of another schedule are left alone.
+func TestTickSupersedesWaitingTicks(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		ctx := context.Background()
+		url, _ := f.artifact("app", "x")
+		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+		hold := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
+		yml := descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", hold))
+		sch, other := f.schedule(yml), f.schedule(descriptorYAML("web", "prod", "2", url, "", ""))
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+		running := f.tick(sch, t0)
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the first tick to run")
+		f.waitState(running, manent.StatePending)
+		queued := f.tick(sch, t0.Add(time.Hour))
+		otherTick := f.tick(other, t0.Add(time.Hour))
+		if d := f.state(queued); d.State != manent.StateEnqueued {
+			t.Fatalf("second tick %s, want ENQUEUED behind the running one", d.State)
+		}
+		if d := f.state(running); d.State != manent.StatePending {
+			t.Fatalf("a new tick changed the running tick: %s (%s)", d.State, d.Error)
+		}
+		// An earlier tick waiting for approvals (submitted as a tick would be).
+		approvalAt := t0.Add(90 * time.Minute)
+		approving := f.submit(yml, func(in *plan.Input) {
+			in.ID = engine.TickDeployID(sch, approvalAt)
+			in.Waits = plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}}
+		})
+		f.waitState(approving, manent.StateAwaitingApproval)
+
+		latest := f.tick(sch, t0.Add(2*time.Hour))
+		for _, id := range []string{queued, approving} {
+			d := f.state(id)
+			if d.State != manent.StateCancelled || d.Error != "superseded by "+latest {
+				t.Errorf("%s: %s %q, want CANCELLED \"superseded by %s\"", id, d.State, d.Error, latest)
+			}
+		}
+		if d := f.state(running); d.State != manent.StatePending {
+			t.Errorf("the running tick: %s (%s), want it left running", d.State, d.Error)
+		}
+		if d := f.state(otherTick); d.State != manent.StateEnqueued {
+			t.Errorf("the tick of another schedule: %s (%s), want ENQUEUED", d.State, d.Error)
+		}
+		if d := f.state(latest); d.State != manent.StateEnqueued {
+			t.Errorf("the latest tick: %s (%s), want ENQUEUED", d.State, d.Error)
+		}
+		audit, err := f.st.Audit(ctx, store.AuditFilter{Action: "deployment.supersede"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets := map[string]bool{}
+		for _, a := range audit {
+			targets[a.Target] = true
+			if a.RequestID != latest {
+				t.Errorf("audit entry %+v: want request id %s", a, latest)
+			}
+		}
+		if len(audit) != 2 || !targets[queued] || !targets[approving] {
+			t.Errorf("deployment.supersede entries %+v, want one for %s and %s", audit, queued, approving)
+		}
+
+		// The tick step run again (a crash before its checkpoint) creates
+		// nothing and supersedes nothing twice.
+		if again := f.tick(sch, t0.Add(2*time.Hour)); again != latest {
+			t.Fatalf("tick again: %s", again)
+		}
+		if audit, _ := f.st.Audit(ctx, store.AuditFilter{Action: "deployment.supersede"}); len(audit) != 2 {
+			t.Errorf("after the tick ran again: %d supersede entries, want 2", len(audit))
+		}
+
+		_ = os.WriteFile(release, nil, 0o644)
+		for _, id := range []string{running, latest, otherTick} {
+			if d := f.wait(id, 60*time.Second); d.State != manent.StateSuccess {
+				t.Errorf("%s: %s (%s), want SUCCESS", id, d.State, d.Error)
+			}
+		}
+		if d := f.wait(queued, 5*time.Second); len(d.Steps) > 0 {
+			for _, s := range d.Steps {
+				if s.StartedAt != nil {
+					t.Errorf("the superseded tick ran step %s", s.Name)
+				}
+			}
+		}
+	})
+}
+
+// Run again after a crash that left an earlier tick waiting, the tick step
+// supersedes it although its own deploy exists already.
+func TestTickAgainSupersedes(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		yml := descriptorYAML("web", "prod", "1", url, "", "")
+		sch := f.schedule(yml)
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}
+		old := f.submit(yml, func(in *plan.Input) { in.ID = engine.TickDeployID(sch, t0); in.Waits = plan.Waits{Approvals: rule} })
+		// The later tick's deploy, created before the crash (as the tick would).
+		later := f.submit(yml, func(in *plan.Input) {
+			in.ID = engine.TickDeployID(sch, t0.Add(time.Hour))
+			in.Waits = plan.Waits{Approvals: rule}
+		})
+		f.waitState(old, manent.StateAwaitingApproval)
+		f.tick(sch, t0.Add(time.Hour))
+		if d := f.state(old); d.State != manent.StateCancelled || d.Error != "superseded by "+later {
+			t.Fatalf("earlier tick: %s %q, want CANCELLED \"superseded by %s\"", d.State, d.Error, later)
+		}
+		if d := f.state(later); d.State != manent.StateAwaitingApproval {
+			t.Fatalf("later tick: %s, want AWAITING_APPROVAL", d.State)
+		}
+	})
+}
