@@ -202,16 +202,9 @@ func decodeCursor(c string) (string, string, error) {
 	return created, id, nil
 }
 
-func unfinishedQuery() string {
-	return `SELECT ` + deploymentColumns + ` FROM manent_deployments WHERE state IN (` + unfinishedStates() + `) ORDER BY created_at`
-}
-
-// Unfinished returns the deployments not in a final state, oldest first.
-func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
-	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery())
-	if err != nil {
-		return nil, err
-	}
+// scanRecords reads every row of a query of deploymentColumns and closes
+// rows.
+func scanRecords(rows *sql.Rows) ([]Record, error) {
 	defer rows.Close()
 	var out []Record
 	for rows.Next() {
@@ -222,6 +215,19 @@ func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
 		out = append(out, *r)
 	}
 	return out, rows.Err()
+}
+
+func unfinishedQuery() string {
+	return `SELECT ` + deploymentColumns + ` FROM manent_deployments WHERE state IN (` + unfinishedStates() + `) ORDER BY created_at`
+}
+
+// Unfinished returns the deployments not in a final state, oldest first.
+func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
+	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery())
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(rows)
 }
 
 // UnfinishedWithPrefix returns the deployments not in a final state whose
@@ -233,16 +239,7 @@ func (s *Store) UnfinishedWithPrefix(ctx context.Context, prefix string) ([]Reco
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *r)
-	}
-	return out, rows.Err()
+	return scanRecords(rows)
 }
 
 // SetState moves a deployment to state (with the reason it waits, if any),

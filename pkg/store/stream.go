@@ -204,14 +204,5 @@ func (s *Store) Queue(ctx context.Context, app, env string) ([]Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue of %s/%s: %w", app, env, err)
 	}
-	defer rows.Close()
-	var out []Record
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *r)
-	}
-	return out, rows.Err()
+	return scanRecords(rows)
 }
