@@ -75,11 +75,22 @@ func TestRetention(t *testing.T) {
 		}
 		old, cur := ids[0], ids[1]
 		var before []notify.DeliveryStatus
+		// Every callback delivered, the last one (finished) included: its
+		// delivery is created by the deploy's announcement after the
+		// deploy ends, so "none pending" alone can be true before it exists.
+		finished := func(ds []notify.DeliveryStatus) bool {
+			for _, d := range ds {
+				if d.Event == notify.EventFinished {
+					return true
+				}
+			}
+			return false
+		}
 		enginetest.Eventually(t, 60*time.Second, func() bool {
 			var ok bool
 			before, ok = f.deliveries(old)
-			_, ok2 := f.deliveries(cur)
-			return ok && ok2
+			ds, ok2 := f.deliveries(cur)
+			return ok && ok2 && finished(before) && finished(ds)
 		}, "every callback delivered")
 		steps, err := f.st.Steps(ctx, old)
 		if err != nil {
