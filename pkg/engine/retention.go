@@ -112,6 +112,13 @@ func (e *Engine) retain(ctx context.Context, now time.Time) (RetentionReport, er
 			return rep, err
 		}
 		for _, id := range ids {
+			busy, err := e.deployBusy(id)
+			if err != nil {
+				return rep, err
+			}
+			if busy {
+				continue // a delivery still retrying: a later run takes it
+			}
 			if err := e.deleteWorkflows(ctx, id, now); err != nil {
 				return rep, err
 			}
@@ -189,6 +196,20 @@ func (e *Engine) deleteWorkflows(ctx context.Context, id string, now time.Time) 
 		}
 	}
 	return e.st.WorkflowsDeleted(ctx, id, now)
+}
+
+// deployBusy reports whether a DBOS workflow of a final deploy still runs
+// or waits: a callback delivery still retrying (retention.workflows set
+// shorter than its retries). Its rows are kept until it ends, so the
+// delivery is neither deleted under its feet nor lost from status.
+func (e *Engine) deployBusy(id string) (bool, error) {
+	wfs, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterWorkflowIDPrefix(id),
+		dbos.WithFilterStatus(dbos.WorkflowStatusPending, dbos.WorkflowStatusEnqueued),
+		dbos.WithFilterLimit(1), dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+	if err != nil {
+		return false, fmt.Errorf("list the running workflows of %s: %w", id, err)
+	}
+	return len(wfs) > 0, nil
 }
 
 // DeployWorkflows lists the DBOS workflows a deploy still has in DBOS's

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,4 +177,80 @@ func TestRetentionIsScheduled(t *testing.T) {
 	if rec, err := f.eng.Refresh(context.Background(), id); err != nil || rec.State != manent.StateSuccess {
 		t.Fatalf("status after retention: %v %v", rec, err)
 	}
+}
+
+// A delivery still running when retention.workflows has passed (set
+// shorter than a delivery's retries) keeps its deploy's DBOS rows: it is
+// neither deleted under its feet nor lost from status. Once it ends, a
+// later run deletes them.
+func TestRetentionKeepsRunningDeliveries(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		hold := make(chan struct{})
+		var holdOnce sync.Once
+		release := func() { holdOnce.Do(func() { close(hold) }) }
+		held := make(chan struct{}, 16)
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var ev notify.Event
+			_ = json.NewDecoder(r.Body).Decode(&ev)
+			if ev.Type == notify.EventFinished {
+				held <- struct{}{}
+				<-hold // the finished callback's receiver answers only when told
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer recv.Close()
+		defer release() // before Close, which waits for a held handler
+		t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+		f := newFixture(t, db, 2, func(c *node.Config) {
+			c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+			c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
+			c.Retention.Workflows = time.Minute
+			c.Retention.Every = time.Hour // this test runs retention by hand
+		})
+		ctx := context.Background()
+		url, _ := f.artifact("v1", "1")
+		id := f.submit(descriptorYAML("ret", "prod", "1", url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))
+		if rec := f.wait(id, 30*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		select {
+		case <-held:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the finished callback never reached its receiver")
+		}
+
+		later := time.Now().Add(time.Hour)
+		rep, err := f.eng.Retain(ctx, later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wfs, err := f.eng.DeployWorkflows(id)
+		if err != nil || rep.Workflows != 0 || len(wfs) < 2 {
+			t.Fatalf("retention during a running delivery: report %+v, DBOS holds %v (%v); want the deploy's workflows kept", rep, wfs, err)
+		}
+
+		release()
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			ds, ok := f.deliveries(id)
+			if !ok {
+				return false
+			}
+			for _, d := range ds {
+				if d.Event == notify.EventFinished {
+					return d.State == notify.DeliveryDelivered
+				}
+			}
+			return false
+		}, "the finished callback delivered")
+		rep, err = f.eng.Retain(ctx, later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wfs, err := f.eng.DeployWorkflows(id); err != nil || rep.Workflows != 1 || len(wfs) != 0 {
+			t.Fatalf("retention after the delivery ended: report %+v, DBOS still holds %v (%v)", rep, wfs, err)
+		}
+		if ds, ok := f.deliveries(id); !ok || len(ds) < 2 {
+			t.Fatalf("deliveries after retention: %+v", ds)
+		}
+	})
 }
