@@ -22,16 +22,7 @@ import (
 func TestRecoverResumesAnotherExecutorsDeploy(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 2)
-		url, _ := f.artifact("v1", "one")
-		marks := filepath.Join(f.dir, "marks")
-		release := filepath.Join(f.dir, "release")
-		cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
-if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, release)
-		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
-		enginetest.Eventually(t, 60*time.Second, func() bool {
-			b, _ := os.ReadFile(marks)
-			return strings.Contains(string(b), "activation")
-		}, "activation to start")
+		id, release := holdAtActivation(t, f)
 
 		// The worker stops; another executor opens the same database.
 		f.node.Close(5 * time.Second)
@@ -52,23 +43,7 @@ if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 12
 		if !slices.Contains(ids, id) && !strings.HasPrefix(dbURL, "postgres") {
 			t.Fatalf("Recover returned %v, want %s among them", ids, id)
 		}
-		if err := os.WriteFile(release, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		rec := f.wait(id, 60*time.Second)
-		if rec.State != manent.StateSuccess {
-			t.Fatalf("state %s (%s)", rec.State, rec.Error)
-		}
-		b, _ := os.ReadFile(marks)
-		count := map[string]int{}
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			count[l]++
-		}
-		for step, want := range map[string]int{"deploy": 1, "activation": 2} {
-			if count[step] != want {
-				t.Errorf("%s ran %d times, want %d (ran: %q)", step, count[step], want, b)
-			}
-		}
+		release()
 	})
 }
 
@@ -81,16 +56,7 @@ if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 12
 func TestTakeOverWithSmallPool(t *testing.T) {
 	dbURL := enginetest.Postgres(t)
 	f := newFixture(t, dbURL, 1)
-	url, _ := f.artifact("v1", "one")
-	marks := filepath.Join(f.dir, "marks")
-	release := filepath.Join(f.dir, "release")
-	cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
-if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, release)
-	id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
-	enginetest.Eventually(t, 60*time.Second, func() bool {
-		b, _ := os.ReadFile(marks)
-		return strings.Contains(string(b), "activation")
-	}, "activation to start")
+	_, release := holdAtActivation(t, f)
 
 	// The worker leaves; a rescuer with a pool of 4 takes it over.
 	f.node.Close(5 * time.Second)
@@ -113,21 +79,44 @@ if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 12
 	if by != "rescuer" {
 		t.Fatalf("taken over by %q, want rescuer", by)
 	}
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec := f.wait(id, 60*time.Second)
-	if rec.State != manent.StateSuccess {
-		t.Fatalf("state %s (%s)", rec.State, rec.Error)
-	}
-	b, _ := os.ReadFile(marks)
-	count := map[string]int{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		count[l]++
-	}
-	for step, want := range map[string]int{"deploy": 1, "activation": 2} {
-		if count[step] != want {
-			t.Errorf("%s ran %d times, want %d (ran: %q)", step, count[step], want, b)
+	release()
+}
+
+// holdAtActivation submits a deploy whose script target records each step
+// it runs and holds in activation, and waits until activation has started.
+// release lets activation finish, waits for the deploy to end SUCCESS and
+// checks that the steps completed before the hold ran once and the
+// interrupted activation twice (once before the stop, once resumed).
+func holdAtActivation(t *testing.T, f *fixture) (id string, release func()) {
+	t.Helper()
+	url, _ := f.artifact("v1", "one")
+	marks := filepath.Join(f.dir, "marks")
+	gate := filepath.Join(f.dir, "release")
+	cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
+if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, gate)
+	id = f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		b, _ := os.ReadFile(marks)
+		return strings.Contains(string(b), "activation")
+	}, "activation to start")
+	return id, func() {
+		t.Helper()
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 60*time.Second)
+		if rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		b, _ := os.ReadFile(marks)
+		count := map[string]int{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			count[l]++
+		}
+		for step, want := range map[string]int{"deploy": 1, "activation": 2} {
+			if count[step] != want {
+				t.Errorf("%s ran %d times, want %d (ran: %q)", step, count[step], want, b)
+			}
 		}
 	}
 }

@@ -67,8 +67,8 @@ func laughs() string {
 }
 
 // The value and the line of every value: a key's line for a field, the
-// line an alias is written on for its expansion, and (as it always was) a
-// merged mapping's key line for a field the mapping sets itself.
+// line an alias is written on for its expansion, and the mapping's own
+// line for a field it sets itself over a merge.
 func TestParseYAMLValueAndLines(t *testing.T) {
 	data := "base: &b\n  x: 1\n  y: {deep: 2}\nl: [a, *b]\no:\n  <<: *b\n  y: {own: 3}\n  z: 1.5\n"
 	doc, err := parseYAML("prod.yaml", []byte(data))
