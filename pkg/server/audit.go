@@ -78,7 +78,7 @@ func (s *Server) auditIn(ctx context.Context, r *http.Request, p manent.Identity
 // for a storage fault (busy database, full disk) its reason, as the caller
 // was told, rather than "internal error".
 func refusal(err error) string {
-	if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
+	if f := storageFault(err); f != nil {
 		return f.Reason
 	}
 	return manent.ErrorMessage(err)

@@ -31,7 +31,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if errors.Is(err, store.ErrNotFound) {
 		err = manent.Errorf(manent.ENotFound, "not found")
 	}
-	if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
+	if f := storageFault(err); f != nil {
 		// Overload and storage faults are the server's, temporary, never a
 		// 500: 503 with when to come back.
 		secs := int(math.Ceil(f.RetryAfter.Seconds()))
@@ -63,6 +63,16 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	w.Header().Set("Content-Type", api.ProblemContentType)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)
+}
+
+// storageFault returns the storage fault (busy database, full disk,
+// database down) behind an error no domain code classified, or nil: what
+// the caller is told as a 503, and audited with its reason.
+func storageFault(err error) *store.Fault {
+	if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
+		return f
+	}
+	return nil
 }
 
 // writeMethodNotAllowed answers a known path asked with a method it does
