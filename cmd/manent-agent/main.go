@@ -3,11 +3,15 @@
 // the cluster's Deployment runs it directly. Everything lives in
 // pkg/agentcmd.
 //
-// It imports pkg/agentcmd.
+// It imports pkg/agentcmd, and Mozilla's root certificates as a fallback
+// for a system without any (the image is FROM scratch): it reports to
+// manent-server over https.
 package main
 
 import (
 	"os"
+
+	_ "golang.org/x/crypto/x509roots/fallback" // used only when the system has no roots
 
 	"github.com/manent-io/manent/pkg/agentcmd"
 )
