@@ -18,7 +18,7 @@ RUN CGO_ENABLED=0 go build -trimpath \
 FROM scratch
 ADD deploy/image/rootfs.tar /
 COPY --from=build /out/manent-server /out/manent /out/manent-agent /out/manent-policy /usr/local/bin/
-ENV HOME=/data
+ENV HOME=/data MANENT_DATA_DIR=/data
 USER 65532:65532
 WORKDIR /data
 EXPOSE 8080

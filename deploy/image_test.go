@@ -105,7 +105,8 @@ func (p *podman) must(t *testing.T, args ...string) string {
 //   - started with its own entrypoint and command (nothing mounted), it
 //     serves /healthz on 8080 and runs a whole deploy of examples/hello to
 //     SUCCESS, driven by the release's manent CLI from outside: its SQLite
-//     database and the deployed release live in /data, as nonroot.
+//     database and the deployed release live in /data, as nonroot; the
+//     CLI inside the container reads its status with no flags.
 //
 // Only the builds' platforms are narrowed (linux, and the images named
 // for this test so it touches no real tag); the image is the release's.
@@ -219,9 +220,14 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("manent deploy --wait against the image: %v\n%s\n%s", err, dout, stderr.String())
 	}
-	var result struct{ State string }
+	var result struct{ ID, State string }
 	if err := json.Unmarshal(dout, &result); err != nil || result.State != "SUCCESS" {
 		t.Fatalf("deploy in the image: %v %q, want SUCCESS\n%s", err, result.State, dout)
+	}
+	// The CLI in the container, with no flags (docker exec … manent
+	// status), finds the trial server and its token.
+	if got, err := pm.run(t, "exec", ctr, "manent", "status", result.ID, "-o", "json"); err != nil || !strings.Contains(got, `"SUCCESS"`) {
+		t.Errorf("manent status inside the container: %v\n%s", err, got)
 	}
 	// The release is in /data, written by nonroot.
 	pm.must(t, "cp", ctr+":/data/targets/hello/staging/current/index.html", filepath.Join(work, "index.html"))
