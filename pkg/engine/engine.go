@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -440,31 +441,39 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 // Cancel cancels a deploy (SPEC §5): a queued one at once, a running one at
 // the start of its next step (the running step completes).
 func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
-	return e.cancel(ctx, id, "cancelled", conclusion{})
+	rec, _, err := e.cancel(ctx, id, store.CancelRequest{Reason: "cancelled"})
+	return rec, err
 }
 
-// cancel is Cancel ending a deploy that has not started with the error
-// why; how.also runs in the transaction that concludes it. A deploy a
-// worker picked up meanwhile, or a running one, ends "cancelled" at its
-// next step.
-func (e *Engine) cancel(ctx context.Context, id, why string, how conclusion) (*store.Record, error) {
-	st, err := e.st.RequestCancel(ctx, id)
+// cancel is Cancel with req's reason, states and audit entry
+// (store.RequestCancel); it reports whether req set the deploy's cancel
+// flag. A deploy waiting in its gate, or still on the queue, ends now; one
+// a worker picked up meanwhile, or a running one, ends at its next step.
+// Whoever ends it, the deploy's error is the first request's reason. A
+// deploy in none of req.States is left alone (nil record).
+func (e *Engine) cancel(ctx context.Context, id string, req store.CancelRequest) (*store.Record, bool, error) {
+	st, set, err := e.st.RequestCancel(ctx, id, req)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if st.Final() {
-		return nil, manent.Errorf(manent.EConflict, "deploy %s is already %s", id, st)
+		return nil, false, manent.Errorf(manent.EConflict, "deploy %s is already %s", id, st)
 	}
+	if len(req.States) > 0 && !slices.Contains(req.States, st) {
+		return nil, false, nil
+	}
+	why := e.cancelReason(ctx, id)
 	switch st {
 	case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
 		// Waiting in its gate: cancelled at once, the gate is told to stop.
-		if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: why}, how); err != nil {
-			return nil, err
+		if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: why}); err != nil {
+			return nil, set, err
 		}
 		if err := dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "cancel"}, gateTopic); err != nil {
 			e.log.Warn("tell the gate of a cancelled deploy", "deploy", id, "error", err)
 		}
-		return e.st.Deployment(ctx, id)
+		rec, err := e.st.Deployment(ctx, id)
+		return rec, set, err
 	}
 	if st == manent.StatePending {
 		// A running deploy waiting for a wave's approval is woken to stop.
@@ -478,15 +487,25 @@ func (e *Engine) cancel(ctx context.Context, id, why string, how conclusion) (*s
 		if err == nil && (ws == dbos.WorkflowStatusEnqueued || ws == dbos.WorkflowStatusCancelled) {
 			if ws == dbos.WorkflowStatusEnqueued {
 				if err := dbos.CancelWorkflow(e.dbos, id); err != nil {
-					return nil, fmt.Errorf("cancel %s: %w", id, err)
+					return nil, set, fmt.Errorf("cancel %s: %w", id, err)
 				}
 			}
-			if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: why}, how); err != nil {
-				return nil, err
+			if err := e.conclude(ctx, id, store.Outcome{State: manent.StateCancelled, Error: why}); err != nil {
+				return nil, set, err
 			}
 		}
 	}
-	return e.st.Deployment(ctx, id)
+	rec, err := e.st.Deployment(ctx, id)
+	return rec, set, err
+}
+
+// cancelReason is the error a deploy flagged for cancel ends with: its
+// request's reason, "cancelled" when it has none.
+func (e *Engine) cancelReason(ctx context.Context, id string) string {
+	if why, err := e.st.CancelReason(ctx, id); err == nil && why != "" {
+		return why
+	}
+	return "cancelled"
 }
 
 // Recover resumes the PENDING deploys of other executors (after their

@@ -45,9 +45,6 @@ type conclusion struct {
 	// not the deploy changed (the finish step records its DBOS checkpoint
 	// there), before the audit entry.
 	also func(tx *sql.Tx) error
-	// ended runs in the transaction, before also, only when this call
-	// ended the deploy (a superseded tick's audit entry).
-	ended func(tx *sql.Tx) error
 }
 
 // conclude records a deploy's ending and enqueues its announcements, in one
@@ -75,11 +72,6 @@ func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome, how .
 				}
 			}
 			woke = changed && c.quiet
-			if changed && c.ended != nil {
-				if err := c.ended(tx); err != nil {
-					return err
-				}
-			}
 			if c.also != nil {
 				return c.also(tx)
 			}
@@ -195,7 +187,7 @@ func (e *Engine) sweep(ctx context.Context) error {
 			o = store.Outcome{State: manent.StateMaxRecoveryAttemptsExceeded,
 				Error: "the worker crashed too many times while the deploy ran and DBOS stopped resuming it; check the worker logs"}
 		case dbos.WorkflowStatusCancelled:
-			o = store.Outcome{State: manent.StateCancelled, Error: "cancelled"}
+			o = store.Outcome{State: manent.StateCancelled, Error: e.cancelReason(ctx, r.ID)}
 		case dbos.WorkflowStatusError:
 			o = store.Outcome{State: manent.StateError, Error: "the deploy's workflow failed: " + e.workflowError(wfID)}
 		default:

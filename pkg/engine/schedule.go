@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,12 +122,16 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 	return id, e.supersede(c, sc.ID, id, at)
 }
 
+// notStarted are the states of a deploy a later tick supersedes.
+var notStarted = []manent.State{manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval, manent.StateEnqueued}
+
 // supersede cancels the deploys of schedule's ticks before at that have
-// not started (DELAYED, WAITING_DEPENDENCY, AWAITING_APPROVAL, ENQUEUED):
-// the tick id deploys the same descriptor with newer configuration. They
-// end CANCELLED "superseded by <id>" with a deployment.supersede audit
-// entry, in the transaction that ends them. A running tick finishes; id
-// waits behind it.
+// not started (notStarted): the tick id deploys the same descriptor with
+// newer configuration. Each is flagged with the reason "superseded by
+// <id>" and a deployment.supersede audit entry in one transaction, then
+// ends CANCELLED with that reason, whoever ends it: this call, or the
+// worker that picked it up meanwhile, at its first step. A running tick
+// finishes; id waits behind it.
 func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Time) error {
 	prefix := schedule + "@"
 	recs, err := e.st.UnfinishedWithPrefix(ctx, prefix)
@@ -135,9 +140,7 @@ func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Tim
 	}
 	why := "superseded by " + id
 	for _, r := range recs {
-		switch r.State {
-		case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval, manent.StateEnqueued:
-		default:
+		if !slices.Contains(notStarted, r.State) {
 			continue
 		}
 		t, err := time.Parse(time.RFC3339, strings.TrimPrefix(r.ID, prefix))
@@ -145,7 +148,7 @@ func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Tim
 			continue
 		}
 		old := r.ID
-		_, err = e.cancel(ctx, old, why, conclusion{ended: func(tx *sql.Tx) error {
+		_, set, err := e.cancel(ctx, old, store.CancelRequest{Reason: why, States: notStarted, Also: func(tx *sql.Tx) error {
 			return e.st.AppendAuditTx(ctx, tx, store.AuditEntry{
 				Identity: "system:manent", Action: "deployment.supersede", Target: old, RequestID: id,
 				Outcome: "accepted", Detail: why + " (a later tick of schedule " + schedule + ")",
@@ -156,6 +159,9 @@ func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Tim
 		}
 		if err != nil {
 			return fmt.Errorf("supersede %s: %w", old, err)
+		}
+		if !set {
+			continue // started meanwhile, or flagged already (a run before a crash, or a user's cancel)
 		}
 		e.log.Info("a schedule tick superseded an earlier one that had not started", "schedule", schedule, "deploy", old, "by", id)
 	}

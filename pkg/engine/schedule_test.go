@@ -154,3 +154,49 @@ func TestTickAgainSupersedes(t *testing.T) {
 		}
 	})
 }
+
+// The race a supersede can lose: a worker picks the earlier tick up
+// between its flag and its removal from the queue, so the tick's own first
+// step ends it. It still ends CANCELLED "superseded by <tick>" with no
+// step of its own run: the reason is kept with the flag. The flag is set here as
+// supersede sets it, on a tick queued behind a running one; releasing the
+// running one lets a worker pick the flagged tick up.
+func TestSupersededTickPickedUpMeanwhile(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		ctx := context.Background()
+		url, _ := f.artifact("app", "x")
+		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+		hold := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
+		yml := descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", hold))
+		sch := f.schedule(yml)
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+		running := f.tick(sch, t0)
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the first tick to run")
+		queued := f.tick(sch, t0.Add(time.Hour))
+		if d := f.state(queued); d.State != manent.StateEnqueued {
+			t.Fatalf("second tick %s, want ENQUEUED behind the running one", d.State)
+		}
+		why := "superseded by " + engine.TickDeployID(sch, t0.Add(2*time.Hour))
+		if _, set, err := f.st.RequestCancel(ctx, queued, store.CancelRequest{Reason: why,
+			States: []manent.State{manent.StateEnqueued}}); err != nil || !set {
+			t.Fatalf("flag the queued tick: set %v, %v", set, err)
+		}
+		_ = os.WriteFile(release, nil, 0o644)
+		if d := f.wait(running, 60*time.Second); d.State != manent.StateSuccess {
+			t.Fatalf("the running tick: %s (%s)", d.State, d.Error)
+		}
+		d := f.wait(queued, 60*time.Second)
+		if d.State != manent.StateCancelled || d.Error != why {
+			t.Errorf("the tick picked up after its flag: %s %q, want CANCELLED %q", d.State, d.Error, why)
+		}
+		// Only cleanup, which a cancelled deploy always runs (its work
+		// directory), may have started.
+		for _, s := range d.Steps {
+			if s.StartedAt != nil && s.Name != manent.StepCleanup {
+				t.Errorf("the superseded tick ran step %s", s.Name)
+			}
+		}
+	})
+}

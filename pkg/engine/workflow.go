@@ -826,7 +826,7 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		}
 	case end.cancelled:
 		res.State = manent.StateCancelled
-		res.Error = "cancelled"
+		res.Error = r.e.cancelReason(ctx, r.in.ID)
 	}
 	// One commit concludes the deploy, sets the workflow's attributes (its
 	// outcome, for DBOS's own tools) and checkpoints this step.

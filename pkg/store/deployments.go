@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -291,26 +292,71 @@ func (s *Store) currentState(ctx context.Context, q querier, id string) (manent.
 	return manent.State(st), err
 }
 
-// RequestCancel sets the cancel flag the workflow checks between steps and
-// returns the state the deployment is in.
-func (s *Store) RequestCancel(ctx context.Context, id string) (manent.State, error) {
-	var st manent.State
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		var err error
-		st, err = s.currentState(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if st.Final() {
+// CancelRequest asks for a deploy to be cancelled (RequestCancel).
+type CancelRequest struct {
+	// Reason is the error the deploy ends with when the request cancels
+	// it: "cancelled" for a user's cancel, "superseded by <id>" for a
+	// schedule tick a later one replaced.
+	Reason string
+	// States, when set, limits the request to a deploy in one of them: in
+	// any other state nothing is recorded.
+	States []manent.State
+	// Also runs in the transaction that sets the flag, only when this
+	// request sets it (the deploy's first): its audit entry.
+	Also func(tx *sql.Tx) error
+}
+
+// RequestCancel sets the cancel flag the workflow checks between steps,
+// with its reason, and returns the state the deployment is in and whether
+// this request set the flag. A deploy already flagged keeps the first
+// request's reason (CancelReason); a final one, or one in none of
+// req.States, is left as it is.
+func (s *Store) RequestCancel(ctx context.Context, id string, req CancelRequest) (st manent.State, set bool, err error) {
+	err = s.Tx(ctx, func(tx *sql.Tx) error {
+		set = false
+		// The update holds only if the state is still the one read (on
+		// PostgreSQL a worker may move it meanwhile): read again then.
+		for range 3 {
+			var err error
+			if st, err = s.currentState(ctx, tx, id); err != nil {
+				return err
+			}
+			if st.Final() || len(req.States) > 0 && !slices.Contains(req.States, st) {
+				return nil
+			}
+			res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET cancel_requested = 1, cancel_reason = ?
+				WHERE id = ? AND cancel_requested = 0 AND state = ?`), req.Reason, id, string(st))
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n == 0 {
+				var flagged int
+				if err := tx.QueryRowContext(ctx, s.q(`SELECT cancel_requested FROM manent_deployments WHERE id = ?`), id).Scan(&flagged); err != nil {
+					return err
+				}
+				if flagged != 0 {
+					return nil // an earlier request's
+				}
+				continue // the state moved
+			}
+			set = true
+			text := "cancel requested"
+			if req.Reason != "" && req.Reason != "cancelled" {
+				text += " (" + req.Reason + ")"
+			}
+			if _, err := s.appendEvent(ctx, tx, id, EventLog, time.Now(), LogData{Text: text}); err != nil {
+				return err
+			}
+			if req.Also != nil {
+				return req.Also(tx)
+			}
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET cancel_requested = 1 WHERE id = ?`), id); err != nil {
-			return err
-		}
-		_, err = s.appendEvent(ctx, tx, id, EventLog, time.Now(), LogData{Text: "cancel requested"})
-		return err
+		return nil
 	})
-	return st, err
+	return st, set, err
 }
 
 // CancelRequested reports whether cancel was asked for.
@@ -321,6 +367,17 @@ func (s *Store) CancelRequested(ctx context.Context, id string) (bool, error) {
 		return false, ErrNotFound
 	}
 	return n != 0, err
+}
+
+// CancelReason is the reason of the request that flagged the deploy for
+// cancel, "" when none did (or a deploy flagged before reasons were kept).
+func (s *Store) CancelReason(ctx context.Context, id string) (string, error) {
+	var reason sql.NullString
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT cancel_reason FROM manent_deployments WHERE id = ?`), id).Scan(&reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	return reason.String, err
 }
 
 // Outcome is how a deployment ended.

@@ -114,7 +114,7 @@ func TestStepFinishedReadsCancel(t *testing.T) {
 		if _, err := st.StepFinished(ctx, "dpl_1", "deploy", end); err != nil || cancel {
 			t.Fatalf("before cancel: cancel %v, err %v; want false, nil", cancel, err)
 		}
-		if _, err := st.RequestCancel(ctx, "dpl_1"); err != nil {
+		if _, _, err := st.RequestCancel(ctx, "dpl_1", store.CancelRequest{Reason: "cancelled"}); err != nil {
 			t.Fatal(err)
 		}
 		end.Logs = nil
