@@ -39,6 +39,28 @@ func (f *fixture) tick(schedule string, at time.Time) string {
 	return id
 }
 
+// heldTick is a schedule whose deploys hold in a step before deploy until
+// release exists, and its tick running there.
+type heldTick struct {
+	schedule, yml, url string
+	running, release   string
+}
+
+// holdTick records a held schedule, ticks it at t0 and waits for the tick
+// to be PENDING in its holding step.
+func (f *fixture) holdTick(t0 time.Time) heldTick {
+	f.t.Helper()
+	url, _ := f.artifact("app", "x")
+	started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+	hold := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
+	yml := descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", hold))
+	h := heldTick{schedule: f.schedule(yml), yml: yml, url: url, release: release}
+	h.running = f.tick(h.schedule, t0)
+	enginetest.Eventually(f.t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the first tick to run")
+	f.waitState(h.running, manent.StatePending)
+	return h
+}
+
 // A tick supersedes the earlier ticks of its schedule that have not
 // started: ENQUEUED and AWAITING_APPROVAL ones end CANCELLED "superseded by
 // <tick>"; a running tick and a tick of another schedule are left alone.
@@ -46,16 +68,10 @@ func TestTickSupersedesWaitingTicks(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		ctx := context.Background()
-		url, _ := f.artifact("app", "x")
-		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
-		hold := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
-		yml := descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", hold))
-		sch, other := f.schedule(yml), f.schedule(descriptorYAML("web", "prod", "2", url, "", ""))
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-		running := f.tick(sch, t0)
-		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the first tick to run")
-		f.waitState(running, manent.StatePending)
+		h := f.holdTick(t0)
+		sch, yml, running, release := h.schedule, h.yml, h.running, h.release
+		other := f.schedule(descriptorYAML("web", "prod", "2", h.url, "", ""))
 		queued := f.tick(sch, t0.Add(time.Hour))
 		otherTick := f.tick(other, t0.Add(time.Hour))
 		if d := f.state(queued); d.State != manent.StateEnqueued {
@@ -165,15 +181,9 @@ func TestSupersededTickPickedUpMeanwhile(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		ctx := context.Background()
-		url, _ := f.artifact("app", "x")
-		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
-		hold := fmt.Sprintf(`touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, started, release)
-		yml := descriptorYAML("web", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", hold))
-		sch := f.schedule(yml)
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-
-		running := f.tick(sch, t0)
-		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the first tick to run")
+		h := f.holdTick(t0)
+		sch, running, release := h.schedule, h.running, h.release
 		queued := f.tick(sch, t0.Add(time.Hour))
 		if d := f.state(queued); d.State != manent.StateEnqueued {
 			t.Fatalf("second tick %s, want ENQUEUED behind the running one", d.State)
