@@ -174,9 +174,9 @@ func TestTickAgainSupersedes(t *testing.T) {
 // The race a supersede can lose: a worker picks the earlier tick up
 // between its flag and its removal from the queue, so the tick's own first
 // step ends it. It still ends CANCELLED "superseded by <tick>" with no
-// step of its own run: the reason is kept with the flag. The flag is set here as
-// supersede sets it, on a tick queued behind a running one; releasing the
-// running one lets a worker pick the flagged tick up.
+// step of its own run: the reason is kept with the flag. The flag is set
+// here as supersede sets it, on a tick queued behind a running one;
+// releasing the running one lets a worker pick the flagged tick up.
 func TestSupersededTickPickedUpMeanwhile(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
