@@ -47,6 +47,30 @@ func worker(t *testing.T, st *store.Store, id string) store.Worker {
 	return store.Worker{}
 }
 
+// takeOverResult is what a TakeOver returned.
+type takeOverResult struct {
+	ok  bool
+	err error
+}
+
+// heldTakeOver starts by's takeover of victim (a claim for claimFor) and
+// returns once its recover runs. recover then blocks until release is
+// closed; done receives what TakeOver returned.
+func heldTakeOver(st *store.Store, victim, by string, claimFor time.Duration) (release chan struct{}, done chan takeOverResult) {
+	inside := make(chan struct{})
+	release, done = make(chan struct{}), make(chan takeOverResult, 1)
+	go func() {
+		ok, err := st.TakeOver(context.Background(), victim, by, claimFor, func() error {
+			close(inside)
+			<-release
+			return nil
+		})
+		done <- takeOverResult{ok, err}
+	}()
+	<-inside
+	return release, done
+}
+
 // DBOS recovery takes connections of its own from the store's pool while
 // TakeOver runs it: with a pool of 1 or 2 connections, a recover that
 // holds that many at once (and writes through each) must succeed. When
@@ -102,20 +126,7 @@ func TestTakeOverConcurrent(t *testing.T) {
 		ctx := context.Background()
 		// One takeover in progress (recover blocked): the other worker's
 		// returns false without running recover.
-		inside, release := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			ok, err := st.TakeOver(ctx, "a", "b", time.Minute, func() error {
-				close(inside)
-				<-release
-				return nil
-			})
-			if err == nil && !ok {
-				err = errors.New("the first TakeOver did not run recover")
-			}
-			done <- err
-		}()
-		<-inside
+		release, done := heldTakeOver(st, "a", "b", time.Minute)
 		if w := worker(t, st, "a"); w.ClaimedBy != "b" || w.ClaimedUntil == nil {
 			t.Fatalf("a while b takes it over: %+v; want claimed by b", w)
 		}
@@ -127,8 +138,8 @@ func TestTakeOverConcurrent(t *testing.T) {
 			t.Fatalf("TakeOver by c during b's = %v, %v; want false, nil", ok, err)
 		}
 		close(release)
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		if r := <-done; !r.ok || r.err != nil {
+			t.Fatalf("b's TakeOver = %v, %v; want true, nil (it ran recover)", r.ok, r.err)
 		}
 
 		// A race: many takeovers of one leaving worker, started together.
@@ -200,27 +211,16 @@ func TestTakeOverStaleClaim(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, url string) {
 		st := takeOverSetup(t, url)
 		ctx := context.Background()
-		claimed := func(by string, claimFor time.Duration, victim string) (inside, release chan struct{}, done chan error) {
-			inside, release, done = make(chan struct{}), make(chan struct{}), make(chan error, 1)
-			go func() {
-				ok, err := st.TakeOver(ctx, victim, by, claimFor, func() error {
-					close(inside)
-					<-release
-					return nil
-				})
-				if err == nil {
-					err = fmt.Errorf("TakeOver by %s = %v, nil; want ErrClaimLost", by, ok)
-				} else if errors.Is(err, store.ErrClaimLost) && ok {
-					err = nil
-				}
-				done <- err
-			}()
-			<-inside
-			return inside, release, done
+		// A claim that went stale: the claimer's late record is refused.
+		claimLost := func(by string, done chan takeOverResult) {
+			t.Helper()
+			if r := <-done; !r.ok || !errors.Is(r.err, store.ErrClaimLost) {
+				t.Fatalf("TakeOver by %s = %v, %v; want true, ErrClaimLost", by, r.ok, r.err)
+			}
 		}
 
 		// b claims a, then stops beating: c declares b dead and claims a.
-		_, release, done := claimed("b", time.Hour, "a")
+		release, done := heldTakeOver(st, "a", "b", time.Hour)
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		err := st.RegisterWorker(rctx, "a", "dev", "wf")
 		cancel()
@@ -248,9 +248,7 @@ func TestTakeOverStaleClaim(t *testing.T) {
 			t.Fatalf("TakeOver of a claimed by dead b = %v, %v (recover ran %d times); want true, nil, once", ok, err, runs)
 		}
 		close(release)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		claimLost("b", done)
 		if w := worker(t, st, "a"); w.TakenOverBy != "c" || w.ClaimedBy != "" {
 			t.Fatalf("a: %+v; want taken over by c, no claim", w)
 		}
@@ -265,7 +263,7 @@ func TestTakeOverStaleClaim(t *testing.T) {
 		if err := st.LeaveWorker(ctx, "e"); err != nil {
 			t.Fatal(err)
 		}
-		_, release, done = claimed("c", 200*time.Millisecond, "e")
+		release, done = heldTakeOver(st, "e", "c", 200*time.Millisecond)
 		runs = 0
 		enginetest.Eventually(t, 10*time.Second, func() bool {
 			for _, id := range []string{"c", "d"} {
@@ -286,9 +284,7 @@ func TestTakeOverStaleClaim(t *testing.T) {
 			t.Fatalf("c: %+v; want still alive", w)
 		}
 		close(release)
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		claimLost("c", done)
 		if w := worker(t, st, "e"); w.TakenOverBy != "d" {
 			t.Fatalf("e: %+v; want taken over by d", w)
 		}
@@ -302,17 +298,7 @@ func TestRegisterWorkerAfterStaleClaim(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, url string) {
 		st := takeOverSetup(t, url)
 		ctx := context.Background()
-		inside, release := make(chan struct{}), make(chan struct{})
-		done := make(chan error, 1)
-		go func() {
-			_, err := st.TakeOver(ctx, "a", "b", time.Hour, func() error {
-				close(inside)
-				<-release
-				return nil
-			})
-			done <- err
-		}()
-		<-inside
+		release, done := heldTakeOver(st, "a", "b", time.Hour)
 		// b leaves (its claim is no longer live): a starts again at once.
 		if err := st.LeaveWorker(ctx, "b"); err != nil {
 			t.Fatal(err)
@@ -323,8 +309,8 @@ func TestRegisterWorkerAfterStaleClaim(t *testing.T) {
 			t.Fatalf("a starting again after its claimer left: %v", err)
 		}
 		close(release)
-		if err := <-done; !errors.Is(err, store.ErrClaimLost) {
-			t.Fatalf("b's late record: %v; want ErrClaimLost", err)
+		if r := <-done; !errors.Is(r.err, store.ErrClaimLost) {
+			t.Fatalf("b's late record: %v; want ErrClaimLost", r.err)
 		}
 		if w := worker(t, st, "a"); w.State != store.WorkerAlive || w.TakenOverAt != nil || w.ClaimedBy != "" {
 			t.Fatalf("a: %+v; want alive, not taken over, no claim", w)
