@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -207,6 +208,44 @@ func TestSupersededTickPickedUpMeanwhile(t *testing.T) {
 			if s.StartedAt != nil && s.Name != manent.StepCleanup {
 				t.Errorf("the superseded tick ran step %s", s.Name)
 			}
+		}
+	})
+}
+
+// A crash between supersede's flag (with its audit entry) and the end of
+// the earlier tick: the tick step run again ends it CANCELLED with the
+// flag's reason, and writes no second audit entry.
+func TestTickAgainEndsAFlaggedTick(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		ctx := context.Background()
+		url, _ := f.artifact("app", "x")
+		yml := descriptorYAML("web", "prod", "1", url, "", "")
+		sch := f.schedule(yml)
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}
+		old := f.submit(yml, func(in *plan.Input) { in.ID = engine.TickDeployID(sch, t0); in.Waits = plan.Waits{Approvals: rule} })
+		f.waitState(old, manent.StateAwaitingApproval)
+		later := engine.TickDeployID(sch, t0.Add(time.Hour))
+		why := "superseded by " + later
+		// What supersede committed before the crash.
+		if _, set, err := f.st.RequestCancel(ctx, old, store.CancelRequest{Reason: why, States: []manent.State{manent.StateAwaitingApproval},
+			Also: func(tx *sql.Tx) error {
+				return f.st.AppendAuditTx(ctx, tx, store.AuditEntry{Identity: "system:manent", Action: "deployment.supersede",
+					Target: old, RequestID: later, Outcome: "accepted"})
+			}}); err != nil || !set {
+			t.Fatalf("flag: set %v, %v", set, err)
+		}
+		if d := f.state(old); d.State != manent.StateAwaitingApproval {
+			t.Fatalf("flagged tick: %s, want still AWAITING_APPROVAL (the crash left it there)", d.State)
+		}
+		f.tick(sch, t0.Add(time.Hour))
+		if d := f.state(old); d.State != manent.StateCancelled || d.Error != why {
+			t.Errorf("flagged tick after the tick ran again: %s %q, want CANCELLED %q", d.State, d.Error, why)
+		}
+		audit, err := f.st.Audit(ctx, store.AuditFilter{Action: "deployment.supersede"})
+		if err != nil || len(audit) != 1 {
+			t.Errorf("deployment.supersede entries %+v (%v), want the one written with the flag", audit, err)
 		}
 	})
 }
