@@ -325,7 +325,7 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 		for i, ch := range d.Notify.Chat {
 			if !slices.Contains(a.cfg.ChatChannels, ch) {
 				problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/notify/chat/%d", i),
-					Message: fmt.Sprintf("chat channel %q is not configured on this server (known: %v)", ch, a.cfg.ChatChannels)})
+					Message: fmt.Sprintf("chat channel %q is not configured on this server (known: %s)", ch, knownChannels(a.cfg.ChatChannels))})
 			}
 		}
 	}
@@ -399,4 +399,12 @@ func fieldErrors(err error, path string) []manent.FieldError {
 		return me.Fields
 	}
 	return []manent.FieldError{{Path: path, Message: manent.ErrorMessage(err)}}
+}
+
+// knownChannels lists the configured chat channels for an error message.
+func knownChannels(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }

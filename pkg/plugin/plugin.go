@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -158,7 +159,7 @@ func (r *Registry) Target(name string) (Target, error) {
 	defer r.mu.RUnlock()
 	t, ok := r.targets[name]
 	if !ok {
-		return nil, Permanent(fmt.Errorf("unknown target plugin %q (known: %v)", name, keys(r.targets)))
+		return nil, Permanent(fmt.Errorf("unknown target plugin %q (known: %s)", name, known(r.targets)))
 	}
 	return t, nil
 }
@@ -169,9 +170,17 @@ func (r *Registry) Runner(name string) (Runner, error) {
 	defer r.mu.RUnlock()
 	s, ok := r.runners[name]
 	if !ok {
-		return nil, Permanent(fmt.Errorf("unknown step plugin %q (known: %v)", name, keys(r.runners)))
+		return nil, Permanent(fmt.Errorf("unknown step plugin %q (known: %s)", name, known(r.runners)))
 	}
 	return s, nil
+}
+
+// known lists the names of m for an error message, sorted.
+func known[V any](m map[string]V) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	return strings.Join(keys(m), ", ")
 }
 
 func keys[V any](m map[string]V) []string {
