@@ -16,6 +16,16 @@ import (
 	"github.com/manent-io/manent/pkg/store"
 )
 
+// withPositions gives the field errors of an admission refusal the line
+// and column of their path in the descriptor's text, as Parse's own errors
+// have (`manent validate` prints file:line:column for each).
+func withPositions(body []byte, err error) {
+	var e *manent.Error
+	if errors.As(err, &e) && e.Code == manent.EInvalid {
+		descriptor.Positions(body, e.Fields)
+	}
+}
+
 // handleSubmit runs the checks of SPEC §3 in order — the descriptor, then
 // authentication, then the rest in pkg/admit — and either enqueues the
 // deploy (202), creates a recurring schedule (201) or, with ?dry_run=true,
@@ -77,6 +87,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if d.Schedule != nil && d.Schedule.Cron != "" && !dryRun {
 		// A recurring deploy: checks 3, 4 and the plan now, the rest at each tick.
 		if _, err := s.admit.AdmitSchedule(r.Context(), req); err != nil {
+			withPositions(body, err)
 			writeError(w, r, s.log, err)
 			return
 		}
@@ -85,6 +96,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	adm, err := s.admit.Admit(r.Context(), req)
 	if err != nil {
+		withPositions(body, err)
 		if !dryRun && manent.ErrorCode(err) != manent.EForbidden {
 			s.audit(r.Context(), r, p, "deployment.submit", target, "refused", refusal(err))
 		}

@@ -67,3 +67,45 @@ func TestValidateMatchesTheRun(t *testing.T) {
 		t.Fatalf("validate of an unknown target plugin: %v, want a 422 at /target/plugin", err)
 	}
 }
+
+// Admission's refusals (plugins, their settings) point at the line and
+// column of their path in the submitted text, as the parser's own errors
+// do, for a dry run and a submit alike; a path the text does not hold
+// keeps no position.
+func TestRefusalsCarryPositions(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	desc := simple(artifactFile(t), "staging", "1", `steps:
+  - name: smoke
+    after: deploy
+    plugin: script
+    with: {command: [true]}
+  - {name: other, after: deploy, plugin: nosuch}
+`)
+	want := map[string][2]int{
+		"/steps/0/with":   {10, 11},
+		"/steps/1/plugin": {11, 42},
+	}
+	for _, dry := range []bool{true, false} {
+		_, err := c.Submit(ctx, desc, dry)
+		var me *manent.Error
+		if !errorsAs(err, &me) || me.Code != manent.EInvalid {
+			t.Fatalf("dry run %v: %v, want a 422", dry, err)
+		}
+		got := map[string][2]int{}
+		for _, f := range me.Fields {
+			got[f.Path] = [2]int{f.Line, f.Column}
+		}
+		if len(got) != len(want) || got["/steps/0/with"] != want["/steps/0/with"] || got["/steps/1/plugin"] != want["/steps/1/plugin"] {
+			t.Fatalf("dry run %v: fields %+v, want positions %v", dry, me.Fields, want)
+		}
+	}
+
+	// The target comes from the descriptor here: its plugin is located.
+	_, err := c.Submit(ctx, simple(artifactFile(t), "staging", "2", "target: {plugin: helm}\n"), true)
+	var me *manent.Error
+	if !errorsAs(err, &me) || len(me.Fields) != 1 || me.Fields[0].Line != 6 || me.Fields[0].Column != 18 {
+		t.Fatalf("unknown target plugin: %v %+v, want /target/plugin at 6:18", err, me)
+	}
+}

@@ -67,30 +67,37 @@ func (t *Tree) indexOf(m *yaml.Node) *mappingIndex {
 // Locate finds the node at a JSON pointer (as tokens), as the function
 // Locate does.
 func (t *Tree) Locate(tokens []string) (key, val *yaml.Node) {
+	key, val, _ = t.Find(tokens)
+	return key, val
+}
+
+// Find is Locate that also says whether the pointer's node exists: when
+// it does not, key is nil and val the nearest node on its way.
+func (t *Tree) Find(tokens []string) (key, val *yaml.Node, found bool) {
 	val = t.root
 	for _, tok := range tokens {
 		n := Resolve(val)
 		if n == nil {
-			return nil, val
+			return nil, val, false
 		}
 		switch n.Kind {
 		case yaml.MappingNode:
 			k, v := t.findKey(n, tok, 0, nil)
 			if v == nil {
-				return nil, val
+				return nil, val, false
 			}
 			key, val = k, v
 		case yaml.SequenceNode:
 			i, err := strconv.Atoi(tok)
 			if err != nil || i < 0 || i >= len(n.Content) {
-				return nil, val
+				return nil, val, false
 			}
 			key, val = nil, n.Content[i]
 		default:
-			return nil, val
+			return nil, val, false
 		}
 	}
-	return key, val
+	return key, val, true
 }
 
 // Field finds the field name of the mapping m (aliases followed) as Locate

@@ -32,14 +32,17 @@ func TestLocate(t *testing.T) {
 		path      string
 		line, col int
 		key       bool
+		found     bool
 	}{
-		{"steps", 5, 3, true},
-		{"steps/1/retries", 8, 14, true},
-		{"steps/0/retries", 2, 12, true}, // through the merge
-		{"alias/timeout", 3, 12, true},   // through the alias
-		{"steps/0/nope", 5, 5, false},    // the deepest node found: steps[0]
-		{"steps/7", 5, 3, false},         // no such index: steps
-		{"", 1, 1, false},
+		{"steps", 5, 3, true, true},
+		{"steps/1/retries", 8, 14, true, true},
+		{"steps/1", 7, 5, false, true},
+		{"steps/0/retries", 2, 12, true, true},  // through the merge
+		{"alias/timeout", 3, 12, true, true},    // through the alias
+		{"steps/0/nope", 5, 5, false, false},    // the deepest node found: steps[0]
+		{"steps/7", 5, 3, false, false},         // no such index: steps
+		{"steps/0/name/x", 5, 11, false, false}, // below a scalar
+		{"", 1, 1, false, true},
 	}
 	for _, tt := range tests {
 		var path []string
@@ -50,6 +53,10 @@ func TestLocate(t *testing.T) {
 			k, v := yamlvalue.Locate(root, path)
 			if v == nil || v.Line != tt.line || v.Column != tt.col || (k != nil) != tt.key {
 				t.Errorf("Locate(%q) = key %v, value at %d:%d; want %d:%d, key %v", tt.path, k != nil, line(v), col(v), tt.line, tt.col, tt.key)
+			}
+			fk, fv, found := yamlvalue.NewTree(root).Find(path)
+			if fk != k || fv != v || found != tt.found {
+				t.Errorf("Find(%q) = %v, %v, found %v; want Locate's answer, found %v", tt.path, fk, fv, found, tt.found)
 			}
 		}
 	}
