@@ -42,3 +42,30 @@ func (c *Client) ClusterStatus(ctx context.Context, cluster string) (*clustersta
 	err := c.do(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(cluster)+"/status", "", nil, &out)
 	return &out, err
 }
+
+// ClusterSummary is one cluster in GET /api/v1/clusters: when its agent
+// last reported and how many of its pods and workloads the caller may see.
+type ClusterSummary struct {
+	Cluster string `json:"cluster"`
+	// LastReportAt is when the server received the last snapshot.
+	LastReportAt time.Time `json:"last_report_at"`
+	// ReportedAt is when the agent read the cluster for it (the agent's clock).
+	ReportedAt time.Time `json:"reported_at"`
+	Pods       int       `json:"pods"`
+	Workloads  int       `json:"workloads"`
+}
+
+// ClustersResult answers GET /api/v1/clusters.
+type ClustersResult struct {
+	Items []ClusterSummary `json:"items"`
+}
+
+// Clusters lists the clusters whose agents have reported and that the
+// token may see: with agent.report on a cluster, all of it; otherwise the
+// clusters holding objects of an application/environment it may read,
+// counting only those objects.
+func (c *Client) Clusters(ctx context.Context) (*ClustersResult, error) {
+	var out ClustersResult
+	err := c.do(ctx, http.MethodGet, "/api/v1/clusters", "", nil, &out)
+	return &out, err
+}

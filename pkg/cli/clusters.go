@@ -24,15 +24,87 @@ type ClustersStatusOptions struct {
 	Cluster string
 }
 
-// NewCmdClusters builds `manent clusters` and its subcommands.
+// ClustersListOptions are the inputs of `manent clusters list`.
+type ClustersListOptions struct {
+	IO       *IOStreams
+	Client   func() (*api.Client, error)
+	Exporter *Exporter
+	Now      func() time.Time
+}
+
+// NewCmdClusters builds `manent clusters` (the list) and its subcommands.
 func NewCmdClusters(f *Factory, runF func(*ClustersStatusOptions) error) *cobra.Command {
+	list := newCmdClustersList(f)
 	cmd := &cobra.Command{
-		Use:   "clusters <command>",
+		Use:   "clusters [list | status <cluster>]",
 		Short: "Show what the agents report about Kubernetes clusters",
-		Args:  noArgs,
+		Long: `Show what the agents (manent agent) report about Kubernetes clusters:
+'manent clusters' (or 'manent clusters list') lists the clusters that have
+reported, 'manent clusters status <cluster>' shows one cluster's workloads
+and pods beside what was deployed.`,
+		Example: `  manent clusters
+  manent clusters status prod-eu-1`,
+		Args: groupArgs,
+		RunE: list.RunE,
 	}
-	cmd.AddCommand(newCmdClustersStatus(f, runF))
+	cmd.AddCommand(list, newCmdClustersStatus(f, runF))
 	return cmd
+}
+
+func newCmdClustersList(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the clusters whose agents have reported",
+		Long: `List the clusters whose agents have reported: when the last report arrived
+(LAST REPORT, relative; "silent" after 2 minutes without one, when the agent
+or its network is down) and how many pods and workloads it holds. A token
+with agent.report on a cluster sees all of it; another token sees the
+clusters that hold objects of the applications and environments it may
+read, counting only those.
+
+-o json prints the list as the API returns it, with RFC 3339 times.`,
+		Example: `  manent clusters list
+  manent clusters list --jq '.items[].cluster'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return clustersListRun(cmd.Context(), &ClustersListOptions{IO: f.IOStreams, Client: f.Client, Exporter: f.Exporter(), Now: f.Now})
+		},
+	}
+}
+
+// clusterSilentAfter is how long without a report makes a cluster "silent"
+// in the list (the web page says the same).
+const clusterSilentAfter = 2 * time.Minute
+
+func clustersListRun(ctx context.Context, opts *ClustersListOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	res, err := client.Clusters(ctx)
+	if err != nil {
+		return err
+	}
+	if res.Items == nil {
+		res.Items = []api.ClusterSummary{}
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, res)
+	}
+	if len(res.Items) == 0 {
+		fmt.Fprintln(opts.IO.ErrOut, "no cluster has reported (run 'manent agent' in a cluster; see 'manent agent --help')")
+		return nil
+	}
+	now := opts.Now()
+	t := opts.IO.NewTable("CLUSTER", "LAST REPORT", "PODS", "WORKLOADS")
+	for _, c := range res.Items {
+		last := relativeTime(c.LastReportAt, now)
+		if now.Sub(c.LastReportAt) > clusterSilentAfter {
+			last += " (silent)"
+		}
+		t.AddRow(c.Cluster, last, strconv.Itoa(c.Pods), strconv.Itoa(c.Workloads))
+	}
+	return t.Render()
 }
 
 func newCmdClustersStatus(f *Factory, runF func(*ClustersStatusOptions) error) *cobra.Command {

@@ -121,7 +121,7 @@ validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 // subcommands as a usage error (exit 2), as the root does: cobra would print
 // the group's help and exit 0, so a typo such as `manent schedules delet
 // sch_…` in a script would succeed without deleting anything. A group
-// called alone still prints its help.
+// called alone still prints its help, unless it lists (groupArgs).
 func refuseUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		refuseUnknownSubcommands(sub)
@@ -139,6 +139,20 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		}
 		return cmd.Help()
 	}
+}
+
+// groupArgs is the Args of a command group that runs its listing when
+// called alone (`manent schedules`, `manent clusters`): a word that is none
+// of its subcommands is a usage error, as for other groups
+// (refuseUnknownSubcommands).
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return &UsageError{
+			Err:  fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()),
+			Hint: fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath()),
+		}
+	}
+	return nil
 }
 
 // exactArgs is cobra.ExactArgs with a message naming what is missing.

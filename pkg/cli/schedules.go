@@ -23,7 +23,7 @@ type SchedulesOptions struct {
 // NewCmdSchedules builds `manent schedules list|delete`.
 func NewCmdSchedules(f *Factory, runF func(*SchedulesOptions) error) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "schedules",
+		Use:   "schedules [list | delete <schedule id>]",
 		Short: "List or delete recurring deploys",
 		Long: `A descriptor with schedule.cron makes a recurring deploy: the server answers
 with a schedule id (state SCHEDULED) and each tick creates a deploy
@@ -33,8 +33,9 @@ schedule.cron takes standard 5-field cron ("0 3 * * 1-5"), optionally after
 CRON_TZ=<zone> ("CRON_TZ=Europe/Paris 0 3 * * *"; UTC otherwise), or @hourly,
 @daily, @weekly, @monthly, @every <duration>. The server refuses a schedule
 that fires more often than its schedules.min_interval (default 1m).`,
-		Example: `  manent schedules list
+		Example: `  manent schedules            # the same as 'manent schedules list'
   manent schedules delete sch_4f1c2a9e0b7d3c11`,
+		Args: groupArgs,
 	}
 	list := &cobra.Command{
 		Use:   "list",
@@ -64,6 +65,7 @@ that fires more often than its schedules.min_interval (default 1m).`,
 			return schedulesRun(c.Context(), opts)
 		},
 	}
+	cmd.RunE = list.RunE
 	cmd.AddCommand(list, del)
 	return cmd
 }
@@ -92,6 +94,10 @@ func schedulesRun(ctx context.Context, opts *SchedulesOptions) error {
 	for _, s := range res.Items {
 		t.AddRow(s.ID, s.Application, s.Environment, s.Cron, s.State, relativeTimePtr(s.LastTick, now), relativeTimePtr(s.NextTick, now),
 			orDash(s.LastDeploy), orDash(s.LastError))
+	}
+	if t.Len() == 0 {
+		_, err := fmt.Fprintln(opts.IO.ErrOut, "no recurring deploys")
+		return err
 	}
 	return t.Render()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/manent-io/manent/pkg/agentcmd"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/policycmd"
 	"github.com/manent-io/manent/pkg/servertest"
 )
@@ -92,6 +93,8 @@ func serverSetup(e *testscript.Env) error {
 //	                 like manent, with the content of FILE on stdin.
 //	filemode FILE PERM
 //	                 asserts FILE's permission bits (octal, e.g. 0600).
+//	report FILE      sends the cluster snapshot in FILE (JSON) to the
+//	                 server, as manent agent does, timed now.
 //	fakeserver NAME STATUS [RETRY-AFTER]
 //	                 starts a loopback HTTP server that answers every
 //	                 request with STATUS and a problem+json body (and
@@ -132,6 +135,7 @@ func scriptParams(t *testing.T, dir string, setup func(*testscript.Env) error) t
 			"expandwork": cmdExpandWork,
 			"waitlog":    cmdWaitLog,
 			"fakeserver": cmdFakeServer,
+			"report":     cmdReport,
 			"manentin":   cmdManentIn, // script_stdin_test.go
 			"filemode":   cmdFileMode, // script_stdin_test.go
 		},
@@ -239,6 +243,21 @@ func cmdWaitLog(ts *testscript.TestScript, neg bool, args []string) {
 		case <-tick.C:
 		}
 	}
+}
+
+// cmdReport sends a cluster snapshot (a JSON file; its time is now) to
+// the script's server as an agent does.
+func cmdReport(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: report FILE")
+	}
+	b, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	var snap clusterstate.Snapshot
+	ts.Check(json.Unmarshal(b, &snap))
+	snap.Time = time.Now().UTC()
+	_, err = api.NewClient(ts.Getenv("SERVER"), ts.Getenv("TOKEN"), nil).Report(context.Background(), &snap)
+	ts.Check(err)
 }
 
 // cmdFakeServer starts a misbehaving server for the script.

@@ -14,12 +14,50 @@ import (
 	"github.com/manent-io/manent/pkg/store"
 )
 
-// routesAgent registers the routes of agent reports and cluster status (POST /api/v1/agent/reports, GET /api/v1/clusters/{cluster}/status).
+// routesAgent registers the routes of agent reports and cluster status
+// (POST /api/v1/agent/reports, GET /api/v1/clusters,
+// GET /api/v1/clusters/{cluster}/status).
 func (s *Server) routesAgent() {
 	s.mux.HandleFunc("POST /api/v1/agent/reports", s.handleAgentReport)
 	// The same, with the cluster in the path too: it must match the body's.
 	s.mux.HandleFunc("POST /api/v1/clusters/{cluster}/reports", s.handleAgentReport)
+	s.mux.HandleFunc("GET /api/v1/clusters", s.handleClusters)
 	s.mux.HandleFunc("GET /api/v1/clusters/{cluster}/status", s.handleClusterStatus)
+}
+
+// handleClusters lists the clusters that have reported, as
+// handleClusterStatus shows them: a caller with agent.report on a cluster
+// sees it whole; another sees the clusters holding objects of the
+// applications and environments it may read (deployment.read), counting
+// only those, and learns nothing of the other clusters.
+func (s *Server) handleClusters(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	clusters, err := s.st.Clusters(r.Context(), true)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := api.ClustersResult{Items: []api.ClusterSummary{}}
+	for _, c := range clusters {
+		sum := api.ClusterSummary{Cluster: c.Name, LastReportAt: c.LastReportAt, ReportedAt: c.ReportedAt, Pods: c.Pods, Workloads: c.Workloads}
+		if s.cfg.Guard.AuthorizeCluster(p, c.Name) != nil {
+			sum.Pods, sum.Workloads = 0, 0
+			for _, sc := range c.Scopes {
+				if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) == nil {
+					sum.Pods += sc.Pods
+					sum.Workloads += sc.Workloads
+				}
+			}
+			if sum.Pods == 0 && sum.Workloads == 0 {
+				continue
+			}
+		}
+		out.Items = append(out.Items, sum)
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // maxClockSkew is how far ahead of the server's clock a snapshot's time may be.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
@@ -593,4 +594,68 @@ func BenchmarkIngest(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/ingest")
 		})
 	}
+}
+
+// GET /api/v1/clusters lists the clusters that reported as their status
+// shows them: whole to a token with agent.report on the cluster; to a
+// reader, only the clusters holding objects of what it may read, counting
+// those only; nothing of the others, and nothing to a token that may read
+// nothing (real RBAC, not the test guard).
+func TestClustersList(t *testing.T) {
+	tokens := []auth.TokenConfig{
+		{Name: "ops", SHA256: auth.HashToken("ops-token")},
+		{Name: "reader", SHA256: auth.HashToken("reader-token")},
+		{Name: "nobody", SHA256: auth.HashToken("nobody-token")},
+	}
+	rules := []auth.RBACRule{
+		{Subjects: []string{"token:ops"}, Permissions: []string{"agent.report"}, Clusters: []string{"c1"}},
+		{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"}, Applications: []string{"billing"}, Environments: []string{"prod"}},
+	}
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, tokens, rules)
+		ctx := context.Background()
+		admin := api.NewClient(srv.URL, "admin-token", nil)
+		id := manent.NewDeploymentID()
+		staging := func(p clusterstate.Pod) clusterstate.Pod { p.Environment = "staging"; return p }
+		unlabelled := runningPod("sidecar", id) // no application/environment labels
+		unlabelled.Application, unlabelled.Environment = "", ""
+		c1 := snapshot([]clusterstate.Pod{runningPod("billing-1", id), runningPod("billing-2", id), staging(runningPod("billing-s", id)), unlabelled},
+			billing(id, "1", "Current", 2))
+		c2 := snapshot([]clusterstate.Pod{staging(runningPod("billing-s", id))})
+		c2.Cluster = "c2"
+		for _, snap := range []*clusterstate.Snapshot{c2, c1} {
+			if _, err := admin.Report(ctx, snap); err != nil {
+				t.Fatalf("report %s: %v %+v", snap.Cluster, err, err.(*manent.Error).Fields)
+			}
+		}
+
+		list := func(token string) string {
+			t.Helper()
+			res, err := api.NewClient(srv.URL, token, nil).Clusters(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", token, err)
+			}
+			var b strings.Builder
+			for _, c := range res.Items {
+				if c.LastReportAt.IsZero() || c.ReportedAt.IsZero() {
+					t.Errorf("%s: %s has no report times: %+v", token, c.Cluster, c)
+				}
+				fmt.Fprintf(&b, "%s:%d/%d ", c.Cluster, c.Pods, c.Workloads)
+			}
+			return strings.TrimSpace(b.String())
+		}
+		for token, want := range map[string]string{
+			"admin-token":  "c1:4/1 c2:1/0",
+			"ops-token":    "c1:4/1",
+			"reader-token": "c1:2/1",
+			"nobody-token": "",
+		} {
+			if got := list(token); got != want {
+				t.Errorf("%s sees %q, want %q", token, got, want)
+			}
+		}
+		if status, body, _ := do(t, "GET", srv.URL+"/api/v1/clusters", "", ""); status != http.StatusUnauthorized {
+			t.Errorf("no token: %d %s, want 401", status, body)
+		}
+	})
 }

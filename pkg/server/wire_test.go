@@ -54,6 +54,7 @@ func TestWireRoundTrip(t *testing.T) {
 		{"GET", "/api/v1/schedules", "", 200, &api.SchedulesResult{}},
 		{"GET", "/api/v1/audit", "", 200, &api.AuditResult{}},
 		{"GET", "/api/v1/workers", "", 200, &api.WorkersResult{}},
+		{"GET", "/api/v1/clusters", "", 200, &api.ClustersResult{}},
 		{"GET", "/api/v1/clusters/c1/status", "", 200, &clusterstate.Status{}},
 		{"GET", "/healthz", "", 200, &api.Health{}},
 		{"GET", "/readyz", "", 200, &api.Health{}},

@@ -242,6 +242,99 @@ func (s *Store) ClusterStatus(ctx context.Context, cluster string) (*clusterstat
 	return st, nil
 }
 
+// ClusterSummary is a cluster as its agent last reported it, without its
+// objects: when, and how many pods and workloads.
+type ClusterSummary struct {
+	Name string
+	// LastReportAt is when the server received the last snapshot,
+	// ReportedAt when the agent read the cluster for it.
+	LastReportAt, ReportedAt time.Time
+	Pods, Workloads          int
+	// Scopes counts the objects labelled with a deploy of each
+	// application/environment; filled only when Clusters is asked.
+	Scopes []ClusterScope
+}
+
+// ClusterScope counts a cluster's objects of one application/environment.
+type ClusterScope struct {
+	Application, Environment string
+	Pods, Workloads          int
+}
+
+// Clusters lists the clusters that have reported, by name; with scopes,
+// each with its objects counted per application/environment (objects not
+// labelled with a deploy are in no scope).
+func (s *Store) Clusters(ctx context.Context, scopes bool) ([]ClusterSummary, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT name, last_report_at, reported_at, pods, workloads FROM manent_clusters ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read clusters: %w", err)
+	}
+	defer rows.Close()
+	out := []ClusterSummary{}
+	index := map[string]int{}
+	for rows.Next() {
+		var c ClusterSummary
+		var last, reported string
+		if err := rows.Scan(&c.Name, &last, &reported, &c.Pods, &c.Workloads); err != nil {
+			return nil, err
+		}
+		if t := parseTime(sql.NullString{String: last, Valid: true}); t != nil {
+			c.LastReportAt = *t
+		}
+		if t := parseTime(sql.NullString{String: reported, Valid: true}); t != nil {
+			c.ReportedAt = *t
+		}
+		index[c.Name] = len(out)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if !scopes || len(out) == 0 {
+		return out, nil
+	}
+	type key struct{ cluster, app, env string }
+	counts := map[key]*ClusterScope{}
+	var order []key
+	for _, table := range []string{"manent_cluster_pods", "manent_cluster_workloads"} {
+		rows, err := s.rdb.QueryContext(ctx, `SELECT cluster, application, environment, COUNT(*) FROM `+table+
+			` WHERE application <> '' AND environment <> '' GROUP BY cluster, application, environment`)
+		if err != nil {
+			return nil, fmt.Errorf("count %s: %w", table, err)
+		}
+		for rows.Next() {
+			var k key
+			var n int
+			if err := rows.Scan(&k.cluster, &k.app, &k.env, &n); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			sc := counts[k]
+			if sc == nil {
+				sc = &ClusterScope{Application: k.app, Environment: k.env}
+				counts[k] = sc
+				order = append(order, k)
+			}
+			if table == "manent_cluster_pods" {
+				sc.Pods += n
+			} else {
+				sc.Workloads += n
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range order {
+		if i, ok := index[k.cluster]; ok {
+			out[i].Scopes = append(out[i].Scopes, *counts[k])
+		}
+	}
+	return out, nil
+}
+
 // Observe returns what is known of deployID on cluster: when the cluster
 // last reported, the deploy as declared, and only the objects labelled with
 // deployID (clusterstate.Source).

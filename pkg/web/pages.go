@@ -388,8 +388,30 @@ func (h *Handler) pageClusters(w http.ResponseWriter, r *http.Request, v *viewer
 		http.Redirect(w, r, "/clusters/"+url.PathEscape(c), http.StatusSeeOther)
 		return errRedirected
 	}
-	p.Title = "Clusters"
+	var res api.ClustersResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/clusters", nil, &res); err != nil {
+		return err
+	}
+	items := make([]clusterRow, 0, len(res.Items))
+	for _, c := range res.Items {
+		row := clusterRow{ClusterSummary: c}
+		if d := h.now().Sub(c.LastReportAt); d > clusterSilentAfter {
+			row.Silent = roundDuration(d)
+		}
+		items = append(items, row)
+	}
+	p.Title, p.Nav, p.Data = "Clusters", "clusters", items
 	return nil
+}
+
+// clusterSilentAfter is how long without a report makes a cluster silent.
+const clusterSilentAfter = 2 * time.Minute
+
+// clusterRow is a cluster in the list.
+type clusterRow struct {
+	api.ClusterSummary
+	// Silent says how long no report came, when that is long.
+	Silent string
 }
 
 // errRedirected tells page that the handler answered already.
@@ -412,7 +434,7 @@ func (h *Handler) pageCluster(w http.ResponseWriter, r *http.Request, v *viewer,
 	cv := clusterView{S: st}
 	if st.LastReportAt.IsZero() {
 		cv.Silent = "never"
-	} else if d := h.now().Sub(st.LastReportAt); d > 2*time.Minute {
+	} else if d := h.now().Sub(st.LastReportAt); d > clusterSilentAfter {
 		cv.Silent = roundDuration(d)
 	}
 	for _, pod := range st.Pods {

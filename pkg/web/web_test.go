@@ -6,7 +6,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/web"
 )
@@ -16,7 +18,7 @@ import (
 func TestCSPAndSignInRequired(t *testing.T) {
 	s := startUI(t)
 	b := newBrowser(t, s.URL)
-	for _, path := range []string{"/", "/environments", "/deployments/dpl_x", "/schedules", "/audit", "/clusters/c1"} {
+	for _, path := range []string{"/", "/environments", "/deployments/dpl_x", "/schedules", "/audit", "/clusters", "/clusters/c1"} {
 		p := b.get(path)
 		if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Header.Get("Location"), "/login?next=") {
 			t.Errorf("GET %s without a session: %d %q, want 303 to /login", path, p.Status, p.Header.Get("Location"))
@@ -189,6 +191,14 @@ func TestPages(t *testing.T) {
 	open(t, gate)
 	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", gate))
 	s.waitState(t, id, manent.StateSuccess)
+	// An agent's report: the clusters page lists eu-1 for a reader of
+	// billing/staging, with a link to its status.
+	if _, err := s.client("admin-token").Report(context.Background(), &clusterstate.Snapshot{Cluster: "eu-1", Time: time.Now().UTC(),
+		Pods: []clusterstate.Pod{{Namespace: "shop", Name: "billing-1", DeployID: id, Application: "billing", Environment: "staging",
+			Phase: "Running", Ready: true, Containers: []clusterstate.Container{{Name: "app", Image: "billing:1", Ready: true}}}},
+		Workloads: []clusterstate.Workload{}}); err != nil {
+		t.Fatal(err)
+	}
 
 	b := newBrowser(t, s.URL)
 	b.login("alice-token")
@@ -199,7 +209,7 @@ func TestPages(t *testing.T) {
 		"/deployments/" + id:            {"gate opened for 1.0", "prepare", "success", "token:alice"},
 		"/schedules":                    {"<h1>Schedules</h1>"},
 		"/audit":                        {"deployment.submit"},
-		"/clusters":                     {"<h1>Clusters</h1>"},
+		"/clusters":                     {"<h1>Clusters</h1>", `<a href="/clusters/eu-1">eu-1</a>`, "<td>1</td>"},
 	}
 	for path, wants := range checks {
 		p := b.get(path)
