@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ const completeLimit = 100
 
 // registerServerCompletion attaches the server-backed completions to the
 // commands of root that take deploy ids, applications, environments or
-// schedule ids. Commands are found by path, so each verb's file stays as
+// schedule ids or cluster names. Commands are found by path, so each verb's file stays as
 // it is.
 func registerServerCompletion(root *cobra.Command, f *Factory) {
 	find := func(path ...string) *cobra.Command {
@@ -67,6 +68,9 @@ func registerServerCompletion(root *cobra.Command, f *Factory) {
 	}
 	if c := find("schedules", "delete"); c != nil && c.ValidArgsFunction == nil {
 		c.ValidArgsFunction = completeSchedules(f)
+	}
+	if c := find("clusters", "status"); c != nil && c.ValidArgsFunction == nil {
+		c.ValidArgsFunction = completeClusters(f)
 	}
 }
 
@@ -240,6 +244,28 @@ func completeSchedules(f *Factory) cobra.CompletionFunc {
 					continue
 				}
 				out = append(out, candidate(s.ID, s.Application+"/"+s.Environment+" "+s.Cron))
+			}
+			return out, nil
+		})
+	}
+}
+
+// completeClusters offers the names of the clusters that have reported.
+func completeClusters(f *Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completion(cmd, f, func(ctx context.Context, c *api.Client) ([]string, error) {
+			res, err := c.Clusters(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []string
+			for _, cl := range res.Items {
+				if strings.HasPrefix(cl.Cluster, toComplete) {
+					out = append(out, candidate(cl.Cluster, fmt.Sprintf("%d pods, %d workloads", cl.Pods, cl.Workloads)))
+				}
 			}
 			return out, nil
 		})

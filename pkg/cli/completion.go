@@ -27,9 +27,9 @@ Besides commands and flags, the shell completes from the configured server
 for status, open, steps, logs, wait, cancel, approve and reject (wait and
 cancel offer deploys not final yet, approve and reject those awaiting
 approval), applications and environments for history and rollback and
-for --application/--environment of list and dora, and schedule ids for
-'schedules delete'. The server gets 2 s; when it cannot answer, nothing is
-offered.`,
+for --application/--environment of list and dora, schedule ids for
+'schedules delete' and cluster names for 'clusters status'. The server
+gets 2 s; when it cannot answer, nothing is offered.`,
 		Example: `  # bash, current shell
   source <(manent completion bash)
 
