@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -25,9 +26,21 @@ func HashToken(token string) string {
 }
 
 // NewToken returns a fresh random token ("mnt_" and 128 random bits), for
-// the generated admin token and `manent-server admin` commands.
+// `manent-server admin new-token`.
 func NewToken() string {
 	return "mnt_" + rand.Text()
+}
+
+// NewStaticToken makes a fresh token for auth.tokens: the token, to give
+// to its user once, and its entry (name, the token's SHA-256, groups),
+// checked as the server checks the configuration.
+func NewStaticToken(name string, groups []string) (token string, tc TokenConfig, err error) {
+	token = NewToken()
+	tc = TokenConfig{Name: name, SHA256: HashToken(token), Groups: groups}
+	if _, errs := parseTokens([]TokenConfig{tc}, "x"); len(errs) > 0 {
+		return "", TokenConfig{}, errors.New(errs[0].Message)
+	}
+	return token, tc, nil
 }
 
 // staticToken is a configured token, by hash.

@@ -3,11 +3,14 @@ package servercmd
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -69,8 +72,60 @@ workers.dead_after (see admin workers); this command is for doing it now.`,
 	f.StringVar(&config, "config", "", "configuration file (manent-server.yaml)")
 	f.StringVar(&dataDir, "data-dir", "", "data directory (default ./manent-data)")
 	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
-	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins))
+	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr))
 	return admin
+}
+
+func newTokenCmd(stdout, stderr io.Writer) *cobra.Command {
+	var name string
+	var groups []string
+	cmd := &cobra.Command{
+		Use:   "new-token --name NAME [--group GROUP]...",
+		Short: "Make a random API token and its auth.tokens entry",
+		Long: `Make a random API token (mnt_ and 128 random bits) for a person, a CI job or
+an agent, and the entry that declares it in auth.tokens of
+manent-server.yaml. The server stores only the token's SHA-256, so the
+token is printed once, alone on stdout (TOKEN=$(manent-server admin
+new-token --name ci) keeps it out of the terminal); the entry to add and
+what to do next go to stderr. Nothing is written anywhere: add the entry,
+grant the subject token:NAME its permissions under rbac:, and restart the
+server.
+
+Reads no configuration and no database.`,
+		Example: `  manent-server admin new-token --name ci --group deployers
+  TOKEN=$(manent-server admin new-token --name agent-prod-eu-1)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if name == "" {
+				return usageError{fmt.Errorf("--name is required (the token's name in auth.tokens; its subject is token:NAME)")}
+			}
+			token, tc, err := auth.NewStaticToken(name, groups)
+			if err != nil {
+				return usageError{err}
+			}
+			entry, err := yaml.Marshal([]auth.TokenConfig{tc})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, token)
+			fmt.Fprintf(stderr, "The token above is shown once. Add its entry to auth.tokens in manent-server.yaml:\n\nauth:\n  tokens:\n%s\n"+
+				"then grant the subject %q its permissions under rbac: (see docs/security.md) and restart the server.\n",
+				indent(string(entry), "    "), "token:"+tc.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&name, "name", "", "the token's name: its subject is token:NAME")
+	cmd.Flags().StringSliceVar(&groups, "group", nil, "a group of the token (repeatable), as RBAC subjects group:GROUP")
+	return cmd
+}
+
+// indent prefixes each line of s.
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "")
 }
 
 func newVerifyAuditCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -3,8 +3,14 @@ package servercmd
 import (
 	"bytes"
 	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/manent-io/manent/pkg/auth"
 )
 
 // A mistyped admin task exits 2 naming it, instead of printing the help and
@@ -18,5 +24,63 @@ func TestAdminUnknownTask(t *testing.T) {
 	stdout.Reset()
 	if code := Run(context.Background(), []string{"admin"}, &stdout, &stderr, nil); code != 0 || !strings.Contains(stdout.String(), "verify-audit") {
 		t.Fatalf("admin alone: exit %d, stdout %q; want its help", code, stdout.String())
+	}
+}
+
+// admin new-token prints a fresh token alone on stdout and, on stderr, the
+// auth.tokens entry that declares it: that entry, pasted into a
+// configuration file the server loads, authenticates the token as
+// token:NAME with its groups, and no other token. A bad or reserved name
+// is a usage error and prints no token.
+func TestAdminNewToken(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"admin", "new-token", "--name", "ci", "--group", "deployers"}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	token := strings.TrimSuffix(stdout.String(), "\n")
+	if !regexp.MustCompile(`^mnt_[A-Z2-7]{26}$`).MatchString(token) {
+		t.Fatalf("stdout %q: want the token alone", stdout.String())
+	}
+	if strings.Contains(stderr.String(), token) {
+		t.Fatal("stderr repeats the token")
+	}
+	again := bytes.Buffer{}
+	Run(context.Background(), []string{"admin", "new-token", "--name", "ci"}, &again, io.Discard, nil)
+	if strings.TrimSpace(again.String()) == token {
+		t.Fatal("two calls made the same token")
+	}
+
+	// The printed entry, as an operator pastes it.
+	entry, _, ok := strings.Cut(stderr.String(), "\nthen grant")
+	_, entry, ok2 := strings.Cut(entry, "manent-server.yaml:\n\n")
+	if !ok || !ok2 {
+		t.Fatalf("stderr has no entry to paste:\n%s", stderr.String())
+	}
+	path := filepath.Join(t.TempDir(), "manent-server.yaml")
+	if err := os.WriteFile(path, []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(path, nil)
+	if err != nil {
+		t.Fatalf("the entry does not load: %v\n%s", err, entry)
+	}
+	a, err := auth.New(auth.Config{Tokens: cfg.Auth.Tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.Authenticate(context.Background(), "Bearer "+token)
+	if err != nil || id.Subject != "token:ci" || len(id.Groups) != 1 || id.Groups[0] != "deployers" {
+		t.Fatalf("the new token authenticates as %+v, %v; want token:ci in deployers", id, err)
+	}
+	if _, err := a.Authenticate(context.Background(), "Bearer "+strings.TrimSpace(again.String())); err == nil {
+		t.Fatal("another token authenticates with this entry")
+	}
+
+	for _, args := range [][]string{{"--name", "bad name"}, {"--name", "admin"}, {}, {"--name", "ci", "--group", "two words"}} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := Run(context.Background(), append([]string{"admin", "new-token"}, args...), &stdout, &stderr, nil); code != 2 || stdout.Len() != 0 {
+			t.Errorf("new-token %q: exit %d, stdout %q; want 2 and no token", args, code, stdout.String())
+		}
 	}
 }
