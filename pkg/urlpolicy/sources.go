@@ -87,7 +87,16 @@ func (s Sources) Allowed(rawURL string) error {
 	if len(s.patterns) == 0 {
 		return s.refuse(fmt.Sprintf("artifact URL %s is not allowed: artifacts.sources is empty", t.display))
 	}
-	return s.refuse(fmt.Sprintf("artifact URL %s does not match artifacts.sources (allowed: %s)", t.display, strings.Join(s.Patterns(), ", ")))
+	msg := fmt.Sprintf("artifact URL %s does not match artifacts.sources (allowed: %s)", t.display, strings.Join(s.Patterns(), ", "))
+	for _, p := range s.patterns {
+		// A directory written without "**" matches that one URL, never a
+		// file in it: the likely mistake, said at once.
+		if strings.HasSuffix(p.raw, "/") && !strings.Contains(p.raw, "*") && strings.HasPrefix(t.canon, p.raw) {
+			msg += fmt.Sprintf("; %q matches that URL only, not the files below it: write %q", p.raw, p.raw+"**")
+			break
+		}
+	}
+	return s.refuse(msg)
 }
 
 func (s Sources) refuse(msg string) error {

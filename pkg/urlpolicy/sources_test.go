@@ -97,6 +97,18 @@ func TestSourcesRefusalMessage(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("got %v, want a refusal not showing the password", err)
 	}
+	// A directory without "**": the refusal says how to write it.
+	dir, err := NewSources([]string{"https://artifacts.example/**", "file:///srv/artifacts/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = dir.Allowed("file:///srv/artifacts/app-1.tgz")
+	if want := `; "file:///srv/artifacts/" matches that URL only, not the files below it: write "file:///srv/artifacts/**"`; err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Fatalf("got %v, want the hint %s", err, want)
+	}
+	if err := dir.Allowed("file:///elsewhere/app-1.tgz"); err == nil || strings.Contains(err.Error(), "write") {
+		t.Fatalf("a URL outside the directory: %v, want no hint", err)
+	}
 	if err := (Sources{}).Allowed("https://artifacts.example/x"); err == nil || !strings.Contains(err.Error(), "artifacts.sources is empty") {
 		t.Fatalf("zero Sources: got %v", err)
 	}
