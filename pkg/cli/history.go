@@ -434,17 +434,30 @@ func doraRun(ctx context.Context, opts *DORAOptions) error {
 	}
 	f := opts.IO.NewFields()
 	f.Add("Scope", fmt.Sprintf("%s, last %s", scope, res.Window))
-	f.Add("Deployment frequency", fmt.Sprintf("%d deploys, %s per day", res.DeploymentFrequency.Deploys,
+	f.Add("Deployment frequency", fmt.Sprintf("%s, %s per day", plural(res.DeploymentFrequency.Deploys, "deploy"),
 		strconv.FormatFloat(res.DeploymentFrequency.PerDay, 'f', -1, 64)))
-	f.Add("Lead time", fmt.Sprintf("median %s, p90 %s (%d samples)", secondsOrDash(res.LeadTimeSeconds.Median),
-		secondsOrDash(res.LeadTimeSeconds.P90), res.LeadTimeSeconds.Samples))
+	lead := fmt.Sprintf("median %s, p90 %s (%s)", secondsOrDash(res.LeadTimeSeconds.Median),
+		secondsOrDash(res.LeadTimeSeconds.P90), plural(res.LeadTimeSeconds.Samples, "sample"))
+	if res.LeadTimeSeconds.Samples == 0 && res.DeploymentFrequency.Deploys > 0 {
+		// The usual reason, which the numbers alone do not tell.
+		lead += ": no SUCCESS deploy gave source.committed_at"
+	}
+	f.Add("Lead time", lead)
 	rate := "-"
 	if r := res.ChangeFailureRate.Rate; r != nil {
 		rate = strconv.FormatFloat(*r*100, 'f', -1, 64) + "%"
 	}
 	f.Add("Change failure rate", fmt.Sprintf("%s (%d failed of %d)", rate, res.ChangeFailureRate.Failed, res.ChangeFailureRate.Total))
-	f.Add("Time to restore", fmt.Sprintf("median %s (%d samples)", secondsOrDash(res.TimeToRestoreSeconds.Median), res.TimeToRestoreSeconds.Samples))
+	f.Add("Time to restore", fmt.Sprintf("median %s (%s)", secondsOrDash(res.TimeToRestoreSeconds.Median), plural(res.TimeToRestoreSeconds.Samples, "sample")))
 	return f.RenderTo(opts.IO.Out)
+}
+
+// plural is "1 deploy", "2 deploys".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func orAll(s string) string {
