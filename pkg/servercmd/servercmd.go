@@ -4,7 +4,8 @@
 // itself is assembled by pkg/node.
 //
 // It imports pkg/node, pkg/store (the database URL and faults),
-// pkg/version and pkg/atomicfile (the trial server's record).
+// pkg/version, pkg/atomicfile (the trial server's record) and pkg/auth
+// (admin new-token).
 package servercmd
 
 import (
