@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // CancelOptions are the inputs of `manent cancel`.
@@ -60,6 +61,12 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 	if id == "" {
 		id = opts.ID
 	}
-	_, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancel requested (state %s)\n", safeText(id), opts.IO.State(string(d.State)))
+	if _, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancel requested (state %s)\n", safeText(id), opts.IO.State(string(d.State))); err != nil {
+		return err
+	}
+	if d.State == manent.StatePending {
+		// Running: it ends at its next step, which may be a while.
+		_, err = fmt.Fprintf(opts.IO.ErrOut, "the running step completes first, then the deploy ends CANCELLED; 'manent wait %s' follows it\n", safeText(id))
+	}
 	return err
 }

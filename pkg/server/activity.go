@@ -56,6 +56,9 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 			if st, ok := runningStep(steps); ok {
 				it.Step, it.StepAttempts = st.Name, st.Attempts
 			}
+			if rec.CancelRequested {
+				it.Reason = cancelRequestedReason(steps)
+			}
 			if wk, ok := stalled[rec.ID]; ok {
 				it.Reason = deadWorkerReason(wk)
 			}
@@ -159,11 +162,25 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 	return out
 }
 
+// cancelRequestedReason is what a running deploy whose cancel was asked
+// for still waits for: its running step ends first — it is never cut short
+// (SPEC §5) — then the deploy ends CANCELLED.
+func cancelRequestedReason(steps []manent.Step) string {
+	if st, ok := runningStep(steps); ok {
+		return fmt.Sprintf("step %s to end (cancel requested: a running step is never cut short; the deploy then ends CANCELLED)", st.Name)
+	}
+	return "its next step (cancel requested: the deploy ends CANCELLED there)"
+}
+
 // explainWait fills the reason an ENQUEUED deploy waits, when nothing else
 // gave one: its place in the queue of its application/environment and the
-// deploy ahead of it.
-func (s *Server) explainWait(ctx context.Context, d *manent.Deployment) {
+// deploy ahead of it. Of a running deploy it says why it goes on after a
+// cancel, or that its worker is dead.
+func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRequested bool) {
 	if d.State == manent.StatePending {
+		if cancelRequested {
+			d.Reason = cancelRequestedReason(d.Steps)
+		}
 		if stalled, err := s.eng.OnDeadWorkers(ctx); err == nil {
 			if wk, ok := stalled[d.ID]; ok {
 				d.Reason = deadWorkerReason(wk)

@@ -204,7 +204,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.explainWait(r.Context(), &rec.Deployment) // activity.go: the queue position of an ENQUEUED deploy
+	s.explainWait(r.Context(), &rec.Deployment, rec.CancelRequested) // activity.go: the queue position of an ENQUEUED deploy
 	writeJSON(w, http.StatusOK, rec.Deployment)
 }
 

@@ -3,7 +3,10 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -108,4 +111,64 @@ func TestRefusalsCarryPositions(t *testing.T) {
 	if !errorsAs(err, &me) || len(me.Fields) != 1 || me.Fields[0].Line != 6 || me.Fields[0].Column != 18 {
 		t.Fatalf("unknown target plugin: %v %+v, want /target/plugin at 6:18", err, me)
 	}
+}
+
+// A cancel lets the running step end (SPEC §5): until it does, status and
+// activity say what the deploy still waits for and that it then ends
+// CANCELLED, instead of a PENDING that gives no sign of the request.
+func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	res, err := c.Submit(ctx, []byte(gatedDescriptor(artifactFile(t), "staging", gate)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d, err := c.Deployment(ctx, res.ID)
+		return err == nil && d.State == manent.StatePending && runningStepName(d.Steps) == "gate"
+	}, "the gate step running")
+	if d, err := c.Deployment(ctx, res.ID); err != nil || d.Reason != "" {
+		t.Fatalf("before the cancel: reason %q, %v; want none", d.Reason, err)
+	}
+	if _, err := c.Cancel(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := "step gate to end (cancel requested: a running step is never cut short; the deploy then ends CANCELLED)"
+	d, err := c.Deployment(ctx, res.ID)
+	if err != nil || d.State != manent.StatePending || d.Reason != want {
+		t.Fatalf("status after the cancel: %s %q, %v; want PENDING %q", d.State, d.Reason, err, want)
+	}
+	act, err := c.Activity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range act.Environments {
+		for _, it := range g.Items {
+			if it.ID == res.ID {
+				found = it.Reason == want
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("activity %+v: want %s with reason %q", act, res.ID, want)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := waitFor(t, c, res.ID, manent.StateCancelled); d.Reason != "" {
+		t.Errorf("once CANCELLED the reason is %q, want none", d.Reason)
+	}
+}
+
+func runningStepName(steps []manent.Step) string {
+	for _, s := range steps {
+		if s.State == manent.StepRunning {
+			return s.Name
+		}
+	}
+	return ""
 }
