@@ -123,6 +123,11 @@ func activityAge(it api.ActivityItem, now time.Time) string {
 // activityWhy says what a deploy does or waits for.
 func activityWhy(it api.ActivityItem) string {
 	if it.State == manent.StatePending {
+		// A running deploy's reason: a cancel is pending, or its worker
+		// is dead (SPEC §11.3).
+		if it.Reason != "" {
+			return runningLine(it.Step, it.StepAttempts) + "; " + it.Reason
+		}
 		return runningLine(it.Step, it.StepAttempts)
 	}
 	return it.Reason

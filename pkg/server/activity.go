@@ -167,9 +167,9 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 // (SPEC §5) — then the deploy ends CANCELLED.
 func cancelRequestedReason(steps []manent.Step) string {
 	if st, ok := runningStep(steps); ok {
-		return fmt.Sprintf("step %s to end (cancel requested: a running step is never cut short; the deploy then ends CANCELLED)", st.Name)
+		return fmt.Sprintf("cancel requested: step %s ends first (a running step is never cut short), then the deploy ends CANCELLED", st.Name)
 	}
-	return "its next step (cancel requested: the deploy ends CANCELLED there)"
+	return "cancel requested: the deploy ends CANCELLED at its next step"
 }
 
 // explainWait fills the reason an ENQUEUED deploy waits, when nothing else

@@ -136,7 +136,7 @@ func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 	if _, err := c.Cancel(ctx, res.ID); err != nil {
 		t.Fatal(err)
 	}
-	want := "step gate to end (cancel requested: a running step is never cut short; the deploy then ends CANCELLED)"
+	want := "cancel requested: step gate ends first (a running step is never cut short), then the deploy ends CANCELLED"
 	d, err := c.Deployment(ctx, res.ID)
 	if err != nil || d.State != manent.StatePending || d.Reason != want {
 		t.Fatalf("status after the cancel: %s %q, %v; want PENDING %q", d.State, d.Reason, err, want)

@@ -94,12 +94,17 @@ func activityWhy(it api.ActivityItem) string {
 	if it.State != manent.StatePending {
 		return it.Reason
 	}
-	if it.Step == "" {
-		return "running"
+	line := "running"
+	if it.Step != "" {
+		line = "running step " + it.Step
+		if it.StepAttempts > 1 {
+			line += fmt.Sprintf(" (attempt %d)", it.StepAttempts)
+		}
 	}
-	line := "running step " + it.Step
-	if it.StepAttempts > 1 {
-		line += fmt.Sprintf(" (attempt %d)", it.StepAttempts)
+	// A running deploy's reason: a cancel is pending, or its worker is
+	// dead (SPEC §11.3).
+	if it.Reason != "" {
+		line += "; " + it.Reason
 	}
 	return line
 }

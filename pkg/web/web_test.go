@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/manent-io/manent/pkg/clusterstate"
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/web"
 )
@@ -173,12 +175,23 @@ func TestButtonsRBACAndCSRF(t *testing.T) {
 		t.Fatalf("audit page: %d\n%s", a.Status, a.Body)
 	}
 
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d, err := s.client("admin-token").Deployment(context.Background(), id)
+		return err == nil && slices.ContainsFunc(d.Steps, func(st manent.Step) bool { return st.Name == "prepare" && st.State == manent.StepRunning })
+	}, "step prepare running")
 	p = bob.get("/deployments/" + id)
 	if r := bob.do("POST", "/deployments/"+id+"/cancel", url.Values{"csrf": {csrf(t, p)}}); r.Status != http.StatusSeeOther {
 		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
 	// The request is recorded (the answer came); a running deploy stops at
-	// the start of its next step: let the running one finish.
+	// the start of its next step, and the pages say so meanwhile.
+	const why = "cancel requested: step prepare ends first (a running step is never cut short), then the deploy ends CANCELLED"
+	for path, want := range map[string]string{"/": "running step prepare; " + why, "/deployments/" + id: why} {
+		if pg := bob.get(path); !strings.Contains(pg.Body, want) {
+			t.Errorf("GET %s after the cancel: no %q in\n%s", path, want, pg.Body)
+		}
+	}
+	// Let the running step finish.
 	open(t, gate)
 	s.waitState(t, id, manent.StateCancelled)
 }
