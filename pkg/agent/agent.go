@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -158,6 +159,15 @@ func KubeConfig(kubeconfig string, getenv func(string) string) (*rest.Config, er
 		rules.Precedence = filepath.SplitList(v)
 	}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own words suggest KUBERNETES_MASTER, which is not how
+		// the agent finds a cluster.
+		where := strings.Join(rules.Precedence, string(filepath.ListSeparator))
+		if getenv("KUBECONFIG") != "" {
+			where = "$KUBECONFIG (" + where + ")"
+		}
+		return nil, fmt.Errorf("no Kubernetes cluster configured: %s has none; give --kubeconfig, or run the agent in the cluster (its ServiceAccount, KUBERNETES_SERVICE_HOST)", where)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -264,5 +265,26 @@ func TestNewRefusesBadConfig(t *testing.T) {
 				t.Error("New accepted it")
 			}
 		})
+	}
+}
+
+// With no cluster configured, the agent says where it looked and how to
+// give one, not client-go's advice to set KUBERNETES_MASTER; a kubeconfig
+// that does not exist is named as such.
+func TestKubeConfigMissing(t *testing.T) {
+	dir := t.TempDir()
+	missing := dir + "/nowhere"
+	t.Setenv("KUBECONFIG", missing)
+	_, err := agent.KubeConfig("", func(k string) string {
+		if k == "KUBECONFIG" {
+			return missing
+		}
+		return ""
+	})
+	if err == nil || err.Error() != "no Kubernetes cluster configured: $KUBECONFIG ("+missing+") has none; give --kubeconfig, or run the agent in the cluster (its ServiceAccount, KUBERNETES_SERVICE_HOST)" {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := agent.KubeConfig(missing, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("an explicit missing kubeconfig: %v, want it named", err)
 	}
 }
