@@ -117,7 +117,7 @@ func TestRenderSteps(t *testing.T) {
 // A running deploy's reason (its worker is dead, a cancel is pending)
 // follows the step it runs in `manent activity` (SPEC §11.3).
 func TestActivityWhyOfARunningDeploy(t *testing.T) {
-	dead := "waits on worker w2, which is silent (last seen 2026-12-04T10:00:00Z): another worker takes it over within workers.dead_after + 15 s"
+	dead := "worker w2 to be replaced: it is silent (last seen 2026-12-04T10:00:00Z); another worker takes the deploy over within workers.dead_after + 15 s"
 	for _, tt := range []struct {
 		it   api.ActivityItem
 		want string

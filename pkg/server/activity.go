@@ -256,6 +256,8 @@ func (sc readScope) has(app, env string) bool {
 // deadWorkerReason says a running deploy waits for its dead worker to be
 // taken over (SPEC §11.3).
 func deadWorkerReason(w store.Worker) string {
-	return fmt.Sprintf("waits on worker %s, which is %s (last seen %s): another worker takes it over within workers.dead_after + 15 s",
+	// Read after "Waiting for:" (status) and after the running step
+	// (activity).
+	return fmt.Sprintf("worker %s to be replaced: it is %s (last seen %s); another worker takes the deploy over within workers.dead_after + 15 s",
 		w.ID, map[bool]string{true: "silent", false: w.State}[w.State == store.WorkerAlive], w.LastSeen.Format(time.RFC3339))
 }

@@ -65,7 +65,7 @@ func TestDeployPageContent(t *testing.T) {
 // shown after the step it runs, not dropped (SPEC §11.3: activity says
 // when a deploy waits on a dead worker).
 func TestActivityWhyOfARunningDeploy(t *testing.T) {
-	dead := "waits on worker w2, which is silent (last seen 2026-12-04T10:00:00Z): another worker takes it over within workers.dead_after + 15 s"
+	dead := "worker w2 to be replaced: it is silent (last seen 2026-12-04T10:00:00Z); another worker takes the deploy over within workers.dead_after + 15 s"
 	for _, tt := range []struct {
 		it   api.ActivityItem
 		want string
