@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -75,7 +76,8 @@ type ActivityItem struct {
 	Requester   string       `json:"requester"`
 	CreatedAt   time.Time    `json:"created_at"`
 	StartedAt   *time.Time   `json:"started_at"`
-	// Reason says why a waiting deploy waits; empty for a running one.
+	// Reason says why a waiting deploy waits; of a running one, that a
+	// cancel is pending or that its worker is dead, else empty.
 	Reason string `json:"reason"`
 	// QueuePosition is the place of an ENQUEUED deploy in its
 	// application/environment, counting the running deploy (1 = next).
@@ -86,6 +88,27 @@ type ActivityItem struct {
 	// Step is the step a running deploy is in, and StepAttempts its attempt.
 	Step         string `json:"step,omitempty"`
 	StepAttempts int    `json:"step_attempts,omitempty"`
+}
+
+// Why says what the deploy does or waits for, as `manent activity` and the
+// web activity page show it: the step a running deploy runs ("running step
+// deploy (attempt 2)") followed by its reason if it has one, else the
+// reason a waiting deploy waits.
+func (it ActivityItem) Why() string {
+	if it.State != manent.StatePending {
+		return it.Reason
+	}
+	line := "running"
+	if it.Step != "" {
+		line = "running step " + it.Step
+		if it.StepAttempts > 1 {
+			line += fmt.Sprintf(" (attempt %d)", it.StepAttempts)
+		}
+	}
+	if it.Reason != "" {
+		line += "; " + it.Reason
+	}
+	return line
 }
 
 // Activity returns everything running or waiting now.

@@ -101,7 +101,7 @@ func activityRun(ctx context.Context, opts *ActivityOptions) error {
 		fmt.Fprintln(opts.IO.Out, opts.IO.Bold("Environment "+g.Environment))
 		t := opts.IO.NewTable("ID", "APPLICATION", "VERSION", "STATE", "AGE", "WHY").StateColumn(3)
 		for _, it := range g.Items {
-			t.AddRow(it.ID, it.Application, it.Version, string(it.State), activityAge(it, now), activityWhy(it))
+			t.AddRow(it.ID, it.Application, it.Version, string(it.State), activityAge(it, now), it.Why())
 		}
 		if err := t.Render(); err != nil {
 			return err
@@ -118,29 +118,4 @@ func activityAge(it api.ActivityItem, now time.Time) string {
 		since = *it.StartedAt
 	}
 	return relativeTime(since, now)
-}
-
-// activityWhy says what a deploy does or waits for.
-func activityWhy(it api.ActivityItem) string {
-	if it.State == manent.StatePending {
-		// A running deploy's reason: a cancel is pending, or its worker
-		// is dead (SPEC §11.3).
-		if it.Reason != "" {
-			return runningLine(it.Step, it.StepAttempts) + "; " + it.Reason
-		}
-		return runningLine(it.Step, it.StepAttempts)
-	}
-	return it.Reason
-}
-
-// runningLine prints `running step deploy (attempt 2)`.
-func runningLine(step string, attempts int) string {
-	if step == "" {
-		return "running"
-	}
-	line := "running step " + step
-	if attempts > 1 {
-		line += fmt.Sprintf(" (attempt %d)", attempts)
-	}
-	return line
 }

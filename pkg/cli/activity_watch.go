@@ -214,7 +214,7 @@ func (w *activityWatcher) update(ctx context.Context, res *api.ActivityResult, f
 		if at, ok := endedAt[it.ID]; ok {
 			age = relativeTime(at, now)
 		}
-		rows = append(rows, []string{it.Environment, it.ID, it.Application, it.Version, string(it.State), age, activityWhy(it)})
+		rows = append(rows, []string{it.Environment, it.ID, it.Application, it.Version, string(it.State), age, it.Why()})
 	}
 	return w.print(w.opts.IO.Out, rows, first)
 }
@@ -253,7 +253,7 @@ func (w *activityWatcher) print(out io.Writer, rows [][]string, header bool) err
 
 // watchKey is what, when it changes, makes a deploy's row printed again.
 func watchKey(it api.ActivityItem) string {
-	return string(it.State) + "\x00" + activityWhy(it)
+	return string(it.State) + "\x00" + it.Why()
 }
 
 // finalWhy says how a deploy that left the activity ended.

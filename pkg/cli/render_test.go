@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
@@ -112,22 +111,4 @@ func TestRenderSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "steps", out.Bytes())
-}
-
-// A running deploy's reason (its worker is dead, a cancel is pending)
-// follows the step it runs in `manent activity` (SPEC §11.3).
-func TestActivityWhyOfARunningDeploy(t *testing.T) {
-	dead := "worker w2 to be replaced: it is silent (last seen 2026-12-04T10:00:00Z); another worker takes the deploy over within workers.dead_after + 15 s"
-	for _, tt := range []struct {
-		it   api.ActivityItem
-		want string
-	}{
-		{api.ActivityItem{State: manent.StatePending, Step: "deploy", StepAttempts: 2, Reason: dead}, "running step deploy (attempt 2); " + dead},
-		{api.ActivityItem{State: manent.StatePending, Step: "deploy"}, "running step deploy"},
-		{api.ActivityItem{State: manent.StateEnqueued, Reason: "queued: 2nd in billing/prod"}, "queued: 2nd in billing/prod"},
-	} {
-		if got := activityWhy(tt.it); got != tt.want {
-			t.Errorf("activityWhy(%+v) = %q, want %q", tt.it, got, tt.want)
-		}
-	}
 }

@@ -85,28 +85,7 @@ var funcs = template.FuncMap{
 	"rollback":  func(name string) bool { return strings.HasPrefix(name, "rollback") },
 	"failing":   func(p clusterstate.Pod) []string { return p.Failures() },
 	"final":     func(s manent.State) bool { return s.Final() },
-	"why":       activityWhy,
-}
-
-// activityWhy says what a deploy does or waits for, in the words of
-// `manent activity` (pkg/cli): the step it runs, else the API's reason.
-func activityWhy(it api.ActivityItem) string {
-	if it.State != manent.StatePending {
-		return it.Reason
-	}
-	line := "running"
-	if it.Step != "" {
-		line = "running step " + it.Step
-		if it.StepAttempts > 1 {
-			line += fmt.Sprintf(" (attempt %d)", it.StepAttempts)
-		}
-	}
-	// A running deploy's reason: a cancel is pending, or its worker is
-	// dead (SPEC §11.3).
-	if it.Reason != "" {
-		line += "; " + it.Reason
-	}
-	return line
+	"why":       api.ActivityItem.Why,
 }
 
 // ago prints how long ago t was, coarsely.
