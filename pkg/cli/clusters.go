@@ -92,7 +92,7 @@ func clustersListRun(ctx context.Context, opts *ClustersListOptions) error {
 		return opts.Exporter.Write(opts.IO.Out, res)
 	}
 	if len(res.Items) == 0 {
-		fmt.Fprintln(opts.IO.ErrOut, "no cluster has reported (run 'manent agent' in a cluster; see 'manent agent --help')")
+		fmt.Fprintln(opts.IO.ErrOut, "no cluster this token may see has reported (agents report with 'manent agent'; see 'manent agent --help')")
 		return nil
 	}
 	now := opts.Now()
