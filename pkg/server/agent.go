@@ -35,17 +35,26 @@ func (s *Server) handleClusters(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	clusters, err := s.st.Clusters(r.Context(), true)
+	clusters, err := s.st.Clusters(r.Context())
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
+	// What the caller may see of a cluster it may not report on is counted
+	// only if there is such a cluster.
+	var scopes map[string][]store.ClusterScope
 	out := api.ClustersResult{Items: []api.ClusterSummary{}}
 	for _, c := range clusters {
 		sum := api.ClusterSummary{Cluster: c.Name, LastReportAt: c.LastReportAt, ReportedAt: c.ReportedAt, Pods: c.Pods, Workloads: c.Workloads}
 		if s.cfg.Guard.AuthorizeCluster(p, c.Name) != nil {
+			if scopes == nil {
+				if scopes, err = s.st.ClusterScopes(r.Context()); err != nil {
+					writeError(w, r, s.log, err)
+					return
+				}
+			}
 			sum.Pods, sum.Workloads = 0, 0
-			for _, sc := range c.Scopes {
+			for _, sc := range scopes[c.Name] {
 				if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) == nil {
 					sum.Pods += sc.Pods
 					sum.Workloads += sc.Workloads

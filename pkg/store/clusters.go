@@ -250,28 +250,16 @@ type ClusterSummary struct {
 	// ReportedAt when the agent read the cluster for it.
 	LastReportAt, ReportedAt time.Time
 	Pods, Workloads          int
-	// Scopes counts the objects labelled with a deploy of each
-	// application/environment; filled only when Clusters is asked.
-	Scopes []ClusterScope
 }
 
-// ClusterScope counts a cluster's objects of one application/environment.
-type ClusterScope struct {
-	Application, Environment string
-	Pods, Workloads          int
-}
-
-// Clusters lists the clusters that have reported, by name; with scopes,
-// each with its objects counted per application/environment (objects not
-// labelled with a deploy are in no scope).
-func (s *Store) Clusters(ctx context.Context, scopes bool) ([]ClusterSummary, error) {
+// Clusters lists the clusters that have reported, by name.
+func (s *Store) Clusters(ctx context.Context) ([]ClusterSummary, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT name, last_report_at, reported_at, pods, workloads FROM manent_clusters ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read clusters: %w", err)
 	}
 	defer rows.Close()
 	out := []ClusterSummary{}
-	index := map[string]int{}
 	for rows.Next() {
 		var c ClusterSummary
 		var last, reported string
@@ -284,53 +272,57 @@ func (s *Store) Clusters(ctx context.Context, scopes bool) ([]ClusterSummary, er
 		if t := parseTime(sql.NullString{String: reported, Valid: true}); t != nil {
 			c.ReportedAt = *t
 		}
-		index[c.Name] = len(out)
 		out = append(out, c)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if !scopes || len(out) == 0 {
-		return out, nil
-	}
+	return out, rows.Err()
+}
+
+// ClusterScope counts a cluster's objects of one application/environment.
+type ClusterScope struct {
+	Application, Environment string
+	Pods, Workloads          int
+}
+
+// ClusterScopes counts each cluster's objects per application/environment,
+// by cluster; objects without both labels are in no scope.
+func (s *Store) ClusterScopes(ctx context.Context) (map[string][]ClusterScope, error) {
 	type key struct{ cluster, app, env string }
 	counts := map[key]*ClusterScope{}
 	var order []key
 	for _, table := range []string{"manent_cluster_pods", "manent_cluster_workloads"} {
-		rows, err := s.rdb.QueryContext(ctx, `SELECT cluster, application, environment, COUNT(*) FROM `+table+
-			` WHERE application <> '' AND environment <> '' GROUP BY cluster, application, environment`)
-		if err != nil {
-			return nil, fmt.Errorf("count %s: %w", table, err)
-		}
-		for rows.Next() {
-			var k key
-			var n int
-			if err := rows.Scan(&k.cluster, &k.app, &k.env, &n); err != nil {
-				rows.Close()
-				return nil, err
+		if err := func() error {
+			rows, err := s.rdb.QueryContext(ctx, `SELECT cluster, application, environment, COUNT(*) FROM `+table+
+				` WHERE application <> '' AND environment <> '' GROUP BY cluster, application, environment`)
+			if err != nil {
+				return fmt.Errorf("count %s: %w", table, err)
 			}
-			sc := counts[k]
-			if sc == nil {
-				sc = &ClusterScope{Application: k.app, Environment: k.env}
-				counts[k] = sc
-				order = append(order, k)
+			defer rows.Close()
+			for rows.Next() {
+				var k key
+				var n int
+				if err := rows.Scan(&k.cluster, &k.app, &k.env, &n); err != nil {
+					return err
+				}
+				sc := counts[k]
+				if sc == nil {
+					sc = &ClusterScope{Application: k.app, Environment: k.env}
+					counts[k] = sc
+					order = append(order, k)
+				}
+				if table == "manent_cluster_pods" {
+					sc.Pods += n
+				} else {
+					sc.Workloads += n
+				}
 			}
-			if table == "manent_cluster_pods" {
-				sc.Pods += n
-			} else {
-				sc.Workloads += n
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
+			return rows.Err()
+		}(); err != nil {
 			return nil, err
 		}
 	}
+	out := map[string][]ClusterScope{}
 	for _, k := range order {
-		if i, ok := index[k.cluster]; ok {
-			out[i].Scopes = append(out[i].Scopes, *counts[k])
-		}
+		out[k.cluster] = append(out[k.cluster], *counts[k])
 	}
 	return out, nil
 }
