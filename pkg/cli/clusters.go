@@ -95,9 +95,14 @@ func clustersListRun(ctx context.Context, opts *ClustersListOptions) error {
 		fmt.Fprintln(opts.IO.ErrOut, "no cluster this token may see has reported (agents report with 'manent agent'; see 'manent agent --help')")
 		return nil
 	}
-	now := opts.Now()
-	t := opts.IO.NewTable("CLUSTER", "LAST REPORT", "PODS", "WORKLOADS")
-	for _, c := range res.Items {
+	return renderClusters(opts.IO, res.Items, opts.Now())
+}
+
+// renderClusters prints the clusters as a table, marking those silent for
+// more than clusterSilentAfter.
+func renderClusters(s *IOStreams, items []api.ClusterSummary, now time.Time) error {
+	t := s.NewTable("CLUSTER", "LAST REPORT", "PODS", "WORKLOADS")
+	for _, c := range items {
 		last := relativeTime(c.LastReportAt, now)
 		if now.Sub(c.LastReportAt) > clusterSilentAfter {
 			last += " (silent)"

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -37,4 +40,26 @@ func TestRenderClusterStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "cluster_status", out.Bytes())
+}
+
+// The list marks a cluster silent once no report came for 2 minutes: its
+// agent or the agent's network is down, and what it last said may be stale.
+func TestRenderClustersSilent(t *testing.T) {
+	s, out := testStreams(nil)
+	items := []api.ClusterSummary{
+		{Cluster: "eu-1", LastReportAt: now().Add(-5 * time.Second), Pods: 12, Workloads: 3},
+		{Cluster: "us-1", LastReportAt: now().Add(-10 * time.Minute)},
+	}
+	if err := renderClusters(s, items, now()); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"eu-1     just now", "us-1     10m ago (silent)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "silent") != 1 {
+		t.Errorf("one silent cluster, got\n%s", got)
+	}
 }
