@@ -26,9 +26,9 @@ const completeTimeout = 2 * time.Second
 const completeLimit = 100
 
 // registerServerCompletion attaches the server-backed completions to the
-// commands of root that take deploy ids, applications, environments or
-// schedule ids or cluster names. Commands are found by path, so each verb's file stays as
-// it is.
+// commands of root that take deploy ids, applications, environments,
+// schedule ids or cluster names. Commands are found by path, so each
+// verb's file stays as it is.
 func registerServerCompletion(root *cobra.Command, f *Factory) {
 	find := func(path ...string) *cobra.Command {
 		c, _, err := root.Find(path)
