@@ -28,15 +28,7 @@ func NewCmdPolicy(f *Factory, runF func(*PolicyTestOptions) error) *cobra.Comman
 		Long: `Work with the governance of manent-server (freezes, promotion, approvals,
 change tickets) locally, without a server.`,
 		Example: `  manent policy test --rules governance.yaml --cases cases.yaml`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return &UsageError{
-					Err:  fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()),
-					Hint: fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath()),
-				}
-			}
-			return cmd.Help()
-		},
+		RunE:    groupHelp,
 	}
 	cmd.AddCommand(newCmdPolicyTest(f, runF))
 	return cmd

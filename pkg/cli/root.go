@@ -130,21 +130,22 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		return
 	}
 	c.Args = cobra.ArbitraryArgs
-	c.RunE = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return &UsageError{
-				Err:  fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()),
-				Hint: fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath()),
-			}
-		}
-		return cmd.Help()
-	}
+	c.RunE = groupHelp
 }
 
-// groupArgs is the Args of a command group that runs its listing when
-// called alone (`manent schedules`, `manent clusters`): a word that is none
-// of its subcommands is a usage error, as for other groups
-// (refuseUnknownSubcommands).
+// groupHelp runs a command group called alone: its help, or the usage
+// error of groupArgs.
+func groupHelp(cmd *cobra.Command, args []string) error {
+	if err := groupArgs(cmd, args); err != nil {
+		return err
+	}
+	return cmd.Help()
+}
+
+// groupArgs refuses a word that is none of a command group's subcommands
+// as a usage error (exit 2). It is the Args of a group that runs its
+// listing when called alone (`manent schedules`, `manent clusters`), and
+// what every other group answers (refuseUnknownSubcommands, groupHelp).
 func groupArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {
 		return &UsageError{
