@@ -72,10 +72,6 @@ read, counting only those.
 	}
 }
 
-// clusterSilentAfter is how long without a report makes a cluster "silent"
-// in the list (the web page says the same).
-const clusterSilentAfter = 2 * time.Minute
-
 func clustersListRun(ctx context.Context, opts *ClustersListOptions) error {
 	client, err := opts.Client()
 	if err != nil {
@@ -99,12 +95,12 @@ func clustersListRun(ctx context.Context, opts *ClustersListOptions) error {
 }
 
 // renderClusters prints the clusters as a table, marking those silent for
-// more than clusterSilentAfter.
+// more than clusterstate.SilentAfter.
 func renderClusters(s *IOStreams, items []api.ClusterSummary, now time.Time) error {
 	t := s.NewTable("CLUSTER", "LAST REPORT", "PODS", "WORKLOADS")
 	for _, c := range items {
 		last := relativeTime(c.LastReportAt, now)
-		if now.Sub(c.LastReportAt) > clusterSilentAfter {
+		if now.Sub(c.LastReportAt) > clusterstate.SilentAfter {
 			last += " (silent)"
 		}
 		t.AddRow(c.Cluster, last, strconv.Itoa(c.Pods), strconv.Itoa(c.Workloads))

@@ -89,6 +89,11 @@ type Status struct {
 	Workloads  []WorkloadStatus `json:"workloads"`
 }
 
+// SilentAfter is how long without a report makes a cluster "silent" where
+// people look at clusters (`manent clusters`, the web pages): its agent or
+// the agent's network is down, and what it last reported may be stale.
+const SilentAfter = 2 * time.Minute
+
 // maxNamedPods bounds how many pods a failure message names.
 const maxNamedPods = 5
 

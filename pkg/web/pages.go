@@ -379,7 +379,7 @@ func (h *Handler) pageClusters(w http.ResponseWriter, r *http.Request, v *viewer
 	items := make([]clusterRow, 0, len(res.Items))
 	for _, c := range res.Items {
 		row := clusterRow{ClusterSummary: c}
-		if d := h.now().Sub(c.LastReportAt); d > clusterSilentAfter {
+		if d := h.now().Sub(c.LastReportAt); d > clusterstate.SilentAfter {
 			row.Silent = roundDuration(d)
 		}
 		items = append(items, row)
@@ -387,9 +387,6 @@ func (h *Handler) pageClusters(w http.ResponseWriter, r *http.Request, v *viewer
 	p.Title, p.Nav, p.Data = "Clusters", "clusters", items
 	return nil
 }
-
-// clusterSilentAfter is how long without a report makes a cluster silent.
-const clusterSilentAfter = 2 * time.Minute
 
 // clusterRow is a cluster in the list.
 type clusterRow struct {
@@ -418,7 +415,7 @@ func (h *Handler) pageCluster(w http.ResponseWriter, r *http.Request, v *viewer,
 	cv := clusterView{S: st}
 	if st.LastReportAt.IsZero() {
 		cv.Silent = "never"
-	} else if d := h.now().Sub(st.LastReportAt); d > clusterSilentAfter {
+	} else if d := h.now().Sub(st.LastReportAt); d > clusterstate.SilentAfter {
 		cv.Silent = roundDuration(d)
 	}
 	for _, pod := range st.Pods {
