@@ -14,25 +14,21 @@ import (
 // — keeps no position. Reading data again costs what Parse's own reading
 // did: it is bounded by MaxSize and linear in it.
 func Positions(data []byte, fields []manent.FieldError) {
-	need := false
-	for _, f := range fields {
-		if f.Line == 0 && f.Path != "" && f.Path != "/" {
-			need = true
-			break
-		}
-	}
-	if !need || len(data) > MaxSize {
-		return
-	}
-	root, fe := parseYAML(data)
-	if fe != nil {
-		return
-	}
-	t := yamlvalue.NewTree(root)
+	var t *yamlvalue.Tree // read at the first field to place
 	for i := range fields {
 		f := &fields[i]
 		if f.Line != 0 || f.Path == "" || f.Path == "/" {
 			continue
+		}
+		if t == nil {
+			if len(data) > MaxSize {
+				return
+			}
+			root, fe := parseYAML(data)
+			if fe != nil {
+				return
+			}
+			t = yamlvalue.NewTree(root)
 		}
 		if _, n, found := t.Find(yamlvalue.SplitPointer(f.Path)); found && n != nil {
 			f.Line, f.Column = n.Line, n.Column
