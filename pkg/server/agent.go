@@ -55,7 +55,7 @@ func (s *Server) handleClusters(w http.ResponseWriter, r *http.Request) {
 			}
 			sum.Pods, sum.Workloads = 0, 0
 			for _, sc := range scopes[c.Name] {
-				if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) == nil {
+				if s.mayReadObject(p, sc.Application, sc.Environment) {
 					sum.Pods += sc.Pods
 					sum.Workloads += sc.Workloads
 				}
@@ -167,18 +167,15 @@ func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if denied != nil {
-		readable := func(app, env string) bool {
-			return app != "" && env != "" && s.cfg.Guard.Authorize(p, PermRead, app, env) == nil
-		}
 		pods := st.Pods[:0]
 		for _, pod := range st.Pods {
-			if readable(pod.Application, pod.Environment) {
+			if s.mayReadObject(p, pod.Application, pod.Environment) {
 				pods = append(pods, pod)
 			}
 		}
 		workloads := st.Workloads[:0]
 		for _, wl := range st.Workloads {
-			if readable(wl.Application, wl.Environment) {
+			if s.mayReadObject(p, wl.Application, wl.Environment) {
 				workloads = append(workloads, wl)
 			}
 		}
@@ -189,6 +186,13 @@ func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
 		st.Pods, st.Workloads = pods, workloads
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// mayReadObject says whether p, without agent.report on a cluster, may see
+// an object of it labelled with application and environment: it needs
+// deployment.read there, and an object without both labels is no one's.
+func (s *Server) mayReadObject(p manent.Identity, application, environment string) bool {
+	return application != "" && environment != "" && s.cfg.Guard.Authorize(p, PermRead, application, environment) == nil
 }
 
 // readReportBody reads a snapshot of at most clusterstate.MaxBytes (413
