@@ -37,7 +37,9 @@ func NewToken() string {
 func NewStaticToken(name string, groups []string) (token string, tc TokenConfig, err error) {
 	token = NewToken()
 	tc = TokenConfig{Name: name, SHA256: HashToken(token), Groups: groups}
-	if _, errs := parseTokens([]TokenConfig{tc}, "x"); len(errs) > 0 {
+	// Checked as if a bootstrap token were set, so that the name "admin",
+	// reserved then, is refused in every case.
+	if _, errs := parseTokens([]TokenConfig{tc}, "bootstrap"); len(errs) > 0 {
 		return "", TokenConfig{}, errors.New(errs[0].Message)
 	}
 	return token, tc, nil
