@@ -116,3 +116,10 @@ func SessionKey(id string) string { return sessionKey(id) }
 
 // Q rebinds placeholders for the store's database.
 func (s *Store) Q(query string) string { return s.q(query) }
+
+// OnStatementCached calls fn with the text of each statement a SQLite
+// connection keeps prepared from now on (stmtcache.go), until restore.
+func OnStatementCached(fn func(query string)) (restore func()) {
+	testHookCached.Store(&fn)
+	return func() { testHookCached.Store(nil) }
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"reflect"
+	"sync/atomic"
 )
 
 // maxCachedStmts bounds the prepared statements kept per connection. The
@@ -11,6 +12,10 @@ import (
 // with a varying number of placeholders (IN lists, multi-row inserts) past
 // the bound are prepared for one use, as without a cache.
 const maxCachedStmts = 256
+
+// testHookCached, when set (by a test, see export_test.go), is called with
+// the text of each statement a connection keeps prepared.
+var testHookCached atomic.Pointer[func(query string)]
 
 // cachedStmt is a prepared statement of one connection; busy while a call
 // or its rows use it.
@@ -48,6 +53,9 @@ func (c *gatedConn) stmt(ctx context.Context, query string) (st stmtContext, don
 	}
 	cs := &cachedStmt{st: sc, busy: true}
 	c.stmts[query] = cs
+	if hook := testHookCached.Load(); hook != nil {
+		(*hook)(query)
+	}
 	return sc, func() { cs.busy = false }, nil
 }
 

@@ -5735,15 +5735,16 @@ func (s *SysDB) SetWorkflowDelay(ctx context.Context, input SetWorkflowDelayDBIn
 func (s *SysDB) TransitionDelayedWorkflows(ctx context.Context) error {
 	nowMs := s.dialect.NowMsSQL()
 	appNameClause := ""
-	args := []any{models.WorkflowStatusEnqueued, models.WorkflowStatusDelayed}
+	args := []any{models.WorkflowStatusEnqueued}
 	if s.appName != "" {
-		appNameClause = " AND " + nameFilterSQL("application_name", 3)
+		appNameClause = " AND " + nameFilterSQL("application_name", 2)
 		args = append(args, s.appName)
 	}
+	// [manent patch: statements prepared once] The status it selects is a literal, see statusIs.
 	query := s.RenderSQL(`UPDATE %sworkflow_status
 		SET status = $1, updated_at = %s,
 		    deduplication_id = CASE WHEN is_debounced THEN NULL ELSE deduplication_id END
-		WHERE status = $2
+		WHERE `+statusIs(models.WorkflowStatusDelayed)+`
 		  AND delay_until_epoch_ms <= %s`+appNameClause, s.dialect.SchemaPrefix(s.schema), nowMs, nowMs)
 
 	_, err := s.pool.Exec(ctx, query, args...)
@@ -5770,13 +5771,15 @@ func (s *SysDB) CancelTimedOutWorkflows(ctx context.Context, input CancelTimedOu
 		return s.cancelTimedOutShardedWorkflows(ctx, input)
 	}
 	nowMs := s.dialect.NowMsSQL()
-	args := []any{models.WorkflowStatusCancelled, input.Limit}
+	args := []any{models.WorkflowStatusCancelled}
 	filterClause := ""
 	if s.appName != "" {
 		args = append(args, s.appName)
 		filterClause += " AND " + nameFilterSQL("application_name", len(args))
 	}
 	// Status literals: bound parameters would stop a generic plan from proving idx_workflow_status_deadline_v2's predicate.
+	// [manent patch: statements prepared once] The LIMIT is a literal too: on SQLite, a
+	// bound LIMIT in the subquery made the statement be prepared again at each bind.
 	query := s.RenderSQL(`UPDATE %sworkflow_status
 		SET status = $1, updated_at = `+nowMs+`, completed_at = `+nowMs+`,
 		    started_at_epoch_ms = NULL, queue_name = NULL, deduplication_id = NULL, owner_xid = NULL, suspend_key = NULL
@@ -5786,7 +5789,7 @@ func (s *SysDB) CancelTimedOutWorkflows(ctx context.Context, input CancelTimedOu
 		      AND workflow_deadline_epoch_ms IS NOT NULL
 		      AND workflow_deadline_epoch_ms <= `+nowMs+filterClause+`
 		    ORDER BY workflow_deadline_epoch_ms
-		    LIMIT $2 `+s.dialect.LockSkipLocked()+`
+		    LIMIT `+fmt.Sprint(input.Limit)+` `+s.dialect.LockSkipLocked()+`
 		)
 		RETURNING workflow_uuid`, s.dialect.SchemaPrefix(s.schema), s.dialect.SchemaPrefix(s.schema))
 
@@ -5999,8 +6002,6 @@ type DequeueWorkflowsInput struct {
 	IsLatestVersion            *bool
 }
 
-// DequeueWorkflows claims enqueued workflows for this executor and returns their IDs,
-// in the order the queue selected them.
 // inFlightLiteral repeats, as literals, what a bound `status = $n` already
 // says (ENQUEUED or PENDING), so that SQLite's planner can prove the
 // predicate of the partial in-flight and partition indexes and use them:
@@ -6009,6 +6010,19 @@ type DequeueWorkflowsInput struct {
 // GetQueuePartitions does the same. [manent patch: dequeue uses the partial indexes]
 var inFlightLiteral = fmt.Sprintf(` AND status IN ('%s', '%s')`, models.WorkflowStatusEnqueued, models.WorkflowStatusPending)
 
+// statusIs is `status = '<st>'`, the status written as a literal rather than
+// bound. SQLite's planner compares a bound value with the literals of a
+// partial index's predicate, and so marks the statement to be prepared
+// again whenever that parameter is bound: a statement kept prepared by the
+// caller (a statement cache) was parsed and planned anew on every poll of
+// every partition. With the literal it is prepared once.
+// [manent patch: statements prepared once]
+func statusIs(st models.WorkflowStatusType) string {
+	return fmt.Sprintf(`status = '%s'`, st)
+}
+
+// DequeueWorkflows claims enqueued workflows for this executor and returns their IDs,
+// in the order the queue selected them.
 func (s *SysDB) DequeueWorkflows(ctx context.Context, input DequeueWorkflowsInput) ([]string, error) {
 	key := input.ShardKey
 	if key == "" {
@@ -6100,9 +6114,9 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 		query := s.RenderSQL(`
 			SELECT COUNT(*)
 			FROM %sworkflow_status
-			WHERE queue_name = $1 AND status = $2`+inFlightLiteral, schemaPrefix)
+			WHERE queue_name = $1 AND `+statusIs(models.WorkflowStatusPending)+inFlightLiteral, schemaPrefix)
 
-		args := []any{input.Queue.Name, models.WorkflowStatusPending}
+		args := []any{input.Queue.Name}
 		query += andKey(key, &args)
 		if s.appName != "" {
 			args = append(args, s.appName)
@@ -6201,17 +6215,17 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 		}
 	}
 
-	versionClause := `application_version = $3`
+	versionClause := `application_version = $2`
 	if isLatestVersion {
-		versionClause = `(application_version = $3 OR application_version IS NULL)`
+		versionClause = `(application_version = $2 OR application_version IS NULL)`
 	}
 
-	queryArgs := []any{input.Queue.Name, models.WorkflowStatusEnqueued, input.ApplicationVersion}
+	queryArgs := []any{input.Queue.Name, input.ApplicationVersion}
 	query := s.RenderSQL(`
 			SELECT workflow_uuid
 			FROM %sworkflow_status
 			WHERE queue_name = $1
-			  AND status = $2`+inFlightLiteral+`
+			  AND `+statusIs(models.WorkflowStatusEnqueued)+inFlightLiteral+`
 			  AND `+versionClause, schemaPrefix)
 
 	if s.appName != "" {
@@ -6284,14 +6298,13 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 		input.ExecutorID,
 		limits.RateLimit != nil || limits.PartitionRateLimit != nil,
 		encodedIDs,
-		models.WorkflowStatusEnqueued,
 		input.OwnerXID,
 	}
 	claimSet, claimClause := "", ""
 	if s.appName != "" {
 		claimSet = `,
-		    application_name = COALESCE(application_name, $8)`
-		claimClause = ` AND ` + nameFilterSQL("application_name", 8)
+		    application_name = COALESCE(application_name, $7)`
+		claimClause = ` AND ` + nameFilterSQL("application_name", 7)
 		claimArgs = append(claimArgs, s.appName)
 	}
 	claimClause += andKey(key, &claimArgs)
@@ -6302,12 +6315,13 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 		claimArgs = append(claimArgs, time.Now().UnixMilli())
 		deadlineStart = fmt.Sprintf("$%d::bigint", len(claimArgs))
 	}
+	// The claimed rows' status is a literal, see statusIs. [manent patch: statements prepared once]
 	updateQuery := s.RenderSQL(`
 		UPDATE %sworkflow_status
 		SET status = $1,
 		    application_version = $2,
 		    executor_id = $3,
-		    owner_xid = $7,
+		    owner_xid = $6,
 		    started_at_epoch_ms = `+nowMs+`,
 		    updated_at = `+nowMs+`,
 		    rate_limited = $4,
@@ -6317,7 +6331,7 @@ func (s *SysDB) dequeueWorkflows(ctx context.Context, input DequeueWorkflowsInpu
 		        THEN `+deadlineStart+` + workflow_timeout_ms
 		        ELSE workflow_deadline_epoch_ms
 		    END`+claimSet+`
-		WHERE `+dialectAnyClause(s.dialect, "workflow_uuid", 5)+` AND status = $6`+claimClause+`
+		WHERE `+dialectAnyClause(s.dialect, "workflow_uuid", 5)+` AND `+statusIs(models.WorkflowStatusEnqueued)+claimClause+`
 		RETURNING workflow_uuid`, schemaPrefix)
 
 	claimedRows, err := tx.Query(ctx, s.dialect.RewriteQuery(updateQuery), claimArgs...)
@@ -6409,11 +6423,10 @@ func (s *SysDB) ReenqueueForRecovery(ctx context.Context, executorIDs []string, 
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode executor IDs for recovery: %w", err)
 	}
-	executorClause := dialectAnyClause(s.dialect, "executor_id", 4)
+	executorClause := dialectAnyClause(s.dialect, "executor_id", 3)
 	args := []any{
 		models.WorkflowStatusEnqueued,
 		recoveryQueueName,
-		models.WorkflowStatusPending,
 		encodedExecutorIDs,
 	}
 	versionClause := ""
@@ -6427,10 +6440,11 @@ func (s *SysDB) ReenqueueForRecovery(ctx context.Context, executorIDs []string, 
 		appNameClause = " AND " + nameFilterSQL("application_name", len(args))
 	}
 	// NULLIF: legacy rows stored not-enqueued as '' rather than NULL
+	// [manent patch: statements prepared once] The status it selects is a literal, see statusIs.
 	query := s.RenderSQL(`UPDATE %sworkflow_status
 			  SET status = $1, started_at_epoch_ms = NULL, updated_at = %s, owner_xid = NULL,
 			      queue_name = COALESCE(NULLIF(queue_name, ''), $2)
-			  WHERE status = $3
+			  WHERE `+statusIs(models.WorkflowStatusPending)+`
 			    AND %s%s%s
 			  RETURNING workflow_uuid`, s.dialect.SchemaPrefix(s.schema), s.dialect.NowMsSQL(), executorClause, versionClause, appNameClause)
 
@@ -6521,8 +6535,8 @@ func (s *SysDB) GetQueuePartitions(ctx context.Context, queueName string) ([]str
 	if err != nil {
 		return nil, err
 	}
-	args := []any{queueName, models.WorkflowStatusEnqueued}
-	filter := fmt.Sprintf(`queue_name = $1 AND status = $2 AND status IN ('%s', '%s')`, models.WorkflowStatusEnqueued, models.WorkflowStatusPending)
+	args := []any{queueName}
+	filter := `queue_name = $1 AND ` + statusIs(models.WorkflowStatusEnqueued) + inFlightLiteral // [manent patch: statements prepared once]
 	filter += andKey(key, &args)
 	if s.appName != "" {
 		args = append(args, s.appName)
@@ -8102,21 +8116,24 @@ func (qb *queryBuilder) addWhereLikeAny(column string, prefixes []string, suffix
 	escape := dialectLikeEscapeClause(qb.dialect)
 	ors := make([]string, len(prefixes))
 	for i, p := range prefixes {
-		qb.argCounter++
-		ors[i] = fmt.Sprintf("%s LIKE $%d%s", column, qb.argCounter, escape)
-		qb.args = append(qb.args, escapeLikePattern(p)+suffix)
 		// SQLite's LIKE never uses an index (it is case-insensitive), so a
 		// prefix filter scanned all of workflow_status (12 ms at 50k rows).
-		// A range on the column's binary order narrows it to the prefix's
-		// rows through the primary key; LIKE still decides. Only on SQLite:
-		// on Postgres a collation may not order text by bytes. The filter
-		// becomes case-sensitive on SQLite, as it is on Postgres.
+		// A range on the column's binary order holds exactly the strings
+		// that start with the prefix, through the primary key. No LIKE
+		// beside it: a bound LIKE pattern also made SQLite prepare the
+		// statement again at each bind. Only on SQLite: on Postgres a
+		// collation may not order text by bytes. The filter becomes
+		// case-sensitive on SQLite, as it is on Postgres.
 		// [manent patch: indexed ID-prefix filter on SQLite]
 		if upper, ok := prefixUpperBound(p); ok && suffix == "%" && qb.dialect != nil && qb.dialect.Name() == DialectSQLite {
 			qb.args = append(qb.args, p, upper)
-			ors[i] = fmt.Sprintf("(%s >= $%d AND %s < $%d AND %s)", column, qb.argCounter+1, column, qb.argCounter+2, ors[i])
+			ors[i] = fmt.Sprintf("(%s >= $%d AND %s < $%d)", column, qb.argCounter+1, column, qb.argCounter+2)
 			qb.argCounter += 2
+			continue
 		}
+		qb.argCounter++
+		ors[i] = fmt.Sprintf("%s LIKE $%d%s", column, qb.argCounter, escape)
+		qb.args = append(qb.args, escapeLikePattern(p)+suffix)
 	}
 	qb.whereClauses = append(qb.whereClauses, "("+strings.Join(ors, " OR ")+")")
 }
