@@ -23,11 +23,29 @@ func (f *fixture) state(id string) *manent.Deployment {
 	return &rec.Deployment
 }
 
+// waitState waits up to a minute for deploy id to be in state want; if it
+// does not get there, the failure says where it stands.
 func (f *fixture) waitState(id string, want manent.State) *manent.Deployment {
 	f.t.Helper()
 	var d *manent.Deployment
-	enginetest.Eventually(f.t, 60*time.Second, func() bool { d = f.state(id); return d.State == want }, "deploy %s to be %s", id, want)
+	enginetest.Eventually(f.t, 60*time.Second, func() bool { d = f.state(id); return d.State == want }, "deploy %s to be %s; it is %s", id, want, stateOf{&d})
 	return d
+}
+
+// stateOf prints a deploy's state, reason, error and steps when formatted:
+// the last one a wait read, at the moment the wait gives up.
+type stateOf struct{ d **manent.Deployment }
+
+func (s stateOf) String() string {
+	d := *s.d
+	if d == nil {
+		return "unknown"
+	}
+	var steps []string
+	for _, st := range d.Steps {
+		steps = append(steps, fmt.Sprintf("%s:%s", st.Name, st.State))
+	}
+	return fmt.Sprintf("%s (reason %q, error %q, steps %s)", d.State, d.Reason, d.Error, strings.Join(steps, " "))
 }
 
 func noStepRan(t *testing.T, d *manent.Deployment) {
