@@ -61,8 +61,20 @@ func pidsIn(path string) []int {
 // A server SIGKILLed while a script step runs leaves that step's processes
 // orphaned; the restarted server stops them — the whole process group,
 // the shell's child included — before the step runs again, so the step
-// never runs twice at once (SPEC §11.2).
+// never runs twice at once (SPEC §11.2). On SQLite the restarted server
+// does so, and resumes the deploy, also when it runs under another
+// executor id than the killed one (an --executor-id given once, then
+// dropped): it is the database's only server, so the killed one's deploys
+// run nowhere and would otherwise hold their environment's queue forever.
 func TestSIGKILLOrphansStoppedBeforeRerun(t *testing.T) {
+	t.Run("same executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "crash-worker") })
+	t.Run("another executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "alpha") })
+}
+
+// orphansStoppedBeforeRerun kills a server of executor id first during a
+// script step and restarts one of executor id crash-worker on the same
+// SQLite database.
+func orphansStoppedBeforeRerun(t *testing.T, first string) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	markers := filepath.Join(dir, "markers")
@@ -91,7 +103,7 @@ steps:
   - {name: long, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}
 `, art, fmt.Sprintf(orphanStep, markers))
 
-	p := start(t, data, db)
+	p := startAs(t, data, db, first)
 	res, err := p.client().Submit(context.Background(), []byte(yml), false)
 	if err != nil {
 		t.Fatal(err)
@@ -100,15 +112,15 @@ steps:
 		_, err := os.Stat(filepath.Join(markers, "running"))
 		return err == nil
 	}, "the first attempt to start its child")
-	first := pidsIn(filepath.Join(markers, "pids"))
-	if len(first) != 2 {
-		t.Fatalf("first attempt pids %v, want the shell and its child", first)
+	pids := pidsIn(filepath.Join(markers, "pids"))
+	if len(pids) != 2 {
+		t.Fatalf("first attempt pids %v, want the shell and its child", pids)
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-p.done
-	for _, pid := range first {
+	for _, pid := range pids {
 		if !alivePid(pid) {
 			t.Fatalf("pid %d of the step died with the server: the test cannot tell orphans apart", pid)
 		}
@@ -129,9 +141,30 @@ steps:
 	if got := strings.Count(string(attempts), "start"); got != 2 {
 		t.Fatalf("attempts:\n%s\nwant 2 (interrupted, then re-run)", attempts)
 	}
-	for _, pid := range first {
+	for _, pid := range pids {
 		if alivePid(pid) {
 			t.Errorf("pid %d of the interrupted attempt is still running", pid)
 		}
+	}
+	if first == "crash-worker" {
+		return
+	}
+	// The killed worker is recorded as taken over by the new one, so
+	// nothing says the deploy still waits on it.
+	ws, err := p2.client().Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, w := range ws.Items {
+		if w.ID == first {
+			found = true
+			if w.State != "dead" || w.TakenOverBy != "crash-worker" {
+				t.Errorf("worker %s: state %s, taken over by %q; want dead, taken over by crash-worker", first, w.State, w.TakenOverBy)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no worker %s in %+v", first, ws.Items)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -364,6 +365,56 @@ func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
 type WorkerInfo struct {
 	store.Worker
 	Running int
+}
+
+// OrphanExecutors returns the executor ids other than this worker's under
+// which DBOS holds running (PENDING) workflows. On SQLite, where this
+// server is the database's only one (the lock beside the file), they run
+// nowhere: a server of another executor id (an earlier --executor-id) died
+// or stopped with them. See Adopt.
+func (e *Engine) OrphanExecutors(ctx context.Context) ([]string, error) {
+	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterStatus(dbos.WorkflowStatusPending))
+	if err != nil {
+		return nil, fmt.Errorf("list running workflows: %w", err)
+	}
+	var ids []string
+	for _, p := range pending {
+		if p.ExecutorID != "" && p.ExecutorID != e.cfg.ExecutorID && !slices.Contains(ids, p.ExecutorID) {
+			ids = append(ids, p.ExecutorID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// Adopt takes over the running deploys of executor id, which must run
+// nowhere (OrphanExecutors; the processes of its steps stopped): it is
+// declared dead and its workflows are recovered here, each deploy resuming
+// from its last completed step, as after a takeover on PostgreSQL
+// (SPEC §11.3). It returns the workflows recovered.
+func (e *Engine) Adopt(ctx context.Context, id string) ([]string, error) {
+	if id == e.cfg.ExecutorID {
+		return nil, fmt.Errorf("adopt %s: it is this worker", id)
+	}
+	registered, err := e.st.DeclareGone(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var recovered []string
+	recoverAll := func() error {
+		var err error
+		recovered, err = e.Recover([]string{id})
+		return err
+	}
+	if !registered {
+		// No worker row to record the takeover in (an executor of an
+		// admin command, or already marked taken over): recover only.
+		return recovered, recoverAll()
+	}
+	if _, err := e.st.TakeOver(ctx, id, e.cfg.ExecutorID, e.cfg.DeadAfter, recoverAll); err != nil {
+		return recovered, err
+	}
+	return recovered, nil
 }
 
 // OnDeadWorkers returns, for each running (PENDING) deploy whose worker is

@@ -123,6 +123,8 @@ type Node struct {
 	lock *store.FileLock
 	// Procs are the process groups of running step commands.
 	Procs *plugin.Procs
+	// procsRoot holds each executor id's Procs directory.
+	procsRoot string
 }
 
 // Open assembles a node from cfg. Nothing runs until Launch.
@@ -184,7 +186,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err := checkPassEnv(cfg); err != nil {
 		return nil, configError(err)
 	}
-	procs := plugin.NewProcs(filepath.Join(dataDir, "procs", fileName(cfg.ExecutorID)), 0)
+	procsRoot := filepath.Join(dataDir, "procs")
+	procs := plugin.NewProcs(filepath.Join(procsRoot, fileName(cfg.ExecutorID)), 0)
 	reg := plugin.NewRegistry()
 	if o.Plugins != nil {
 		if err := o.Plugins(reg, Host{Config: cfg, Store: st, Procs: procs}); err != nil {
@@ -286,7 +289,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, err
 	}
 	api.Mount(ui)
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, Procs: procs}, nil
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, Procs: procs, procsRoot: procsRoot}, nil
 }
 
 // WebKeyFile is the file in the data dir holding the web UI's session key
@@ -306,7 +309,48 @@ func (n *Node) Launch(ctx context.Context) error {
 		n.Log.Error("step processes of a previous life of this worker are still running", "error", err)
 	}
 	// DBOS may still migrate or seed its tables at Launch: serialised too.
-	return n.Store.WithMigrationLock(ctx, func() error { return n.Engine.Launch(ctx) })
+	if err := n.Store.WithMigrationLock(ctx, func() error { return n.Engine.Launch(ctx) }); err != nil {
+		return err
+	}
+	if !n.Store.Postgres() {
+		n.adoptOrphans(ctx)
+	}
+	return nil
+}
+
+// adoptOrphans takes over, on SQLite, the running deploys that servers of
+// other executor ids left (one started with another --executor-id, then
+// killed or stopped): this server holds the database's lock, so they run
+// nowhere, and each would otherwise hold its application/environment's
+// queue until someone restarted a server with that id. The processes
+// their steps left are stopped first, as for this executor's own; an
+// executor whose processes cannot be stopped is left alone (the log says
+// so, and status names its worker).
+func (n *Node) adoptOrphans(ctx context.Context) {
+	ids, err := n.Engine.OrphanExecutors(ctx)
+	if err != nil {
+		n.Log.Error("look for deploys left by other executor ids", "error", err)
+		return
+	}
+	for _, id := range ids {
+		procs := plugin.NewProcs(filepath.Join(n.procsRoot, fileName(id)), 0)
+		stopped, err := procs.Sweep(ctx)
+		for _, s := range stopped {
+			n.Log.Warn("stopped the processes of a step left running by another executor id", "executor_id", id, "step", s)
+		}
+		if err != nil {
+			n.Log.Error("deploys of another executor id not taken over: the processes of their steps are still running; restart to try again",
+				"executor_id", id, "error", err)
+			continue
+		}
+		adopted, err := n.Engine.Adopt(ctx, id)
+		if err != nil {
+			n.Log.Error("take over the deploys of another executor id", "executor_id", id, "error", err)
+			continue
+		}
+		n.Log.Warn("took over the running deploys a server of another executor id left on this SQLite database: they resume from their last completed step",
+			"executor_id", id, "this_executor_id", n.Config.ExecutorID, "workflows", adopted)
+	}
 }
 
 // Close stops the workers — running steps get timeout to finish, the rest

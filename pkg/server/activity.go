@@ -60,7 +60,7 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 				it.Reason = cancelRequestedReason(steps)
 			}
 			if wk, ok := stalled[rec.ID]; ok {
-				it.Reason = deadWorkerReason(wk)
+				it.Reason = s.deadWorkerReason(wk)
 			}
 		}
 		groups[rec.Environment] = append(groups[rec.Environment], it)
@@ -183,7 +183,7 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 		}
 		if stalled, err := s.eng.OnDeadWorkers(ctx); err == nil {
 			if wk, ok := stalled[d.ID]; ok {
-				d.Reason = deadWorkerReason(wk)
+				d.Reason = s.deadWorkerReason(wk)
 			}
 		}
 		return
@@ -254,10 +254,17 @@ func (sc readScope) has(app, env string) bool {
 }
 
 // deadWorkerReason says a running deploy waits for its dead worker to be
-// taken over (SPEC §11.3).
-func deadWorkerReason(w store.Worker) string {
+// taken over (SPEC §11.3): on PostgreSQL by another worker; on SQLite, this
+// server being the database's only one, by this server at its next start
+// (node.adoptOrphans), which here found the step's processes still running
+// or failed (its log says which).
+func (s *Server) deadWorkerReason(w store.Worker) string {
 	// Read after "Waiting for:" (status) and after the running step
 	// (activity).
-	return fmt.Sprintf("worker %s to be replaced: it is %s (last seen %s); another worker takes the deploy over within workers.dead_after + 15 s",
-		w.ID, map[bool]string{true: "silent", false: w.State}[w.State == store.WorkerAlive], w.LastSeen.Format(time.RFC3339))
+	then := "another worker takes the deploy over within workers.dead_after + 15 s"
+	if !s.st.Postgres() {
+		then = "this server takes the deploy over when it starts again, once the processes of the step have stopped (its log says why it could not at this start)"
+	}
+	return fmt.Sprintf("worker %s to be replaced: it is %s (last seen %s); %s",
+		w.ID, map[bool]string{true: "silent", false: w.State}[w.State == store.WorkerAlive], w.LastSeen.Format(time.RFC3339), then)
 }

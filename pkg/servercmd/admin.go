@@ -39,7 +39,8 @@ Only for a worker that is gone for good: recovering a live worker's deploys
 would run their current steps twice. A worker restarted with the same
 executor id recovers its own deploys by itself. On PostgreSQL the live
 workers do this by themselves once a worker is silent for
-workers.dead_after (see admin workers); this command is for doing it now.`,
+workers.dead_after (see admin workers); this command is for doing it now.
+On SQLite a server does it at start for every other executor id.`,
 		Example: `  manent-server admin recover --executor-id worker-2 --config /etc/manent/manent-server.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

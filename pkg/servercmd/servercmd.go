@@ -100,7 +100,9 @@ workers.heartbeat; a worker silent for workers.dead_after has its running
 deploys taken over by another. SIGTERM stops taking deploys, lets the
 running steps finish (up to 20s) and hands the rest over at once. A worker
 that finds it was declared dead (it was paused) exits with an error. With
-SQLite, a second server on the same database file refuses to start.`,
+SQLite, a second server on the same database file refuses to start, and a
+server takes over at start the running deploys that servers of other
+executor ids left on it.`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
   manent-server serve
 
@@ -116,7 +118,7 @@ SQLite, a second server on the same database file refuses to start.`,
 	f.StringVar(&o.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
 	f.StringVar(&o.dataDir, "data-dir", "", "directory for the database, admin token and work directories (default ./manent-data)")
 	f.StringVar(&o.database, "database", "", "sqlite:<path> or postgres://… (default sqlite:<data-dir>/manent.db)")
-	f.StringVar(&o.executorID, "executor-id", "", "this worker's executor id (default worker-1); a restarted worker keeps its id to resume its deploys")
+	f.StringVar(&o.executorID, "executor-id", "", "this worker's executor id (default worker-1); on PostgreSQL a restarted worker keeps its id to resume its deploys itself")
 	return cmd
 }
 

@@ -137,6 +137,22 @@ func (s *Store) DeclareDead(ctx context.Context, deadAfter time.Duration) ([]str
 	return ids, rows.Err()
 }
 
+// DeclareGone marks worker id dead now, whatever its last heartbeat: for a
+// worker known to run nowhere (on SQLite, any worker but the server holding
+// the database's lock). It reports whether id has a row not yet taken over,
+// which TakeOver then claims.
+func (s *Store) DeclareGone(ctx context.Context, id string) (bool, error) {
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers SET state = 'dead'
+		WHERE id = ? AND state IN ('alive', 'leaving')`), id); err != nil {
+		return false, fmt.Errorf("declare worker %s gone: %w", id, err)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_workers WHERE id = ? AND taken_over_ms IS NULL`), id).Scan(&n); err != nil {
+		return false, fmt.Errorf("declare worker %s gone: %w", id, err)
+	}
+	return n > 0, nil
+}
+
 // claimLive is true for a manent_workers row whose takeover claim is live:
 // claimed, not past claim_until_ms, and its claimer is still the alive
 // process that claimed it (not dead, not leaving, not restarted since).
