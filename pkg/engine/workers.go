@@ -368,7 +368,9 @@ type WorkerInfo struct {
 }
 
 // OrphanExecutors returns the executor ids other than this worker's under
-// which DBOS holds running (PENDING) workflows. On SQLite, where this
+// which DBOS holds running (PENDING) workflows of this workflow version
+// (older versions' are left to their own workers, docs/operations.md
+// "Upgrades"). On SQLite, where this
 // server is the database's only one (the lock beside the file), they run
 // nowhere: a server of another executor id (an earlier --executor-id) died
 // or stopped with them. See Adopt.
@@ -379,7 +381,7 @@ func (e *Engine) OrphanExecutors(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for _, p := range pending {
-		if p.ExecutorID != "" && p.ExecutorID != e.cfg.ExecutorID && !slices.Contains(ids, p.ExecutorID) {
+		if p.ExecutorID != "" && p.ExecutorID != e.cfg.ExecutorID && p.ApplicationVersion == WorkflowVersion && !slices.Contains(ids, p.ExecutorID) {
 			ids = append(ids, p.ExecutorID)
 		}
 	}
