@@ -370,10 +370,10 @@ type WorkerInfo struct {
 // OrphanExecutors returns the executor ids other than this worker's under
 // which DBOS holds running (PENDING) workflows of this workflow version
 // (older versions' are left to their own workers, docs/operations.md
-// "Upgrades"). On SQLite, where this
-// server is the database's only one (the lock beside the file), they run
-// nowhere: a server of another executor id (an earlier --executor-id) died
-// or stopped with them. See Adopt.
+// "Upgrades"). On SQLite, where this server is the database's only one
+// (the lock beside the file), they run nowhere: a server of another
+// executor id (an earlier --executor-id) died or stopped with them. See
+// Adopt.
 func (e *Engine) OrphanExecutors(ctx context.Context) ([]string, error) {
 	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterStatus(dbos.WorkflowStatusPending))
 	if err != nil {
@@ -413,10 +413,14 @@ func (e *Engine) Adopt(ctx context.Context, id string) ([]string, error) {
 		// admin command, or already marked taken over): recover only.
 		return recovered, recoverAll()
 	}
-	if _, err := e.st.TakeOver(ctx, id, e.cfg.ExecutorID, e.cfg.DeadAfter, recoverAll); err != nil {
-		return recovered, err
+	ok, err := e.st.TakeOver(ctx, id, e.cfg.ExecutorID, e.cfg.DeadAfter, recoverAll)
+	if err == nil && !ok {
+		// A claim of a takeover that never finished, made by an executor
+		// that is no more alive than id (nothing else runs here): recover
+		// anyway; the row stays as it is.
+		err = recoverAll()
 	}
-	return recovered, nil
+	return recovered, err
 }
 
 // OnDeadWorkers returns, for each running (PENDING) deploy whose worker is
