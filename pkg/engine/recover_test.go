@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
@@ -130,5 +131,33 @@ if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 12
 				t.Errorf("%s ran %d times, want %d (ran: %q)", step, count[step], want, b)
 			}
 		}
+	}
+}
+
+// On SQLite a running deploy of any executor but the asking server's is on
+// a gone worker, however recent that worker's last heartbeat: the server
+// holds the database's lock, so no other runs. (The observer here is a
+// second engine on the fixture's store, which the lock keeps servers from
+// being; the fixture's deploy is its "orphan".)
+func TestOnDeadWorkersOnSQLiteCountsEveryOtherExecutor(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	id, _ := holdAtActivation(t, f)
+	defer func() { _ = os.WriteFile(filepath.Join(f.dir, "release"), nil, 0o644) }()
+	observer, err := engine.New(t.Context(), f.st, engine.Config{
+		ExecutorID: "observer", DataDir: t.TempDir(), Plugins: f.node.Plugins, Admitter: f.node.Admitter,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, err := observer.OnDeadWorkers(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := stalled[id]; !ok || w.ID != "test" {
+		t.Fatalf("on dead workers: %+v; want %s on worker test, fresh as its heartbeat is", stalled, id)
+	}
+	// The fixture's own engine sees its deploy running, not stalled.
+	if own, err := f.eng.OnDeadWorkers(t.Context()); err != nil || len(own) != 0 {
+		t.Fatalf("the running server's own deploys on dead workers: %+v, %v", own, err)
 	}
 }

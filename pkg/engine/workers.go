@@ -433,8 +433,12 @@ func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, er
 	}
 	gone := map[string]store.Worker{}
 	var ids []string
+	// On SQLite every other worker is gone: this server holds the
+	// database's lock.
+	sqlite := !e.st.Postgres()
 	for _, w := range ws {
-		if w.TakenOverAt == nil && (w.State != store.WorkerAlive || time.Since(w.LastSeen) > e.cfg.DeadAfter) {
+		dead := w.State != store.WorkerAlive || time.Since(w.LastSeen) > e.cfg.DeadAfter || (sqlite && w.ID != e.cfg.ExecutorID)
+		if w.TakenOverAt == nil && dead {
 			gone[w.ID] = w
 			ids = append(ids, w.ID)
 		}
