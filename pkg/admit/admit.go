@@ -346,7 +346,7 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 		if t, err := reg.Target(target.Plugin); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
 		} else if err := t.Validate(target.With); err != nil {
-			problems = append(problems, manent.FieldError{Path: "/target/with", Message: fmt.Sprintf("target %s: %v", target.Plugin, err)})
+			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
 		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
 			// SPEC §11.6: never a silent full deploy for a percentage.
 			if err := plugin.HonoursPercentages(t, target.With); err != nil {
@@ -381,11 +381,31 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 			continue
 		}
 		if err := r.Validate(s.With); err != nil {
-			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/with", i),
-				Message: fmt.Sprintf("step %s: %v", s.Name, err)})
+			problems = append(problems, withProblems(fmt.Sprintf("/steps/%d/with", i), "step "+s.Name, fmt.Sprintf("step %s: %s", s.Name, s.Plugin), err)...)
 		}
 	}
 	return problems
+}
+
+// withProblems turns what a plugin's Validate found wrong with `with` (at
+// base) into field errors: one per setting, at the setting's place, led by
+// who (naming the plugin: the setting errors come without the plugin's own
+// prefix), when the plugin says which (plugin.SettingError); otherwise one
+// at base, led by whole.
+func withProblems(base, whole, who string, err error) []manent.FieldError {
+	ses := plugin.SettingErrors(err)
+	if ses == nil {
+		return []manent.FieldError{{Path: base, Message: fmt.Sprintf("%s: %v", whole, err)}}
+	}
+	out := make([]manent.FieldError, 0, len(ses))
+	for _, se := range ses {
+		path := base
+		if se.Path != "" {
+			path += "/" + se.Path
+		}
+		out = append(out, manent.FieldError{Path: path, Message: who + ": " + se.Error()})
+	}
+	return out
 }
 
 // fieldErrors turns a policy error into field errors (at path when it has

@@ -78,12 +78,12 @@ func WithEnv(with map[string]any) (map[string]string, error) {
 			m[k] = s
 		}
 	default:
-		return nil, fmt.Errorf("with.env must be a mapping of variable names to values")
+		return nil, Settingf("env", "with.env must be a mapping of variable names to values")
 	}
 	out := make(map[string]string, len(m))
 	for k, v := range m {
 		if err := CheckEnvName(k); err != nil {
-			return nil, fmt.Errorf("with.env: %w", err)
+			return nil, &SettingError{Path: SettingPath("env", k), Err: fmt.Errorf("with.env: %w", err)}
 		}
 		var s string
 		switch v := v.(type) {
@@ -93,10 +93,10 @@ func WithEnv(with map[string]any) (map[string]string, error) {
 			s = fmt.Sprint(v)
 		case nil:
 		default:
-			return nil, fmt.Errorf("with.env.%s must be a string, a number or a boolean", k)
+			return nil, Settingf(SettingPath("env", k), "with.env.%s must be a string, a number or a boolean", k)
 		}
 		if strings.ContainsRune(s, 0) {
-			return nil, fmt.Errorf("with.env.%s holds a NUL character", k)
+			return nil, Settingf(SettingPath("env", k), "with.env.%s holds a NUL character", k)
 		}
 		out[k] = s
 	}

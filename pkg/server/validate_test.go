@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,9 +87,10 @@ func TestRefusalsCarryPositions(t *testing.T) {
     with: {command: [true]}
   - {name: other, after: deploy, plugin: nosuch}
 `)
+	// A plugin's setting is placed at its value (plugin.SettingError).
 	want := map[string][2]int{
-		"/steps/0/with":   {10, 11},
-		"/steps/1/plugin": {11, 42},
+		"/steps/0/with/command/0": {10, 22},
+		"/steps/1/plugin":         {11, 42},
 	}
 	for _, dry := range []bool{true, false} {
 		_, err := c.Submit(ctx, desc, dry)
@@ -100,14 +102,38 @@ func TestRefusalsCarryPositions(t *testing.T) {
 		for _, f := range me.Fields {
 			got[f.Path] = [2]int{f.Line, f.Column}
 		}
-		if len(got) != len(want) || got["/steps/0/with"] != want["/steps/0/with"] || got["/steps/1/plugin"] != want["/steps/1/plugin"] {
+		if len(got) != len(want) || got["/steps/0/with/command/0"] != want["/steps/0/with/command/0"] || got["/steps/1/plugin"] != want["/steps/1/plugin"] {
 			t.Fatalf("dry run %v: fields %+v, want positions %v", dry, me.Fields, want)
 		}
 	}
 
-	// The target comes from the descriptor here: its plugin is located.
-	_, err := c.Submit(ctx, simple(artifactFile(t), "staging", "2", "target: {plugin: helm}\n"), true)
+	// Several bad settings of one plugin: each at its own value, one
+	// message each, the plugin named once.
+	_, err := c.Submit(ctx, simple(artifactFile(t), "staging", "3", `target:
+  plugin: http
+  with:
+    deploy_url: "ftp://x"
+    headers: {X-A: 1}
+`), true)
 	var me *manent.Error
+	if !errorsAs(err, &me) {
+		t.Fatalf("bad http settings: %v, want a 422", err)
+	}
+	got := map[string]string{}
+	for _, f := range me.Fields {
+		got[f.Path] = fmt.Sprintf("%d:%d %s", f.Line, f.Column, f.Message)
+	}
+	for path, line := range map[string]string{
+		"/target/with/deploy_url":  `9:17 target http: with.deploy_url "ftp://x" must be an absolute http(s) URL`,
+		"/target/with/headers/X-A": `10:20 target http: with.headers.X-A must be a string`,
+	} {
+		if got[path] != line {
+			t.Errorf("%s: %q, want %q (all: %v)", path, got[path], line, got)
+		}
+	}
+
+	// The target comes from the descriptor here: its plugin is located.
+	_, err = c.Submit(ctx, simple(artifactFile(t), "staging", "2", "target: {plugin: helm}\n"), true)
 	if !errorsAs(err, &me) || len(me.Fields) != 1 || me.Fields[0].Line != 6 || me.Fields[0].Column != 18 {
 		t.Fatalf("unknown target plugin: %v %+v, want /target/plugin at 6:18", err, me)
 	}

@@ -76,7 +76,11 @@ func parse(with map[string]any) (config, error) {
 	c := config{timeout: DefaultTimeout, staleAfter: clusterstate.DefaultStaleAfter}
 	name, _ := with["cluster"].(string)
 	if !clusterstate.ValidClusterName(name) {
-		return c, fmt.Errorf("cluster-ready: with.cluster must name a cluster (lower-case letters, digits, '-' and '.'), got %v", with["cluster"])
+		at := "cluster"
+		if _, set := with["cluster"]; !set {
+			at = ""
+		}
+		return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(at, "with.cluster must name a cluster (lower-case letters, digits, '-' and '.'), got %v", with["cluster"]))
 	}
 	c.cluster = name
 	for _, f := range []struct {
@@ -90,7 +94,7 @@ func parse(with map[string]any) (config, error) {
 		s, _ := v.(string)
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return c, fmt.Errorf("cluster-ready: with.%s must be a positive duration such as 10m, got %v", f.key, v)
+			return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(f.key, "with.%s must be a positive duration such as 10m, got %v", f.key, v))
 		}
 		*f.dst = d
 	}
@@ -98,7 +102,7 @@ func parse(with map[string]any) (config, error) {
 		switch k {
 		case "cluster", "timeout", "stale_after":
 		default:
-			return c, fmt.Errorf("cluster-ready: unknown setting with.%s (known: cluster, timeout, stale_after)", k)
+			return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(plugin.SettingPath(k), "unknown setting with.%s (known: cluster, timeout, stale_after)", k))
 		}
 	}
 	return c, nil

@@ -117,13 +117,13 @@ func parse(with map[string]any) (config, error) {
 		v, ok := with[key]
 		if !ok || v == nil {
 			if required {
-				errs = append(errs, fmt.Errorf("with.%s is required", key))
+				errs = append(errs, plugin.Settingf("", "with.%s is required", key))
 			}
 			return
 		}
 		s, ok := v.(string)
 		if !ok {
-			errs = append(errs, fmt.Errorf("with.%s must be a string", key))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must be a string", key))
 			return
 		}
 		*dst = s
@@ -135,7 +135,7 @@ func parse(with map[string]any) (config, error) {
 		}
 		u, err := url.Parse(expand(*dst, plugin.Context{}))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("with.%s %q must be an absolute http(s) URL", key, *dst))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s %q must be an absolute http(s) URL", key, *dst))
 		}
 	}
 	urlKey("deploy_url", &c.DeployURL, true)
@@ -147,7 +147,7 @@ func parse(with map[string]any) (config, error) {
 	str("method", &c.Method, false)
 	c.Method = strings.ToUpper(c.Method)
 	if !slices.Contains([]string{http.MethodPost, http.MethodPut, http.MethodPatch}, c.Method) {
-		errs = append(errs, fmt.Errorf("with.method %q must be POST, PUT or PATCH", c.Method))
+		errs = append(errs, plugin.Settingf("method", "with.method %q must be POST, PUT or PATCH", c.Method))
 	}
 	str("status_field", &c.StatusField, false)
 	for key, dst := range map[string]*time.Duration{"timeout": &c.Timeout, "poll_interval": &c.PollInterval, "poll_timeout": &c.PollTimeout} {
@@ -158,7 +158,7 @@ func parse(with map[string]any) (config, error) {
 		}
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("with.%s %q is not a positive duration", key, s))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s %q is not a positive duration", key, s))
 			continue
 		}
 		*dst = d
@@ -166,13 +166,13 @@ func parse(with map[string]any) (config, error) {
 	if h, ok := with["headers"]; ok && h != nil {
 		m, ok := h.(map[string]any)
 		if !ok {
-			errs = append(errs, errors.New("with.headers must be a map of strings"))
+			errs = append(errs, plugin.Settingf("headers", "with.headers must be a map of strings"))
 		}
 		c.Headers = map[string]string{}
 		for k, v := range m {
 			s, ok := v.(string)
 			if !ok {
-				errs = append(errs, fmt.Errorf("with.headers.%s must be a string", k))
+				errs = append(errs, plugin.Settingf(plugin.SettingPath("headers", k), "with.headers.%s must be a string", k))
 				continue
 			}
 			c.Headers[k] = s
@@ -185,7 +185,7 @@ func parse(with map[string]any) (config, error) {
 		}
 		list, ok := v.([]any)
 		if !ok {
-			errs = append(errs, fmt.Errorf("with.%s must be a list of strings", key))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must be a list of strings", key))
 			continue
 		}
 		*dst = nil
@@ -196,7 +196,7 @@ func parse(with map[string]any) (config, error) {
 	if v, ok := with["percentages"]; ok && v != nil {
 		b, ok := v.(bool)
 		if !ok {
-			errs = append(errs, errors.New("with.percentages must be true or false"))
+			errs = append(errs, plugin.Settingf("percentages", "with.percentages must be true or false"))
 		}
 		c.Percentages = b
 	}
@@ -204,7 +204,7 @@ func parse(with map[string]any) (config, error) {
 		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed"}
 	for k := range with {
 		if !slices.Contains(known, k) {
-			errs = append(errs, fmt.Errorf("with.%s is not a setting of the http plugin", k))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(k), "with.%s is not a setting of the http plugin", k))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -64,13 +64,17 @@ func parse(with map[string]any) (config, error) {
 		if ss, ok := with["command"].([]string); ok && len(ss) > 0 {
 			c.Command = ss
 		} else {
-			return c, fmt.Errorf("script: with.command must be a non-empty list of strings (argv)")
+			at := "command"
+			if _, set := with["command"]; !set {
+				at = ""
+			}
+			return c, fmt.Errorf("script: %w", plugin.Settingf(at, "with.command must be a non-empty list of strings (argv)"))
 		}
 	}
 	for i, a := range raw {
 		s, ok := a.(string)
 		if !ok {
-			return c, fmt.Errorf("script: with.command[%d] must be a string", i)
+			return c, fmt.Errorf("script: %w", plugin.Settingf(plugin.SettingPath("command", strconv.Itoa(i)), "with.command[%d] must be a string", i))
 		}
 		c.Command = append(c.Command, s)
 	}
@@ -78,7 +82,7 @@ func parse(with map[string]any) (config, error) {
 	if t, ok := with["timeout"].(string); ok && t != "" {
 		d, err := time.ParseDuration(t)
 		if err != nil || d <= 0 {
-			return c, fmt.Errorf("script: with.timeout %q is not a positive duration", t)
+			return c, fmt.Errorf("script: %w", plugin.Settingf("timeout", "with.timeout %q is not a positive duration", t))
 		}
 		c.Timeout = d
 	}
