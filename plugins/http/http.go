@@ -57,6 +57,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -150,7 +151,11 @@ func parse(with map[string]any) (config, error) {
 		errs = append(errs, plugin.Settingf("method", "with.method %q must be POST, PUT or PATCH", c.Method))
 	}
 	str("status_field", &c.StatusField, false)
-	for key, dst := range map[string]*time.Duration{"timeout": &c.Timeout, "poll_interval": &c.PollInterval, "poll_timeout": &c.PollTimeout} {
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{"timeout", &c.Timeout}, {"poll_interval", &c.PollInterval}, {"poll_timeout", &c.PollTimeout}} {
+		key, dst := d.key, d.dst
 		var s string
 		str(key, &s, false)
 		if s == "" {
@@ -169,8 +174,8 @@ func parse(with map[string]any) (config, error) {
 			errs = append(errs, plugin.Settingf("headers", "with.headers must be a map of strings"))
 		}
 		c.Headers = map[string]string{}
-		for k, v := range m {
-			s, ok := v.(string)
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s, ok := m[k].(string)
 			if !ok {
 				errs = append(errs, plugin.Settingf(plugin.SettingPath("headers", k), "with.headers.%s must be a string", k))
 				continue
@@ -178,7 +183,11 @@ func parse(with map[string]any) (config, error) {
 			c.Headers[k] = s
 		}
 	}
-	for key, dst := range map[string]*[]string{"done": &c.Done, "failed": &c.Failed} {
+	for _, l := range []struct {
+		key string
+		dst *[]string
+	}{{"done", &c.Done}, {"failed", &c.Failed}} {
+		key, dst := l.key, l.dst
 		v, ok := with[key]
 		if !ok || v == nil {
 			continue
@@ -202,7 +211,7 @@ func parse(with map[string]any) (config, error) {
 	}
 	known := []string{"percentages", "deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
 		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed"}
-	for k := range with {
+	for _, k := range slices.Sorted(maps.Keys(with)) {
 		if !slices.Contains(known, k) {
 			errs = append(errs, plugin.Settingf(plugin.SettingPath(k), "with.%s is not a setting of the http plugin", k))
 		}
