@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/auth"
@@ -271,10 +272,41 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	return &Admission{Input: in, Decision: decision}, nil
 }
 
+// maxProblems is the most field errors of a refusal, as descriptor.Parse
+// returns at most 100: a plugin's `with` of 70,000 unknown keys (1 MiB)
+// would otherwise be answered with 70,000 problems (9 MB). Past it the last
+// one says how many more there are. maxProblemText bounds a problem's path
+// and message, which may quote a key of any length.
+const (
+	maxProblems    = 100
+	maxProblemText = 512
+)
+
 // refused is the 422 of a check that found problems.
 func refused(problems []manent.FieldError) error {
+	total := len(problems)
+	if total > maxProblems {
+		problems = append(problems[:maxProblems-1:maxProblems-1], manent.FieldError{
+			Message: fmt.Sprintf("… and %d more problems not shown: fix these and validate again", total-maxProblems+1)})
+	}
+	for i := range problems {
+		problems[i].Path = clip(problems[i].Path, maxProblemText)
+		problems[i].Message = clip(problems[i].Message, 2*maxProblemText)
+	}
 	return &manent.Error{Code: manent.EInvalid,
-		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", len(problems)), Fields: problems}
+		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", total), Fields: problems}
+}
+
+// clip cuts s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // checkSchedule refuses a recurring schedule that fires more often than
