@@ -30,10 +30,11 @@ func Settingf(path, format string, args ...any) error {
 // JSON pointer without its leading slash, escaping '~' and '/' in each.
 func SettingPath(segments ...string) string {
 	esc := strings.NewReplacer("~", "~0", "/", "~1")
+	out := make([]string, len(segments))
 	for i, s := range segments {
-		segments[i] = esc.Replace(s)
+		out[i] = esc.Replace(s)
 	}
-	return strings.Join(segments, "/")
+	return strings.Join(out, "/")
 }
 
 // SettingErrors returns the setting errors err is made of, through wraps
