@@ -151,7 +151,7 @@ target: {plugin: local, with: {dir: %q}}
 	for _, target := range []string{outside, root + "/billing/../../../outside", filepath.Join(root, "link", "prod")} {
 		for _, dryRun := range []bool{true, false} {
 			_, err := ci.Submit(ctx, descriptor(target, ""), dryRun)
-			if fe := refusedAt(t, err, "/target/with"); !strings.Contains(fe, "plugins.local.root") && !strings.Contains(fe, `".."`) {
+			if fe := refusedAt(t, err, "/target/with/dir"); !strings.Contains(fe, "plugins.local.root") && !strings.Contains(fe, `".."`) {
 				t.Errorf("target dir %s (dry run %v): %q, want a refusal", target, dryRun, fe)
 			}
 		}

@@ -61,7 +61,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -137,10 +136,10 @@ var knownKeys = []string{"kubeconfig", "context", "namespace", "manifests", "ima
 
 func parse(with map[string]any) (config, error) {
 	c := config{Namespace: DefaultNamespace, Manifests: DefaultManifests, Wait: true, Timeout: DefaultTimeout}
-	var errs []string
+	var errs settingProblems
 	for k := range with {
 		if !slices.Contains(knownKeys, k) {
-			errs = append(errs, fmt.Sprintf("with.%s is not a kubernetes setting (known: %s)", k, strings.Join(knownKeys, ", ")))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(k), "with.%s is not a kubernetes setting (known: %s)", k, strings.Join(knownKeys, ", ")))
 		}
 	}
 	str := func(key string, dst *string) {
@@ -150,11 +149,11 @@ func parse(with map[string]any) (config, error) {
 		}
 		s, ok := v.(string)
 		if !ok {
-			errs = append(errs, fmt.Sprintf("with.%s must be a string", key))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must be a string", key))
 			return
 		}
 		if strings.TrimSpace(s) == "" {
-			errs = append(errs, fmt.Sprintf("with.%s must not be empty", key))
+			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must not be empty", key))
 			return
 		}
 		*dst = s
@@ -166,43 +165,57 @@ func parse(with map[string]any) (config, error) {
 	str("image", &c.Image)
 	str("cluster", &c.Cluster)
 	if c.Cluster != "" && !clusterstate.ValidClusterName(c.Cluster) {
-		errs = append(errs, fmt.Sprintf("with.cluster %q must name a cluster as its agent reports it (lower-case letters, digits, '-' and '.')", c.Cluster))
+		errs = append(errs, plugin.Settingf("cluster", "with.cluster %q must name a cluster as its agent reports it (lower-case letters, digits, '-' and '.')", c.Cluster))
 	}
 	var timeout string
 	str("timeout", &timeout)
 	if v, ok := with["wait"]; ok && v != nil {
 		b, ok := v.(bool)
 		if !ok {
-			errs = append(errs, "with.wait must be true or false")
+			errs = append(errs, plugin.Settingf("wait", "with.wait must be true or false"))
 		}
 		c.Wait = b
 	}
 	if bad := validation.IsDNS1123Label(c.Namespace); len(bad) > 0 {
-		errs = append(errs, fmt.Sprintf("with.namespace %q is not a namespace name: %s", c.Namespace, strings.Join(bad, "; ")))
+		errs = append(errs, plugin.Settingf("namespace", "with.namespace %q is not a namespace name: %s", c.Namespace, strings.Join(bad, "; ")))
 	}
 	m := filepath.ToSlash(c.Manifests)
 	if strings.HasPrefix(m, "/") || slices.Contains(strings.Split(m, "/"), "..") {
-		errs = append(errs, fmt.Sprintf("with.manifests %q must be a relative path inside the artifact", c.Manifests))
+		errs = append(errs, plugin.Settingf("manifests", "with.manifests %q must be a relative path inside the artifact", c.Manifests))
 	}
 	if c.Image != "" {
 		last := c.Image[strings.LastIndexByte(c.Image, '/')+1:]
 		if strings.ContainsAny(last, ":@") || strings.ContainsAny(c.Image, " \t") {
-			errs = append(errs, fmt.Sprintf("with.image %q must be a repository without tag or digest (e.g. registry.example/billing)", c.Image))
+			errs = append(errs, plugin.Settingf("image", "with.image %q must be a repository without tag or digest (e.g. registry.example/billing)", c.Image))
 		}
 	}
 	if timeout != "" {
 		d, err := time.ParseDuration(timeout)
 		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Sprintf("with.timeout %q must be a positive duration like 5m", timeout))
+			errs = append(errs, plugin.Settingf("timeout", "with.timeout %q must be a positive duration like 5m", timeout))
 		}
 		c.Timeout = d
 	}
 	if len(errs) > 0 {
-		sort.Strings(errs)
-		return c, fmt.Errorf("kubernetes: %s", strings.Join(errs, "; "))
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return c, fmt.Errorf("kubernetes: %w", errs)
 	}
 	return c, nil
 }
+
+// settingProblems are what parse refused, each a plugin.SettingError (so
+// admission places each at its setting), read as one line joined by "; ".
+type settingProblems []error
+
+func (p settingProblems) Error() string {
+	parts := make([]string, len(p))
+	for i, e := range p {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (p settingProblems) Unwrap() []error { return p }
 
 // Validate checks `with`: known keys, a namespace name, a relative
 // manifests path, an image repository without tag, a positive timeout.

@@ -49,21 +49,21 @@ type Checkpoint struct {
 func (p *Plugin) Validate(with map[string]any) error {
 	d, _ := with["dir"].(string)
 	if d == "" {
-		return fmt.Errorf("local: target.with.dir is required")
+		return fmt.Errorf("local: %w", plugin.Settingf("", "target.with.dir is required"))
 	}
 	return p.checkDir(d)
 }
 
 func (p *Plugin) checkDir(d string) error {
 	if !filepath.IsAbs(d) {
-		return fmt.Errorf("local: target.with.dir must be an absolute path, got %q", d)
+		return fmt.Errorf("local: %w", plugin.Settingf("dir", "target.with.dir must be an absolute path, got %q", d))
 	}
 	if p.o.Root == "" {
 		return nil
 	}
 	for _, el := range strings.Split(filepath.ToSlash(d), "/") {
 		if el == ".." {
-			return fmt.Errorf("local: target.with.dir %q must not contain \"..\"", d)
+			return fmt.Errorf("local: %w", plugin.Settingf("dir", "target.with.dir %q must not contain \"..\"", d))
 		}
 	}
 	root, err := resolve(p.o.Root)
@@ -72,13 +72,13 @@ func (p *Plugin) checkDir(d string) error {
 	}
 	real, err := resolve(d)
 	if err != nil {
-		return fmt.Errorf("local: target.with.dir %q: %w", d, err)
+		return fmt.Errorf("local: %w", &plugin.SettingError{Path: "dir", Err: fmt.Errorf("target.with.dir %q: %w", d, err)})
 	}
 	if !under(real, root) {
 		if real != filepath.Clean(d) {
-			return fmt.Errorf("local: target.with.dir %q leads to %s, outside this server's local root %s (plugins.local.root)", d, real, p.o.Root)
+			return fmt.Errorf("local: %w", plugin.Settingf("dir", "target.with.dir %q leads to %s, outside this server's local root %s (plugins.local.root)", d, real, p.o.Root))
 		}
-		return fmt.Errorf("local: target.with.dir %q is outside this server's local root %s (plugins.local.root)", d, p.o.Root)
+		return fmt.Errorf("local: %w", plugin.Settingf("dir", "target.with.dir %q is outside this server's local root %s (plugins.local.root)", d, p.o.Root))
 	}
 	return nil
 }
