@@ -51,6 +51,14 @@ type response struct {
 	Output    map[string]any `json:"output,omitempty"`
 	Error     string         `json:"error,omitempty"`
 	Permanent bool           `json:"permanent,omitempty"`
+	// Settings: in a refused validate, each setting of `with` at fault,
+	// which admission (and `manent validate`) reports at its own place.
+	Settings []setting `json:"settings,omitempty"`
+}
+
+type setting struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
 }
 
 func main() {
@@ -93,7 +101,8 @@ func handle(req request) response {
 	dir := str(with, "dir")
 	if req.Action == "validate" {
 		if !filepath.IsAbs(dir) {
-			return response{Error: "with.dir must be an absolute path", Permanent: true}
+			return response{Error: "with.dir must be an absolute path", Permanent: true,
+				Settings: []setting{{Path: "dir", Error: "with.dir must be an absolute path"}}}
 		}
 		return response{OK: true}
 	}

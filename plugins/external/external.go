@@ -93,6 +93,18 @@ type Response struct {
 	Error string `json:"error,omitempty"`
 	// Permanent says retrying cannot help: the step fails at once.
 	Permanent bool `json:"permanent,omitempty"`
+	// Settings, in a refused validate, says what is wrong with each
+	// setting of `with`: admission reports each at its own place.
+	Settings []SettingProblem `json:"settings,omitempty"`
+}
+
+// SettingProblem is one refused setting of a validate answer.
+type SettingProblem struct {
+	// Path is the setting's place below `with`, a JSON pointer ("timeout",
+	// "headers/X-A"; a leading "/" is allowed); "" for `with` itself.
+	Path string `json:"path"`
+	// Error says what is wrong with it.
+	Error string `json:"error"`
 }
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
@@ -289,6 +301,17 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 			msg = "failed without saying why"
 		}
 		err := fmt.Errorf("plugin %s: %s: %s", p.Name, action, msg)
+		if action == ActionValidate && len(resp.Settings) > 0 {
+			errs := make([]error, 0, len(resp.Settings))
+			for _, sp := range resp.Settings {
+				why := sp.Error
+				if why == "" {
+					why = msg
+				}
+				errs = append(errs, plugin.Settingf(strings.TrimPrefix(sp.Path, "/"), "%s", why))
+			}
+			err = fmt.Errorf("plugin %s: %s: %w", p.Name, action, errors.Join(errs...))
+		}
 		if resp.Permanent {
 			return plugin.Result(resp.Output), plugin.Permanent(err)
 		}

@@ -263,6 +263,29 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// A refused validate may name the settings at fault: each becomes a
+// plugin.SettingError (admission places it at /target/with/<path>), and
+// the answer's error stays the message of one that names none.
+func TestValidateNamesSettings(t *testing.T) {
+	if err := example(t).Validate(map[string]any{"dir": "relative"}); err == nil {
+		t.Fatal("a relative dir: accepted")
+	} else if ses := plugin.SettingErrors(err); len(ses) != 1 || ses[0].Path != "dir" || ses[0].Error() != "with.dir must be an absolute path" {
+		t.Fatalf("settings %+v of %v, want dir", ses, err)
+	}
+	path := writeScript(t, t.TempDir(), "manent-plugin-picky", `cat > /dev/null
+echo '{"ok": false, "permanent": true, "error": "2 settings refused", "settings": [{"path": "/headers/X~1A", "error": "must be a string"}, {"path": "", "error": ""}]}'
+`, 0o755)
+	p := &external.Plugin{Name: "picky", Path: path}
+	err := p.Validate(map[string]any{"headers": map[string]any{"X/A": 1}})
+	ses := plugin.SettingErrors(err)
+	if len(ses) != 2 || ses[0].Path != "headers/X~1A" || ses[0].Error() != "must be a string" || ses[1].Path != "" || ses[1].Error() != "2 settings refused" {
+		t.Fatalf("settings %+v of %v: want headers/X~1A and the answer's error at with", ses, err)
+	}
+	if !plugin.IsPermanent(err) {
+		t.Errorf("%v: want permanent, as answered", err)
+	}
+}
+
 // The request on stdin, as a plugin sees it.
 func TestRequest(t *testing.T) {
 	dir := t.TempDir()
