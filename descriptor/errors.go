@@ -201,10 +201,11 @@ const maxQuoted = 64
 
 // clip shortens text of the input quoted in a message (a 1 MiB value is
 // refused with a message of a line).
-func clip(s string) string { return clipText(s, maxQuoted) }
+func clip(s string) string { return ClipText(s, maxQuoted) }
 
-// clipText cuts s to at most max bytes, at a rune boundary, marking the cut.
-func clipText(s string, max int) string {
+// ClipText cuts s to at most max bytes, at a rune boundary, marking the
+// cut with "…": for text quoted in an error (the server's own refusals too).
+func ClipText(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/auth"
@@ -290,23 +289,11 @@ func refused(problems []manent.FieldError) error {
 			Message: fmt.Sprintf("… and %d more problems not shown: fix these and validate again", total-maxProblems+1)})
 	}
 	for i := range problems {
-		problems[i].Path = clip(problems[i].Path, maxProblemText)
-		problems[i].Message = clip(problems[i].Message, 2*maxProblemText)
+		problems[i].Path = descriptor.ClipText(problems[i].Path, maxProblemText)
+		problems[i].Message = descriptor.ClipText(problems[i].Message, 2*maxProblemText)
 	}
 	return &manent.Error{Code: manent.EInvalid,
 		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", total), Fields: problems}
-}
-
-// clip cuts s to at most n bytes (on a rune boundary), marking the cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // checkSchedule refuses a recurring schedule that fires more often than
