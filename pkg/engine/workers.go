@@ -346,7 +346,7 @@ func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
 		return nil, err
 	}
 	running := map[string]int{}
-	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow), dbos.WithFilterStatus(dbos.WorkflowStatusPending))
+	pending, err := e.pending(dbos.WithFilterName(DeployWorkflow))
 	if err != nil {
 		return nil, fmt.Errorf("list running deploys: %w", err)
 	}
@@ -358,6 +358,14 @@ func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
 		out[i] = WorkerInfo{Worker: w, Running: running[w.ID]}
 	}
 	return out, nil
+}
+
+// pending lists the running (PENDING) workflows that match opts, without
+// their inputs and outputs, which a launched DBOS would otherwise read and
+// decode: the callers need ids, executors and versions only.
+func (e *Engine) pending(opts ...dbos.ListWorkflowsOption) ([]dbos.WorkflowStatus, error) {
+	return dbos.ListWorkflows(e.dbos, append(opts, dbos.WithFilterStatus(dbos.WorkflowStatusPending),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))...)
 }
 
 // WorkerInfo is a worker and the deploys it runs (PENDING in DBOS under
@@ -375,7 +383,7 @@ type WorkerInfo struct {
 // executor id (an earlier --executor-id) died or stopped with them. See
 // Adopt.
 func (e *Engine) OrphanExecutors(ctx context.Context) ([]string, error) {
-	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterStatus(dbos.WorkflowStatusPending))
+	pending, err := e.pending()
 	if err != nil {
 		return nil, fmt.Errorf("list running workflows: %w", err)
 	}
@@ -446,8 +454,7 @@ func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, er
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	pending, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow),
-		dbos.WithFilterStatus(dbos.WorkflowStatusPending), dbos.WithFilterExecutorIDs(ids...))
+	pending, err := e.pending(dbos.WithFilterName(DeployWorkflow), dbos.WithFilterExecutorIDs(ids...))
 	if err != nil {
 		return nil, fmt.Errorf("list deploys on dead workers: %w", err)
 	}
