@@ -26,6 +26,16 @@ func Settingf(path, format string, args ...any) error {
 	return &SettingError{Path: path, Err: fmt.Errorf(format, args...)}
 }
 
+// SettingAt is the place of setting key in with, for a SettingError: the
+// setting itself when with has it, with itself (the setting is missing)
+// when it has not.
+func SettingAt(with map[string]any, key string) string {
+	if _, set := with[key]; set {
+		return SettingPath(key)
+	}
+	return ""
+}
+
 // SettingPath joins the segments of a setting's place below `with` into a
 // JSON pointer without its leading slash, escaping '~' and '/' in each.
 func SettingPath(segments ...string) string {

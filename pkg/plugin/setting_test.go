@@ -31,4 +31,11 @@ func TestSettingErrors(t *testing.T) {
 			t.Errorf("SettingErrors(%v) = %+v, want nil", err, got)
 		}
 	}
+	// A setting's place: itself when set, `with` when missing.
+	if at := plugin.SettingAt(map[string]any{"a/b": 1}, "a/b"); at != "a~1b" {
+		t.Errorf("SettingAt of a set key: %q, want a~1b", at)
+	}
+	if at := plugin.SettingAt(map[string]any{}, "command"); at != "" {
+		t.Errorf("SettingAt of a missing key: %q, want \"\" (with itself)", at)
+	}
 }

@@ -76,11 +76,7 @@ func parse(with map[string]any) (config, error) {
 	c := config{timeout: DefaultTimeout, staleAfter: clusterstate.DefaultStaleAfter}
 	name, _ := with["cluster"].(string)
 	if !clusterstate.ValidClusterName(name) {
-		at := "cluster"
-		if _, set := with["cluster"]; !set {
-			at = ""
-		}
-		return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(at, "with.cluster must name a cluster (lower-case letters, digits, '-' and '.'), got %v", with["cluster"]))
+		return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(plugin.SettingAt(with, "cluster"), "with.cluster must name a cluster (lower-case letters, digits, '-' and '.'), got %v", with["cluster"]))
 	}
 	c.cluster = name
 	for _, f := range []struct {

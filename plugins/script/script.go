@@ -64,11 +64,7 @@ func parse(with map[string]any) (config, error) {
 		if ss, ok := with["command"].([]string); ok && len(ss) > 0 {
 			c.Command = ss
 		} else {
-			at := "command"
-			if _, set := with["command"]; !set {
-				at = ""
-			}
-			return c, fmt.Errorf("script: %w", plugin.Settingf(at, "with.command must be a non-empty list of strings (argv)"))
+			return c, fmt.Errorf("script: %w", plugin.Settingf(plugin.SettingAt(with, "command"), "with.command must be a non-empty list of strings (argv)"))
 		}
 	}
 	for i, a := range raw {
