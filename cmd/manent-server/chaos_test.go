@@ -41,7 +41,14 @@ import (
 //  4. each environment's live release (the local target's `current`) is its
 //     last SUCCESS, and the inventory says the same;
 //  5. every final deploy is announced exactly once (one `finished`
-//     webhook-id per deploy, however often it was retried).
+//     webhook-id per deploy, however often it was retried);
+//  6. a deploy whose check after activation fails (about one in five) ends
+//     ERROR with both rollback steps done, whenever the kills fell, and no
+//     final deploy leaves a step RUNNING.
+//
+// Every other restart uses another executor id, as a server restarted
+// without its --executor-id does: the deploys the killed one ran are then
+// taken over at start (SQLite adoption), not resumed under the same id.
 //
 // The default test run has the short version (30 deploys, 5 kills);
 // scripts/chaos.sh runs the long one (200 deploys, 20 kills) and prints
@@ -85,7 +92,11 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"MANENT_EXECUTOR_ID=chaos-worker", "CHAOS_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
+	secret := []string{"CHAOS_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
+	// The executor id of the k-th start: every other one differs.
+	env := func(k int) []string {
+		return append([]string{fmt.Sprintf("MANENT_EXECUTOR_ID=chaos-worker-%d", k%2)}, secret...)
+	}
 	art := filepath.Join(dir, "app.txt")
 	if err := os.WriteFile(art, []byte("chaos\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -96,12 +107,15 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	}
 
 	var mu sync.Mutex
-	p := startArgs(t, []string{"--config", cfgPath}, data, db, env...)
+	p := startArgs(t, []string{"--config", cfgPath}, data, db, env(0)...)
 	current := func() *proc { mu.Lock(); defer mu.Unlock(); return p }
 
 	// Submit every deploy, each with its own Idempotency-Key, retrying
 	// through the kills until it is accepted.
-	type accepted struct{ key, id, env string }
+	type accepted struct {
+		key, id, env string
+		fails        bool // its verify step fails: it must end ERROR, rolled back
+	}
 	var acc []accepted
 	var accMu sync.Mutex
 	submitted := make(chan struct{})
@@ -110,7 +124,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 		for i := 0; i < deploys; i++ {
 			e := fmt.Sprintf("env-%d", i%envs)
 			key := fmt.Sprintf("chaos-%d", i)
-			body := chaosDescriptor(art, e, i, guard, markers, filepath.Join(data, "targets", "chaos", e), recv.URL, subRng)
+			body, fails := chaosDescriptor(art, e, i, guard, markers, filepath.Join(data, "targets", "chaos", e), recv.URL, subRng)
 			deadline := time.Now().Add(3 * time.Minute)
 			for time.Now().Before(deadline) {
 				id, err := submitKeyed(current().addr, key, body)
@@ -121,7 +135,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 				}
 				if err == nil {
 					accMu.Lock()
-					acc = append(acc, accepted{key, id, e})
+					acc = append(acc, accepted{key, id, e, fails})
 					accMu.Unlock()
 					break
 				}
@@ -138,7 +152,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 			t.Fatal(err)
 		}
 		<-pk.done
-		np := startArgs(t, []string{"--config", cfgPath}, data, db, env...)
+		np := startArgs(t, []string{"--config", cfgPath}, data, db, env(k+1)...)
 		mu.Lock()
 		p = np
 		mu.Unlock()
@@ -166,6 +180,30 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 		states[d.State]++
 	}
 	t.Logf("final states: %v", states)
+
+	// 6. A failed check rolls back, whatever the kills; nothing stays RUNNING.
+	for _, a := range acc {
+		d := byID[a.id]
+		steps := map[string]manent.StepState{}
+		for _, st := range d.Steps {
+			steps[st.Name] = st.State
+			if st.State == manent.StepRunning {
+				t.Errorf("deploy %s (%s, %s): step %s still RUNNING", a.key, a.id, d.State, st.Name)
+			}
+		}
+		switch {
+		case a.fails && d.State != manent.StateError:
+			t.Errorf("deploy %s (%s): its verify step fails, it ended %s (%s)", a.key, a.id, d.State, d.Error)
+		case a.fails:
+			for _, rb := range []string{"rollback:activation", "rollback:deploy"} {
+				if steps[rb] != manent.StepSuccess {
+					t.Errorf("deploy %s (%s, ERROR): step %s is %q, want SUCCESS", a.key, a.id, rb, steps[rb])
+				}
+			}
+		case d.State != manent.StateSuccess:
+			t.Errorf("deploy %s (%s): ended %s (%s), want SUCCESS", a.key, a.id, d.State, d.Error)
+		}
+	}
 
 	// 2 and 3 (processes): what the guard script recorded.
 	if b, err := os.ReadFile(filepath.Join(markers, "violations")); err == nil && len(b) > 0 {
@@ -263,7 +301,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 // at once, or two deploys of one environment at once — then runs the
 // command. Locks of dead processes are stale and taken over.
 const chaosGuard = `#!/bin/sh
-# usage: guard.sh MARKERS DEPLOY STEP ENVLOCK SECONDS
+# usage: guard.sh MARKERS DEPLOY STEP ENVLOCK SECONDS [EXIT]
 m=$1; d=$2; s=$3; e=$4; secs=$5
 # field N (3: state, 22: start time in clock ticks since boot) of
 # /proc/<pid>/stat as read once in $st; the command name may hold spaces.
@@ -294,14 +332,24 @@ sleep "$secs"
 rm -f "$m/step-$d-$s.lock"
 rm -f "$m/$e.lock"
 trace end
+exit "${6:-0}"
 `
 
-func chaosDescriptor(art, env string, i int, guard, markers, target, hook string, rng *rand.Rand) []byte {
+// chaosDescriptor returns the i-th deploy: a prepare step before deploy and
+// a verify step after activation, each taking 0.2–2 s. In about one deploy
+// in five the verify step fails, once (max_retries 0): the deploy must then
+// roll back its activation and its deploy.
+func chaosDescriptor(art, env string, i int, guard, markers, target, hook string, rng *rand.Rand) (body []byte, fails bool) {
 	secs := func() string { return fmt.Sprintf("%.2f", 0.2+rng.Float64()*1.8) }
+	fails = rng.IntN(5) == 0
 	id := fmt.Sprintf("d%d", i)
-	step := func(name, anchor string) string {
-		return fmt.Sprintf("  - {name: %s, %s, plugin: script, with: {command: [%q, %q, %q, %q, %q, %q]}}\n",
-			name, anchor, guard, markers, id, name, "env-lock-"+env, secs())
+	step := func(name, anchor string, exit int) string {
+		return fmt.Sprintf("  - {name: %s, %s, plugin: script, max_retries: 0, with: {command: [%q, %q, %q, %q, %q, %q, \"%d\"]}}\n",
+			name, anchor, guard, markers, id, name, "env-lock-"+env, secs(), exit)
+	}
+	verifyExit := 0
+	if fails {
+		verifyExit = 1
 	}
 	return []byte(fmt.Sprintf(`apiVersion: manent/v1
 application: chaos
@@ -309,10 +357,10 @@ environment: %s
 version: "%d"
 artifact: {url: "file://%s"}
 target: {plugin: local, with: {dir: %q}}
-rollback: {enabled: true}
+rollback: {enabled: true, on: [deploy, post-test, activation, verify]}
 callbacks: [{url: "%s/hook", events: [finished]}]
 steps:
-%s%s`, env, i, art, target, hook, step("prepare", "before: deploy"), step("verify", "after: activation")))
+%s%s`, env, i, art, target, hook, step("prepare", "before: deploy", 0), step("verify", "after: activation", verifyExit))), fails
 }
 
 // submitKeyed submits body once with an Idempotency-Key.
