@@ -27,8 +27,10 @@ func NewCmdCancel(f *Factory, runF func(*CancelOptions) error) *cobra.Command {
 		Short: "Cancel a deploy",
 		Long: `Ask the server to cancel a deploy. A waiting deploy is cancelled at once; a
 running one stops at the start of its next step (the running step
-completes, so no target is left half written). Use 'manent wait' to see it
-end.`,
+completes, so no target is left half written) and ends CANCELLED. A cancel
+that arrives during the deploy's last step has nothing left to stop: the
+deploy ends as that step does, and its log says so. Use 'manent wait' to
+see it end.`,
 		Example: `  manent cancel dpl_01JABCDEF
   # deploy dpl_01JABCDEF: cancel requested (state PENDING)
 
@@ -65,8 +67,14 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 		return err
 	}
 	if d.State == manent.StatePending {
-		// Running: it ends at its next step, which may be a while.
-		_, err = fmt.Fprintf(opts.IO.ErrOut, "the running step completes first, then the deploy ends CANCELLED; 'manent wait %s' follows it\n", safeText(id))
+		// Running: it ends at its next step, which may be a while. The
+		// server says what it waits for (and when the running step is its
+		// last, that it ends as that step does).
+		why := d.Reason
+		if why == "" {
+			why = "the running step completes first, then the deploy ends CANCELLED"
+		}
+		_, err = fmt.Fprintf(opts.IO.ErrOut, "%s; 'manent wait %s' follows it\n", safeText(why), safeText(id))
 	}
 	return err
 }

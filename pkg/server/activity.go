@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -164,12 +166,39 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 
 // cancelRequestedReason is what a running deploy whose cancel was asked
 // for still waits for: its running step ends first — it is never cut short
-// (SPEC §5) — then the deploy ends CANCELLED.
+// (SPEC §5) — then the deploy ends CANCELLED. When that step is the last
+// the deploy runs (only cleanup and closing its change ticket follow,
+// which a cancel does not stop), nothing is left to cancel: the deploy
+// ends as the step does.
 func cancelRequestedReason(steps []manent.Step) string {
-	if st, ok := runningStep(steps); ok {
+	for i := len(steps) - 1; i >= 0; i-- {
+		st := steps[i]
+		if st.State != manent.StepRunning {
+			continue
+		}
+		if !stepsLeft(steps[i+1:]) {
+			return fmt.Sprintf("cancel requested during the last step, %s: a running step is never cut short and no step is left to stop, so the deploy ends as %s does", st.Name, st.Name)
+		}
 		return fmt.Sprintf("cancel requested: step %s ends first (a running step is never cut short), then the deploy ends CANCELLED", st.Name)
 	}
 	return "cancel requested: the deploy ends CANCELLED at its next step"
+}
+
+// stepsLeft reports whether steps (those after the running one) hold a
+// step still to run that a cancel stops: not cleanup, closing the change
+// ticket or a compensation, which run whatever the cancel.
+func stepsLeft(steps []manent.Step) bool {
+	for _, st := range steps {
+		if st.State != manent.StepPending {
+			continue
+		}
+		switch {
+		case st.Name == manent.StepCleanup, st.Name == engine.StepChangeClose, strings.HasPrefix(st.Name, engine.RollbackPrefix):
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // explainWait fills the reason an ENQUEUED deploy waits, when nothing else

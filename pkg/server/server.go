@@ -254,6 +254,9 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "accepted", string(after.State))
+	// A running deploy goes on to the end of its step: the answer says
+	// what it waits for, as status does.
+	s.explainWait(r.Context(), &after.Deployment, after.CancelRequested)
 	writeJSON(w, http.StatusAccepted, after.Deployment)
 }
 

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // `manent validate` (the dry run) reports exactly what the run does
@@ -187,6 +189,46 @@ func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 	}
 	if d := waitFor(t, c, res.ID, manent.StateCancelled); d.Reason != "" {
 		t.Errorf("once CANCELLED the reason is %q, want none", d.Reason)
+	}
+}
+
+// A cancel during a deploy's last step has nothing left to stop: the
+// answer to the cancel and status say that the deploy ends as the step
+// does, not CANCELLED, and once it has ended SUCCESS its log says why the
+// cancel did not apply.
+func TestCancelDuringTheLastStep(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	last := strings.Replace(gatedDescriptor(artifactFile(t), "staging", gate), "before: deploy", "after: activation", 1)
+	res, err := c.Submit(ctx, []byte(last), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d, err := c.Deployment(ctx, res.ID)
+		return err == nil && d.State == manent.StatePending && runningStepName(d.Steps) == "gate"
+	}, "the last step running")
+	want := "cancel requested during the last step, gate: a running step is never cut short and no step is left to stop, so the deploy ends as gate does"
+	d, err := c.Cancel(ctx, res.ID)
+	if err != nil || d.Reason != want {
+		t.Fatalf("cancel answered %q, %v; want %q", d.Reason, err, want)
+	}
+	if d, err := c.Deployment(ctx, res.ID); err != nil || d.Reason != want {
+		t.Fatalf("status after the cancel: %q, %v; want %q", d.Reason, err, want)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, res.ID, manent.StateSuccess)
+	logs, err := c.Logs(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(logs.Lines); n == 0 || logs.Lines[n-1].Text != store.CancelTooLate {
+		t.Fatalf("log %+v: want it to end with %q", logs.Lines, store.CancelTooLate)
 	}
 }
 

@@ -393,6 +393,10 @@ type Outcome struct {
 	Live bool
 }
 
+// CancelTooLate is the log line of a deploy that ends SUCCESS although its
+// cancel was asked for: the request came during its last step.
+const CancelTooLate = "cancel requested during the last step: a running step is never cut short, and no step was left to stop; the deploy completed"
+
 // Finish records a final state, marks the steps that never ran SKIPPED,
 // and writes the inventory, a `done` event and the `deployment.finish`
 // audit entry, in one transaction. Finishing an already final deployment
@@ -450,10 +454,16 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome, 
 		}
 	}
 	// The final state, then the stream's end: one sequence bump, one INSERT.
-	if _, err := s.appendEventsCancel(ctx, tx, id, []newEvent{
-		{typ: EventState, at: o.At, data: stateEvent(o.State, "", o.Error)},
-		{typ: EventDone, at: o.At, data: DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}},
-	}); err != nil {
+	evs := make([]newEvent, 0, 3)
+	if o.State == manent.StateSuccess && r.CancelRequested {
+		// Asked for during the plan's last step (or its cleanup): a
+		// running step is never cut short, and none was left to stop.
+		evs = append(evs, newEvent{typ: EventLog, at: o.At, data: LogData{Text: CancelTooLate}})
+	}
+	evs = append(evs,
+		newEvent{typ: EventState, at: o.At, data: stateEvent(o.State, "", o.Error)},
+		newEvent{typ: EventDone, at: o.At, data: DoneData{State: o.State, Error: o.Error, Rollback: o.Rollback}})
+	if _, err := s.appendEventsCancel(ctx, tx, id, evs); err != nil {
 		return false, err
 	}
 	for _, f := range then {
