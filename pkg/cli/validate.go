@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -39,7 +40,9 @@ JSON path and line:column in the file.
 Without --offline the server runs every submission check (descriptor,
 permissions, sources, environment configuration, governance, plan) without
 enqueueing anything, and prints the plan and the effective (merged) deploy.
-With --offline only the descriptor is checked, locally, with no server.
+The plan says what a failure of each step does under the effective rollback
+policy: stop, roll back, or stop with the new release left live (a step
+after activation that is not in rollback.on). With --offline only the descriptor is checked, locally, with no server.
 
 Exit status: 0 valid, 1 invalid, 2 usage error (e.g. the file cannot be read).`,
 		Example: `  # check the file locally, no server needed
@@ -155,6 +158,19 @@ func toValidationErrors(fields []manent.FieldError) []ValidationError {
 	return out
 }
 
+// effectiveRollback reads the rollback policy of an effective deploy.
+func effectiveRollback(eff map[string]any) (enabled bool, on []string) {
+	rb, _ := eff["rollback"].(map[string]any)
+	enabled, _ = rb["enabled"].(bool)
+	list, _ := rb["on"].([]any)
+	for _, v := range list {
+		if name, ok := v.(string); ok {
+			on = append(on, name)
+		}
+	}
+	return enabled, on
+}
+
 // printValidateResult prints "<file> is valid" with the plan and effective
 // deploy, or each error on stderr as "<file>:LINE:COL: /path: message".
 func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
@@ -170,16 +186,31 @@ func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 	fmt.Fprintf(s.Out, "%s is valid\n", name)
 	if res.Plan != nil {
 		fmt.Fprintf(s.Out, "\n%s\n", s.Bold("Plan:"))
-		t := s.NewTable("#", "STEP", "PLUGIN", "MAX RETRIES", "TIMEOUT")
+		enabled, on := effectiveRollback(res.Effective)
+		t := s.NewTable("#", "STEP", "PLUGIN", "MAX RETRIES", "TIMEOUT", "ON FAILURE")
+		activated := false
+		var live []string // steps after activation whose failure leaves the release live
 		for i, st := range res.Plan.Steps {
 			timeout := ""
 			if st.Timeout > 0 {
 				timeout = formatDuration(st.Timeout)
 			}
-			t.AddRow(strconv.Itoa(i+1), st.Name, st.Plugin, strconv.Itoa(st.MaxRetries), timeout)
+			onFailure := "stop"
+			if enabled && slices.Contains(on, st.Name) {
+				onFailure = "roll back"
+			} else if activated {
+				onFailure = "stop, new release stays live"
+				live = append(live, st.Name)
+			}
+			t.AddRow(strconv.Itoa(i+1), st.Name, st.Plugin, strconv.Itoa(st.MaxRetries), timeout, onFailure)
+			activated = activated || st.Name == manent.StepActivation
 		}
 		if err := t.Render(); err != nil {
 			return err
+		}
+		if enabled && len(live) > 0 {
+			fmt.Fprintf(s.Out, "note: rollback is enabled, but %s runs after activation and is not in rollback.on: if it fails, the new release stays live (list it in rollback.on to roll back)\n",
+				safeText(strings.Join(live, ", ")))
 		}
 	}
 	if res.Effective != nil {
