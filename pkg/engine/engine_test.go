@@ -438,3 +438,47 @@ func TestCancelQueuedIsImmediate(t *testing.T) {
 		}
 	})
 }
+
+// A step whose command floods its output (a loop printing lines, a binary
+// file printed without a newline) keeps a bounded log: MaxStepLogLines
+// lines at most, each cut at MaxLogLine, and a last line saying how much
+// was left out. The deploy itself succeeds.
+func TestStepOutputFloodIsBounded(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	url, _ := f.artifact("app-1", "x")
+	flood := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do echo "line $i"; i=$((i+1)); done`, engine.MaxStepLogLines+500)
+	id := f.submit(descriptorYAML("billing", "staging", "1", url, "", fmt.Sprintf(`steps:
+  - {name: lines, after: deploy, plugin: script, with: {command: [sh, -c, %q]}}
+  - {name: blob, after: lines, plugin: script, with: {command: [sh, -c, "head -c 3000000 /dev/zero | tr '\\0' a"]}}
+`, flood)))
+	if rec := f.wait(id, 2*time.Minute); rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
+	}
+	logs, err := f.st.Logs(context.Background(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines, blob []string
+	for _, l := range logs {
+		switch l.Step {
+		case "lines":
+			lines = append(lines, l.Text)
+		case "blob":
+			blob = append(blob, l.Text)
+			if len(l.Text) > engine.MaxLogLine+100 {
+				t.Fatalf("blob: a line of %d bytes kept", len(l.Text))
+			}
+		}
+	}
+	if len(lines) != engine.MaxStepLogLines+2 {
+		t.Fatalf("lines: %d log lines, want %d and two notices", len(lines), engine.MaxStepLogLines)
+	}
+	if end := lines[len(lines)-1]; !strings.HasPrefix(end, "… 500 more lines (") {
+		t.Fatalf("lines: last line %q", end)
+	}
+	// 3,000,000 bytes without a newline: the script plugin hands them on in
+	// pieces of more than 64 KiB, each cut to MaxLogLine.
+	if len(blob) == 0 || len(blob) > 3_000_000/(64<<10)+2 || !strings.Contains(blob[0], " … [line cut: ") {
+		t.Fatalf("blob: %d lines, first %q", len(blob), blob[0][max(0, len(blob[0])-60):])
+	}
+}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,6 +57,9 @@ type run struct {
 	// reading it again. nil: read it (first step of an execution, after a
 	// wait, on a retry).
 	cancelSeen *bool
+	// logs is what the steps of this execution may still write to the
+	// deploy's log (steplog.go).
+	logs logBudget
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -269,7 +270,7 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 // log lines. first: the deploy becomes PENDING with the first record.
 func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (stepOut, error) {
 	startedAt := time.Now()
-	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, last: startedAt}
+	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
 	stopFlush := make(chan struct{})
@@ -849,72 +850,4 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 func (r *run) quiet() bool {
 	d := r.in.Descriptor
 	return !r.in.Waits.Change && (d == nil || (len(d.Callbacks) == 0 && (d.Notify == nil || len(d.Notify.Chat) == 0)))
-}
-
-// logWriter collects what a step writes to the deploy's log, line by line.
-// Lines are written with the step's end, or sooner — at most every
-// logFlushEvery — once the step is shown RUNNING, so `logs -f` follows a
-// long step as it runs.
-type logWriter struct {
-	ctx     context.Context
-	st      *store.Store
-	id      string
-	step    string
-	mu      sync.Mutex
-	buf     []byte
-	pending []store.LogEntry
-	last    time.Time
-	live    bool // the step is shown RUNNING: flush as lines come
-}
-
-const logFlushEvery = 250 * time.Millisecond
-
-func (l *logWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	now := time.Now()
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		l.pending = append(l.pending, store.LogEntry{Time: now, Text: strings.TrimRight(string(l.buf[:i]), "\r")})
-		l.buf = l.buf[i+1:]
-	}
-	if l.live && len(l.pending) > 0 && now.Sub(l.last) >= logFlushEvery {
-		l.flushLocked()
-	}
-	return len(p), nil
-}
-
-// flush writes the pending lines now and streams the rest as they come.
-func (l *logWriter) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.live = true
-	l.flushLocked()
-}
-
-func (l *logWriter) flushLocked() {
-	if len(l.pending) == 0 {
-		return
-	}
-	if err := l.st.AppendLog(l.ctx, l.id, l.step, l.pending); err == nil {
-		l.pending = nil
-	}
-	l.last = time.Now()
-}
-
-// take returns the lines not written yet, including a last unterminated one.
-func (l *logWriter) take() []store.LogEntry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.pending = append(l.pending, store.LogEntry{Time: time.Now(), Text: string(l.buf)})
-		l.buf = nil
-	}
-	out := l.pending
-	l.pending = nil
-	return out
 }

@@ -1,0 +1,101 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// A line longer than MaxLogLine is cut on a character boundary and says
+// how long it was; the writer never holds more than MaxLogLine of a line,
+// however much comes without a newline.
+func TestLogLineCut(t *testing.T) {
+	l := &logWriter{}
+	// "é" is two bytes: the cut falls in the middle of one.
+	long := "x" + strings.Repeat("é", MaxLogLine)
+	for i := 0; i < 64; i++ { // 64 × 32 KiB, no newline
+		if _, err := l.Write([]byte(long)); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.buf) > MaxLogLine {
+			t.Fatalf("holding %d bytes of one line, want at most %d", len(l.buf), MaxLogLine)
+		}
+	}
+	_, _ = l.Write([]byte("\nshort\n"))
+	got := l.take()
+	if len(got) != 2 {
+		t.Fatalf("%d lines, want 2: %q", len(got), got)
+	}
+	text, suffix := got[0].Text, fmt.Sprintf(" … [line cut: %d bytes, at most %d kept]", 64*len(long), MaxLogLine)
+	if !strings.HasSuffix(text, suffix) {
+		t.Fatalf("cut line ends %q, want %q", text[max(0, len(text)-80):], suffix)
+	}
+	kept := strings.TrimSuffix(text, suffix)
+	if !utf8.ValidString(kept) || len(kept) > MaxLogLine || len(kept) < MaxLogLine-utf8.UTFMax {
+		t.Fatalf("kept %d bytes (valid UTF-8: %t), want just under %d", len(kept), utf8.ValidString(kept), MaxLogLine)
+	}
+	if got[1].Text != "short" {
+		t.Fatalf("next line %q, want short", got[1].Text)
+	}
+}
+
+// An attempt keeps MaxStepLogLines lines, says at once that it stopped
+// keeping, and at its end how much it left out.
+func TestStepLogLimit(t *testing.T) {
+	l := &logWriter{budget: &logBudget{}}
+	const extra = 1234
+	var b strings.Builder
+	for i := 0; i < MaxStepLogLines+extra; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	if _, err := l.Write([]byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	got := l.take()
+	if len(got) != MaxStepLogLines+2 {
+		t.Fatalf("%d lines kept, want %d and two notices", len(got), MaxStepLogLines)
+	}
+	if last := got[MaxStepLogLines-1].Text; last != fmt.Sprintf("line %d", MaxStepLogLines-1) {
+		t.Fatalf("last kept line %q", last)
+	}
+	notice := got[MaxStepLogLines].Text
+	if !strings.Contains(notice, "this step's log limit (20000 lines or 4 MiB per attempt) is reached") {
+		t.Fatalf("notice %q", notice)
+	}
+	dropped := 0
+	for i := MaxStepLogLines; i < MaxStepLogLines+extra; i++ {
+		dropped += len(fmt.Sprintf("line %d\n", i))
+	}
+	want := fmt.Sprintf("… %d more lines (%d bytes) of output not kept: this step's log limit", extra, dropped)
+	if end := got[len(got)-1].Text; !strings.HasPrefix(end, want) {
+		t.Fatalf("last line %q, want it to start %q", end, want)
+	}
+}
+
+// The steps of one deploy share MaxDeployLogBytes: once it is spent, the
+// next attempt keeps nothing and says why.
+func TestDeployLogLimit(t *testing.T) {
+	budget := &logBudget{}
+	line := strings.Repeat("y", MaxLogLine-1) + "\n"
+	perAttempt := strings.Repeat(line, MaxStepLogBytes/MaxLogLine) // just under the attempt's limit
+	kept := 0
+	for i := 0; i < MaxDeployLogBytes/MaxStepLogBytes+2; i++ {
+		l := &logWriter{budget: budget}
+		_, _ = l.Write([]byte(perAttempt))
+		for _, e := range l.take() {
+			if !strings.HasPrefix(e.Text, "[") && !strings.HasPrefix(e.Text, "…") {
+				kept += len(e.Text)
+			}
+		}
+	}
+	if kept > MaxDeployLogBytes || kept < MaxDeployLogBytes-MaxStepLogBytes {
+		t.Fatalf("kept %d bytes over the attempts, want at most %d and close to it", kept, MaxDeployLogBytes)
+	}
+	l := &logWriter{budget: budget}
+	_, _ = l.Write([]byte(line))
+	got := l.take()
+	if len(got) != 2 || !strings.Contains(got[0].Text, "this deploy's log limit (64 MiB) is reached") {
+		t.Fatalf("after the budget: %q", got)
+	}
+}
