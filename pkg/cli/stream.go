@@ -59,9 +59,11 @@ func (s *eventStream) run(ctx context.Context) error {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		err := s.client.ProblemError(resp.StatusCode, body)
-		if resp.StatusCode < 500 {
+		if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			return backoff.Permanent(err) // no token, no permission, no such deploy
 		}
+		// A server error, or too many streams open (429): it may pass,
+		// tried again within retryFor.
 		return err
 	}
 	var (

@@ -77,6 +77,10 @@ type Config struct {
 	} `mapstructure:"health"`
 	Limits struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
+		// StreamsPerIdentity and Streams bound the event streams open at
+		// once, per identity and in all (0: the server's defaults).
+		StreamsPerIdentity int `mapstructure:"streams_per_identity"`
+		Streams            int `mapstructure:"streams"`
 	} `mapstructure:"limits"`
 	Schedules struct {
 		// MinInterval is the shortest time between two ticks of a

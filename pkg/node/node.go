@@ -276,6 +276,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	api := server.New(server.Config{
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
+		StreamsPerIdentity:   cfg.Limits.StreamsPerIdentity, Streams: cfg.Limits.Streams,
 	})
 	// The web UI's sessions are sealed with a key kept in the data dir.
 	webSecret, err := web.LoadSecret(filepath.Join(dataDir, WebKeyFile))

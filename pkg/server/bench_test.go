@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -34,7 +35,9 @@ func BenchmarkFanout(b *testing.B) {
 		mu        sync.Mutex
 		committed = map[string]map[int64]int64{} // deploy -> seq -> commit time (unix ns)
 	)
-	f := newFlow(b, servertest.WithStore(func(st *store.Store) {
+	f := newFlow(b, servertest.WithConfig(func(c *node.Config) {
+		c.Limits.StreamsPerIdentity = followers + 10 // one token follows
+	}), servertest.WithStore(func(st *store.Store) {
 		// Registered before the API's own listener: the time is taken
 		// right after the commit, before the hub fans out.
 		st.OnCommit(func(evs []store.Event) {

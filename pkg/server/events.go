@@ -91,6 +91,10 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	if !ok {
 		return
 	}
+	if !s.limitStream(w, r, p) {
+		return
+	}
+	defer s.streams.release(p.Subject)
 	sa := s.streamAuthOf(r, p)
 	// Subscribe before reading the history: what commits in between is in
 	// the buffer, and duplicates are dropped by seq.
@@ -211,6 +215,10 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		writeError(w, r, s.log, err)
 		return
 	}
+	if !s.limitStream(w, r, p) {
+		return
+	}
+	defer s.streams.release(p.Subject)
 	sub := h.subscribe(r.Context(), "")
 	defer h.unsubscribe(sub)
 	heads, err := s.st.Heads(r.Context(), nil, true, time.Time{})

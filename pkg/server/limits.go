@@ -97,3 +97,62 @@ func (s *Server) limitSubmission(w http.ResponseWriter, r *http.Request, p manen
 		"%s submitted more than %.0f deploys in a minute; retry in %ds", p.Subject, s.limiter.perMin, secs))
 	return false
 }
+
+// streamLimiter bounds the event streams open at once: per identity, and in
+// all. A stream holds a connection, a goroutine and its buffers (about
+// 55 KB) for as long as its deploy runs — days for one waiting for an
+// approval — so without a bound the least privileged token could open
+// streams until the server runs out of memory or file descriptors.
+type streamLimiter struct {
+	mu          sync.Mutex
+	perIdentity int
+	total       int
+	open        map[string]int
+	all         int
+}
+
+func newStreamLimiter(perIdentity, total int) *streamLimiter {
+	return &streamLimiter{perIdentity: perIdentity, total: total, open: map[string]int{}}
+}
+
+// acquire takes a stream for identity; the error says which bound it hit.
+func (l *streamLimiter) acquire(identity string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.open[identity] >= l.perIdentity:
+		return manent.Errorf(manent.ETooManyRequests,
+			"%s has %d event streams open, the most one identity may (limits.streams_per_identity); close one, or retry in %ds",
+			identity, l.open[identity], streamRetrySecs)
+	case l.all >= l.total:
+		return manent.Errorf(manent.ETooManyRequests,
+			"the server has %d event streams open, the most it serves (limits.streams); retry in %ds", l.all, streamRetrySecs)
+	}
+	l.open[identity]++
+	l.all++
+	return nil
+}
+
+// release gives back a stream of identity.
+func (l *streamLimiter) release(identity string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[identity]--; l.open[identity] <= 0 {
+		delete(l.open, identity)
+	}
+	l.all--
+}
+
+// streamRetrySecs is the Retry-After of a refused stream.
+const streamRetrySecs = 5
+
+// limitStream takes a stream for p, or answers 429 with Retry-After. The
+// caller releases it (s.streams.release) when the stream ends.
+func (s *Server) limitStream(w http.ResponseWriter, r *http.Request, p manent.Identity) bool {
+	if err := s.streams.acquire(p.Subject); err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(streamRetrySecs))
+		writeError(w, r, s.log, err)
+		return false
+	}
+	return true
+}

@@ -32,7 +32,18 @@ type Config struct {
 	Admitter *admit.Admitter
 	// SubmissionsPerMinute limits each identity's submissions (0: 120).
 	SubmissionsPerMinute int
+	// StreamsPerIdentity and Streams bound the event streams open at once,
+	// per identity (0: DefaultStreamsPerIdentity) and in all (0:
+	// DefaultStreams).
+	StreamsPerIdentity, Streams int
 }
+
+// The default bounds of open event streams (limits.streams_per_identity,
+// limits.streams).
+const (
+	DefaultStreamsPerIdentity = 200
+	DefaultStreams            = 5000
+)
 
 // Server is the HTTP API.
 type Server struct {
@@ -43,6 +54,7 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	limiter *rateLimiter
+	streams *streamLimiter
 	// web serves every path outside /api/ that no API route matched (the
 	// web UI, pkg/web), when mounted.
 	web http.Handler
@@ -56,8 +68,14 @@ func New(cfg Config) *Server {
 	if cfg.SubmissionsPerMinute == 0 {
 		cfg.SubmissionsPerMinute = 120
 	}
+	if cfg.StreamsPerIdentity == 0 {
+		cfg.StreamsPerIdentity = DefaultStreamsPerIdentity
+	}
+	if cfg.Streams == 0 {
+		cfg.Streams = DefaultStreams
+	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, admit: cfg.Admitter, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
-		limiter: newRateLimiter(cfg.SubmissionsPerMinute)}
+		limiter: newRateLimiter(cfg.SubmissionsPerMinute), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
 	s.routes()
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/server"
 	"github.com/spf13/viper"
 )
 
@@ -29,6 +30,8 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("workers.dead_after", "30s")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("limits.submissions_per_minute", 120)
+	v.SetDefault("limits.streams_per_identity", server.DefaultStreamsPerIdentity)
+	v.SetDefault("limits.streams", server.DefaultStreams)
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")
 	v.SetDefault("retention.workflows", "168h")
@@ -66,6 +69,10 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	}
 	if c.Workers.Slots < 1 {
 		return nil, fmt.Errorf("config: workers.slots must be at least 1")
+	}
+	if c.Limits.StreamsPerIdentity < 1 || c.Limits.Streams < 1 {
+		return nil, fmt.Errorf("config: limits.streams_per_identity and limits.streams must be at least 1 (defaults %d and %d)",
+			server.DefaultStreamsPerIdentity, server.DefaultStreams)
 	}
 	return &c, nil
 }

@@ -4,8 +4,8 @@
 // itself is assembled by pkg/node.
 //
 // It imports pkg/node, pkg/store (the database URL and faults),
-// pkg/version, pkg/atomicfile (the trial server's record) and pkg/auth
-// (admin new-token).
+// pkg/version, pkg/atomicfile (the trial server's record), pkg/auth
+// (admin new-token) and pkg/server (the defaults of its limits).
 package servercmd
 
 import (

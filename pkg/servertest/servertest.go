@@ -56,6 +56,7 @@ type options struct {
 	slots      int
 	logger     *slog.Logger
 	beforeAPI  []func(*store.Store)
+	config     []func(*node.Config)
 }
 
 // Option configures Start.
@@ -82,6 +83,11 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // to register a store.OnCommit listener that runs before the API's own.
 func WithStore(fn func(*store.Store)) Option {
 	return func(o *options) { o.beforeAPI = append(o.beforeAPI, fn) }
+}
+
+// WithConfig changes the server's configuration (Config) before it opens.
+func WithConfig(fn func(*node.Config)) Option {
+	return func(o *options) { o.config = append(o.config, fn) }
 }
 
 // Start runs a server for t and stops it when t ends. It fails t if the
@@ -113,6 +119,9 @@ func New(dir string, opts ...Option) (*Server, error) {
 	ctx := context.Background()
 	cfg := Config(dir)
 	cfg.Database, cfg.ExecutorID, cfg.Workers.Slots = o.database, o.executorID, o.slots
+	for _, fn := range o.config {
+		fn(cfg)
+	}
 	n, err := node.Open(ctx, cfg, node.Options{
 		Plugins: builtin.Register, BootstrapToken: o.token, Logger: o.logger,
 		OnStore: func(st *store.Store) {
