@@ -36,45 +36,55 @@ fi
 echo "end $$" >> $m/attempts
 `
 
-// alivePid says whether pid is a running process (a zombie is not).
-func alivePid(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+// A server SIGKILLed while a script step runs would leave that step's
+// processes orphaned. Its lifeline (pkg/plugin/lifeline.go) stops them —
+// the whole process group, the shell's child included — as soon as the
+// server is gone, without waiting for a restart. When the lifeline was
+// killed too, the restarted server stops them before the step runs again.
+// Either way the step never runs twice at once (SPEC §11.2). On SQLite the
+// restarted server does so, and resumes the deploy, also when it runs under
+// another executor id than the killed one (an --executor-id given once,
+// then dropped): it is the database's only server, so the killed one's
+// deploys run nowhere and would otherwise hold their environment's queue
+// forever.
+func TestSIGKILLOrphansStoppedBeforeRerun(t *testing.T) {
+	t.Run("the lifeline stops them", func(t *testing.T) { orphansStoppedBeforeRerun(t, "crash-worker", false) })
+	t.Run("lifeline killed too, same executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "crash-worker", true) })
+	t.Run("lifeline killed too, another executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "alpha", true) })
 }
 
-// pidsIn reads the pids listed in path.
-func pidsIn(path string) []int {
-	b, _ := os.ReadFile(path)
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
-			out = append(out, pid)
+// lifelineOf returns the pid of the step lifeline server pid started: its
+// child whose environment marks it so.
+func lifelineOf(t *testing.T, pid int) int {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if bytes.Contains(env, []byte("MANENT_PROCS_LIFELINE=1\x00")) {
+			return child
 		}
 	}
-	return out
-}
-
-// A server SIGKILLed while a script step runs leaves that step's processes
-// orphaned; the restarted server stops them — the whole process group,
-// the shell's child included — before the step runs again, so the step
-// never runs twice at once (SPEC §11.2). On SQLite the restarted server
-// does so, and resumes the deploy, also when it runs under another
-// executor id than the killed one (an --executor-id given once, then
-// dropped): it is the database's only server, so the killed one's deploys
-// run nowhere and would otherwise hold their environment's queue forever.
-func TestSIGKILLOrphansStoppedBeforeRerun(t *testing.T) {
-	t.Run("same executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "crash-worker") })
-	t.Run("another executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "alpha") })
+	t.Fatalf("server %d has no step lifeline", pid)
+	return 0
 }
 
 // orphansStoppedBeforeRerun kills a server of executor id first during a
-// script step and restarts one of executor id crash-worker on the same
-// SQLite database.
-func orphansStoppedBeforeRerun(t *testing.T, first string) {
+// script step — and its lifeline first when lifelineToo — and restarts one
+// of executor id crash-worker on the same SQLite database.
+func orphansStoppedBeforeRerun(t *testing.T, first string, lifelineToo bool) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	markers := filepath.Join(dir, "markers")
@@ -116,14 +126,38 @@ steps:
 	if len(pids) != 2 {
 		t.Fatalf("first attempt pids %v, want the shell and its child", pids)
 	}
+	if lifelineToo {
+		// Stopped, the server cannot start another lifeline when this
+		// one dies; then it dies too.
+		line := lifelineOf(t, p.cmd.Process.Pid)
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(line, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Eventually(t, 10*time.Second, func() bool { return !alivePid(line) }, "the lifeline killed")
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-p.done
-	for _, pid := range pids {
-		if !alivePid(pid) {
-			t.Fatalf("pid %d of the step died with the server: the test cannot tell orphans apart", pid)
+	if lifelineToo {
+		for _, pid := range pids {
+			if !alivePid(pid) {
+				t.Fatalf("pid %d of the step died with the server and its lifeline: the test cannot tell orphans apart", pid)
+			}
 		}
+	} else {
+		// No restart needed: the lifeline stops them.
+		enginetest.Eventually(t, 15*time.Second, func() bool {
+			for _, pid := range pids {
+				if alivePid(pid) {
+					return false
+				}
+			}
+			return true
+		}, "the lifeline to stop the step's processes %v", pids)
 	}
 
 	p2 := start(t, data, db)

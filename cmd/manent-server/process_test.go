@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -118,8 +120,9 @@ func crashDescriptor(t *testing.T, dir string) (yml, effects, started, release s
 	}
 	effects, started, release = filepath.Join(dir, "effects"), filepath.Join(dir, "started"), filepath.Join(dir, "release")
 	rec := func(name string) string { return fmt.Sprintf("echo %s >> %s", name, effects) }
-	slow := fmt.Sprintf(`%s; touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e %s ]`,
-		rec("slow"), started, release, release)
+	// The slow step also notes its shell's pid in <dir>/slow-pids.
+	slow := fmt.Sprintf(`%s; echo $$ >> %s; touch %s; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; [ -e %s ]`,
+		rec("slow"), filepath.Join(dir, "slow-pids"), started, release, release)
 	yml = fmt.Sprintf(`apiVersion: manent/v1
 application: crash
 environment: test
@@ -446,4 +449,26 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 			t.Fatalf("ticks %s and %s are %s apart: a tick ran twice", times[i-1], times[i], gap)
 		}
 	}
+}
+
+// alivePid says whether pid is a running process (a zombie is not).
+func alivePid(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// pidsIn reads the pids listed in path.
+func pidsIn(path string) []int {
+	b, _ := os.ReadFile(path)
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

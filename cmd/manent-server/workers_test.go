@@ -183,6 +183,10 @@ func TestWorkersTakeOverKilledWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := runner(t, c)
+	first := pidsIn(filepath.Join(dir, "slow-pids"))
+	if len(first) != 1 || !alivePid(first[0]) {
+		t.Fatalf("slow step pids %v, want its running shell", first)
+	}
 	if err := ps[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +197,12 @@ func TestWorkersTakeOverKilledWorker(t *testing.T) {
 	}
 	live := other(ps, victim).client()
 	resumed := waitFile(t, started, "the slow step to run again on another worker")
+	// The killed worker's lifeline stopped the first attempt's command
+	// (which waits for the release file) long before the takeover: the
+	// step never ran twice at once.
+	if alivePid(first[0]) {
+		t.Errorf("the slow step runs again on another worker while its first attempt (pid %d) still runs where the killed worker was", first[0])
+	}
 	t.Logf("takeover: the killed worker's step ran again %s after SIGKILL (dead_after %s, heartbeat %s)",
 		resumed.Sub(killed).Round(10*time.Millisecond), testDeadAfter, testHeartbeat)
 	if took := resumed.Sub(killed); took > testDeadAfter+15*time.Second {

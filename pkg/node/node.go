@@ -301,6 +301,11 @@ const WebKeyFile = "web-session.key"
 // life of this executor left running (SPEC §11.2), then the queue,
 // recovery of this executor's interrupted deploys, the schedules.
 func (n *Node) Launch(ctx context.Context) error {
+	// Before any step runs: the lifeline stops the steps' processes if
+	// this worker dies (pkg/plugin/lifeline.go).
+	if err := n.Procs.StartLifeline(n.Log); err != nil {
+		n.Log.Error("if this worker dies, its steps' processes will run on until it restarts", "error", err)
+	}
 	stopped, err := n.Procs.Sweep(ctx)
 	for _, s := range stopped {
 		n.Log.Warn("stopped the processes of a step left running by a previous life of this worker", "step", s)
@@ -360,6 +365,7 @@ func (n *Node) adoptOrphans(ctx context.Context) {
 func (n *Node) Close(timeout time.Duration) {
 	n.Engine.Shutdown(timeout)
 	n.Procs.Kill()
+	n.Procs.Close()
 	n.Store.Close()
 	n.lock.Unlock()
 }

@@ -49,7 +49,9 @@ type Procs struct {
 	grace time.Duration
 
 	mu      sync.Mutex
-	running map[int]struct{}
+	running map[int]procRecord // by process group
+	line    *lifeline          // lifeline.go; nil when not started
+	closed  bool
 }
 
 // NewProcs records running process groups in dir (one directory per
@@ -59,7 +61,7 @@ func NewProcs(dir string, grace time.Duration) *Procs {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	return &Procs{dir: dir, grace: grace, running: map[int]struct{}{}}
+	return &Procs{dir: dir, grace: grace, running: map[int]procRecord{}}
 }
 
 // procRecord is the file that says a step's command is running.
@@ -124,7 +126,7 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 			return fmt.Errorf("record the step's process group: %w", err)
 		}
 	}
-	p.track(pgid, true)
+	p.track(rec, true)
 	stop := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
@@ -148,7 +150,7 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 	<-watched
 	// What the leader left behind in its group goes with it.
 	gone := stopGroup(context.Background(), rec, 0) == nil
-	p.track(pgid, false)
+	p.track(rec, false)
 	if path != "" && gone {
 		_ = os.Remove(path)
 	}
@@ -243,16 +245,20 @@ func (p *Procs) Kill() {
 	}
 }
 
-func (p *Procs) track(pgid int, on bool) {
+// track registers the group of rec as running (on) or ended, here and
+// with the lifeline.
+func (p *Procs) track(rec procRecord, on bool) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if on {
-		p.running[pgid] = struct{}{}
+		p.running[rec.PGID] = rec
+		p.line.send("add", rec)
 	} else {
-		delete(p.running, pgid)
+		delete(p.running, rec.PGID)
+		p.line.send("del", rec)
 	}
 }
 

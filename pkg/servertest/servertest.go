@@ -156,14 +156,14 @@ func Config(dir string) *node.Config {
 }
 
 // Close stops the server: its connections (streams never end by
-// themselves), the HTTP server, the engine (running steps get 5 s) and the
-// store.
+// themselves), the HTTP server, then the node as the binary stops it
+// (running steps get 5 s, their processes' lifeline ends, the store
+// closes).
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
 		s.HTTP.CloseClientConnections()
 		s.HTTP.Close()
-		s.Engine.Shutdown(5 * time.Second)
-		s.Store.Close()
+		s.Node.Close(5 * time.Second)
 	})
 }
 

@@ -1,0 +1,132 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// waitUntil polls cond every 20 ms until it holds or d passes.
+func waitUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition with a deadline
+	}
+	return cond()
+}
+
+// When the worker dies, its lifeline stops the process groups of the steps
+// still running — the leader and what it started in its group — without
+// the worker. The worker's death is what the kernel does to the pipe when
+// it dies: its end closes without a word (the test closes it).
+func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
+	dir := t.TempDir()
+	procs := NewProcs(filepath.Join(dir, "procs"), 500*time.Millisecond)
+	if err := procs.StartLifeline(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.Close)
+	var log bytes.Buffer
+	pc := testContext(dir, &log)
+	pidFile := filepath.Join(dir, "pids")
+	// A leader that ignores SIGTERM, and a child in its group.
+	cmd := exec.Command("sh", "-c", `trap '' TERM; sleep 300 & echo $$ $! > `+pidFile+`; wait`)
+	ran := make(chan error, 1)
+	go func() { ran <- procs.Run(context.Background(), pc, cmd) }()
+	var pids []int
+	if !waitUntil(10*time.Second, func() bool {
+		b, err := os.ReadFile(pidFile)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		return err == nil && len(pids) == 2
+	}) {
+		t.Fatal("the step's command did not start")
+	}
+	// Registered with the lifeline: the step is tracked.
+	if !waitUntil(5*time.Second, func() bool { procs.mu.Lock(); defer procs.mu.Unlock(); return len(procs.running) == 1 }) {
+		t.Fatal("the step's group is not tracked")
+	}
+	pgid := pids[0]
+	procs.mu.Lock()
+	l := procs.line
+	procs.mu.Unlock()
+	l.w.Close() // the worker "dies": its end of the pipe closes, no del sent
+	if !waitUntil(15*time.Second, func() bool { return !groupAlive(pgid) }) {
+		t.Fatalf("group %d still alive 15 s after its worker died", pgid)
+	}
+	select {
+	case err := <-ran:
+		if err == nil {
+			t.Fatal("the step's command ended well, want it killed")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return once its group was stopped")
+	}
+	for _, pid := range pids {
+		if s, ok := readStat(pid); ok && !s.dead() && s.start != 0 && s.pgrp == pgid {
+			t.Fatalf("process %d of the step still alive", pid)
+		}
+	}
+}
+
+// A lifeline that dies is started again, with the groups running then.
+func TestLifelineRestarted(t *testing.T) {
+	dir := t.TempDir()
+	procs := NewProcs(filepath.Join(dir, "procs"), 500*time.Millisecond)
+	if err := procs.StartLifeline(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.Close)
+	var log bytes.Buffer
+	pc := testContext(dir, &log)
+	pidFile := filepath.Join(dir, "pid")
+	cmd := exec.Command("sh", "-c", `echo $$ > `+pidFile+`; exec sleep 300`)
+	ran := make(chan error, 1)
+	go func() { ran <- procs.Run(context.Background(), pc, cmd) }()
+	var pgid int
+	if !waitUntil(10*time.Second, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		return pgid > 0 && len(procs.running) == 1
+	}) {
+		t.Fatal("the step's command did not start")
+	}
+	procs.mu.Lock()
+	first := procs.line
+	procs.mu.Unlock()
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var second *lifeline
+	if !waitUntil(10*time.Second, func() bool {
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		second = procs.line
+		return second != nil && second != first
+	}) {
+		t.Fatal("the lifeline was not started again")
+	}
+	if !groupAlive(pgid) {
+		t.Fatal("the step died with the first lifeline")
+	}
+	second.w.Close() // now the worker dies
+	if !waitUntil(15*time.Second, func() bool { return !groupAlive(pgid) }) {
+		t.Fatalf("group %d still alive: the second lifeline did not know it", pgid)
+	}
+	<-ran
+}
