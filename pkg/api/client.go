@@ -188,8 +188,39 @@ func (c *Client) Steps(ctx context.Context, id string) ([]manent.Step, error) {
 
 // Logs returns the log lines of a deploy recorded so far.
 func (c *Client) Logs(ctx context.Context, id string) (*LogsResult, error) {
+	all := &LogsResult{}
+	var after int64
+	for {
+		page, err := c.LogsPage(ctx, id, after, 0)
+		if err != nil {
+			return all, err
+		}
+		all.Lines = append(all.Lines, page.Lines...)
+		all.State = page.State
+		if page.NextAfter <= after {
+			return all, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+// LogsPage returns one page of a deploy's log: the lines after the line
+// numbered after, at most limit of them (0: the server's default,
+// MaxLogPage). NextAfter is set when the log goes on.
+func (c *Client) LogsPage(ctx context.Context, id string, after int64, limit int) (*LogsResult, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatInt(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/api/v1/deployments/" + url.PathEscape(id) + "/logs"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var out LogsResult
-	err := c.do(ctx, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id)+"/logs", "", nil, &out)
+	err := c.do(ctx, http.MethodGet, path, "", nil, &out)
 	return &out, err
 }
 

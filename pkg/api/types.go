@@ -63,7 +63,18 @@ type StepsResult struct {
 type LogsResult struct {
 	Lines []manent.LogLine `json:"lines"`
 	State manent.State     `json:"state"`
+	// NextAfter, when set, is the ?after= of the next page: the log goes
+	// on past this one (MaxLogPage lines or MaxLogPageBytes of text).
+	NextAfter int64 `json:"next_after,omitempty"`
 }
+
+// The most one page of GET /api/v1/deployments/{id}/logs holds: ?limit=
+// lines (default and most MaxLogPage), and no more lines once their text
+// passes MaxLogPageBytes.
+const (
+	MaxLogPage      = 10_000
+	MaxLogPageBytes = 4 << 20
+)
 
 // InventoryResult lists the current release and last failure per application/environment.
 type InventoryResult struct {

@@ -91,22 +91,34 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 		return err
 	}
 	if !opts.Follow {
-		res, err := client.Logs(ctx, opts.ID)
-		if err != nil {
-			return err
-		}
-		if res.Lines == nil {
-			res.Lines = []manent.LogLine{}
-		}
 		if opts.Exporter != nil {
-			return opts.Exporter.Write(opts.IO.Out, res)
-		}
-		for _, l := range res.Lines {
-			if err := writeLogLine(opts, l); err != nil {
+			res, err := client.Logs(ctx, opts.ID)
+			if err != nil {
 				return err
 			}
+			if res.Lines == nil {
+				res.Lines = []manent.LogLine{}
+			}
+			return opts.Exporter.Write(opts.IO.Out, res)
 		}
-		return nil
+		// Page by page (the server sends at most api.MaxLogPage lines at
+		// once): a long log is printed as it comes, not held whole.
+		var after int64
+		for {
+			page, err := client.LogsPage(ctx, opts.ID, after, 0)
+			if err != nil {
+				return err
+			}
+			for _, l := range page.Lines {
+				if err := writeLogLine(opts, l); err != nil {
+					return err
+				}
+			}
+			if page.NextAfter <= after {
+				return nil
+			}
+			after = page.NextAfter
+		}
 	}
 	return followLogs(ctx, client, opts)
 }

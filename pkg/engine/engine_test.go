@@ -208,7 +208,7 @@ func TestHappyPath(t *testing.T) {
 		if _, err := os.Stat(f.eng.WorkDir(id)); !os.IsNotExist(err) {
 			t.Errorf("work dir not removed by cleanup: %v", err)
 		}
-		logs, _ := f.st.Logs(context.Background(), id, 0)
+		logs, _ := f.st.Logs(context.Background(), id, 0, 0)
 		if len(logs) == 0 {
 			t.Error("no log lines recorded")
 		}
@@ -454,7 +454,7 @@ func TestStepOutputFloodIsBounded(t *testing.T) {
 	if rec := f.wait(id, 2*time.Minute); rec.State != manent.StateSuccess {
 		t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
 	}
-	logs, err := f.st.Logs(context.Background(), id, 0)
+	logs, err := f.st.Logs(context.Background(), id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -252,13 +252,45 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	lines, err := s.st.Logs(r.Context(), rec.ID, after)
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
+	limit := api.MaxLogPage
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > api.MaxLogPage {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxLogPage, v))
+			return
+		}
+		limit = n
 	}
-	writeJSON(w, http.StatusOK, api.LogsResult{Lines: lines, State: rec.State})
+	// Read in chunks, so that a page of long lines stops at
+	// MaxLogPageBytes without reading its limit first; one line more than
+	// the page says whether the log goes on.
+	res := api.LogsResult{Lines: []manent.LogLine{}, State: rec.State}
+	size := 0
+	for {
+		chunk, err := s.st.Logs(r.Context(), rec.ID, after, min(logChunk, limit+1-len(res.Lines)))
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		for _, l := range chunk {
+			if len(res.Lines) == limit || (len(res.Lines) > 0 && size+len(l.Text) > api.MaxLogPageBytes) {
+				res.NextAfter = res.Lines[len(res.Lines)-1].Seq
+				writeJSON(w, http.StatusOK, res)
+				return
+			}
+			res.Lines = append(res.Lines, l)
+			size += len(l.Text)
+			after = l.Seq
+		}
+		if len(chunk) < logChunk {
+			writeJSON(w, http.StatusOK, res)
+			return
+		}
+	}
 }
+
+// logChunk is how many log lines GET …/logs reads from the database at once.
+const logChunk = 500
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	rec, p, ok := s.deploymentAs(w, r, PermCancel)

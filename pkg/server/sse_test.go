@@ -101,7 +101,7 @@ func (f *flow) waitFinal(id string, timeout time.Duration) *manent.Deployment {
 func (f *flow) waitLog(id, text string) {
 	f.t.Helper()
 	enginetest.Eventually(f.t, 30*time.Second, func() bool {
-		lines, err := f.srv.Store.Logs(context.Background(), id, 0)
+		lines, err := f.srv.Store.Logs(context.Background(), id, 0, 0)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -450,7 +450,7 @@ func TestLogsFollow(t *testing.T) {
 	f.open(gate)
 	got = append(got, c.rest(t)...)
 
-	lines, err := f.srv.Store.Logs(context.Background(), id, 0)
+	lines, err := f.srv.Store.Logs(context.Background(), id, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,7 +664,7 @@ func TestLogsAfter(t *testing.T) {
 	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
 	f.waitLog(id, "waiting for the gate")
 	t.Cleanup(func() { f.open(gate) })
-	all, err := f.srv.Store.Logs(context.Background(), id, 0)
+	all, err := f.srv.Store.Logs(context.Background(), id, 0, 0)
 	if err != nil || len(all) < 2 {
 		t.Fatalf("logs: %v %v, want at least 2 lines", all, err)
 	}

@@ -267,8 +267,8 @@ func (s *Store) Events(ctx context.Context, id string, after int64, types []stri
 }
 
 // Logs returns a deploy's log lines.
-func (s *Store) Logs(ctx context.Context, id string, after int64) ([]manent.LogLine, error) {
-	evs, err := s.Events(ctx, id, after, []string{EventLog}, 0)
+func (s *Store) Logs(ctx context.Context, id string, after int64, limit int) ([]manent.LogLine, error) {
+	evs, err := s.Events(ctx, id, after, []string{EventLog}, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -245,9 +245,13 @@ func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer
 
 // deployView is the deploy page.
 type deployView struct {
-	D          manent.Deployment
-	Lines      []manent.LogLine
-	LastSeq    int64
+	D       manent.Deployment
+	Lines   []manent.LogLine
+	LastSeq int64
+	// More: the log goes on past the page the server sent
+	// (api.MaxLogPage lines or api.MaxLogPageBytes); a running deploy's
+	// stream brings the rest, a final one's page says where it is.
+	More       bool
 	CanApprove bool
 	CanCancel  bool
 	Approved   bool // the viewer has approved already
@@ -265,7 +269,7 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 		if err := h.call(r, v, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id)+"/logs", nil, &logs); err != nil {
 			return err
 		}
-		dv.Lines = logs.Lines
+		dv.Lines, dv.More = logs.Lines, logs.NextAfter > 0
 		if n := len(logs.Lines); n > 0 {
 			dv.LastSeq = logs.Lines[n-1].Seq
 		}
