@@ -65,8 +65,21 @@ func startWith(t *testing.T, dataDir, db string, env ...string) *proc {
 // startArgs is startWith with more arguments to `serve` (--config).
 func startArgs(t testing.TB, args []string, dataDir, db string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(serverBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db}, args...)...)
+	cmd := exec.Command(serverBin, serveArgs(dataDir, db, args...)...)
 	cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), env...)
+	return startCmd(t, cmd, dataDir)
+}
+
+// serveArgs is the arguments of `manent-server serve` on a random loopback
+// port, with args after them.
+func serveArgs(dataDir, db string, args ...string) []string {
+	return append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--database", db}, args...)
+}
+
+// startCmd starts cmd, a manent-server serve (perhaps wrapped), logging to
+// <dataDir>/server.log, and waits until it listens.
+func startCmd(t testing.TB, cmd *exec.Cmd, dataDir string) *proc {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

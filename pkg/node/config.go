@@ -81,6 +81,9 @@ type Config struct {
 		// once, per identity and in all (0: the server's defaults).
 		StreamsPerIdentity int `mapstructure:"streams_per_identity"`
 		Streams            int `mapstructure:"streams"`
+		// Connections bounds the connections the server holds open at
+		// once (pkg/servercmd).
+		Connections int `mapstructure:"connections"`
 	} `mapstructure:"limits"`
 	Schedules struct {
 		// MinInterval is the shortest time between two ticks of a

@@ -32,6 +32,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("limits.streams_per_identity", server.DefaultStreamsPerIdentity)
 	v.SetDefault("limits.streams", server.DefaultStreams)
+	v.SetDefault("limits.connections", DefaultConnections)
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")
 	v.SetDefault("retention.workflows", "168h")
@@ -69,6 +70,9 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	}
 	if c.Workers.Slots < 1 {
 		return nil, fmt.Errorf("config: workers.slots must be at least 1")
+	}
+	if c.Limits.Connections < 1 {
+		return nil, fmt.Errorf("config: limits.connections must be at least 1 (default %d)", DefaultConnections)
 	}
 	if c.Limits.StreamsPerIdentity < 1 || c.Limits.Streams < 1 {
 		return nil, fmt.Errorf("config: limits.streams_per_identity and limits.streams must be at least 1 (defaults %d and %d)",
@@ -119,3 +123,7 @@ func decodeErrorText(err error) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// DefaultConnections is limits.connections' default: the default of
+// limits.streams and room for the rest.
+const DefaultConnections = server.DefaultStreams + 1000

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/version"
@@ -165,6 +166,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		n.Close(time.Second)
 		return err
 	}
+	ln = netutil.LimitListener(ln, connectionLimit(cfg.Limits.Connections, log))
 	hs := &http.Server{
 		Handler:           n.API,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -223,4 +225,35 @@ func redactDB(s string) string {
 		}
 	}
 	return s
+}
+
+// connectionReserve is how many file descriptors the server keeps for
+// itself — database files and connections, steps' pipes and processes,
+// artifacts — whatever its clients hold.
+const connectionReserve = 1024
+
+// connectionLimit is how many connections the server holds open at once
+// (limits.connections): beyond it, new ones wait in the kernel's queue
+// until one closes. Without a bound, anonymous clients holding idle
+// connections took every file descriptor of a server, and its running
+// deploys could no longer open a file, a pipe or a database connection.
+// The limit is kept connectionReserve below the process's descriptor
+// limit (ulimit -n), and said so when that lowers it.
+func connectionLimit(want int, log *slog.Logger) int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return want
+	}
+	most := int(min(rl.Cur, 1<<30))
+	if most > 2*connectionReserve {
+		most -= connectionReserve
+	} else {
+		most /= 2
+	}
+	if want > most {
+		log.Warn("limits.connections lowered to keep file descriptors for the server's own work; raise the limit on open files (ulimit -n) for more",
+			"limits.connections", want, "lowered_to", most, "open_files_limit", rl.Cur)
+		return most
+	}
+	return want
 }
