@@ -46,9 +46,14 @@ import (
 //     ERROR with both rollback steps done, whenever the kills fell, and no
 //     final deploy leaves a step RUNNING.
 //
-// Every other restart uses another executor id, as a server restarted
-// without its --executor-id does: the deploys the killed one ran are then
-// taken over at start (SQLite adoption), not resumed under the same id.
+// It runs on SQLite — one server; every other restart uses another
+// executor id, as a server restarted without its --executor-id does, so
+// the deploys the killed one ran are then taken over at start (SQLite
+// adoption), not resumed under the same id — and on PostgreSQL: three
+// workers, a killed one down past dead_after while the others take its
+// deploys over, with steps longer than dead_after, so that a step whose
+// processes outlived their worker would run twice at once (its lifeline
+// stops them).
 //
 // The default test run has the short version (30 deploys, 5 kills);
 // scripts/chaos.sh runs the long one (200 deploys, 20 kills) and prints
@@ -59,6 +64,15 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos harness starts and kills the server for about 40 s")
 	}
+	t.Run("sqlite", func(t *testing.T) { chaos(t, enginetest.SQLite(t), 1) })
+	// Three workers on one PostgreSQL: each kill takes one down (and
+	// starts it again); the others take its deploys over after dead_after,
+	// and its lifeline stops its steps' processes meanwhile.
+	t.Run("postgres", func(t *testing.T) { chaos(t, enginetest.Postgres(t), 3) })
+}
+
+// chaos runs the harness against workers manent-servers on db.
+func chaos(t *testing.T, db string, workers int) {
 	deploys := envInt(t, "MANENT_CHAOS_DEPLOYS", 30)
 	kills := envInt(t, "MANENT_CHAOS_KILLS", 5)
 	envs := envInt(t, "MANENT_CHAOS_ENVIRONMENTS", 6)
@@ -75,27 +89,50 @@ func TestChaos(t *testing.T) {
 	subRng := rand.New(rand.NewPCG(seed, seed+1)) // the submissions (their own goroutine)
 
 	dir := t.TempDir()
-	data := filepath.Join(dir, "data")
+	targets := filepath.Join(dir, "targets")
 	markers := filepath.Join(dir, "markers")
 	if err := os.MkdirAll(markers, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	db := enginetest.SQLite(t)
 	hooks := newHookCounter()
 	recv := httptest.NewServer(hooks)
 	defer recv.Close()
 	cfgPath := filepath.Join(dir, "manent-server.yaml")
-	if err := os.WriteFile(cfgPath, []byte(`artifacts: {sources: ["file:///**"]}
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`artifacts: {sources: ["file:///**"]}
 callbacks: {allow: ["http://127.0.0.1:*/**"], secret_env: CHAOS_SECRET}
-plugins: {steps: [script]}
+plugins: {steps: [script], local: {root: %q}}
 workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
-`), 0o644); err != nil {
+`, targets)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	secret := []string{"CHAOS_SECRET=whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}
-	// The executor id of the k-th start: every other one differs.
-	env := func(k int) []string {
-		return append([]string{fmt.Sprintf("MANENT_EXECUTOR_ID=chaos-worker-%d", k%2)}, secret...)
+	// The data directory and environment of worker w's k-th start. One
+	// server on SQLite: every other start takes another executor id, as a
+	// server restarted without its --executor-id does. Several workers on
+	// PostgreSQL: each keeps its id, as a supervisor restarts it.
+	dataOf := func(w int) string { return filepath.Join(dir, fmt.Sprintf("data-%d", w)) }
+	env := func(w, k int) []string {
+		if workers == 1 {
+			return append([]string{fmt.Sprintf("MANENT_EXECUTOR_ID=chaos-worker-%d", k%2)}, secret...)
+		}
+		// Fast heartbeats: a killed worker's deploys are taken over
+		// within seconds.
+		return append(append([]string{fmt.Sprintf("MANENT_EXECUTOR_ID=chaos-w%d", w)}, secret...), workerEnv...)
+	}
+	// How long a step takes at most: on PostgreSQL longer than dead_after,
+	// so that a killed worker's step would still run when another worker
+	// takes it over, were its processes not stopped (its lifeline).
+	longest := 2.0
+	if workers > 1 {
+		longest = 2 * testDeadAfter.Seconds()
+	}
+	serverLogs := func() []byte {
+		var all []byte
+		for w := 0; w < workers; w++ {
+			b, _ := os.ReadFile(filepath.Join(dataOf(w), "server.log"))
+			all = append(all, b...)
+		}
+		return all
 	}
 	art := filepath.Join(dir, "app.txt")
 	if err := os.WriteFile(art, []byte("chaos\n"), 0o644); err != nil {
@@ -107,8 +144,18 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	}
 
 	var mu sync.Mutex
-	p := startArgs(t, []string{"--config", cfgPath}, data, db, env(0)...)
-	current := func() *proc { mu.Lock(); defer mu.Unlock(); return p }
+	ps := make([]*proc, workers)
+	for w := range ps {
+		ps[w] = startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, 0)...)
+	}
+	next := 0
+	// current is a worker to talk to, each in turn.
+	current := func() *proc {
+		mu.Lock()
+		defer mu.Unlock()
+		next++
+		return ps[next%workers]
+	}
 
 	// Submit every deploy, each with its own Idempotency-Key, retrying
 	// through the kills until it is accepted.
@@ -124,7 +171,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 		for i := 0; i < deploys; i++ {
 			e := fmt.Sprintf("env-%d", i%envs)
 			key := fmt.Sprintf("chaos-%d", i)
-			body, fails := chaosDescriptor(art, e, i, guard, markers, filepath.Join(data, "targets", "chaos", e), recv.URL, subRng)
+			body, fails := chaosDescriptor(art, e, i, guard, markers, filepath.Join(targets, "chaos", e), recv.URL, longest, subRng)
 			deadline := time.Now().Add(3 * time.Minute)
 			for time.Now().Before(deadline) {
 				id, err := submitKeyed(current().addr, key, body)
@@ -147,14 +194,23 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond) // the random instant of a kill
-		pk := current()
+		w := rng.IntN(workers)
+		mu.Lock()
+		pk := ps[w]
+		mu.Unlock()
 		if err := pk.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		<-pk.done
-		np := startArgs(t, []string{"--config", cfgPath}, data, db, env(k+1)...)
+		if workers > 1 {
+			// Down past dead_after, as a machine that died: the other
+			// workers take its deploys over, while the restart of a
+			// worker would sweep its own steps' processes first.
+			time.Sleep(testDeadAfter + 2*time.Second) // the length of the outage, not synchronisation
+		}
+		np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k+1)...)
 		mu.Lock()
-		p = np
+		ps[w] = np
 		mu.Unlock()
 	}
 	<-submitted
@@ -209,7 +265,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	if b, err := os.ReadFile(filepath.Join(markers, "violations")); err == nil && len(b) > 0 {
 		t.Errorf("processes overlapped:\n%s", b)
 		// What the server said about those deploys, to tell why.
-		logs, _ := os.ReadFile(filepath.Join(data, "server.log"))
+		logs := serverLogs()
 		for _, a := range acc {
 			if !strings.Contains(string(b), " d"+strings.TrimPrefix(a.key, "chaos-")+"/") {
 				continue
@@ -273,7 +329,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 				last, lastAt = d.Version, *d.FinishedAt
 			}
 		}
-		link, err := os.Readlink(filepath.Join(data, "targets", "chaos", e, "current"))
+		link, err := os.Readlink(filepath.Join(targets, "chaos", e, "current"))
 		live := filepath.Base(link)
 		if last == "" {
 			continue
@@ -336,11 +392,11 @@ exit "${6:-0}"
 `
 
 // chaosDescriptor returns the i-th deploy: a prepare step before deploy and
-// a verify step after activation, each taking 0.2–2 s. In about one deploy
+// a verify step after activation, each taking 0.2 s to longest. In about one deploy
 // in five the verify step fails, once (max_retries 0): the deploy must then
 // roll back its activation and its deploy.
-func chaosDescriptor(art, env string, i int, guard, markers, target, hook string, rng *rand.Rand) (body []byte, fails bool) {
-	secs := func() string { return fmt.Sprintf("%.2f", 0.2+rng.Float64()*1.8) }
+func chaosDescriptor(art, env string, i int, guard, markers, target, hook string, longest float64, rng *rand.Rand) (body []byte, fails bool) {
+	secs := func() string { return fmt.Sprintf("%.2f", 0.2+rng.Float64()*(longest-0.2)) }
 	fails = rng.IntN(5) == 0
 	id := fmt.Sprintf("d%d", i)
 	step := func(name, anchor string, exit int) string {
