@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -189,14 +190,22 @@ func (p *Procs) keepLifeline(l *lifeline, log *slog.Logger) {
 	}
 }
 
-// send writes one message; a lifeline that is gone is replaced by
-// keepLifeline, which registers the running groups again.
+// sendTimeout bounds one write to the lifeline: one that stopped reading
+// (stopped, stuck) must not hold up the worker's steps.
+const sendTimeout = time.Second
+
+// send writes one message. A lifeline that is gone is replaced by
+// keepLifeline, which registers the running groups again; one that does
+// not read is killed, and so replaced too.
 func (l *lifeline) send(op string, rec procRecord) {
 	if l == nil {
 		return
 	}
 	b, _ := json.Marshal(lifelineMsg{Op: op, Rec: rec})
-	_, _ = l.w.Write(append(b, '\n'))
+	_ = l.w.SetWriteDeadline(time.Now().Add(sendTimeout))
+	if _, err := l.w.Write(append(b, '\n')); errors.Is(err, os.ErrDeadlineExceeded) {
+		_ = l.cmd.Process.Kill()
+	}
 }
 
 // Close stops p's lifeline and waits for it to exit. The groups still

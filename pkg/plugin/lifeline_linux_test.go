@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -129,4 +130,47 @@ func TestLifelineRestarted(t *testing.T) {
 		t.Fatalf("group %d still alive: the second lifeline did not know it", pgid)
 	}
 	<-ran
+}
+
+// A lifeline that stops reading (stopped, stuck) does not hold up the
+// worker: a write to it that cannot go through within sendTimeout kills
+// it, and another starts with the running groups.
+func TestLifelineThatStopsReadingIsReplaced(t *testing.T) {
+	procs := NewProcs(filepath.Join(t.TempDir(), "procs"), 500*time.Millisecond)
+	if err := procs.StartLifeline(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.Close)
+	procs.mu.Lock()
+	first := procs.line
+	procs.mu.Unlock()
+	if err := first.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.cmd.Process.Kill() }) // stopped, it would never read its end of the pipe
+
+	// More than a pipe holds: records of groups of another boot, which no
+	// lifeline would ever signal.
+	registered := make(chan struct{})
+	go func() {
+		defer close(registered)
+		for i := 0; i < 2000; i++ {
+			procs.track(procRecord{Deploy: "dpl_x", Step: "s", PGID: 1_000_000 + i, Boot: "another-boot"}, true)
+		}
+	}()
+	select {
+	case <-registered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("registering groups is held up by a lifeline that does not read")
+	}
+	if !waitUntil(10*time.Second, func() bool {
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		return procs.line != nil && procs.line != first
+	}) {
+		t.Fatal("the stopped lifeline was not replaced")
+	}
+	for i := 0; i < 2000; i++ {
+		procs.track(procRecord{PGID: 1_000_000 + i}, false)
+	}
 }
