@@ -482,3 +482,49 @@ func TestStepOutputFloodIsBounded(t *testing.T) {
 		t.Fatalf("blob: %d lines, first %q", len(blob), blob[0][max(0, len(blob[0])-60):])
 	}
 }
+
+// A custom step's output is kept up to engine.MaxStepOutput: a larger one
+// (an external plugin may answer 4 MiB) is replaced by a note of its size,
+// the log says so, and the step and the deploy keep their outcome.
+func TestLargeStepOutputNotKept(t *testing.T) {
+	bin := t.TempDir()
+	// An external plugin that answers a 1.5 MiB output (validate: ok).
+	script := `#!/bin/sh
+req=$(cat)
+case "$req" in *'"action":"validate"'*|*'"action": "validate"'*) echo '{"ok": true}'; exit 0;; esac
+printf '{"ok": true, "output": {"blob": "'
+head -c 1572864 /dev/zero | tr '\0' x
+printf '"}}\n'
+`
+	if err := os.WriteFile(filepath.Join(bin, "manent-plugin-big"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, enginetest.SQLite(t), 1, func(c *node.Config) { c.Plugins.Path = []string{bin} })
+	url, _ := f.artifact("app-1", "x")
+	id := f.submit(descriptorYAML("billing", "staging", "1", url, "", `steps:
+  - {name: big, after: deploy, plugin: big}
+  - {name: small, after: big, plugin: script, with: {command: [sh, -c, "true"]}}
+`))
+	rec := f.wait(id, time.Minute)
+	if rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
+	}
+	big := step(t, rec, "big")
+	if big.State != manent.StepSuccess || len(big.Output) > 1024 || !strings.Contains(string(big.Output), `"output_not_kept":"1572875 bytes: more than 1048576 bytes for one step"`) {
+		t.Fatalf("step big: %s, output %.200s", big.State, big.Output)
+	}
+	if small := step(t, rec, "small"); !strings.Contains(string(small.Output), "exit_code") {
+		t.Fatalf("step small: output %s, want its own", small.Output)
+	}
+	logs, err := f.st.Logs(context.Background(), id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, l := range logs {
+		found = found || (l.Step == "big" && strings.HasPrefix(l.Text, "manent: this step's output (1572875 bytes) is not kept"))
+	}
+	if !found {
+		t.Fatalf("no log line of step big says its output was not kept: %+v", logs)
+	}
+}

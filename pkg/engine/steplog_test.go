@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/manent-io/manent/pkg/plugin"
 )
 
 // A line longer than MaxLogLine is cut on a character boundary and says
@@ -97,5 +99,28 @@ func TestDeployLogLimit(t *testing.T) {
 	got := l.take()
 	if len(got) != 2 || !strings.Contains(got[0].Text, "this deploy's log limit (64 MiB) is reached") {
 		t.Fatalf("after the budget: %q", got)
+	}
+}
+
+// The custom steps of one execution keep MaxDeployOutput of output
+// together: past it, each output is replaced by a note of its size.
+func TestDeployOutputLimit(t *testing.T) {
+	r := &run{}
+	blob := plugin.Result{"blob": strings.Repeat("z", MaxStepOutput-100)}
+	kept := 0
+	for i := 0; i < MaxDeployOutput/MaxStepOutput+1; i++ {
+		l := &logWriter{}
+		out := r.boundOutput(blob, l)
+		if res, ok := out.(plugin.Result); ok && res["blob"] != nil {
+			kept++
+			continue
+		}
+		lines := l.take()
+		if len(lines) != 1 || !strings.Contains(lines[0].Text, "the custom steps' outputs of this deploy would pass 16777216 bytes") {
+			t.Fatalf("output %d replaced by %v, log %q", i, out, lines)
+		}
+	}
+	if kept != MaxDeployOutput/MaxStepOutput {
+		t.Fatalf("%d outputs kept, want %d", kept, MaxDeployOutput/MaxStepOutput)
 	}
 }

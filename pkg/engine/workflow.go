@@ -60,6 +60,9 @@ type run struct {
 	// logs is what the steps of this execution may still write to the
 	// deploy's log (steplog.go).
 	logs logBudget
+	// customOutput is what the custom steps of this execution returned,
+	// in bytes (boundOutput).
+	customOutput int
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -702,8 +705,45 @@ func (r *run) custom(ps manent.PlanStep) action {
 		if err != nil {
 			return nil, err
 		}
-		return run.Run(ctx, r.pluginContext(ps.Name, ps.With, log))
+		res, err := run.Run(ctx, r.pluginContext(ps.Name, ps.With, log))
+		return r.boundOutput(res, log), err
 	}
+}
+
+// The bounds of what custom steps return: a step's output is stored twice
+// (its step row, DBOS's checkpoint) and sent with every status, so one
+// custom step keeps at most MaxStepOutput bytes of output (as JSON), and
+// the custom steps of one execution of a deploy MaxDeployOutput together.
+// Nothing reads a custom step's output but people, so a larger one is
+// replaced by a note of its size — the step's outcome stays its own — and
+// the log says so.
+const (
+	MaxStepOutput   = 1 << 20
+	MaxDeployOutput = 16 << 20
+)
+
+// boundOutput returns res, or a note in its place when it passes the
+// bounds.
+func (r *run) boundOutput(res plugin.Result, log *logWriter) any {
+	if res == nil {
+		return nil
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return res // attempt reports it
+	}
+	why := ""
+	switch {
+	case len(b) > MaxStepOutput:
+		why = fmt.Sprintf("more than %d bytes for one step", MaxStepOutput)
+	case r.customOutput+len(b) > MaxDeployOutput:
+		why = fmt.Sprintf("the custom steps' outputs of this deploy would pass %d bytes", MaxDeployOutput)
+	default:
+		r.customOutput += len(b)
+		return res
+	}
+	fmt.Fprintf(log, "manent: this step's output (%d bytes) is not kept: %s; print large results to the log, or keep them elsewhere\n", len(b), why)
+	return plugin.Result{"output_not_kept": fmt.Sprintf("%d bytes: %s", len(b), why)}
 }
 
 // closeChange closes the deploy's ITSM change with its outcome.
