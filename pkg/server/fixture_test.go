@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/servertest"
@@ -83,6 +85,36 @@ func gatedDescriptor(art, env, gate string) string {
 	wait := fmt.Sprintf(`i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`, gate)
 	return fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: %s\nversion: \"1\"\nartifact: {url: %q}\nsteps:\n  - {name: gate, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n", env, art, wait)
 }
+
+// startGated submits descriptor — gatedDescriptor's, perhaps changed —
+// whose gate step waits for the returned file, and waits until the gate
+// step runs. The gate opens when the test ends.
+func startGated(t *testing.T, c *api.Client, descriptor func(art, gate string) string) (id, gate string) {
+	t.Helper()
+	gate = filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	ctx := context.Background()
+	res, err := c.Submit(ctx, []byte(descriptor(artifactFile(t), gate)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d, err := c.Deployment(ctx, res.ID)
+		if err != nil || d.State != manent.StatePending {
+			return false
+		}
+		for _, st := range d.Steps {
+			if st.Name == "gate" && st.State == manent.StepRunning {
+				return true
+			}
+		}
+		return false
+	}, "the gate step running")
+	return res.ID, gate
+}
+
+// gatedStaging is gatedDescriptor in staging.
+func gatedStaging(art, gate string) string { return gatedDescriptor(art, "staging", gate) }
 
 func store_filter(action string) store.AuditFilter { return store.AuditFilter{Action: action} }
 

@@ -2,11 +2,8 @@ package server_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +11,6 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
-	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 )
 
@@ -57,18 +53,8 @@ func TestEventStreamsAreBounded(t *testing.T) {
 		c.Limits.StreamsPerIdentity, c.Limits.Streams = 2, 3
 	})
 	c := api.NewClient(srv.URL, "admin-token", nil)
-	ctx := context.Background()
-	gate := filepath.Join(t.TempDir(), "gate")
-	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
-	res, err := c.Submit(ctx, []byte(gatedDescriptor(artifactFile(t), "staging", gate)), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Eventually(t, 30*time.Second, func() bool {
-		d, err := c.Deployment(ctx, res.ID)
-		return err == nil && d.State == manent.StatePending
-	}, "the deploy running")
-	deployURL := srv.URL + "/api/v1/deployments/" + res.ID + "/events"
+	id, _ := startGated(t, c, gatedStaging)
+	deployURL := srv.URL + "/api/v1/deployments/" + id + "/events"
 	globalURL := srv.URL + "/api/v1/events"
 
 	refused := func(resp *http.Response, want string) {
@@ -91,7 +77,7 @@ func TestEventStreamsAreBounded(t *testing.T) {
 		}
 	}
 	refused(openLimitedStream(t, deployURL, "reader-token"), "token:reader has 2 event streams open, the most one identity may (limits.streams_per_identity)")
-	refused(openLimitedStream(t, srv.URL+"/api/v1/deployments/"+res.ID+"/logs?follow=true", "reader-token"), "limits.streams_per_identity")
+	refused(openLimitedStream(t, srv.URL+"/api/v1/deployments/"+id+"/logs?follow=true", "reader-token"), "limits.streams_per_identity")
 	// Another identity has its own count, up to the server's total.
 	o := openLimitedStream(t, deployURL, "other-token")
 	if o.StatusCode != http.StatusOK {

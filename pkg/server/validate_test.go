@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -148,24 +146,15 @@ func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
-	gate := filepath.Join(t.TempDir(), "gate")
-	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
-	res, err := c.Submit(ctx, []byte(gatedDescriptor(artifactFile(t), "staging", gate)), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Eventually(t, 30*time.Second, func() bool {
-		d, err := c.Deployment(ctx, res.ID)
-		return err == nil && d.State == manent.StatePending && runningStepName(d.Steps) == "gate"
-	}, "the gate step running")
-	if d, err := c.Deployment(ctx, res.ID); err != nil || d.Reason != "" {
+	id, gate := startGated(t, c, gatedStaging)
+	if d, err := c.Deployment(ctx, id); err != nil || d.Reason != "" {
 		t.Fatalf("before the cancel: reason %q, %v; want none", d.Reason, err)
 	}
-	if _, err := c.Cancel(ctx, res.ID); err != nil {
+	if _, err := c.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 	want := "cancel requested: step gate ends first (a running step is never cut short), then the deploy ends CANCELLED"
-	d, err := c.Deployment(ctx, res.ID)
+	d, err := c.Deployment(ctx, id)
 	if err != nil || d.State != manent.StatePending || d.Reason != want {
 		t.Fatalf("status after the cancel: %s %q, %v; want PENDING %q", d.State, d.Reason, err, want)
 	}
@@ -176,18 +165,18 @@ func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 	found := false
 	for _, g := range act.Environments {
 		for _, it := range g.Items {
-			if it.ID == res.ID {
+			if it.ID == id {
 				found = it.Reason == want
 			}
 		}
 	}
 	if !found {
-		t.Fatalf("activity %+v: want %s with reason %q", act, res.ID, want)
+		t.Fatalf("activity %+v: want %s with reason %q", act, id, want)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if d := waitFor(t, c, res.ID, manent.StateCancelled); d.Reason != "" {
+	if d := waitFor(t, c, id, manent.StateCancelled); d.Reason != "" {
 		t.Errorf("once CANCELLED the reason is %q, want none", d.Reason)
 	}
 }
@@ -200,43 +189,26 @@ func TestCancelDuringTheLastStep(t *testing.T) {
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
-	gate := filepath.Join(t.TempDir(), "gate")
-	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
-	last := strings.Replace(gatedDescriptor(artifactFile(t), "staging", gate), "before: deploy", "after: activation", 1)
-	res, err := c.Submit(ctx, []byte(last), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enginetest.Eventually(t, 30*time.Second, func() bool {
-		d, err := c.Deployment(ctx, res.ID)
-		return err == nil && d.State == manent.StatePending && runningStepName(d.Steps) == "gate"
-	}, "the last step running")
+	id, gate := startGated(t, c, func(art, gate string) string {
+		return strings.Replace(gatedStaging(art, gate), "before: deploy", "after: activation", 1)
+	})
 	want := "cancel requested during the last step, gate: a running step is never cut short and no step is left to stop, so the deploy ends as gate does"
-	d, err := c.Cancel(ctx, res.ID)
+	d, err := c.Cancel(ctx, id)
 	if err != nil || d.Reason != want {
 		t.Fatalf("cancel answered %q, %v; want %q", d.Reason, err, want)
 	}
-	if d, err := c.Deployment(ctx, res.ID); err != nil || d.Reason != want {
+	if d, err := c.Deployment(ctx, id); err != nil || d.Reason != want {
 		t.Fatalf("status after the cancel: %q, %v; want %q", d.Reason, err, want)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, c, res.ID, manent.StateSuccess)
-	logs, err := c.Logs(ctx, res.ID)
+	waitFor(t, c, id, manent.StateSuccess)
+	logs, err := c.Logs(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(logs.Lines); n == 0 || logs.Lines[n-1].Text != store.CancelTooLate {
 		t.Fatalf("log %+v: want it to end with %q", logs.Lines, store.CancelTooLate)
 	}
-}
-
-func runningStepName(steps []manent.Step) string {
-	for _, s := range steps {
-		if s.State == manent.StepRunning {
-			return s.Name
-		}
-	}
-	return ""
 }
