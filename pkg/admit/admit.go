@@ -59,6 +59,10 @@ type Config struct {
 	// ScheduleMinInterval is schedules.min_interval: a recurring schedule
 	// that fires more often is refused (0: DefaultScheduleMinInterval).
 	ScheduleMinInterval time.Duration
+	// SchedulesPerEnvironment is schedules.max_per_environment: the most
+	// recurring schedules one application/environment may have (0:
+	// DefaultSchedulesPerEnvironment).
+	SchedulesPerEnvironment int
 	// StepPlugins is plugins.steps: the plugins custom steps may use
 	// (SPEC §11.1; empty: none). Local trial mode allows every plugin.
 	StepPlugins []string
@@ -72,6 +76,10 @@ type Config struct {
 
 // DefaultScheduleMinInterval is schedules.min_interval when unset.
 const DefaultScheduleMinInterval = time.Minute
+
+// DefaultSchedulesPerEnvironment is schedules.max_per_environment when
+// unset.
+const DefaultSchedulesPerEnvironment = 25
 
 // Admitter runs the submission checks.
 type Admitter struct {
@@ -99,6 +107,12 @@ func New(cfg Config) (*Admitter, error) {
 	}
 	if cfg.ScheduleMinInterval == 0 {
 		cfg.ScheduleMinInterval = DefaultScheduleMinInterval
+	}
+	if cfg.SchedulesPerEnvironment < 0 {
+		return nil, fmt.Errorf("schedules.max_per_environment must not be negative, got %d", cfg.SchedulesPerEnvironment)
+	}
+	if cfg.SchedulesPerEnvironment == 0 {
+		cfg.SchedulesPerEnvironment = DefaultSchedulesPerEnvironment
 	}
 	if cfg.Trial && cfg.TargetsDir != "" {
 		abs, err := filepath.Abs(cfg.TargetsDir)
@@ -228,7 +242,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	d := req.Descriptor
 	// 3. Sources and callback URLs; how often a recurring deploy fires.
 	problems := a.checkURLs(ctx, d)
-	problems = append(problems, a.checkSchedule(d)...)
+	problems = append(problems, a.checkSchedule(ctx, d)...)
 	// 4. Environment configuration, merged under the descriptor policy.
 	env := a.environment(ctx, d)
 	problems = append(problems, env.problems...)
@@ -296,9 +310,23 @@ func refused(problems []manent.FieldError) error {
 		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", total), Fields: problems}
 }
 
+// SchedulesPerEnvironment is the most recurring schedules one
+// application/environment may have (schedules.max_per_environment).
+func (a *Admitter) SchedulesPerEnvironment() int { return a.cfg.SchedulesPerEnvironment }
+
+// ScheduleLimitProblem is the refusal of a schedule past
+// SchedulesPerEnvironment.
+func (a *Admitter) ScheduleLimitProblem(app, env string) manent.FieldError {
+	return manent.FieldError{Path: "/schedule/cron", Message: fmt.Sprintf(
+		"%s/%s has %d recurring schedules, the most this server allows (schedules.max_per_environment): delete one first (manent schedules delete <id>)",
+		app, env, a.cfg.SchedulesPerEnvironment)}
+}
+
 // checkSchedule refuses a recurring schedule that fires more often than
-// schedules.min_interval (SPEC §11.1).
-func (a *Admitter) checkSchedule(d *descriptor.Descriptor) []manent.FieldError {
+// schedules.min_interval (SPEC §11.1), or one past
+// schedules.max_per_environment: each tick is a deploy, and a submitter
+// could otherwise fill the queue with schedules created over time.
+func (a *Admitter) checkSchedule(ctx context.Context, d *descriptor.Descriptor) []manent.FieldError {
 	if d.Schedule == nil || d.Schedule.Cron == "" {
 		return nil
 	}
@@ -310,6 +338,11 @@ func (a *Admitter) checkSchedule(d *descriptor.Descriptor) []manent.FieldError {
 	if every, limit := spec.MinInterval(), a.cfg.ScheduleMinInterval; every < limit {
 		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf(
 			"%q fires every %s, more often than this server allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), short(limit))}}
+	}
+	// Checked again when the schedule is recorded (store.InsertSchedule);
+	// here, so that a dry run says it too.
+	if n, err := a.cfg.Store.ActiveSchedules(ctx, d.Application, d.Environment); err == nil && n >= a.cfg.SchedulesPerEnvironment {
+		return []manent.FieldError{a.ScheduleLimitProblem(d.Application, d.Environment)}
 	}
 	return nil
 }

@@ -49,7 +49,11 @@ func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule) error {
 	if err != nil {
 		return manent.Errorf(manent.EInvalid, "schedule.cron %q: %v", sc.Cron, err)
 	}
-	if err := e.st.InsertSchedule(ctx, sc); err != nil {
+	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment()); err != nil {
+		if errors.Is(err, store.ErrScheduleLimit) {
+			f := e.cfg.Admitter.ScheduleLimitProblem(sc.Application, sc.Environment)
+			return &manent.Error{Code: manent.EInvalid, Message: "the deploy was refused: 1 problem(s)", Fields: []manent.FieldError{f}}
+		}
 		return fmt.Errorf("record schedule: %w", err)
 	}
 	schedule, zone := spec.DBOS()

@@ -22,7 +22,7 @@ func (f *fixture) schedule(yml string) string {
 	f.t.Helper()
 	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: "web", Environment: "prod", Cron: "@hourly",
 		Descriptor: []byte(yml), Requester: "token:test", CreatedAt: time.Now()}
-	if err := f.st.InsertSchedule(context.Background(), sc); err != nil {
+	if err := f.st.InsertSchedule(context.Background(), sc, 0); err != nil {
 		f.t.Fatal(err)
 	}
 	return sc.ID

@@ -89,6 +89,9 @@ type Config struct {
 		// MinInterval is the shortest time between two ticks of a
 		// recurring schedule: one that fires more often is refused (0: 1m).
 		MinInterval time.Duration `mapstructure:"min_interval"`
+		// MaxPerEnvironment is the most recurring schedules one
+		// application/environment may have (0: 25).
+		MaxPerEnvironment int `mapstructure:"max_per_environment"`
 	} `mapstructure:"schedules"`
 	ITSM struct {
 		URL      string        `mapstructure:"url"`

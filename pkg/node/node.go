@@ -247,8 +247,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
 		Pipeline: cfg.Pipeline.Steps, StepPlugins: cfg.Plugins.Steps,
 		Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
-		ScheduleMinInterval: cfg.Schedules.MinInterval,
-		Logger:              log.With("component", "admit"),
+		ScheduleMinInterval: cfg.Schedules.MinInterval, SchedulesPerEnvironment: cfg.Schedules.MaxPerEnvironment,
+		Logger: log.With("component", "admit"),
 	})
 	if err != nil {
 		return nil, configError(err)

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // schedule.cron → 201 with a schedule id, SCHEDULED; each tick creates
@@ -73,4 +75,57 @@ func TestRecurringSchedule(t *testing.T) {
 	if status != 200 || strings.Contains(string(body), res.Schedule) {
 		t.Fatalf("schedules after delete: %d %s", status, body)
 	}
+}
+
+// An application/environment holds at most schedules.max_per_environment
+// recurring schedules: the next is refused with 422 at /schedule/cron (a
+// dry run says so too), other environments keep their own count, and a
+// deleted schedule frees its place. The store's insert enforces it in the
+// same statement that counts, on both databases.
+func TestSchedulesPerEnvironmentBounded(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil, func(cfg *node.Config) { cfg.Schedules.MaxPerEnvironment = 2 })
+		c := api.NewClient(srv.URL, "admin-token", nil)
+		ctx := context.Background()
+		art := artifactFile(t)
+		nightly := func(env string) []byte { return simple(art, env, "1", "schedule: {cron: \"0 3 * * *\"}\n") }
+		var ids []string
+		for i := 0; i < 2; i++ {
+			res, err := c.Submit(ctx, nightly("nightly"), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Schedule)
+		}
+		want := "billing/nightly has 2 recurring schedules, the most this server allows (schedules.max_per_environment)"
+		for _, dry := range []bool{true, false} {
+			_, err := c.Submit(ctx, nightly("nightly"), dry)
+			var me *manent.Error
+			if !errorsAs(err, &me) || len(me.Fields) != 1 || me.Fields[0].Path != "/schedule/cron" || !strings.Contains(me.Fields[0].Message, want) {
+				t.Fatalf("third schedule (dry run %t): %v %+v, want 422 at /schedule/cron: %s", dry, err, me, want)
+			}
+		}
+		if _, err := c.Submit(ctx, nightly("weekly"), false); err != nil {
+			t.Fatalf("another environment: %v", err)
+		}
+		if status, body, _ := do(t, "DELETE", srv.URL+"/api/v1/schedules/"+ids[0], "admin-token", ""); status != 204 {
+			t.Fatalf("delete: %d %s", status, body)
+		}
+		if _, err := c.Submit(ctx, nightly("nightly"), false); err != nil {
+			t.Fatalf("after a delete: %v", err)
+		}
+		// The insert itself refuses, whatever admission saw (two
+		// submissions at once).
+		if n, err := srv.Store.ActiveSchedules(ctx, "billing", "nightly"); err != nil || n != 2 {
+			t.Fatalf("active schedules %d, %v; want 2", n, err)
+		}
+		sc := &store.Schedule{ID: "sch_race", Application: "billing", Environment: "nightly", Cron: "0 3 * * *",
+			Descriptor: nightly("nightly"), Requester: "token:admin", CreatedAt: time.Now()}
+		if err := srv.Store.InsertSchedule(ctx, sc, 2); !errors.Is(err, store.ErrScheduleLimit) {
+			t.Fatalf("insert past the limit: %v, want ErrScheduleLimit", err)
+		}
+		if err := srv.Store.InsertSchedule(ctx, sc, 3); err != nil {
+			t.Fatalf("insert within the limit: %v", err)
+		}
+	})
 }

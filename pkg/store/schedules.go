@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -57,11 +58,37 @@ func scanSchedule(row interface{ Scan(...any) error }) (*Schedule, error) {
 }
 
 // InsertSchedule records a new schedule.
-func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule) error {
+func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule, most int) error {
 	groups, _ := json.Marshal(sc.RequesterGroups)
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_schedules (id, application, environment, cron, descriptor, requester, requester_groups, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`), sc.ID, sc.Application, sc.Environment, sc.Cron, string(sc.Descriptor), sc.Requester, string(groups), fmtTime(sc.CreatedAt))
-	return err
+	if most <= 0 {
+		most = math.MaxInt32
+	}
+	// Only while its application/environment has fewer than most: the
+	// count and the insert are one statement.
+	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_schedules (id, application, environment, cron, descriptor, requester, requester_groups, created_at)
+		SELECT ?, ?, ?, ?, ?, ?, ?, ?
+		WHERE (SELECT COUNT(*) FROM manent_schedules WHERE application = ? AND environment = ? AND deleted_at IS NULL) < ?`),
+		sc.ID, sc.Application, sc.Environment, sc.Cron, string(sc.Descriptor), sc.Requester, string(groups), fmtTime(sc.CreatedAt),
+		sc.Application, sc.Environment, most)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return ErrScheduleLimit
+	}
+	return nil
+}
+
+// ErrScheduleLimit: the application/environment has as many schedules as
+// it may (InsertSchedule).
+var ErrScheduleLimit = errors.New("too many schedules")
+
+// ActiveSchedules counts the schedules of an application/environment that
+// are not deleted.
+func (s *Store) ActiveSchedules(ctx context.Context, app, env string) (int, error) {
+	var n int
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_schedules WHERE application = ? AND environment = ? AND deleted_at IS NULL`), app, env).Scan(&n)
+	return n, err
 }
 
 // GetSchedule returns one schedule.
