@@ -93,6 +93,18 @@ func (c *checker) keysInOrder(path []string, m map[string]any) []string {
 	return out
 }
 
+// FirstControl returns the first rune of s a single line of text must not
+// hold (a control character, a line break, a bidirectional override),
+// its position (from 1, in characters) and a description of it for a
+// message ("an escape (U+001B)").
+func FirstControl(s string) (r rune, at int, what string, found bool) {
+	r, at, found = firstControl(s)
+	if found {
+		what = describeRune(r)
+	}
+	return r, at, what, found
+}
+
 // firstControl returns the first rune of s a single line of text must not
 // hold, and its position (from 1, in characters).
 func firstControl(s string) (rune, int, bool) {

@@ -63,7 +63,7 @@ The submitter cannot reject their own deploy (cancel it instead).`
 	} else {
 		cmd.Flags().StringVar(&opts.PlanDigest, "plan-digest", "", "the plan digest you reviewed; refused if the plan changed")
 	}
-	cmd.Flags().StringVar(&opts.Comment, "comment", "", "a comment recorded with the decision")
+	cmd.Flags().StringVar(&opts.Comment, "comment", "", "a comment recorded with the decision (at most 4096 bytes; line breaks and tabs, no other control characters)")
 	return cmd
 }
 

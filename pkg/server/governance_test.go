@@ -14,6 +14,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/server"
 )
 
 var govTokens = []auth.TokenConfig{
@@ -125,7 +126,18 @@ func TestApprovalsOverHTTP(t *testing.T) {
 	if _, err := client("ci-token").Approve(ctx, res.ID, "", ""); manent.ErrorCode(err) != manent.EForbidden {
 		t.Fatalf("a non-approver approving: %v, want 403", err)
 	}
-	d, err := bob.Approve(ctx, res.ID, "looks good", "")
+	// A comment is bounded (MaxComment) and plain text, line breaks and
+	// tabs aside: it goes to the audit log and to every reader.
+	for comment, want := range map[string]string{
+		strings.Repeat("x", server.MaxComment+1): "comment is 4097 bytes, at most 4096",
+		"ok\n\x1b[2Jwiped":                       "comment line 2 holds an escape character (U+001B, terminal escape sequences) at character 1",
+		"fine\u202eevil":                         "comment line 1 holds",
+	} {
+		if _, err := bob.Approve(ctx, res.ID, comment, ""); manent.ErrorCode(err) != manent.EInvalid || !strings.Contains(err.Error(), want) {
+			t.Fatalf("comment %.20q: %v, want a refusal saying %q", comment, err, want)
+		}
+	}
+	d, err := bob.Approve(ctx, res.ID, "looks good\n\twith a second line", "")
 	if err != nil {
 		t.Fatal(err)
 	}
