@@ -184,8 +184,10 @@ func attempts(n int) string {
 	return strconv.Itoa(n)
 }
 
-// runningStepLine prints what a running deploy is doing:
-// `step deploy (attempt 2), for 4s`.
+// runningStepLine prints what a running deploy is doing: `step deploy,
+// for 4s`, or `step deploy (attempt 2), 11m32s since its first attempt`
+// — a step's start is its first attempt's, so after a retry or a crash
+// the time counts the earlier attempts and any time between them.
 func runningStepLine(steps []manent.Step, now time.Time) string {
 	for i := len(steps) - 1; i >= 0; i-- {
 		st := steps[i]
@@ -197,7 +199,11 @@ func runningStepLine(steps []manent.Step, now time.Time) string {
 			line += fmt.Sprintf(" (attempt %d)", st.Attempts)
 		}
 		if st.StartedAt != nil {
-			line += ", for " + formatDuration(now.Sub(*st.StartedAt))
+			if st.Attempts > 1 {
+				line += ", " + formatDuration(now.Sub(*st.StartedAt)) + " since its first attempt"
+			} else {
+				line += ", for " + formatDuration(now.Sub(*st.StartedAt))
+			}
 		}
 		return line
 	}
