@@ -103,7 +103,16 @@ running steps finish (up to 20s) and hands the rest over at once. A worker
 that finds it was declared dead (it was paused) exits with an error. With
 SQLite, a second server on the same database file refuses to start, and a
 server takes over at start the running deploys that servers of other
-executor ids left on it.`,
+executor ids left on it.
+
+Each server starts a second, small manent-server process, its lifeline:
+if the server dies, however it dies, the lifeline stops its steps'
+processes at once, so that a step taken over elsewhere never runs twice.
+
+Limits (docs/security.md): limits.connections (6000, kept 1024 below the
+open-file limit), limits.streams_per_identity (200) and limits.streams
+(5000) event streams, limits.submissions_per_minute (120 per identity),
+schedules.min_interval (1m) and schedules.max_per_environment (25).`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
   manent-server serve
 
