@@ -25,24 +25,24 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 	return cond()
 }
 
-// When the worker dies, its lifeline stops the process groups of the steps
-// still running — the leader and what it started in its group — without
-// the worker. The worker's death is what the kernel does to the pipe when
-// it dies: its end closes without a word (the test closes it).
-func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
+// runWithLifeline starts a Procs with its lifeline and runs `sh -c script`
+// as a step of it; script writes the pids the test needs, space-separated,
+// to the file named by $PIDS. It waits until want pids are written and the
+// step's group is registered, and returns the Procs, the pids (the group's
+// leader first) and what Run returns once it has.
+func runWithLifeline(t *testing.T, script string, want int) (*Procs, []int, <-chan error) {
+	t.Helper()
 	dir := t.TempDir()
 	procs := NewProcs(filepath.Join(dir, "procs"), 500*time.Millisecond)
 	if err := procs.StartLifeline(nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(procs.Close)
-	var log bytes.Buffer
-	pc := testContext(dir, &log)
 	pidFile := filepath.Join(dir, "pids")
-	// A leader that ignores SIGTERM, and a child in its group.
-	cmd := exec.Command("sh", "-c", `trap '' TERM; sleep 300 & echo $$ $! > `+pidFile+`; wait`)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PIDS=" + pidFile}
 	ran := make(chan error, 1)
-	go func() { ran <- procs.Run(context.Background(), pc, cmd) }()
+	go func() { ran <- procs.Run(context.Background(), testContext(dir, &bytes.Buffer{}), cmd) }()
 	var pids []int
 	if !waitUntil(10*time.Second, func() bool {
 		b, err := os.ReadFile(pidFile)
@@ -52,14 +52,22 @@ func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
 				pids = append(pids, n)
 			}
 		}
-		return err == nil && len(pids) == 2
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		return err == nil && len(pids) == want && len(procs.running) == 1
 	}) {
-		t.Fatal("the step's command did not start")
+		t.Fatal("the step's command did not start, or its group was not registered")
 	}
-	// Registered with the lifeline: the step is tracked.
-	if !waitUntil(5*time.Second, func() bool { procs.mu.Lock(); defer procs.mu.Unlock(); return len(procs.running) == 1 }) {
-		t.Fatal("the step's group is not tracked")
-	}
+	return procs, pids, ran
+}
+
+// When the worker dies, its lifeline stops the process groups of the steps
+// still running — the leader and what it started in its group — without
+// the worker. The worker's death is what the kernel does to the pipe when
+// it dies: its end closes without a word (the test closes it).
+func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
+	// A leader that ignores SIGTERM, and a child in its group.
+	procs, pids, ran := runWithLifeline(t, `trap '' TERM; sleep 300 & echo $$ $! > "$PIDS"; wait`, 2)
 	pgid := pids[0]
 	procs.mu.Lock()
 	l := procs.line
@@ -85,28 +93,8 @@ func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
 
 // A lifeline that dies is started again, with the groups running then.
 func TestLifelineRestarted(t *testing.T) {
-	dir := t.TempDir()
-	procs := NewProcs(filepath.Join(dir, "procs"), 500*time.Millisecond)
-	if err := procs.StartLifeline(nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(procs.Close)
-	var log bytes.Buffer
-	pc := testContext(dir, &log)
-	pidFile := filepath.Join(dir, "pid")
-	cmd := exec.Command("sh", "-c", `echo $$ > `+pidFile+`; exec sleep 300`)
-	ran := make(chan error, 1)
-	go func() { ran <- procs.Run(context.Background(), pc, cmd) }()
-	var pgid int
-	if !waitUntil(10*time.Second, func() bool {
-		b, _ := os.ReadFile(pidFile)
-		pgid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		procs.mu.Lock()
-		defer procs.mu.Unlock()
-		return pgid > 0 && len(procs.running) == 1
-	}) {
-		t.Fatal("the step's command did not start")
-	}
+	procs, pids, ran := runWithLifeline(t, `echo $$ > "$PIDS"; exec sleep 300`, 1)
+	pgid := pids[0]
 	procs.mu.Lock()
 	first := procs.line
 	procs.mu.Unlock()
