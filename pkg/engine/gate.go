@@ -330,6 +330,11 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 		return nil, manent.Errorf(manent.EConflict, "the plan of deploy %s changed since it was reviewed (digest %s, now %s): review it again", id, a.PlanDigest, digest)
 	}
 	a.PlanDigest = digest
+	if a.Verdict == "approve" {
+		if err := e.notStale(ctx, rec); err != nil {
+			return nil, err
+		}
+	}
 	if a.Time.IsZero() {
 		a.Time = time.Now().UTC()
 	}
@@ -340,6 +345,33 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	}
 	e.wake(id, "approval")
 	return e.Refresh(ctx, id)
+}
+
+// notStale refuses to approve a deploy submitted before the one that made
+// its environment's current release: it waited for its approval while a
+// newer deploy went through, and approving it now would put the older
+// release back over the newer one, without anyone asking for a rollback.
+// Rejecting it is still possible; whoever wants that release back submits
+// it again, through every check.
+func (e *Engine) notStale(ctx context.Context, rec *store.Record) error {
+	cur, err := e.st.Current(ctx, rec.Application, rec.Environment)
+	if err != nil || cur == nil || cur.DeploymentID == "" || cur.DeploymentID == rec.ID {
+		return err
+	}
+	newer, err := e.st.Deployment(ctx, cur.DeploymentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // removed by retention: nothing to compare with
+	}
+	if err != nil {
+		return err
+	}
+	if !newer.CreatedAt.After(rec.CreatedAt) {
+		return nil
+	}
+	return manent.Errorf(manent.EConflict,
+		"deploy %s (%s) was submitted before %s, which made %s %s/%s's current release: approving it would put %s back over %s. Reject it, and submit %s again if it should replace %s",
+		rec.ID, rec.Version, newer.ID, newer.Version, rec.Application, rec.Environment,
+		rec.Version, newer.Version, rec.Version, newer.Version)
 }
 
 // wake sends a gate a wake-up; a lost one costs at most gatePoll.

@@ -162,6 +162,52 @@ func TestApprovalsOverHTTP(t *testing.T) {
 	}
 }
 
+// A deploy that waited for its approval while a newer one of its
+// environment went through cannot be approved: that would put its older
+// release back over the current one, unasked. It can be rejected; a deploy
+// submitted after the current one is approved as usual.
+func TestStaleApprovalRefused(t *testing.T) {
+	_, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	art := artifactFile(t)
+	ctx := context.Background()
+	alice, bob := client("alice-token"), client("bob-token")
+	older, err := alice.Submit(ctx, simple(art, "prod", "1.0", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := alice.Submit(ctx, simple(art, "prod", "1.1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Approve(ctx, newer.ID, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, alice, newer.ID, manent.StateSuccess)
+	_, err = bob.Approve(ctx, older.ID, "", "")
+	want := fmt.Sprintf("deploy %s (1.0) was submitted before %s, which made 1.1 billing/prod's current release: approving it would put 1.0 back over 1.1", older.ID, newer.ID)
+	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), want) {
+		t.Fatalf("approving the older deploy: %v, want 409: %s", err, want)
+	}
+	if d, err := alice.Deployment(ctx, older.ID); err != nil || d.State != manent.StateAwaitingApproval || len(d.Approvals) != 0 {
+		t.Fatalf("the older deploy after the refusal: %+v %v, want still AWAITING_APPROVAL, no approval recorded", d, err)
+	}
+	if _, err := bob.Reject(ctx, older.ID, "superseded by 1.1"); err != nil {
+		t.Fatalf("rejecting it: %v", err)
+	}
+	waitFor(t, alice, older.ID, manent.StateRejected)
+	// Submitted after the current release: approved as usual.
+	next, err := alice.Submit(ctx, simple(art, "prod", "1.2", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Approve(ctx, next.ID, "", ""); err != nil {
+		t.Fatalf("approving a newer deploy: %v", err)
+	}
+	waitFor(t, alice, next.ID, manent.StateSuccess)
+}
+
 // schedule.at and after through the API. Both submits must end before
 // schedule.at (the first is then DELAYED, the second waits on it): on a
 // loaded machine they may not, and the test tries again with a longer wait
