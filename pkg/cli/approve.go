@@ -40,8 +40,10 @@ func newCmdDecide(f *Factory, runF func(*ApproveOptions) error, reject bool) *co
 approve their own deploy, each identity counts once, and only identities the
 governance rules name as approvers count. With --plan-digest (from
 'manent status -o json'), the approval is refused if the plan changed since
-you reviewed it. When enough approvals are in, the deploy is enqueued with
-the same id.`,
+you reviewed it. A deploy submitted before the one that made its
+environment's current release cannot be approved (it would put an older
+release back): reject it. When enough approvals are in, the deploy is
+enqueued with the same id.`,
 		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
   manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"`,
 		Args: exactArgs(1, "deploy id"),
