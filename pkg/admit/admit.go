@@ -314,9 +314,13 @@ func refused(problems []manent.FieldError) error {
 // application/environment may have (schedules.max_per_environment).
 func (a *Admitter) SchedulesPerEnvironment() int { return a.cfg.SchedulesPerEnvironment }
 
-// ScheduleLimitProblem is the refusal of a schedule past
-// SchedulesPerEnvironment.
-func (a *Admitter) ScheduleLimitProblem(app, env string) manent.FieldError {
+// ScheduleLimitError is the refusal, as any other of admission's, of a
+// schedule past SchedulesPerEnvironment.
+func (a *Admitter) ScheduleLimitError(app, env string) error {
+	return refused([]manent.FieldError{a.scheduleLimitProblem(app, env)})
+}
+
+func (a *Admitter) scheduleLimitProblem(app, env string) manent.FieldError {
 	return manent.FieldError{Path: "/schedule/cron", Message: fmt.Sprintf(
 		"%s/%s has %d recurring schedules, the most this server allows (schedules.max_per_environment): delete one first (manent schedules delete <id>)",
 		app, env, a.cfg.SchedulesPerEnvironment)}
@@ -342,7 +346,7 @@ func (a *Admitter) checkSchedule(ctx context.Context, d *descriptor.Descriptor) 
 	// Checked again when the schedule is recorded (store.InsertSchedule);
 	// here, so that a dry run says it too.
 	if n, err := a.cfg.Store.ActiveSchedules(ctx, d.Application, d.Environment); err == nil && n >= a.cfg.SchedulesPerEnvironment {
-		return []manent.FieldError{a.ScheduleLimitProblem(d.Application, d.Environment)}
+		return []manent.FieldError{a.scheduleLimitProblem(d.Application, d.Environment)}
 	}
 	return nil
 }

@@ -51,8 +51,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule) error {
 	}
 	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment()); err != nil {
 		if errors.Is(err, store.ErrScheduleLimit) {
-			f := e.cfg.Admitter.ScheduleLimitProblem(sc.Application, sc.Environment)
-			return &manent.Error{Code: manent.EInvalid, Message: "the deploy was refused: 1 problem(s)", Fields: []manent.FieldError{f}}
+			return e.cfg.Admitter.ScheduleLimitError(sc.Application, sc.Environment)
 		}
 		return fmt.Errorf("record schedule: %w", err)
 	}
