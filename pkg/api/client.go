@@ -189,16 +189,28 @@ func (c *Client) Steps(ctx context.Context, id string) ([]manent.Step, error) {
 // Logs returns the log lines of a deploy recorded so far.
 func (c *Client) Logs(ctx context.Context, id string) (*LogsResult, error) {
 	all := &LogsResult{}
+	err := c.EachLogsPage(ctx, id, func(page *LogsResult) error {
+		all.Lines = append(all.Lines, page.Lines...)
+		all.State = page.State
+		return nil
+	})
+	return all, err
+}
+
+// EachLogsPage calls fn with each page of a deploy's log, in order, until
+// the last one or fn's error.
+func (c *Client) EachLogsPage(ctx context.Context, id string, fn func(*LogsResult) error) error {
 	var after int64
 	for {
 		page, err := c.LogsPage(ctx, id, after, 0)
 		if err != nil {
-			return all, err
+			return err
 		}
-		all.Lines = append(all.Lines, page.Lines...)
-		all.State = page.State
+		if err := fn(page); err != nil {
+			return err
+		}
 		if page.NextAfter <= after {
-			return all, nil
+			return nil
 		}
 		after = page.NextAfter
 	}

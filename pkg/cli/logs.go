@@ -103,22 +103,14 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 		}
 		// Page by page (the server sends at most api.MaxLogPage lines at
 		// once): a long log is printed as it comes, not held whole.
-		var after int64
-		for {
-			page, err := client.LogsPage(ctx, opts.ID, after, 0)
-			if err != nil {
-				return err
-			}
+		return client.EachLogsPage(ctx, opts.ID, func(page *api.LogsResult) error {
 			for _, l := range page.Lines {
 				if err := writeLogLine(opts, l); err != nil {
 					return err
 				}
 			}
-			if page.NextAfter <= after {
-				return nil
-			}
-			after = page.NextAfter
-		}
+			return nil
+		})
 	}
 	return followLogs(ctx, client, opts)
 }

@@ -42,7 +42,8 @@ permissions, sources, environment configuration, governance, plan) without
 enqueueing anything, and prints the plan and the effective (merged) deploy.
 The plan says what a failure of each step does under the effective rollback
 policy: stop, roll back, or stop with the new release left live (a step
-after activation that is not in rollback.on). With --offline only the descriptor is checked, locally, with no server.
+after activation that is not in rollback.on). With --offline only the
+descriptor is checked, locally, with no server.
 
 Exit status: 0 valid, 1 invalid, 2 usage error (e.g. the file cannot be read).`,
 		Example: `  # check the file locally, no server needed
