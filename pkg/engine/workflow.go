@@ -722,8 +722,8 @@ const (
 	MaxDeployOutput = 16 << 20
 )
 
-// boundOutput returns res, or a note in its place when it passes the
-// bounds.
+// boundOutput returns res, encoded once (attempt records it as it is), or
+// a note in its place when it passes the bounds.
 func (r *run) boundOutput(res plugin.Result, log *logWriter) any {
 	if res == nil {
 		return nil
@@ -740,7 +740,7 @@ func (r *run) boundOutput(res plugin.Result, log *logWriter) any {
 		why = fmt.Sprintf("the custom steps' outputs of this deploy would pass %d bytes", MaxDeployOutput)
 	default:
 		r.customOutput += len(b)
-		return res
+		return json.RawMessage(b)
 	}
 	fmt.Fprintf(log, "manent: this step's output (%d bytes) is not kept: %s; print large results to the log, or keep them elsewhere\n", len(b), why)
 	return plugin.Result{"output_not_kept": fmt.Sprintf("%d bytes: %s", len(b), why)}
