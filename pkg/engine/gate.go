@@ -354,24 +354,57 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 // Rejecting it is still possible; whoever wants that release back submits
 // it again, through every check.
 func (e *Engine) notStale(ctx context.Context, rec *store.Record) error {
-	cur, err := e.st.Current(ctx, rec.Application, rec.Environment)
-	if err != nil || cur == nil || cur.DeploymentID == "" || cur.DeploymentID == rec.ID {
+	newer, err := e.newerCurrent(ctx, rec)
+	if err != nil || newer == nil {
 		return err
-	}
-	newer, err := e.st.Deployment(ctx, cur.DeploymentID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // removed by retention: nothing to compare with
-	}
-	if err != nil {
-		return err
-	}
-	if !newer.CreatedAt.After(rec.CreatedAt) {
-		return nil
 	}
 	return manent.Errorf(manent.EConflict,
 		"deploy %s (%s) was submitted before %s, which made %s %s/%s's current release: approving it would put %s back over %s. Reject it, and submit %s again if it should replace %s",
 		rec.ID, rec.Version, newer.ID, newer.Version, rec.Application, rec.Environment,
 		rec.Version, newer.Version, rec.Version, newer.Version)
+}
+
+// notOvertaken is notStale when an approved deploy starts: approved while
+// a newer deploy of its environment was queued or running, it must not put
+// its older release back over the newer one that succeeded meanwhile. A
+// deploy that waited for nobody's approval runs in submission order and is
+// never overtaken.
+func (e *Engine) notOvertaken(ctx context.Context, in plan.Input) error {
+	if in.Waits.Approvals == nil && !in.Waits.Change {
+		return nil
+	}
+	rec, err := e.st.Deployment(ctx, in.ID)
+	if err != nil {
+		return err
+	}
+	newer, err := e.newerCurrent(ctx, rec)
+	if err != nil || newer == nil {
+		return err
+	}
+	return plugin.Permanent(fmt.Errorf(
+		"deploy %s (%s) was submitted before %s, which became %s/%s's current release while this one waited for its approval: running it would put %s back over %s. Submit %s again (or run manent rollback --to %s) if it should replace %s",
+		rec.ID, rec.Version, newer.ID, rec.Application, rec.Environment,
+		rec.Version, newer.Version, rec.Version, rec.Version, newer.Version))
+}
+
+// newerCurrent returns the deploy that made rec's environment's current
+// release if it was submitted after rec, else nil.
+func (e *Engine) newerCurrent(ctx context.Context, rec *store.Record) (*store.Record, error) {
+	cur, err := e.st.Current(ctx, rec.Application, rec.Environment)
+	if err != nil || cur == nil || cur.DeploymentID == "" || cur.DeploymentID == rec.ID {
+		return nil, err
+	}
+	newer, err := e.st.Deployment(ctx, cur.DeploymentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // removed by retention: nothing to compare with
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !newer.CreatedAt.After(rec.CreatedAt) {
+		return nil, nil
+	}
+	return newer, nil
 }
 
 // wake sends a gate a wake-up; a lost one costs at most gatePoll.

@@ -574,6 +574,9 @@ type configOutput struct {
 // deploy again with the submission's own code (admit.Reconfigure): the
 // merge, the plugins and the whole governance decision.
 func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
+	if err := r.e.notOvertaken(ctx, r.in); err != nil {
+		return nil, err
+	}
 	rc, err := r.e.cfg.Admitter.Reconfigure(ctx, r.in)
 	if err != nil {
 		return nil, err

@@ -208,6 +208,75 @@ func TestStaleApprovalRefused(t *testing.T) {
 	waitFor(t, alice, next.ID, manent.StateSuccess)
 }
 
+// A deploy approved while a newer deploy of its environment was running
+// waits behind it; when the newer one has become the current release by
+// then, the approved one ends ERROR at its config step instead of putting
+// its older release back over the newer one.
+func TestApprovedDeployOvertakenDoesNotRun(t *testing.T) {
+	_, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	art := artifactFile(t)
+	ctx := context.Background()
+	alice, bob := client("alice-token"), client("bob-token")
+	older, err := alice.Submit(ctx, simple(art, "prod", "1.0", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	gated := strings.Replace(gatedDescriptor(art, "prod", gate), `version: "1"`, `version: "1.1"`, 1)
+	newer, err := alice.Submit(ctx, []byte(gated), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Approve(ctx, newer.ID, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d, err := alice.Deployment(ctx, newer.ID)
+		if err != nil {
+			return false
+		}
+		for _, st := range d.Steps {
+			if st.Name == "gate" && st.State == manent.StepRunning {
+				return true
+			}
+		}
+		return false
+	}, "1.1's gate step running")
+	// 1.1 is not the current release yet: approving 1.0 is allowed.
+	if _, err := bob.Approve(ctx, older.ID, "", ""); err != nil {
+		t.Fatalf("approving 1.0 while 1.1 runs: %v", err)
+	}
+	waitFor(t, alice, older.ID, manent.StateEnqueued)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, alice, newer.ID, manent.StateSuccess)
+	var d *manent.Deployment
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err = alice.Deployment(ctx, older.ID)
+		return err == nil && d.State.Final()
+	}, "1.0 to end")
+	if d.State != manent.StateError {
+		t.Fatalf("1.0 ended %s, want ERROR: it would have put 1.0 back over 1.1", d.State)
+	}
+	want := fmt.Sprintf("deploy %s (1.0) was submitted before %s, which became billing/prod's current release while this one waited for its approval: running it would put 1.0 back over 1.1", older.ID, newer.ID)
+	if !strings.Contains(d.Error, want) {
+		t.Errorf("1.0's error %q, want %q", d.Error, want)
+	}
+	for _, st := range d.Steps {
+		if (st.Name == manent.StepDeploy || st.Name == manent.StepActivation) && st.State != manent.StepPending && st.State != manent.StepSkipped {
+			t.Errorf("step %s of 1.0 is %s: it may not run", st.Name, st.State)
+		}
+	}
+	cur, err := alice.Current(ctx, "billing", "prod")
+	if err != nil || cur.Release == nil || cur.Release.Version != "1.1" {
+		t.Fatalf("current release %+v %v, want 1.1", cur, err)
+	}
+}
+
 // schedule.at and after through the API. Both submits must end before
 // schedule.at (the first is then DELAYED, the second waits on it): on a
 // loaded machine they may not, and the test tries again with a longer wait
