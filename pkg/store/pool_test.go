@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -24,5 +25,28 @@ func TestPostgresPoolFloor(t *testing.T) {
 	st = openStore(t, url+sep+"pool_max_conns=6")
 	if got := st.Pool().Config().MaxConns; got != 6 {
 		t.Fatalf("pool_max_conns=6 gave %d connections", got)
+	}
+}
+
+// A transaction a paused or cut-off worker leaves open is ended by
+// PostgreSQL after IdleTransactionTimeout, unless the URL sets its own.
+func TestPostgresIdleTransactionTimeout(t *testing.T) {
+	url := enginetest.Postgres(t)
+	show := func(st *store.Store) string {
+		var v string
+		if err := st.Pool().QueryRow(context.Background(), "SHOW idle_in_transaction_session_timeout").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := show(openStore(t, url)); got != "10s" {
+		t.Fatalf("idle_in_transaction_session_timeout = %s, want 10s", got)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	if got := show(openStore(t, url+sep+"idle_in_transaction_session_timeout=2min")); got != "2min" {
+		t.Fatalf("with the URL's 2min: %s", got)
 	}
 }

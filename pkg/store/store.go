@@ -55,6 +55,17 @@ type Store struct {
 // deploys' steps writing at once.
 const MinPostgresConns = 10
 
+// IdleTransactionTimeout is PostgreSQL's idle_in_transaction_session_timeout
+// on a worker's connections, unless the database URL sets it. A worker
+// paused or cut off from the database in the middle of a transaction
+// leaves it open at the server, with its row locks (a queue claim, a
+// worker row), and PostgreSQL notices a lost client only when TCP does:
+// hours. The others' takeover would wait on those locks. Ending such a
+// transaction after 10 s, within workers.dead_after (30 s by default),
+// releases them before anyone may take the worker over; no transaction of
+// manent or DBOS waits on anything but the database.
+const IdleTransactionTimeout = 10 * time.Second
+
 // Open opens the database named by url: `sqlite:<path>` (also
 // `sqlite:///abs/path`) or `postgres://…`.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
@@ -66,6 +77,10 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		if !strings.Contains(rawURL, "pool_max_conns=") && pcfg.MaxConns < MinPostgresConns {
 			pcfg.MaxConns = MinPostgresConns
+		}
+		rp := pcfg.ConnConfig.RuntimeParams
+		if _, set := rp["idle_in_transaction_session_timeout"]; !set && !strings.Contains(rp["options"], "idle_in_transaction_session_timeout") {
+			rp["idle_in_transaction_session_timeout"] = strconv.FormatInt(IdleTransactionTimeout.Milliseconds(), 10)
 		}
 		pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
