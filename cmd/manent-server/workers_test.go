@@ -4,10 +4,15 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -243,9 +248,11 @@ func TestWorkersTakeOverKilledWorker(t *testing.T) {
 }
 
 // A worker paused (SIGSTOP) past dead_after while its step runs is taken
-// over; its step's command ends while it is paused. Resumed (SIGCONT), it
-// learns it was declared dead and stops: it records nothing and runs no
-// further step of the deploy, which the other worker finished.
+// over. Its step's command, which nothing pauses, is stopped by the
+// worker's lifeline when its lease lapses (cut-off), before another worker
+// runs the step again. Resumed (SIGCONT), the worker finds itself cut off
+// or declared dead and stops: it records nothing and runs no further step
+// of the deploy, which the other worker finished.
 func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
@@ -258,6 +265,10 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	}
 	waitFile(t, started, "the slow step to start")
 	victim := runner(t, c)
+	first := pidsIn(filepath.Join(dir, "slow-pids"))
+	if len(first) != 1 || !alivePid(first[0]) {
+		t.Fatalf("slow step pids %v, want its running shell", first)
+	}
 	if err := ps[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +279,9 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	live := other(ps, victim).client()
 	resumed := waitFile(t, started, "the slow step to run again on another worker")
 	t.Logf("takeover of a paused worker: %s after SIGSTOP (dead_after %s)", resumed.Sub(stopped).Round(10*time.Millisecond), testDeadAfter)
-	// Both commands of the slow step end now: the paused worker's too.
+	if alivePid(first[0]) {
+		t.Errorf("the slow step runs again on another worker while its first attempt (pid %d) still runs under the paused worker", first[0])
+	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -288,8 +301,11 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 		t.Error("the fenced worker exited 0, want an error exit")
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "w", victim, "server.log"))
-	if !strings.Contains(string(b), "declared dead") {
-		t.Errorf("the fenced worker's log does not say it was declared dead:\n%s", b)
+	if !strings.Contains(string(b), "declared dead") && !strings.Contains(string(b), "cut off") {
+		t.Errorf("the fenced worker's log says neither that it was declared dead nor that it was cut off:\n%s", b)
+	}
+	if !strings.Contains(string(b), "manent lifeline: the worker's heartbeat has not reached the database for too long") {
+		t.Errorf("the paused worker's lifeline did not say it stopped the step:\n%s", b)
 	}
 	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 2 || got["late"] != 1 {
 		t.Fatalf("side effects %v: want early 1, slow 2 (paused, then taken over), late 1 — the resumed worker must run nothing", got)
@@ -300,6 +316,152 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	}
 	if after.State != manent.StateSuccess || stepByName(after, "late").State != manent.StepSuccess {
 		t.Fatalf("after the resumed worker stopped: %s, late %s — it must not have rewritten the deploy", after.State, stepByName(after, "late").State)
+	}
+}
+
+// blackhole is a TCP proxy on loopback in front of PostgreSQL whose cut
+// makes the network vanish for the worker behind it, as a partition does:
+// connections stay open, but nothing goes through any more, and new ones
+// are accepted and never answered. Nothing is refused or reset.
+type blackhole struct {
+	ln  net.Listener
+	cut atomic.Bool
+}
+
+func newBlackhole(t *testing.T, upstream string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	// relay copies until the cut, then reads and drops.
+	relay := func(dst, src net.Conn) {
+		defer conns.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && !b.cut.Load() {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			if b.cut.Load() {
+				conns.Add(1)
+				go func() { defer conns.Done(); _, _ = io.Copy(io.Discard, c) }()
+				continue
+			}
+			up, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			open = append(open, up)
+			mu.Unlock()
+			conns.Add(2)
+			go relay(up, c)
+			go relay(c, up)
+		}
+	}()
+	return b
+}
+
+// via returns the database URL db reached through the proxy.
+func (b *blackhole) via(t *testing.T, db string) string {
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = b.ln.Addr().String()
+	return u.String()
+}
+
+// A worker cut off from the database while its step runs (a network
+// partition: the worker lives on, its heartbeats vanish) stops that step's
+// processes and exits before the others may declare it dead, so the step
+// taken over elsewhere never runs beside its first attempt.
+func TestWorkersCutOffWorkerStopsItsSteps(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	u, err := url.Parse(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bh := newBlackhole(t, u.Host)
+	ps := startWorkers(t, filepath.Join(dir, "w"), bh.via(t, db), "w1")
+	res, err := ps["w1"].client().Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started, "the slow step to start")
+	first := pidsIn(filepath.Join(dir, "slow-pids"))
+	if len(first) != 1 || !alivePid(first[0]) {
+		t.Fatalf("slow step pids %v, want its running shell", first)
+	}
+	for id, p := range startWorkers(t, filepath.Join(dir, "w"), db, "w2") {
+		ps[id] = p
+	}
+	if err := os.Remove(started); err != nil {
+		t.Fatal(err)
+	}
+	bh.cut.Store(true)
+	cut := time.Now()
+	select {
+	case <-ps["w1"].done:
+		t.Logf("the cut-off worker exited %s after the cut (dead_after %s): %v", time.Since(cut).Round(10*time.Millisecond), testDeadAfter, ps["w1"].waitErr)
+	case <-time.After(testDeadAfter + 30*time.Second):
+		t.Fatal("the worker cut off from the database did not stop")
+	}
+	if ps["w1"].waitErr == nil {
+		t.Error("the cut-off worker exited 0, want an error exit")
+	}
+	waitFile(t, started, "the slow step to run again on another worker")
+	if fi, err := os.Stat(started); err == nil {
+		t.Logf("takeover of a cut-off worker: the step ran again %s after the cut", fi.ModTime().Sub(cut).Round(10*time.Millisecond))
+	}
+	if alivePid(first[0]) {
+		t.Errorf("the slow step runs again on another worker while its first attempt (pid %d) still runs where the cut-off worker was", first[0])
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "w", "w1", "server.log"))
+	if !strings.Contains(string(b), "cut off") {
+		t.Errorf("the cut-off worker's log does not say it was cut off:\n%s", b)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFinal(t, ps["w2"].client(), res.ID)
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 2 || got["late"] != 1 {
+		t.Fatalf("side effects %v: want early 1, slow 2 (cut off, then taken over), late 1", got)
 	}
 }
 

@@ -88,8 +88,14 @@ type Config struct {
 	Heartbeat time.Duration
 	DeadAfter time.Duration
 	// OnFenced is called once when this worker learns the others declared
-	// it dead: it runs no more steps and must stop (the node exits).
+	// it dead, or finds itself cut off (ErrCutOff): it runs no more steps
+	// and must stop (the node exits).
 	OnFenced func(error)
+	// Lease (PostgreSQL; nil: none) is told after each heartbeat that
+	// lands how long this worker may go on without another, and the grace
+	// its steps' processes get when it does not: plugin.Procs.Lease, whose
+	// lifeline stops them then (workers.go, cutOff).
+	Lease func(within, grace time.Duration)
 	// Artifacts downloads artifacts and Health runs health checks: pkg/egress
 	// clients with the policies of artifacts.sources and health.allow (nil
 	// refuses every request).

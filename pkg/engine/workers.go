@@ -12,6 +12,7 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/version"
 )
@@ -42,6 +43,22 @@ import (
 //     the step's command, longer than DeadAfter - freshFor: that step's
 //     command can run a second time (its result is then rejected by DBOS).
 //     Only a fencing token at the target could close it.
+//
+// What guarantees that a step's first attempt no longer runs when a worker
+// that took it over runs it again (SPEC §11.2):
+//   - a worker that dies: its lifeline stops the step's processes at once
+//     (pkg/plugin/lifeline.go);
+//   - a worker that lives on but is silent — paused, or cut off from the
+//     database — for cutOff, which ends well before DeadAfter: its
+//     lifeline's lease, renewed after each heartbeat that lands, lapses,
+//     and the lifeline stops the steps' processes (SIGTERM, then SIGKILL
+//     within cutOffGrace) before anyone may declare the worker dead; the
+//     worker itself, when it runs, stops for good (ErrCutOff, fence): its
+//     steps were stopped, and it records nothing more. A supervisor starts
+//     it again; its deploys resume, here or elsewhere.
+// The silence is measured from the start of the last heartbeat that
+// landed, never later than the database wrote it, so the worker always
+// errs on the early side.
 
 // Defaults of workers.heartbeat and workers.dead_after.
 const (
@@ -55,6 +72,10 @@ const leaderLockKey int64 = 0x6d616e656e74_01 // "manent" 01
 // ErrFenced is what OnFenced receives: the others declared this worker dead
 // and took its deploys over.
 var ErrFenced = errors.New("this worker was declared dead (no heartbeat for workers.dead_after) and its deploys were taken over by another worker: it stops; start it again")
+
+// ErrCutOff is what OnFenced receives when this worker's heartbeat has not
+// reached the database for cutOff (PostgreSQL).
+var ErrCutOff = errors.New("this worker's heartbeat has not reached the database for two thirds of workers.dead_after: the other workers may take its deploys over, so its steps' processes were stopped and it stops; start it again")
 
 // liveness is this worker's view of itself: when its heartbeat last
 // landed, whether it was fenced or is draining, and the steps it runs.
@@ -78,10 +99,11 @@ func newLiveness() *liveness {
 	return &liveness{start: time.Now(), fenced: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (l *liveness) beatOK() { l.lastOK.Store(int64(time.Since(l.start))) }
+// now is the time since the worker started (monotonic).
+func (l *liveness) now() time.Duration { return time.Since(l.start) }
 
 func (l *liveness) sinceOK() time.Duration {
-	return time.Since(l.start) - time.Duration(l.lastOK.Load())
+	return l.now() - time.Duration(l.lastOK.Load())
 }
 
 func (l *liveness) isFenced() bool {
@@ -99,14 +121,79 @@ func (e *Engine) freshFor() time.Duration {
 	return min(2*e.cfg.Heartbeat, e.cfg.DeadAfter/2)
 }
 
+// cutOff is how long this worker may go without a heartbeat landing
+// before it stops (PostgreSQL): two thirds of the time between its last
+// heartbeat and the first instant another worker may declare it dead, and
+// at least two heartbeats. 30 s and 5 s (the defaults): 16.7 s.
+func (e *Engine) cutOff() time.Duration {
+	return max((e.cfg.DeadAfter-e.cfg.Heartbeat)*2/3, 2*e.cfg.Heartbeat)
+}
+
+// cutOffGrace is what the steps' processes get between SIGTERM and SIGKILL
+// when the worker is cut off: the step grace, shortened so that they are
+// gone a heartbeat before DeadAfter.
+func (e *Engine) cutOffGrace() time.Duration {
+	return max(min(plugin.DefaultGrace, e.cfg.DeadAfter-e.cfg.Heartbeat-e.cutOff()), 0)
+}
+
+// canBeCutOff says whether others may take this worker's deploys over
+// while it lives: several workers share a PostgreSQL database; a SQLite
+// database has one server.
+func (e *Engine) canBeCutOff() bool { return e.st.Postgres() }
+
+// beatLanded records a heartbeat sent at sent (liveness.now) that landed,
+// and renews the lifeline's lease. It returns false, and fences the
+// worker, when the silence before it reached cutOff: the lease lapsed, and
+// the lifeline may have stopped the steps' processes.
+func (e *Engine) beatLanded(sent time.Duration) bool {
+	if e.canBeCutOff() && sent-time.Duration(e.live.lastOK.Load()) >= e.cutOff() {
+		e.fence(ErrCutOff)
+		return false
+	}
+	e.live.lastOK.Store(int64(sent))
+	if e.canBeCutOff() && e.cfg.Lease != nil {
+		e.cfg.Lease(e.cutOff()-e.live.sinceOK(), e.cutOffGrace())
+	}
+	return true
+}
+
+// cutOffNow fences the worker when its silence has reached cutOff.
+func (e *Engine) cutOffNow() bool {
+	if !e.canBeCutOff() || e.live.sinceOK() < e.cutOff() {
+		return false
+	}
+	e.fence(ErrCutOff)
+	return true
+}
+
+// watchCutOff fences the worker as soon as its silence reaches cutOff,
+// whatever its heartbeat call is waiting on.
+func (e *Engine) watchCutOff(ctx context.Context) {
+	t := time.NewTicker(min(max(e.cfg.Heartbeat/4, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for !e.live.isFenced() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.cutOffNow()
+		}
+	}
+}
+
 // fence stops this worker for good: no step starts any more, and OnFenced
-// is told (the node stops the engine and exits).
-func (e *Engine) fence() {
+// is told why (the node stops the engine and exits).
+func (e *Engine) fence(why error) {
 	e.live.fenceOnce.Do(func() {
 		close(e.live.fenced)
-		e.log.Error("fenced: this worker was declared dead and its deploys were taken over; running nothing more", "executor_id", e.cfg.ExecutorID)
+		msg := "fenced: this worker was declared dead and its deploys were taken over; running nothing more"
+		if errors.Is(why, ErrCutOff) {
+			msg = "cut off: no heartbeat of this worker has reached the database for two thirds of workers.dead_after; its steps' processes are stopped and it runs nothing more, so that none runs twice when another worker takes its deploys over"
+		}
+		e.log.Error(msg, "executor_id", e.cfg.ExecutorID, "silent_for", e.live.sinceOK().Round(time.Millisecond).String(),
+			"cut_off", e.cutOff().String(), "dead_after", e.cfg.DeadAfter.String())
 		if e.cfg.OnFenced != nil {
-			go e.cfg.OnFenced(ErrFenced)
+			go e.cfg.OnFenced(why)
 		}
 	})
 }
@@ -130,7 +217,7 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 		return nil
 	}
 	for {
-		if e.live.isFenced() || (starting && e.live.draining.Load()) {
+		if e.live.isFenced() || e.cutOffNow() || (starting && e.live.draining.Load()) {
 			e.live.parked.Add(1)
 			<-ctx.Done()
 			e.live.parked.Add(-1)
@@ -139,13 +226,14 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 		if e.live.sinceOK() < e.freshFor() {
 			return nil
 		}
+		sent := e.live.now()
 		err := e.st.Heartbeat(ctx, e.cfg.ExecutorID)
 		switch {
 		case err == nil:
-			e.live.beatOK()
-			return nil
+			e.beatLanded(sent)
+			continue // fenced if it came too late
 		case errors.Is(err, store.ErrWorkerDead):
-			e.fence()
+			e.fence(ErrFenced)
 			continue
 		}
 		// The database does not answer: nothing could be recorded anyway;
@@ -175,13 +263,18 @@ func (e *Engine) parked(fn func() error) error {
 // startWorker registers this worker and starts its heartbeat (and, on
 // PostgreSQL, the leader election and takeovers).
 func (e *Engine) startWorker(ctx context.Context) error {
+	sent := e.live.now()
 	if err := e.st.RegisterWorker(ctx, e.cfg.ExecutorID, version.Version, WorkflowVersion); err != nil {
 		return err
 	}
-	e.live.beatOK()
+	e.live.lastOK.Store(int64(sent)) // the first beat: no silence before it
+	e.beatLanded(sent)
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	e.live.stop = cancel
 	go e.workerLoop(wctx)
+	if e.canBeCutOff() {
+		go e.watchCutOff(wctx)
+	}
 	return nil
 }
 
@@ -198,16 +291,21 @@ func (e *Engine) workerLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if !e.live.isFenced() {
-			err := e.st.Heartbeat(ctx, e.cfg.ExecutorID)
+			// Bounded: a connection that hangs (a network cut) must not
+			// hold the beats that would land once it heals.
+			hctx, cancel := context.WithTimeout(ctx, max(e.cfg.Heartbeat, time.Second))
+			sent := e.live.now()
+			err := e.st.Heartbeat(hctx, e.cfg.ExecutorID)
+			cancel()
 			switch {
 			case err == nil:
-				e.live.beatOK()
+				e.beatLanded(sent)
 			case errors.Is(err, store.ErrWorkerDead):
 				if !e.live.draining.Load() {
-					e.fence()
+					e.fence(ErrFenced)
 				}
 			case ctx.Err() == nil:
-				e.log.Warn("heartbeat failed", "error", err)
+				e.log.Warn("heartbeat failed", "error", err, "silent_for", e.live.sinceOK().Round(time.Millisecond).String(), "cut_off", e.cutOff().String())
 			}
 		}
 		if e.st.Postgres() && !e.live.isFenced() && !e.live.draining.Load() {

@@ -39,6 +39,17 @@ import (
 // the worker (a container or cgroup stopped as a whole, which ends the
 // steps too) escapes it; if the lifeline alone dies, the worker starts
 // another and registers its running groups again.
+//
+// A worker that does not die but goes silent — paused (SIGSTOP, a frozen
+// process), or cut off from the database — is taken over all the same
+// once its heartbeat is older than workers.dead_after, and its steps'
+// processes, which nothing pauses, would run on beside the new attempt.
+// So on PostgreSQL the worker also gives its lifeline a lease (Lease)
+// after each heartbeat that lands: when the lease ends with no newer one,
+// the lifeline stops every registered group, as if the worker had died,
+// and goes on reading. The worker stops itself too when it can (the
+// engine's cut-off); a paused one cannot, which is why this is the
+// lifeline's job.
 
 const (
 	lifelineEnv      = "MANENT_PROCS_LIFELINE"
@@ -58,44 +69,76 @@ func init() {
 
 // lifelineMsg is one line the worker writes to its lifeline.
 type lifelineMsg struct {
-	Op  string     `json:"op"` // "add" or "del"
-	Rec procRecord `json:"rec"`
+	// Op is "add" or "del" (Rec's group started or ended), or "lease":
+	// stop every registered group, with Grace between SIGTERM and SIGKILL,
+	// unless another lease comes within Within.
+	Op     string        `json:"op"`
+	Rec    procRecord    `json:"rec,omitzero"`
+	Within time.Duration `json:"within,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
 }
 
 // runLifeline is the lifeline process: it reads the worker's messages
-// until the pipe closes, then stops the groups still registered.
+// until the pipe closes, then stops the groups still registered. A lease
+// that ends first stops them too, and it reads on.
 func runLifeline(in io.Reader, log io.Writer, grace time.Duration) int {
 	ossignal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	groups := map[int]procRecord{}
-	dec := json.NewDecoder(in)
-	for {
-		var m lifelineMsg
-		if err := dec.Decode(&m); err != nil {
-			break // the worker is gone (or closed the pipe): nothing more comes
-		}
-		switch m.Op {
-		case "add":
-			groups[m.Rec.PGID] = m.Rec
-		case "del":
-			delete(groups, m.Rec.PGID)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, rec := range groups {
-		if len(liveTargets(rec)) == 0 {
-			continue
-		}
-		fmt.Fprintf(log, "manent lifeline: the worker is gone; stopping step %s of deploy %s (process group %d)\n", rec.Step, rec.Deploy, rec.PGID)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := stopGroup(context.Background(), rec, grace); err != nil {
-				fmt.Fprintf(log, "manent lifeline: step %s of deploy %s: %v\n", rec.Step, rec.Deploy, err)
+	msgs := make(chan lifelineMsg)
+	go func() {
+		defer close(msgs)
+		dec := json.NewDecoder(in)
+		for {
+			var m lifelineMsg
+			if err := dec.Decode(&m); err != nil {
+				return // the worker is gone (or closed the pipe): nothing more comes
 			}
-		}()
+			msgs <- m
+		}
+	}()
+	groups := map[int]procRecord{}
+	var wg sync.WaitGroup
+	// stopAll stops the registered groups in the background: the worker's
+	// messages are read meanwhile, so its writes never wait on a stop.
+	stopAll := func(why string, grace time.Duration) {
+		for _, rec := range groups {
+			if len(liveTargets(rec)) == 0 {
+				continue
+			}
+			fmt.Fprintf(log, "manent lifeline: %s; stopping step %s of deploy %s (process group %d)\n", why, rec.Step, rec.Deploy, rec.PGID)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := stopGroup(context.Background(), rec, grace); err != nil {
+					fmt.Fprintf(log, "manent lifeline: step %s of deploy %s: %v\n", rec.Step, rec.Deploy, err)
+				}
+			}()
+		}
+		clear(groups)
 	}
-	wg.Wait()
-	return 0
+	lease := time.NewTimer(time.Hour)
+	lease.Stop()
+	leaseGrace := grace
+	for {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				stopAll("the worker is gone", grace)
+				wg.Wait()
+				return 0
+			}
+			switch m.Op {
+			case "add":
+				groups[m.Rec.PGID] = m.Rec
+			case "del":
+				delete(groups, m.Rec.PGID)
+			case "lease":
+				lease.Reset(m.Within)
+				leaseGrace = m.Grace
+			}
+		case <-lease.C:
+			stopAll("the worker's heartbeat has not reached the database for too long (paused or cut off), so another worker may take its deploys over", leaseGrace)
+		}
+	}
 }
 
 // lifeline is a worker's handle on its lifeline process.
@@ -159,7 +202,10 @@ func (p *Procs) startLifelineLocked() (*lifeline, error) {
 		close(l.exited)
 	}()
 	for _, rec := range p.running {
-		l.send("add", rec)
+		l.send(lifelineMsg{Op: "add", Rec: rec})
+	}
+	if !p.lease.IsZero() {
+		l.send(lifelineMsg{Op: "lease", Within: max(time.Until(p.lease), 0), Grace: p.leaseGrace})
 	}
 	return l, nil
 }
@@ -197,15 +243,31 @@ const sendTimeout = time.Second
 // send writes one message. A lifeline that is gone is replaced by
 // keepLifeline, which registers the running groups again; one that does
 // not read is killed, and so replaced too.
-func (l *lifeline) send(op string, rec procRecord) {
+func (l *lifeline) send(m lifelineMsg) {
 	if l == nil {
 		return
 	}
-	b, _ := json.Marshal(lifelineMsg{Op: op, Rec: rec})
+	b, _ := json.Marshal(m)
 	_ = l.w.SetWriteDeadline(time.Now().Add(sendTimeout))
 	if _, err := l.w.Write(append(b, '\n')); errors.Is(err, os.ErrDeadlineExceeded) {
 		_ = l.cmd.Process.Kill()
 	}
+}
+
+// Lease tells the lifeline to stop every running group — SIGTERM, then
+// SIGKILL after grace (0: at once) — unless Lease is called again within
+// within: the worker renews it after each heartbeat that lands, so a
+// worker paused or cut off from the database past within has its steps'
+// processes stopped before another worker takes its deploys over. A
+// lifeline started again later gets what is left of the lease.
+func (p *Procs) Lease(within, grace time.Duration) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lease, p.leaseGrace = time.Now().Add(within), grace
+	p.line.send(lifelineMsg{Op: "lease", Within: max(within, 0), Grace: grace})
 }
 
 // Close stops p's lifeline and waits for it to exit. The groups still

@@ -91,6 +91,82 @@ func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
 	}
 }
 
+// A worker that is alive but silent (paused, cut off from the database)
+// renews no lease: when the lease lapses, the lifeline stops the groups
+// running then, SIGKILL after the lease's grace, and reads on — a group
+// registered afterwards is still stopped when the worker dies. While the
+// lease is renewed, nothing is stopped.
+func TestLifelineLeaseLapseStopsSteps(t *testing.T) {
+	procs, pids, ran := runWithLifeline(t, `trap '' TERM; sleep 300 & echo $$ $! > "$PIDS"; wait`, 2)
+	pgid := pids[0]
+	renew := time.NewTicker(50 * time.Millisecond) // the worker's heartbeats
+	for i := 0; i < 20; i++ {
+		procs.Lease(400*time.Millisecond, 200*time.Millisecond)
+		<-renew.C
+	}
+	renew.Stop()
+	if !groupAlive(pgid) {
+		t.Fatal("the group was stopped while its lease was renewed")
+	}
+	lapsed := time.Now()
+	if !waitUntil(15*time.Second, func() bool { return !groupAlive(pgid) }) {
+		t.Fatalf("group %d (ignoring SIGTERM) still alive 15 s after its lease lapsed", pgid)
+	}
+	t.Logf("stopped %s after the lease lapsed (lease 400ms, grace 200ms)", time.Since(lapsed).Round(10*time.Millisecond))
+	select {
+	case err := <-ran:
+		if err == nil {
+			t.Fatal("the step's command ended well, want it killed")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return once its group was stopped")
+	}
+	for _, pid := range pids {
+		if s, ok := readStat(pid); ok && !s.dead() && s.start != 0 && s.pgrp == pgid {
+			t.Fatalf("process %d of the step still alive", pid)
+		}
+	}
+
+	// The lifeline goes on: the same process registers a new group and
+	// stops it when the worker dies.
+	procs.mu.Lock()
+	l := procs.line
+	procs.mu.Unlock()
+	select {
+	case <-l.exited:
+		t.Fatal("the lifeline exited when the lease lapsed")
+	default:
+	}
+	procs.Lease(time.Hour, 200*time.Millisecond)
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pids")
+	cmd := exec.Command("sh", "-c", `echo $$ > "$PIDS"; exec sleep 300`)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PIDS=" + pidFile}
+	ran2 := make(chan error, 1)
+	go func() { ran2 <- procs.Run(context.Background(), testContext(dir, &bytes.Buffer{}), cmd) }()
+	var second int
+	if !waitUntil(10*time.Second, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		second, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		procs.mu.Lock()
+		defer procs.mu.Unlock()
+		return second > 0 && len(procs.running) == 1
+	}) {
+		t.Fatal("the second command did not start, or its group was not registered")
+	}
+	procs.mu.Lock()
+	same := procs.line == l
+	procs.mu.Unlock()
+	if !same {
+		t.Fatal("the lifeline was replaced")
+	}
+	l.w.Close() // the worker dies
+	if !waitUntil(15*time.Second, func() bool { return !groupAlive(second) }) {
+		t.Fatalf("group %d, registered after the lapse, still alive after the worker died", second)
+	}
+	<-ran2
+}
+
 // A lifeline that dies is started again, with the groups running then.
 func TestLifelineRestarted(t *testing.T) {
 	procs, pids, ran := runWithLifeline(t, `echo $$ > "$PIDS"; exec sleep 300`, 1)

@@ -52,6 +52,10 @@ type Procs struct {
 	running map[int]procRecord // by process group
 	line    *lifeline          // lifeline.go; nil when not started
 	closed  bool
+	// lease is when the lifeline's lease ends (zero: none), and leaseGrace
+	// the grace period it stops the groups with then (Lease).
+	lease      time.Time
+	leaseGrace time.Duration
 }
 
 // NewProcs records running process groups in dir (one directory per
@@ -255,10 +259,10 @@ func (p *Procs) track(rec procRecord, on bool) {
 	defer p.mu.Unlock()
 	if on {
 		p.running[rec.PGID] = rec
-		p.line.send("add", rec)
+		p.line.send(lifelineMsg{Op: "add", Rec: rec})
 	} else {
 		delete(p.running, rec.PGID)
-		p.line.send("del", rec)
+		p.line.send(lifelineMsg{Op: "del", Rec: rec})
 	}
 }
 

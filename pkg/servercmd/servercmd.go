@@ -100,14 +100,17 @@ Several workers share one PostgreSQL database, each with its own
 workers.heartbeat; a worker silent for workers.dead_after has its running
 deploys taken over by another. SIGTERM stops taking deploys, lets the
 running steps finish (up to 20s) and hands the rest over at once. A worker
-that finds it was declared dead (it was paused) exits with an error. With
+that finds it was declared dead (it was paused), or whose heartbeat has not
+reached the database for two thirds of workers.dead_after (cut off), stops
+its steps' processes and exits with an error: run it under a supervisor. With
 SQLite, a second server on the same database file refuses to start, and a
 server takes over at start the running deploys that servers of other
 executor ids left on it.
 
 Each server starts a second, small manent-server process, its lifeline:
 if the server dies, however it dies, the lifeline stops its steps'
-processes at once, so that a step taken over elsewhere never runs twice.
+processes at once, so that a step taken over elsewhere never runs twice;
+on PostgreSQL it also does when the server is paused past its cut-off.
 
 Limits (docs/security.md): limits.connections (6000, kept 1024 below the
 open-file limit), limits.streams_per_identity (200) and limits.streams
@@ -210,10 +213,19 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		n.Close(10 * time.Second)
 		return err
 	case err := <-fenced:
-		// Declared dead while paused or cut off: its deploys run elsewhere
-		// now. Stop at once; a supervisor starts it again as a new worker.
+		// Declared dead while paused, or cut off from the database: its
+		// deploys run elsewhere now, or will. Stop at once; a supervisor
+		// starts it again. Its steps' processes go first; the rest may wait
+		// on a database that does not answer, so it gets a few seconds.
+		n.Procs.Kill()
 		_ = hs.Close()
-		n.Close(time.Second)
+		closed := make(chan struct{})
+		go func() { n.Close(time.Second); close(closed) }()
+		select {
+		case <-closed:
+		case <-time.After(fencedCloseTimeout):
+			log.Error("stopping without closing the database: it does not answer", "waited", fencedCloseTimeout)
+		}
 		return err
 	case <-ctx.Done():
 	}
@@ -226,6 +238,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	log.Info("stopped")
 	return nil
 }
+
+// fencedCloseTimeout bounds the close of a fenced worker (see serve).
+const fencedCloseTimeout = 5 * time.Second
 
 func redactDB(s string) string {
 	if i := strings.Index(s, "@"); i > 0 && strings.HasPrefix(s, "postgres") {
