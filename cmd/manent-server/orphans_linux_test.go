@@ -202,3 +202,34 @@ steps:
 		t.Errorf("no worker %s in %+v", first, ws.Items)
 	}
 }
+
+// On SQLite the server holding the database's lock is its only one: the
+// servers of other executor ids that left it — killed, or stopped with
+// SIGTERM — are listed dead, not alive forever.
+func TestSQLiteOtherExecutorsListedDead(t *testing.T) {
+	dir := t.TempDir()
+	db := enginetest.SQLite(t)
+	data := filepath.Join(dir, "data")
+	alpha := startAs(t, data, db, "alpha")
+	if err := alpha.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-alpha.done
+	beta := startAs(t, data, db, "beta")
+	if err := beta.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-beta.done
+	gamma := startAs(t, data, db, "gamma")
+	res, err := gamma.client().Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, w := range res.Items {
+		got[w.ID] = w.State
+	}
+	if want := map[string]string{"alpha": "dead", "beta": "dead", "gamma": "alive"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("workers %v, want %v", got, want)
+	}
+}

@@ -320,6 +320,14 @@ func (n *Node) Launch(ctx context.Context) error {
 	}
 	if !n.Store.Postgres() {
 		n.adoptOrphans(ctx)
+		// The idle ones too: `admin workers` must not list a server long
+		// gone as alive.
+		gone, err := n.Store.DeclareOthersGone(ctx, n.Config.ExecutorID)
+		if err != nil {
+			n.Log.Warn("mark the servers of other executor ids dead", "error", err)
+		} else if len(gone) > 0 {
+			n.Log.Info("servers of other executor ids are gone (this server holds the SQLite database's lock): listed dead", "executor_ids", gone)
+		}
 	}
 	return nil
 }

@@ -153,6 +153,29 @@ func (s *Store) DeclareGone(ctx context.Context, id string) (bool, error) {
 	return n > 0, nil
 }
 
+// DeclareOthersGone marks dead every worker but id still listed alive or
+// leaving, and returns their ids: on SQLite the server holding the
+// database's lock is its only one, so the others run nowhere, whatever
+// their last heartbeat says (a server of an earlier --executor-id, killed
+// or stopped).
+func (s *Store) DeclareOthersGone(ctx context.Context, id string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`UPDATE manent_workers SET state = 'dead'
+		WHERE id <> ? AND state IN ('alive', 'leaving') RETURNING id`), id)
+	if err != nil {
+		return nil, fmt.Errorf("declare other workers gone: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var w string
+		if err := rows.Scan(&w); err != nil {
+			return nil, fmt.Errorf("declare other workers gone: %w", err)
+		}
+		ids = append(ids, w)
+	}
+	return ids, rows.Err()
+}
+
 // claimLive is true for a manent_workers row whose takeover claim is live:
 // claimed, not past claim_until_ms, and its claimer is still the alive
 // process that claimed it (not dead, not leaving, not restarted since).
