@@ -366,9 +366,11 @@ func (e *Engine) notStale(ctx context.Context, rec *store.Record) error {
 
 // notOvertaken is notStale when an approved deploy starts: approved while
 // a newer deploy of its environment was queued or running, it must not put
-// its older release back over the newer one that succeeded meanwhile. A
-// deploy that waited for nobody's approval runs in submission order and is
-// never overtaken.
+// its older release back over the newer one that succeeded meanwhile.
+// Only deploys that waited for approvals (or a change ticket): whoever
+// approved may not have seen the newer one. A deploy that waited for its
+// start time (schedule.at) or for other deploys (after) runs as it was
+// asked to; one that waited for nothing runs in submission order.
 func (e *Engine) notOvertaken(ctx context.Context, in plan.Input) error {
 	if in.Waits.Approvals == nil && !in.Waits.Change {
 		return nil
