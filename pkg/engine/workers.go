@@ -75,7 +75,7 @@ var ErrFenced = errors.New("this worker was declared dead (no heartbeat for work
 
 // ErrCutOff is what OnFenced receives when this worker's heartbeat has not
 // reached the database for cutOff (PostgreSQL).
-var ErrCutOff = errors.New("this worker's heartbeat has not reached the database for two thirds of workers.dead_after: the other workers may take its deploys over, so its steps' processes were stopped and it stops; start it again")
+var ErrCutOff = errors.New("this worker's heartbeat has not reached the database for its cut-off (two thirds of workers.dead_after - workers.heartbeat): the other workers may take its deploys over, so its steps' processes were stopped and it stops; start it again")
 
 // liveness is this worker's view of itself: when its heartbeat last
 // landed, whether it was fenced or is draining, and the steps it runs.
@@ -188,7 +188,7 @@ func (e *Engine) fence(why error) {
 		close(e.live.fenced)
 		msg := "fenced: this worker was declared dead and its deploys were taken over; running nothing more"
 		if errors.Is(why, ErrCutOff) {
-			msg = "cut off: no heartbeat of this worker has reached the database for two thirds of workers.dead_after; its steps' processes are stopped and it runs nothing more, so that none runs twice when another worker takes its deploys over"
+			msg = "cut off: no heartbeat of this worker has reached the database for its cut-off (two thirds of workers.dead_after - workers.heartbeat); its steps' processes are stopped and it runs nothing more, so that none runs twice when another worker takes its deploys over"
 		}
 		e.log.Error(msg, "executor_id", e.cfg.ExecutorID, "silent_for", e.live.sinceOK().Round(time.Millisecond).String(),
 			"cut_off", e.cutOff().String(), "dead_after", e.cfg.DeadAfter.String())

@@ -100,12 +100,12 @@ Several workers share one PostgreSQL database, each with its own
 workers.heartbeat; a worker silent for workers.dead_after has its running
 deploys taken over by another. SIGTERM stops taking deploys, lets the
 running steps finish (up to 20s) and hands the rest over at once. A worker
-that finds it was declared dead (it was paused), or whose heartbeat has not
-reached the database for two thirds of workers.dead_after (cut off), stops
-its steps' processes and exits with an error: run it under a supervisor. With
-SQLite, a second server on the same database file refuses to start, and a
-server takes over at start the running deploys that servers of other
-executor ids left on it.
+that finds it was declared dead (it was paused), or whose heartbeat has
+not reached the database for about two thirds of workers.dead_after (cut
+off), stops its steps' processes and exits with an error: run it under a
+supervisor. With SQLite, a second server on the same database file refuses
+to start, and a server takes over at start the running deploys that
+servers of other executor ids left on it.
 
 Each server starts a second, small manent-server process, its lifeline:
 if the server dies, however it dies, the lifeline stops its steps'
