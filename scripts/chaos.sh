@@ -3,7 +3,8 @@
 # M environments whose steps take 0.2–2 s while it is SIGKILLed K times at
 # random instants (on SQLite; on PostgreSQL too when MANENT_TEST_POSTGRES is
 # set: three workers, steps up to 6 s, a killed worker down past
-# dead_after), then every invariant of cmd/manent-server/chaos_test.go
+# dead_after, every other fault a pause of up to twice dead_after), then
+# every invariant of cmd/manent-server/chaos_test.go
 # is checked (every deploy final, no step twice at once, no overlap per
 # environment, current = last SUCCESS = inventory, one `finished` per deploy).
 #

@@ -53,7 +53,10 @@ import (
 // workers, a killed one down past dead_after while the others take its
 // deploys over, with steps longer than dead_after, so that a step whose
 // processes outlived their worker would run twice at once (its lifeline
-// stops them).
+// stops them). Every other fault on PostgreSQL is a pause (SIGSTOP, up to
+// twice dead_after) instead of a kill: past its cut-off the paused
+// worker's lifeline must stop its steps' processes before the others run
+// them again, and the resumed worker stops and is started again.
 //
 // The default test run has the short version (30 deploys, 5 kills);
 // scripts/chaos.sh runs the long one (200 deploys, 20 kills) and prints
@@ -192,12 +195,71 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 		}
 	}()
 
+	pauses := 0
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond) // the random instant of a kill
 		w := rng.IntN(workers)
 		mu.Lock()
 		pk := ps[w]
 		mu.Unlock()
+		select {
+		case <-pk.done:
+			// It stopped by itself (cut off under load): start it again,
+			// as its supervisor would.
+			np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k+1)...)
+			mu.Lock()
+			ps[w] = np
+			mu.Unlock()
+			continue
+		default:
+		}
+		if workers > 1 && k%2 == 1 {
+			// Every other fault on PostgreSQL is a pause (SIGSTOP): shorter
+			// than the worker's cut-off, it goes on; longer, its lifeline
+			// stops its steps' processes and the others take its deploys
+			// over, and once resumed it stops (and is started again at
+			// the next fault).
+			if err := pk.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(rng.IntN(int(2*testDeadAfter/time.Millisecond))) * time.Millisecond) // the length of the pause
+			if err := pk.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			resumed := time.Now()
+			pauses++
+			// Either it stops (it was cut off or declared dead) or its
+			// heartbeat lands again (it goes on): no third way.
+			mu.Lock()
+			peer := ps[(w+1)%workers]
+			mu.Unlock()
+			enginetest.Eventually(t, 30*time.Second, func() bool {
+				select {
+				case <-pk.done:
+					return true
+				default:
+				}
+				ws, err := peer.client().Workers(context.Background())
+				if err != nil {
+					return false
+				}
+				for _, x := range ws.Items {
+					if x.ID == fmt.Sprintf("chaos-w%d", w) && x.State == "alive" && x.LastSeen.After(resumed) {
+						return true
+					}
+				}
+				return false
+			}, "worker %d, resumed, to stop or to beat again", w)
+			select {
+			case <-pk.done:
+				np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k+1)...)
+				mu.Lock()
+				ps[w] = np
+				mu.Unlock()
+			default:
+			}
+			continue
+		}
 		if err := pk.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -214,6 +276,24 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 		mu.Unlock()
 	}
 	<-submitted
+	if pauses > 0 {
+		t.Logf("%d of the %d faults were pauses", pauses, kills)
+	}
+	// A worker that stopped after the last pause: started again, so that
+	// current() always reaches a live one.
+	for w := range ps {
+		mu.Lock()
+		pk := ps[w]
+		mu.Unlock()
+		select {
+		case <-pk.done:
+			np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, kills+1)...)
+			mu.Lock()
+			ps[w] = np
+			mu.Unlock()
+		default:
+		}
+	}
 	c := current().client()
 
 	// 1. Every accepted deploy ends final; one deploy per key.
