@@ -231,7 +231,11 @@ func (p *Procs) keepLifeline(l *lifeline, log *slog.Logger) {
 		p.mu.Unlock()
 		log.Warn("the step lifeline exited; started it again", "pid", next.cmd.Process.Pid)
 		// Pacing, not synchronisation: not at once again if it keeps dying.
-		time.Sleep(time.Second)
+		select {
+		case <-time.After(time.Second):
+		case <-p.closing:
+			return
+		}
 		l = next
 	}
 }
@@ -278,6 +282,9 @@ func (p *Procs) Close() {
 		return
 	}
 	p.mu.Lock()
+	if !p.closed {
+		close(p.closing)
+	}
 	p.closed = true
 	l := p.line
 	p.line = nil

@@ -61,6 +61,25 @@ func runWithLifeline(t *testing.T, script string, want int) (*Procs, []int, <-ch
 	return procs, pids, ran
 }
 
+// checkKilled checks that the step's Run returned a failure once its group
+// pgid was stopped, and that none of its processes pids is left.
+func checkKilled(t *testing.T, ran <-chan error, pids []int, pgid int) {
+	t.Helper()
+	select {
+	case err := <-ran:
+		if err == nil {
+			t.Fatal("the step's command ended well, want it killed")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return once its group was stopped")
+	}
+	for _, pid := range pids {
+		if s, ok := readStat(pid); ok && !s.dead() && s.start != 0 && s.pgrp == pgid {
+			t.Fatalf("process %d of the step still alive", pid)
+		}
+	}
+}
+
 // When the worker dies, its lifeline stops the process groups of the steps
 // still running — the leader and what it started in its group — without
 // the worker. The worker's death is what the kernel does to the pipe when
@@ -76,19 +95,7 @@ func TestLifelineStopsStepsOfADeadWorker(t *testing.T) {
 	if !waitUntil(15*time.Second, func() bool { return !groupAlive(pgid) }) {
 		t.Fatalf("group %d still alive 15 s after its worker died", pgid)
 	}
-	select {
-	case err := <-ran:
-		if err == nil {
-			t.Fatal("the step's command ended well, want it killed")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return once its group was stopped")
-	}
-	for _, pid := range pids {
-		if s, ok := readStat(pid); ok && !s.dead() && s.start != 0 && s.pgrp == pgid {
-			t.Fatalf("process %d of the step still alive", pid)
-		}
-	}
+	checkKilled(t, ran, pids, pgid)
 }
 
 // A worker that is alive but silent (paused, cut off from the database)
@@ -113,19 +120,7 @@ func TestLifelineLeaseLapseStopsSteps(t *testing.T) {
 		t.Fatalf("group %d (ignoring SIGTERM) still alive 15 s after its lease lapsed", pgid)
 	}
 	t.Logf("stopped %s after the lease lapsed (lease 400ms, grace 200ms)", time.Since(lapsed).Round(10*time.Millisecond))
-	select {
-	case err := <-ran:
-		if err == nil {
-			t.Fatal("the step's command ended well, want it killed")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Run did not return once its group was stopped")
-	}
-	for _, pid := range pids {
-		if s, ok := readStat(pid); ok && !s.dead() && s.start != 0 && s.pgrp == pgid {
-			t.Fatalf("process %d of the step still alive", pid)
-		}
-	}
+	checkKilled(t, ran, pids, pgid)
 
 	// The lifeline goes on: the same process registers a new group and
 	// stops it when the worker dies.

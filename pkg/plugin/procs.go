@@ -52,6 +52,7 @@ type Procs struct {
 	running map[int]procRecord // by process group
 	line    *lifeline          // lifeline.go; nil when not started
 	closed  bool
+	closing chan struct{} // closed by Close
 	// lease is when the lifeline's lease ends (zero: none), and leaseGrace
 	// the grace period it stops the groups with then (Lease).
 	lease      time.Time
@@ -65,7 +66,7 @@ func NewProcs(dir string, grace time.Duration) *Procs {
 	if grace <= 0 {
 		grace = DefaultGrace
 	}
-	return &Procs{dir: dir, grace: grace, running: map[int]procRecord{}}
+	return &Procs{dir: dir, grace: grace, running: map[int]procRecord{}, closing: make(chan struct{})}
 }
 
 // procRecord is the file that says a step's command is running.
