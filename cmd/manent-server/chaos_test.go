@@ -151,6 +151,19 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	for w := range ps {
 		ps[w] = startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, 0)...)
 	}
+	// restart starts worker w again (its k-th start), as its supervisor
+	// would; worker returns it as it is now.
+	restart := func(w, k int) {
+		np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k)...)
+		mu.Lock()
+		ps[w] = np
+		mu.Unlock()
+	}
+	worker := func(w int) *proc {
+		mu.Lock()
+		defer mu.Unlock()
+		return ps[w]
+	}
 	next := 0
 	// current is a worker to talk to, each in turn.
 	current := func() *proc {
@@ -199,17 +212,12 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(500+rng.IntN(2500)) * time.Millisecond) // the random instant of a kill
 		w := rng.IntN(workers)
-		mu.Lock()
-		pk := ps[w]
-		mu.Unlock()
+		pk := worker(w)
 		select {
 		case <-pk.done:
 			// It stopped by itself (cut off under load): start it again,
 			// as its supervisor would.
-			np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k+1)...)
-			mu.Lock()
-			ps[w] = np
-			mu.Unlock()
+			restart(w, k+1)
 			continue
 		default:
 		}
@@ -230,9 +238,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 			pauses++
 			// Either it stops (it was cut off or declared dead) or its
 			// heartbeat lands again (it goes on): no third way.
-			mu.Lock()
-			peer := ps[(w+1)%workers]
-			mu.Unlock()
+			peer := worker((w + 1) % workers)
 			enginetest.Eventually(t, 30*time.Second, func() bool {
 				select {
 				case <-pk.done:
@@ -252,10 +258,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 			}, "worker %d, resumed, to stop or to beat again", w)
 			select {
 			case <-pk.done:
-				np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k+1)...)
-				mu.Lock()
-				ps[w] = np
-				mu.Unlock()
+				restart(w, k+1)
 			default:
 			}
 			continue
@@ -270,10 +273,7 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 			// worker would sweep its own steps' processes first.
 			time.Sleep(testDeadAfter + 2*time.Second) // the length of the outage, not synchronisation
 		}
-		np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, k+1)...)
-		mu.Lock()
-		ps[w] = np
-		mu.Unlock()
+		restart(w, k+1)
 	}
 	<-submitted
 	if pauses > 0 {
@@ -282,15 +282,9 @@ workers: {slots: 4, max_recovery_attempts: 50, retry_base: 50ms}
 	// A worker that stopped after the last pause: started again, so that
 	// current() always reaches a live one.
 	for w := range ps {
-		mu.Lock()
-		pk := ps[w]
-		mu.Unlock()
 		select {
-		case <-pk.done:
-			np := startArgs(t, []string{"--config", cfgPath}, dataOf(w), db, env(w, kills+1)...)
-			mu.Lock()
-			ps[w] = np
-			mu.Unlock()
+		case <-worker(w).done:
+			restart(w, kills+1)
 		default:
 		}
 	}

@@ -98,19 +98,25 @@ func startGated(t *testing.T, c *api.Client, descriptor func(art, gate string) s
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitStepRunning(t, c, res.ID, "gate")
+	return res.ID, gate
+}
+
+// waitStepRunning waits until step of deploy id runs.
+func waitStepRunning(t *testing.T, c *api.Client, id, step string) {
+	t.Helper()
 	enginetest.Eventually(t, 30*time.Second, func() bool {
-		d, err := c.Deployment(ctx, res.ID)
+		d, err := c.Deployment(context.Background(), id)
 		if err != nil || d.State != manent.StatePending {
 			return false
 		}
 		for _, st := range d.Steps {
-			if st.Name == "gate" && st.State == manent.StepRunning {
+			if st.Name == step && st.State == manent.StepRunning {
 				return true
 			}
 		}
 		return false
-	}, "the gate step running")
-	return res.ID, gate
+	}, "step %s of %s running", step, id)
 }
 
 // gatedStaging is gatedDescriptor in staging.

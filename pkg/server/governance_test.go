@@ -233,18 +233,7 @@ func TestApprovedDeployOvertakenDoesNotRun(t *testing.T) {
 	if _, err := bob.Approve(ctx, newer.ID, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	enginetest.Eventually(t, 30*time.Second, func() bool {
-		d, err := alice.Deployment(ctx, newer.ID)
-		if err != nil {
-			return false
-		}
-		for _, st := range d.Steps {
-			if st.Name == "gate" && st.State == manent.StepRunning {
-				return true
-			}
-		}
-		return false
-	}, "1.1's gate step running")
+	waitStepRunning(t, alice, newer.ID, "gate")
 	// 1.1 is not the current release yet: approving 1.0 is allowed.
 	if _, err := bob.Approve(ctx, older.ID, "", ""); err != nil {
 		t.Fatalf("approving 1.0 while 1.1 runs: %v", err)
