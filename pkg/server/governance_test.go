@@ -99,6 +99,16 @@ func TestPromotionRequires(t *testing.T) {
 	}
 }
 
+// prodApprovals starts a server where a prod deploy needs one approval by
+// group sre, and returns alice and bob (both sre) and an artifact.
+func prodApprovals(t *testing.T) (alice, bob *api.Client, art string) {
+	t.Helper()
+	_, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	return client("alice-token"), client("bob-token"), artifactFile(t)
+}
+
 // Approvals over HTTP: AWAITING_APPROVAL, the submitter cannot approve, a
 // second approval by one identity does not count, another approver's makes
 // it ENQUEUED with the same id; a rejection is REJECTED.
@@ -167,12 +177,8 @@ func TestApprovalsOverHTTP(t *testing.T) {
 // release back over the current one, unasked. It can be rejected; a deploy
 // submitted after the current one is approved as usual.
 func TestStaleApprovalRefused(t *testing.T) {
-	_, client := govServer(t, `approvals:
-  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
-`)
-	art := artifactFile(t)
+	alice, bob, art := prodApprovals(t)
 	ctx := context.Background()
-	alice, bob := client("alice-token"), client("bob-token")
 	older, err := alice.Submit(ctx, simple(art, "prod", "1.0", ""), false)
 	if err != nil {
 		t.Fatal(err)
@@ -213,12 +219,8 @@ func TestStaleApprovalRefused(t *testing.T) {
 // then, the approved one ends ERROR at its config step instead of putting
 // its older release back over the newer one.
 func TestApprovedDeployOvertakenDoesNotRun(t *testing.T) {
-	_, client := govServer(t, `approvals:
-  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
-`)
-	art := artifactFile(t)
+	alice, bob, art := prodApprovals(t)
 	ctx := context.Background()
-	alice, bob := client("alice-token"), client("bob-token")
 	older, err := alice.Submit(ctx, simple(art, "prod", "1.0", ""), false)
 	if err != nil {
 		t.Fatal(err)
