@@ -291,9 +291,13 @@ func (e *Engine) workerLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if !e.live.isFenced() {
-			// Bounded: a connection that hangs (a network cut) must not
-			// hold the beats that would land once it heals.
-			hctx, cancel := context.WithTimeout(ctx, max(e.cfg.Heartbeat, time.Second))
+			// Bounded on PostgreSQL: a connection that hangs (a network
+			// cut) must not hold the beats that would land once it heals.
+			// A busy SQLite answers late but surely: its beat waits.
+			hctx, cancel := context.WithCancel(ctx)
+			if e.canBeCutOff() {
+				hctx, cancel = context.WithTimeout(ctx, max(e.cfg.Heartbeat, time.Second))
+			}
 			sent := e.live.now()
 			err := e.st.Heartbeat(hctx, e.cfg.ExecutorID)
 			cancel()
