@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -155,6 +157,10 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 			if i > 0 {
 				sl.ahead, sl.aheadState = line[i-1].ID, line[i-1].State
 				sl.reason = fmt.Sprintf("queued: %s in %s/%s, behind %s (%s)", ordinal(i+1), k.app, k.env, sl.ahead, sl.aheadState)
+				if ahead := line[i-1]; ahead.CreatedAt.After(r.CreatedAt) && waitedForApproval(r) {
+					sl.reason += fmt.Sprintf(", submitted after this deploy: if it succeeds, this one ends ERROR at its config step rather than put %s back over %s",
+						r.Version, ahead.Version)
+				}
 			} else {
 				sl.reason = fmt.Sprintf("queued: %s in %s/%s, waiting for a free worker slot", ordinal(i+1), k.app, k.env)
 			}
@@ -228,6 +234,16 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 	if sl, ok := queueSlots(line)[d.ID]; ok {
 		d.Reason = sl.reason
 	}
+}
+
+// waitedForApproval says whether deploy r waited for approvals or a change
+// ticket (engine.notOvertaken): such a deploy, overtaken by a newer one
+// that succeeds, does not run.
+func waitedForApproval(r store.Record) bool {
+	var in struct {
+		Waits plan.Waits `json:"waits"`
+	}
+	return json.Unmarshal(r.Input, &in) == nil && (in.Waits.Approvals != nil || in.Waits.Change)
 }
 
 // ordinal prints 1st, 2nd, 3rd, 4th, 11th, 21st…

@@ -240,7 +240,16 @@ func TestApprovedDeployOvertakenDoesNotRun(t *testing.T) {
 	if _, err := bob.Approve(ctx, older.ID, "", ""); err != nil {
 		t.Fatalf("approving 1.0 while 1.1 runs: %v", err)
 	}
-	waitFor(t, alice, older.ID, manent.StateEnqueued)
+	queued := waitFor(t, alice, older.ID, manent.StateEnqueued)
+	hint := fmt.Sprintf("behind %s (PENDING), submitted after this deploy: if it succeeds, this one ends ERROR at its config step rather than put 1.0 back over 1.1", newer.ID)
+	if !strings.Contains(queued.Reason, hint) {
+		t.Errorf("1.0 queued behind 1.1: reason %q, want it to say %q", queued.Reason, hint)
+	}
+	if act, err := alice.Activity(ctx); err != nil {
+		t.Fatal(err)
+	} else if !strings.Contains(fmt.Sprint(act), hint) {
+		t.Errorf("activity does not say why 1.0 may not run: %+v", act)
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
