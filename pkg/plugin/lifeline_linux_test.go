@@ -3,6 +3,7 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,6 +161,40 @@ func TestLifelineLeaseLapseStopsSteps(t *testing.T) {
 		t.Fatalf("group %d, registered after the lapse, still alive after the worker died", second)
 	}
 	<-ran2
+}
+
+// Once its lease has lapsed, a worker starts no step command: paused
+// between the engine's check and the command's start, it must not run the
+// step another worker may be running already. A renewed lease lets it.
+func TestLeaseLapsedStartsNoCommand(t *testing.T) {
+	dir := t.TempDir()
+	procs := NewProcs(filepath.Join(dir, "procs"), 500*time.Millisecond)
+	if err := procs.StartLifeline(nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.Close)
+	ran := filepath.Join(dir, "ran")
+	run := func() error {
+		cmd := exec.Command("sh", "-c", `echo x >> "$RAN"`)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RAN=" + ran}
+		return procs.Run(context.Background(), testContext(dir, &bytes.Buffer{}), cmd)
+	}
+	procs.Lease(20*time.Millisecond, 0)
+	lapse := time.Now().Add(20 * time.Millisecond)
+	waitUntil(time.Second, func() bool { return time.Now().After(lapse) })
+	if err := run(); !errors.Is(err, ErrLeaseLapsed) {
+		t.Fatalf("Run after the lease lapsed: %v, want ErrLeaseLapsed", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Fatal("the command ran after the lease lapsed")
+	}
+	procs.Lease(time.Hour, 0)
+	if err := run(); err != nil {
+		t.Fatalf("Run with a lease: %v", err)
+	}
+	if b, _ := os.ReadFile(ran); string(b) != "x\n" {
+		t.Fatalf("the command's output %q, want it run once", b)
+	}
 }
 
 // A lifeline that dies is started again, with the groups running then.

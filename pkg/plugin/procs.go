@@ -115,6 +115,14 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 	if cmd.WaitDelay == 0 {
 		cmd.WaitDelay = grace
 	}
+	// The last moment to learn that the worker was paused past its lease
+	// since the engine's own check: then another worker may run this step.
+	if err := p.leaseHeld(); err != nil {
+		if path != "" {
+			_ = os.Remove(path)
+		}
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		if path != "" {
 			_ = os.Remove(path)
@@ -160,6 +168,23 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		_ = os.Remove(path)
 	}
 	return err
+}
+
+// ErrLeaseLapsed is what Run returns, without starting the command, once
+// the lease given with Lease has lapsed.
+var ErrLeaseLapsed = errors.New("not started: this worker's lease lapsed (it was paused or cut off from the database past its cut-off), so another worker may run this step")
+
+// leaseHeld returns ErrLeaseLapsed when a lease was given and has lapsed.
+func (p *Procs) leaseHeld() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.lease.IsZero() && !time.Now().Before(p.lease) {
+		return ErrLeaseLapsed
+	}
+	return nil
 }
 
 // settle stops what an earlier attempt of the step left running.
