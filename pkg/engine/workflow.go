@@ -305,6 +305,12 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 	})
 	out, err := r.prepareWorkDir(ctx, name, log)
 	if err == nil {
+		// The last check before the action goes out: a worker paused (or
+		// cut off) past its cut-off since admitStep may have been taken
+		// over, and its action must not run beside the new attempt.
+		err = r.e.mayRecord(ctx)
+	}
+	if err == nil {
 		out, err = fn(ctx, log)
 	}
 	if !timer.Stop() {
