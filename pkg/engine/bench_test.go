@@ -163,24 +163,33 @@ type benchEngineT struct {
 	rawWork  func(dbos.Context, rawWork) (int, error)
 }
 
-// openBench launches an engine on db for a benchmark.
-func openBench(b *testing.B, db string) (*benchEngineT, *store.Store) {
+// openParts opens and migrates db, and returns it with a plugin registry
+// holding the no-op target and an admitter of local trial mode.
+func openParts(tb testing.TB, db string) (*store.Store, *plugin.Registry, *admit.Admitter) {
+	tb.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, db)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { st.Close() })
+	tb.Cleanup(func() { st.Close() })
 	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	reg := plugin.NewRegistry()
 	_ = reg.RegisterTarget("noop", noopTarget{})
-	dir := b.TempDir()
 	adm, err := admit.New(admit.Config{Store: st, Plugins: reg, Sources: urlpolicy.TrialSources()})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	return st, reg, adm
+}
+
+// openBench launches an engine on db for a benchmark.
+func openBench(b *testing.B, db string) (*benchEngineT, *store.Store) {
+	ctx := context.Background()
+	st, reg, adm := openParts(b, db)
+	dir := b.TempDir()
 	e, err := New(ctx, st, Config{ExecutorID: "bench", Slots: benchSlots, DataDir: dir, Plugins: reg, Admitter: adm, QueuePoll: 100 * time.Millisecond})
 	if err != nil {
 		b.Fatal(err)

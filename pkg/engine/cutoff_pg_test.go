@@ -7,13 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
-	"github.com/manent-io/manent/pkg/plugin"
-	"github.com/manent-io/manent/pkg/store"
-	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // A worker silent past its cut-off between a step's admission and its
@@ -23,19 +19,7 @@ import (
 // A worker whose heartbeat is fresh runs it.
 func TestCutOffWorkerRunsNoAction(t *testing.T) {
 	ctx := context.Background()
-	st, err := store.Open(ctx, enginetest.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	reg := plugin.NewRegistry()
-	adm, err := admit.New(admit.Config{Store: st, Plugins: reg, Sources: urlpolicy.TrialSources()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, reg, adm := openParts(t, enginetest.Postgres(t))
 	fenced := make(chan error, 1)
 	e, err := New(ctx, st, Config{ExecutorID: "cutoff", DataDir: t.TempDir(), Plugins: reg, Admitter: adm,
 		Heartbeat: 50 * time.Millisecond, DeadAfter: 300 * time.Millisecond, OnFenced: func(err error) { fenced <- err }})
