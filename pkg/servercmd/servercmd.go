@@ -224,7 +224,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		select {
 		case <-closed:
 		case <-time.After(fencedCloseTimeout):
-			log.Error("stopping without closing the database: it does not answer", "waited", fencedCloseTimeout)
+			log.Error("stopping without closing the database: it does not answer", "waited", fencedCloseTimeout.String())
 		}
 		return err
 	case <-ctx.Done():
