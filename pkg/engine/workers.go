@@ -280,13 +280,13 @@ func (e *Engine) startWorker(ctx context.Context) error {
 
 func (e *Engine) workerLoop(ctx context.Context) {
 	defer close(e.live.done)
-	var lead *pgxpool.Conn
-	defer func() {
-		if lead != nil {
-			_ = lead.Conn().Close(context.Background())
-			lead.Release()
-		}
-	}()
+	// Leading runs beside the heartbeat, never before it: a takeover that
+	// takes long must not leave this worker silent past its cut-off.
+	var leading sync.WaitGroup
+	if e.st.Postgres() {
+		leading.Go(func() { e.leaderLoop(ctx) })
+	}
+	defer leading.Wait()
 	t := time.NewTicker(e.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -312,7 +312,29 @@ func (e *Engine) workerLoop(ctx context.Context) {
 				e.log.Warn("heartbeat failed", "error", err, "silent_for", e.live.sinceOK().Round(time.Millisecond).String(), "cut_off", e.cutOff().String())
 			}
 		}
-		if e.st.Postgres() && !e.live.isFenced() && !e.live.draining.Load() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// leaderLoop keeps or tries to take the leader lock every heartbeat, and
+// as leader takes the dead and leaving workers over (PostgreSQL), while
+// this worker is neither fenced nor draining.
+func (e *Engine) leaderLoop(ctx context.Context) {
+	var lead *pgxpool.Conn
+	defer func() {
+		if lead != nil {
+			_ = lead.Conn().Close(context.Background())
+			lead.Release()
+		}
+	}()
+	t := time.NewTicker(e.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		if !e.live.isFenced() && !e.live.draining.Load() {
 			lead = e.lead(ctx, lead)
 		}
 		select {
