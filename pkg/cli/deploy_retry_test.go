@@ -82,13 +82,20 @@ func (p *submitFaults) sentKeys() []string {
 	return append([]string(nil), p.keys...)
 }
 
+// writeArtifact writes an artifact holding body in dir and returns its path.
+func writeArtifact(t *testing.T, dir, body string) string {
+	t.Helper()
+	art := filepath.Join(dir, "app.txt")
+	if err := os.WriteFile(art, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return art
+}
+
 func writeDescriptor(t *testing.T, version string) string {
 	t.Helper()
 	dir := t.TempDir()
-	art := filepath.Join(dir, "app.txt")
-	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	art := writeArtifact(t, dir, "hello\n")
 	p := filepath.Join(dir, "deploy.yml")
 	desc := fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: %s\nartifact: {url: \"file://%s\"}\n", version, art)
 	if err := os.WriteFile(p, []byte(desc), 0o644); err != nil {

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -86,10 +84,7 @@ func (p *droppingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestLogsFollowReconnects(t *testing.T) {
 	srv := servertest.Start(t)
 	dir := t.TempDir()
-	art := filepath.Join(dir, "app.txt")
-	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	art := writeArtifact(t, dir, "hello\n")
 	desc := fmt.Sprintf(`apiVersion: manent/v1
 application: billing
 environment: prod

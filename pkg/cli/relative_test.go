@@ -74,10 +74,7 @@ func TestTablesShowRelativeTimes(t *testing.T) {
 
 	// A recurring schedule: its next tick is in the future.
 	dir := t.TempDir()
-	art := filepath.Join(dir, "app.txt")
-	if err := os.WriteFile(art, []byte("x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	art := writeArtifact(t, dir, "x\n")
 	sched := filepath.Join(dir, "s.yml")
 	if err := os.WriteFile(sched, []byte("apiVersion: manent/v1\napplication: billing\nenvironment: nightly\nversion: 1.0.0\n"+
 		"artifact: {url: \"file://"+art+"\"}\nschedule: {cron: \"@every 1h\"}\n"), 0o644); err != nil {

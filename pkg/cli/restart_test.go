@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -149,10 +147,7 @@ func TestFollowAcrossServerRestart(t *testing.T) {
 func followAcrossRestart(t *testing.T, graceful bool) {
 	srv := startRestartable(t)
 	dir := t.TempDir()
-	art := filepath.Join(dir, "app.txt")
-	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	art := writeArtifact(t, dir, "hello\n")
 	desc := fmt.Sprintf(`apiVersion: manent/v1
 application: billing
 environment: prod

@@ -23,10 +23,7 @@ import (
 func TestLogsFollowWaitsForAFreeStream(t *testing.T) {
 	srv := servertest.Start(t, servertest.WithConfig(func(c *node.Config) { c.Limits.StreamsPerIdentity = 1 }))
 	dir := t.TempDir()
-	art := filepath.Join(dir, "app.txt")
-	if err := os.WriteFile(art, []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	art := writeArtifact(t, dir, "hello\n")
 	gate := filepath.Join(dir, "gate")
 	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
 	desc := fmt.Sprintf(`apiVersion: manent/v1
