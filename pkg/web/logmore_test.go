@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +17,7 @@ import (
 func TestDeployPageSaysTheLogGoesOn(t *testing.T) {
 	s := startUI(t)
 	gate := s.gate(t, "g")
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	open(t, gate)
 	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", gate))
 	s.waitState(t, id, manent.StateSuccess)
 	b := newBrowser(t, s.URL)
