@@ -142,19 +142,18 @@ func (e *Engine) cutOffGrace() time.Duration {
 func (e *Engine) canBeCutOff() bool { return e.st.Postgres() }
 
 // beatLanded records a heartbeat sent at sent (liveness.now) that landed,
-// and renews the lifeline's lease. It returns false, and fences the
-// worker, when the silence before it reached cutOff: the lease lapsed, and
-// the lifeline may have stopped the steps' processes.
-func (e *Engine) beatLanded(sent time.Duration) bool {
+// and renews the lifeline's lease. It fences the worker instead when the
+// silence before it reached cutOff: the lease lapsed, and the lifeline may
+// have stopped the steps' processes.
+func (e *Engine) beatLanded(sent time.Duration) {
 	if e.canBeCutOff() && sent-time.Duration(e.live.lastOK.Load()) >= e.cutOff() {
 		e.fence(ErrCutOff)
-		return false
+		return
 	}
 	e.live.lastOK.Store(int64(sent))
 	if e.canBeCutOff() && e.cfg.Lease != nil {
 		e.cfg.Lease(e.cutOff()-e.live.sinceOK(), e.cutOffGrace())
 	}
-	return true
 }
 
 // cutOffNow fences the worker when its silence has reached cutOff.
