@@ -67,7 +67,7 @@ func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule, most int) erro
 	// count and the insert are one statement.
 	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_schedules (id, application, environment, cron, descriptor, requester, requester_groups, created_at)
 		SELECT ?, ?, ?, ?, ?, ?, ?, ?
-		WHERE (SELECT COUNT(*) FROM manent_schedules WHERE application = ? AND environment = ? AND deleted_at IS NULL) < ?`),
+		WHERE (`+countActiveSchedules+`) < ?`),
 		sc.ID, sc.Application, sc.Environment, sc.Cron, string(sc.Descriptor), sc.Requester, string(groups), fmtTime(sc.CreatedAt),
 		sc.Application, sc.Environment, most)
 	if err != nil {
@@ -83,11 +83,15 @@ func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule, most int) erro
 // it may (InsertSchedule).
 var ErrScheduleLimit = errors.New("too many schedules")
 
+// countActiveSchedules counts an application/environment's schedules that
+// are not deleted: the bound InsertSchedule enforces, and ActiveSchedules.
+const countActiveSchedules = `SELECT COUNT(*) FROM manent_schedules WHERE application = ? AND environment = ? AND deleted_at IS NULL`
+
 // ActiveSchedules counts the schedules of an application/environment that
 // are not deleted.
 func (s *Store) ActiveSchedules(ctx context.Context, app, env string) (int, error) {
 	var n int
-	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_schedules WHERE application = ? AND environment = ? AND deleted_at IS NULL`), app, env).Scan(&n)
+	err := s.rdb.QueryRowContext(ctx, s.q(countActiveSchedules), app, env).Scan(&n)
 	return n, err
 }
 
