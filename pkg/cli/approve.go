@@ -43,7 +43,9 @@ governance rules name as approvers count. With --plan-digest (from
 you reviewed it. A deploy submitted before the one that made its
 environment's current release cannot be approved (it would put an older
 release back): reject it. When enough approvals are in, the deploy is
-enqueued with the same id.`,
+enqueued with the same id; if a deploy submitted after it succeeds while
+it waits in the queue, it ends ERROR at its config step instead of
+running.`,
 		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
   manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"`,
 		Args: exactArgs(1, "deploy id"),
