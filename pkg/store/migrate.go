@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -25,11 +26,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	for _, e := range entries {
-		version, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
-		if err != nil {
+	versions := make([]int, len(entries))
+	for i, e := range entries {
+		if versions[i], err = strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0]); err != nil {
 			return fmt.Errorf("migration %s: bad name", e.Name())
 		}
+	}
+	if err := s.refuseNewerSchema(ctx, versions[len(versions)-1]); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		version := versions[i]
 		body, err := migrations.ReadFile("migrations/" + e.Name())
 		if err != nil {
 			return err
@@ -53,6 +60,26 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
+	}
+	return nil
+}
+
+// ErrSchemaNewer is returned by Migrate when the database holds a migration
+// this build does not know: a newer release migrated it.
+var ErrSchemaNewer = errors.New("the database schema is newer than this manent-server")
+
+// refuseNewerSchema fails when the database has a migration past known, the
+// last one this build embeds. An older server would otherwise run on
+// tables whose new columns and rows it does not understand (say, after a
+// rollback of the binary, or an old worker restarted in the middle of an
+// upgrade), writing what the newer release may misread.
+func (s *Store) refuseNewerSchema(ctx context.Context, known int) error {
+	var newest sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM manent_schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	if newest.Valid && newest.Int64 > int64(known) {
+		return fmt.Errorf("%w: the database is at schema version %d, this build knows up to %d. A newer release migrated it; run that release or a later one (an older one must not write to it)", ErrSchemaNewer, newest.Int64, known)
 	}
 	return nil
 }
