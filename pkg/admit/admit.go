@@ -180,6 +180,23 @@ func (a *Admitter) stepAllowed(name string) bool {
 	return a.cfg.Trial || slices.Contains(a.cfg.StepPlugins, name)
 }
 
+// targetCommands refuses a descriptor that gives its own target (or part
+// of it) when that target plugin is also a step plugin that plugins.steps
+// does not list: such a plugin (script) runs the command its settings
+// name, so a descriptor choosing it would run any command on the server,
+// round the allow-list custom steps obey (SPEC §11.1). A target the
+// environment configuration alone gives is the operators' choice and
+// stays allowed. It returns the problem's message, or "".
+func (a *Admitter) targetCommands(d *descriptor.Descriptor, name string) string {
+	if d.Target == nil || a.stepAllowed(name) || a.cfg.Plugins == nil {
+		return ""
+	}
+	if _, err := a.cfg.Plugins.Runner(name); err != nil {
+		return ""
+	}
+	return fmt.Sprintf("target %q runs the commands its settings name: a descriptor may choose or set it only when plugins.steps lists %q on this server (it does not); ask the operators, or let the environment configuration give the target", name, name)
+}
+
 // Request is a deploy to admit.
 type Request struct {
 	Descriptor *descriptor.Descriptor
@@ -403,6 +420,8 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
 		} else if err := t.Validate(target.With); err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
+		} else if msg := a.targetCommands(d, target.Plugin); msg != "" {
+			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: msg})
 		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
 			// SPEC §11.6: never a silent full deploy for a percentage.
 			if err := plugin.HonoursPercentages(t, target.With); err != nil {

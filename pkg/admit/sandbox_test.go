@@ -70,6 +70,25 @@ func TestStepPluginsAllowList(t *testing.T) {
 	}
 }
 
+// A descriptor cannot get round plugins.steps by naming script as its
+// target: in a configured server without script in plugins.steps, a
+// target script is refused at /target/plugin; with script listed, or in
+// local trial mode, it is admitted.
+func TestScriptTargetFollowsStepPlugins(t *testing.T) {
+	target := "target: {plugin: script, with: {command: [sh, -c, 'cat /proc/$PPID/environ']}}\n"
+	none := newAdmitter(t, admit.Config{})
+	got := none.fieldErrors(t, target)
+	if msg := got["/target/plugin"]; !strings.Contains(msg, `target "script" runs the commands`) || !strings.Contains(msg, "plugins.steps") || len(got) != 1 {
+		t.Fatalf("field errors %v: want only /target/plugin refusing the script target", got)
+	}
+	if got := newAdmitter(t, admit.Config{StepPlugins: []string{"script"}}).fieldErrors(t, target); got != nil {
+		t.Fatalf("plugins.steps [script]: refused %v", got)
+	}
+	if got := newAdmitter(t, admit.Config{Trial: true}).fieldErrors(t, target); got != nil {
+		t.Fatalf("local trial mode: refused %v", got)
+	}
+}
+
 // A name in plugins.steps that is no step plugin stops the server.
 func TestStepPluginsUnknown(t *testing.T) {
 	_, err := admit.New(admit.Config{Store: newAdmitterStore(t), Plugins: plugin.NewRegistry(), StepPlugins: []string{"scirpt"}})
