@@ -33,6 +33,10 @@ import (
 // Main runs manent-server with the process's arguments and the given
 // plugins (plugins/builtin.Register) and returns the exit code.
 func Main(plugins node.Registrar) int {
+	if err := hideProcess(); err != nil {
+		fmt.Fprintf(os.Stderr, "Error: hide the process from its steps (prctl PR_SET_DUMPABLE): %v\n", err)
+		return 1
+	}
 	return Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, plugins)
 }
 
