@@ -140,7 +140,10 @@ dropped: a rollback runs now.
 
 When there is nothing to roll back to (no current release, no earlier
 SUCCESS of another version, or VERSION never succeeded here) the server
-answers 409 and the command exits 1.
+answers 409 and the command exits 1. So it does while another deploy of the
+environment is ENQUEUED or PENDING: it would run first and change the
+current release under the rollback; wait for it or cancel it, then roll
+back.
 
 With --wait the command follows the new deploy like 'deploy --wait' and
 exits 0 if it ended SUCCESS, 1 otherwise, 3 on --timeout, 4 if the server is

@@ -164,6 +164,21 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	// A deploy queued or running on the environment would run before the
+	// rollback and change the current release under it: the rollback would
+	// then replace a release it was never asked to replace.
+	ahead, _, err := s.st.List(r.Context(), store.Filter{Application: app, Environment: env,
+		States: []manent.State{manent.StateEnqueued, manent.StatePending}, Limit: 1})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if len(ahead) > 0 {
+		a := ahead[0]
+		refuse(manent.Errorf(manent.EConflict, "deploy %s (version %s) is %s on %s: it runs before a rollback submitted now and would change the current release under it; wait for it (manent wait %s) or cancel it (manent cancel %s), then roll back",
+			a.ID, a.Version, a.State, target, a.ID, a.ID))
+		return
+	}
 	var stored plan.Input
 	if err := json.Unmarshal(from.Input, &stored); err != nil || stored.Descriptor == nil {
 		writeError(w, r, s.log, fmt.Errorf("deploy %s: its stored descriptor cannot be read: %v", from.ID, err))

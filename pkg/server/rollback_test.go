@@ -127,3 +127,41 @@ func TestVersionRoute(t *testing.T) {
 		t.Fatalf("version %+v %v", v, err)
 	}
 }
+
+// A rollback is refused while a deploy of the environment is queued or
+// running: that deploy would run first and change the current release
+// under the rollback, which would then replace a release it was never
+// asked to replace. The refusal names the deploy and what to do; once it
+// has ended, the rollback goes back from the new current release.
+func TestRollbackRefusedWhileADeployRuns(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+	}
+	running, gate := startGated(t, ci, func(art, gate string) string {
+		return strings.Replace(gatedDescriptor(art, "staging", gate), `version: "1"`, `version: "3"`, 1)
+	})
+	_, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(manent.ErrorMessage(err), "deploy "+running+" (version 3) is PENDING on billing/staging") ||
+		!strings.Contains(manent.ErrorMessage(err), "manent cancel "+running) {
+		t.Fatalf("rollback while %s runs: %v, want a 409 naming it", running, err)
+	}
+	if _, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: "1"}); manent.ErrorCode(err) != manent.EConflict {
+		t.Fatalf("rollback --to 1 while %s runs: %v, want a 409", running, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, running, manent.StateSuccess)
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil || rb.Version != "2" || rb.RollbackOf != running {
+		t.Fatalf("rollback after %s ended: %+v %v, want version 2, rollback_of %s", running, rb, err, running)
+	}
+}
