@@ -173,6 +173,9 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
+	if len(ahead) > 0 && key != "" && s.replay(w, r, p, key, keyed) {
+		return // the deploy ahead is this key's rollback, accepted by a concurrent request
+	}
 	if len(ahead) > 0 {
 		a := ahead[0]
 		refuse(manent.Errorf(manent.EConflict, "deploy %s (version %s) is %s on %s: it runs before a rollback submitted now and would change the current release under it; wait for it (manent wait %s) or cancel it (manent cancel %s), then roll back",
