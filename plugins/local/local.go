@@ -221,9 +221,29 @@ func live(dir string) (string, error) {
 }
 
 // Deploy unpacks the artifact into releases/<version>, replacing a partial
-// earlier attempt.
+// earlier attempt. When releases/<version> is the live release (the same
+// version deployed again, or another version with the same directory name),
+// it unpacks into releases/<version>@<deploy id> instead: the live files
+// stay untouched until activation switches `current`, so a failure or a
+// cancel before it leaves the running release exactly as it was.
 func (p *Plugin) Deploy(_ context.Context, pc plugin.Context) (plugin.Result, error) {
 	return p.perTarget(pc, p.deployOne)
+}
+
+// stagedName is the directory of a release unpacked while a release of the
+// same name was live: ReleaseName never yields "@", so it cannot collide.
+func stagedName(pc plugin.Context) string {
+	return ReleaseName(pc.Version) + "@" + ReleaseName(pc.DeployID)
+}
+
+// releaseOf is the directory name this deploy's release has under
+// releases/: its staged name when it was unpacked beside a live release of
+// the same name, its plain name otherwise.
+func releaseOf(dir string, pc plugin.Context) string {
+	if st, err := os.Stat(filepath.Join(dir, "releases", stagedName(pc))); err == nil && st.IsDir() {
+		return stagedName(pc)
+	}
+	return ReleaseName(pc.Version)
 }
 
 func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
@@ -239,6 +259,13 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	name := ReleaseName(pc.Version)
+	cur, err := live(dir)
+	if err != nil {
+		return nil, err
+	}
+	if name == cur || stagedName(pc) == cur {
+		name = stagedName(pc)
+	}
 	final := filepath.Join(releases, name)
 	tmp := filepath.Join(releases, ".tmp-"+name+"-"+pc.DeployID)
 	_ = os.RemoveAll(tmp)
@@ -250,7 +277,15 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
-	// Swap in the new tree: an earlier release of the same version moves aside first.
+	if name == cur {
+		// Only a retry after this deploy's own activation can get here
+		// (its staged release is live): the files are already in place.
+		_ = os.RemoveAll(tmp)
+		fmt.Fprintf(pc.Log, "releases/%s is live already\n", name)
+		return plugin.Result{"release": name, "path": final, "files": files}, nil
+	}
+	// Swap in the new tree: an earlier, not live release of the same name
+	// (a failed attempt, an older deploy kept for rollback) moves aside first.
 	old := filepath.Join(releases, ".old-"+name+"-"+pc.DeployID)
 	_ = os.RemoveAll(old)
 	if _, err := os.Lstat(final); err == nil {
@@ -262,7 +297,11 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	_ = os.RemoveAll(old)
-	fmt.Fprintf(pc.Log, "unpacked %d files into %s\n", files, final)
+	if name != ReleaseName(pc.Version) {
+		fmt.Fprintf(pc.Log, "releases/%s is live: unpacked %d files beside it into %s\n", ReleaseName(pc.Version), files, final)
+	} else {
+		fmt.Fprintf(pc.Log, "unpacked %d files into %s\n", files, final)
+	}
 	return plugin.Result{"release": name, "path": final, "files": files}, nil
 }
 
@@ -276,7 +315,7 @@ func (p *Plugin) activateOne(pc plugin.Context) (plugin.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := ReleaseName(pc.Version)
+	name := releaseOf(dir, pc)
 	if _, err := os.Stat(filepath.Join(dir, "releases", name)); err != nil {
 		return nil, plugin.Permanent(fmt.Errorf("local: release %s is not deployed", name))
 	}
@@ -298,7 +337,7 @@ func (p *Plugin) healthOne(pc plugin.Context) (plugin.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := ReleaseName(pc.Version)
+	name := releaseOf(dir, pc)
 	st, err := os.Stat(filepath.Join(dir, "releases", name))
 	if err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("local: release %s is not deployed", name)
@@ -370,7 +409,7 @@ func (p *Plugin) rollbackDeployOne(pc plugin.Context, checkpoint json.RawMessage
 	if len(checkpoint) > 0 {
 		_ = json.Unmarshal(checkpoint, &cp)
 	}
-	name := ReleaseName(pc.Version)
+	name := releaseOf(dir, pc)
 	cur, _ := live(dir)
 	if name == cp.Release || name == cur {
 		return plugin.Result{"removed": ""}, nil
