@@ -378,6 +378,10 @@ func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMes
 		fmt.Fprintf(pc.Log, "current removed: nothing was live before\n")
 		return plugin.Result{"current": ""}, nil
 	}
+	if st, err := os.Stat(filepath.Join(dir, "releases", cp.Release)); err != nil || !st.IsDir() {
+		// Pointing current at nothing would be no rollback: say so.
+		return nil, plugin.Permanent(fmt.Errorf("local: cannot roll back to releases/%s: it is no longer there (removed outside manent?); current still points where it did", cp.Release))
+	}
 	if err := switchCurrent(dir, cp.Release); err != nil {
 		return nil, err
 	}

@@ -109,3 +109,44 @@ func TestRedeployOfTheLiveVersionLeavesItUntouched(t *testing.T) {
 		})
 	}
 }
+
+// A rollback whose release was removed from outside fails, rather than
+// pointing `current` at nothing and reporting success.
+func TestRollbackToARemovedReleaseFails(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	p := local.New(local.Options{})
+	ctx := context.Background()
+	pcs := map[string]plugin.Context{}
+	for _, v := range []string{"1.0", "2.0"} {
+		art := filepath.Join(dir, v, "app.txt")
+		if err := os.MkdirAll(filepath.Dir(art), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(art, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pc := plugin.Context{DeployID: "dpl_" + v, Version: v, Artifact: art, With: map[string]any{"dir": target}, Log: io.Discard}
+		if _, err := p.Deploy(ctx, pc); err != nil {
+			t.Fatal(err)
+		}
+		pcs[v] = pc
+	}
+	if _, err := p.Activate(ctx, pcs["1.0"]); err != nil {
+		t.Fatal(err)
+	}
+	cp, _ := p.Live(ctx, pcs["1.0"])
+	if _, err := p.Activate(ctx, pcs["2.0"]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(target, "releases", "1.0")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.RollbackActivation(ctx, pcs["2.0"], cp)
+	if err == nil || !plugin.IsPermanent(err) {
+		t.Fatalf("rollback to a removed release: %v, want a permanent error", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(target, "current", "app.txt")); err != nil || string(b) != "2.0" {
+		t.Fatalf("current after the refused rollback: %q, %v; want 2.0 still live", b, err)
+	}
+}
