@@ -1,6 +1,7 @@
 package admit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,15 +62,43 @@ func (a *Admitter) environment(ctx context.Context, d *descriptor.Descriptor) en
 			}
 			res.parameters = d.Parameters
 			res.rollback = envconfig.RollbackPolicy{Enabled: false, On: envconfig.DefaultRollbackOn()}
-			res.effective, _ = json.Marshal(d)
+			res.effective = shownEffective(d)
 			return res
 		}
 		res.problems = fieldErrors(err, "/environment")
 		return res
 	}
 	res.target, res.parameters, res.rollback = eff.Target, eff.Parameters, eff.Rollback
-	res.effective, _ = json.Marshal(eff)
+	res.effective = shownEffective(eff)
 	return res
+}
+
+// shownEffective is the effective deploy as readers see it (a dry run,
+// GET …/current, `manent diff`): credentials in the settings and parameters
+// — an environment configuration's `Authorization` header, a signed
+// artifact URL — are redacted (plugin.RedactSettings). The deploy runs with
+// the merged values themselves, which travel in its input, not here.
+func shownEffective(v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if dec.Decode(&m) != nil {
+		return raw
+	}
+	secrets := m["secrets"] // names and references (env:…, file:…), not values
+	m = plugin.RedactSettings(m)
+	if secrets != nil {
+		m["secrets"] = secrets
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
+	}
+	return out
 }
 
 func (a *Admitter) provider() envconfig.Provider {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,6 +83,10 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 			hc = egress.Deny("artifact", "artifacts.sources")
 		}
 		resp, err := hc.Do(req)
+		if ue := (*url.Error)(nil); errors.As(err, &ue) {
+			// A signed URL's signature stays out of the step's error.
+			ue.URL = plugin.RedactURL(ue.URL)
+		}
 		if err != nil {
 			if egress.IsRefused(err) {
 				return nil, plugin.Permanent(fmt.Errorf("download artifact: %w", err))
@@ -90,7 +95,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 		}
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
-			err := fmt.Errorf("download artifact %s: HTTP %d", rawURL, resp.StatusCode)
+			err := fmt.Errorf("download artifact %s: HTTP %d", plugin.RedactURL(rawURL), resp.StatusCode)
 			if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusRequestTimeout {
 				return nil, plugin.Permanent(err)
 			}

@@ -2,6 +2,8 @@ package artifact_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,5 +44,28 @@ func TestFileArtifactMustBeARegularFile(t *testing.T) {
 	}
 	if got, err := f.Fetch(context.Background(), "file://"+ok, t.TempDir(), ""); err != nil || got.Size != 4 {
 		t.Fatalf("a regular file: %+v, %v", got, err)
+	}
+}
+
+// A signed URL's signature does not reach the step's error (shown to every
+// reader of the deploy), whether the server answers an error or none.
+func TestFetchErrorsHideTheSignature(t *testing.T) {
+	const sig = "c2lnbmF0dXJlLXNlY3JldA"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "expired", http.StatusForbidden)
+	}))
+	f := &artifact.Fetcher{MaxBytes: 1 << 20, HTTP: srv.Client()}
+	_, err := f.Fetch(context.Background(), srv.URL+"/app.tgz?X-Amz-Date=20261205&X-Amz-Signature="+sig, t.TempDir(), "")
+	if err == nil || !strings.Contains(err.Error(), "HTTP 403") {
+		t.Fatalf("a 403: %v", err)
+	}
+	if strings.Contains(err.Error(), sig) || !strings.Contains(err.Error(), "X-Amz-Date=20261205") {
+		t.Fatalf("error %q: want the signature hidden and the rest of the URL shown", err)
+	}
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	_, err = f.Fetch(context.Background(), url+"/app.tgz?sig="+sig, t.TempDir(), "")
+	if err == nil || strings.Contains(err.Error(), sig) {
+		t.Fatalf("a refused connection: %v, want an error without the signature", err)
 	}
 }

@@ -348,6 +348,10 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 		return stepOut{}, plugin.Permanent(merr)
 	}
 	end.Output = json.RawMessage(raw)
+	if s, ok := out.(shownOutput); ok {
+		// What readers see differs from what the deploy records for itself.
+		end.Output = s.shown()
+	}
 	res := stepOut{Output: raw}
 	cancel := false
 	end.CancelRequested = &cancel
@@ -576,6 +580,20 @@ type configOutput struct {
 	Plan       []string                 `json:"plan"`
 }
 
+// shownOutput is a step output part of which readers must not see: the
+// step's record, its event and the stream carry shown(); the DBOS
+// checkpoint, which the deploy itself reads back, carries the whole.
+type shownOutput interface{ shown() any }
+
+// shown redacts the credentials an environment configuration may give the
+// target and parameters (an `Authorization` header, a password): the step
+// output is shown to every reader of the deploy.
+func (c configOutput) shown() any {
+	c.Target.With = plugin.RedactSettings(c.Target.With)
+	c.Parameters = plugin.RedactSettings(c.Parameters)
+	return c
+}
+
 // config reads the environment configuration valid now and checks the
 // deploy again with the submission's own code (admit.Reconfigure): the
 // merge, the plugins and the whole governance decision.
@@ -667,7 +685,7 @@ func (r *run) artifacts(ctx context.Context, log *logWriter) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(log, "downloaded %s (%d bytes, sha256 %s)\n", a.URL, f.Size, f.SHA256)
+	fmt.Fprintf(log, "downloaded %s (%d bytes, sha256 %s)\n", plugin.RedactURL(a.URL), f.Size, f.SHA256)
 	return f, nil
 }
 

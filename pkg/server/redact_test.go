@@ -1,0 +1,134 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
+)
+
+// Credentials the environment configuration gives a deploy — a target's
+// `env`, a header, a password parameter — reach the step, but no reader of
+// the deploy sees them: not in the config step's output, the steps, the
+// event stream, a dry run or GET …/current.
+func TestEnvironmentCredentialsAreNotShownToReaders(t *testing.T) {
+	dir := t.TempDir()
+	const pw, tok = "s3cr3t-pw-9f1", "tok-77c2e"
+	want := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(want, []byte(pw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := fmt.Sprintf(`target:
+  plugin: script
+  with:
+    command: [sh, -c, 'test "$DB_PASSWORD" = "$(cat %s)"']
+    env: {DB_PASSWORD: %s, REGION: eu}
+    headers: {Authorization: "Bearer %s"}
+parameters: {replicas: 2, api_token: %s}
+`, want, pw, tok, tok)
+	if err := os.WriteFile(filepath.Join(dir, "staging.yaml"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := newTestServer(t, enginetest.SQLite(t), []auth.TokenConfig{{Name: "reader", SHA256: auth.HashToken("reader-token")}},
+		[]auth.RBACRule{{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"}}},
+		func(c *node.Config) {
+			configured(c)
+			c.Environments = envconfig.Settings{Provider: "files", Dir: dir}
+		})
+	admin := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	desc := []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: staging\nversion: \"7\"\nartifact: {url: %q}\n", artifactFile(t)))
+
+	dry, err := admin.Submit(ctx, desc, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]string{}
+	b, _ := json.Marshal(dry)
+	shown["dry run"] = string(b)
+
+	res, err := admin.Submit(ctx, desc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	d, err := admin.Wait(wctx, res.ID, 50*time.Millisecond)
+	if err != nil || d.State != manent.StateSuccess {
+		// The step checks it got the password: the deploy runs with the original.
+		t.Fatalf("deploy: %v %+v", err, d)
+	}
+	out := configStep(t, d)
+	with, _ := out["target"].(map[string]any)["with"].(map[string]any)
+	if envs, _ := with["env"].(map[string]any); envs["REGION"] != "eu" {
+		t.Errorf("config output %v: the settings that are no credentials should stay visible", out)
+	}
+
+	get := func(path string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer reader-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(resp.Body)
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			body, _ := io.ReadAll(resp.Body)
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, body); err != nil {
+				t.Fatalf("GET %s: %v", path, err)
+			}
+			return compact.String()
+		}
+		// The deploy's stream, up to its final event.
+		var sb strings.Builder
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			sb.WriteString(sc.Text() + "\n")
+			if sc.Text() == "event: done" {
+				break
+			}
+		}
+		return sb.String()
+	}
+	shown["status"] = get("/api/v1/deployments/" + res.ID)
+	shown["steps"] = get("/api/v1/deployments/" + res.ID + "/steps")
+	shown["events"] = get("/api/v1/deployments/" + res.ID + "/events")
+	shown["current"] = get("/api/v1/environments/billing/staging/current")
+	if !strings.Contains(shown["events"], `"name":"config"`) {
+		t.Fatalf("the event stream has no config step: %s", shown["events"])
+	}
+	for where, body := range shown {
+		for _, secret := range []string{pw, tok} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s shows the credential %q: %s", where, secret, body)
+			}
+		}
+	}
+	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"Authorization":"[redacted]"`) {
+		t.Errorf("the redacted settings should keep their names:\ncurrent %s\nsteps %s", shown["current"], shown["steps"])
+	}
+}
