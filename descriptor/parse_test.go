@@ -180,6 +180,16 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: "/version", Message: `must be a string, got a number: quote it ("1.10") to keep it as text`, Line: 4, Column: 10},
 		},
 		{
+			name: "integer that would lose digits",
+			in:   valid + "parameters: {build: 12345678901234567890}\n",
+			want: manent.FieldError{Path: "/parameters/build", Message: `the integer 12345678901234567890 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string`, Line: 6, Column: 21},
+		},
+		{
+			name: "integer just past 2^53",
+			in:   valid + "parameters: {build: -9007199254740993}\n",
+			want: manent.FieldError{Path: "/parameters/build", Message: `the integer -9007199254740993 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string`, Line: 6, Column: 21},
+		},
+		{
 			name: "duplicate key",
 			in:   valid + "application: shop\n",
 			want: manent.FieldError{Path: "/application", Message: `duplicate field "application" (first at line 2)`, Line: 6, Column: 1},

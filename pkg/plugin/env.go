@@ -1,9 +1,11 @@
 package plugin
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -89,8 +91,14 @@ func WithEnv(with map[string]any) (map[string]string, error) {
 		switch v := v.(type) {
 		case string:
 			s = v
-		case bool, int, int64, uint64, float64:
+		case bool, int, int64, uint64:
 			s = fmt.Sprint(v)
+		case float64:
+			// As written: 12345678, not 1.2345678e+07 (numbers arrive as
+			// float64 once the deploy went through JSON).
+			s = strconv.FormatFloat(v, 'f', -1, 64)
+		case json.Number:
+			s = v.String()
 		case nil:
 		default:
 			return nil, Settingf(SettingPath("env", k), "with.env.%s must be a string, a number or a boolean", k)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -281,8 +282,17 @@ func (c *converter) float(n *yaml.Node, f float64) any {
 	return c.number(n, json.Number(strconv.FormatFloat(f, 'g', -1, 64)))
 }
 
-// number gives a number in the form Options.Numbers asks for.
+// maxExactInt is the largest integer every reader of a deploy keeps
+// exactly: values travel as JSON numbers read into float64 (2^53).
+const maxExactInt = 1 << 53
+
+// number gives a number in the form Options.Numbers asks for. An integer
+// beyond ±2^53 is refused: it would reach a step with other digits.
 func (c *converter) number(n *yaml.Node, num json.Number) any {
+	if tooLargeInt(n, num) {
+		c.badValue(n, "the integer %s cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string", n.Value)
+		return nil
+	}
 	if c.opts.Numbers != Float64 {
 		return num
 	}
@@ -292,6 +302,28 @@ func (c *converter) number(n *yaml.Node, num json.Number) any {
 		return nil
 	}
 	return f
+}
+
+// tooLargeInt says whether num, written as n, is an integer beyond ±2^53:
+// one that fits 64 bits (an !!int) or one written in decimal digits that
+// does not (YAML resolves those to !!float).
+func tooLargeInt(n *yaml.Node, num json.Number) bool {
+	if i, err := strconv.ParseInt(string(num), 10, 64); err == nil {
+		return i > maxExactInt || i < -maxExactInt
+	}
+	if n.ShortTag() == "!!int" {
+		return true // beyond int64: uint64 or larger
+	}
+	digits := strings.TrimLeft(n.Value, "+-")
+	if digits == "" || len(n.Value)-len(digits) > 1 {
+		return false
+	}
+	for _, r := range digits {
+		if (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true // decimal digits too long for 64 bits
 }
 
 // IsMergeKey reports whether k is the merge key <<.

@@ -47,7 +47,7 @@ base: &base {a: 1, b: two}
 m:
   <<: *base
   b: three
-big: 12345678901234567890
+big: 9007199254740992
 f: 1.5
 t: 2026-12-04T10:00:00Z
 n: ~
@@ -62,11 +62,24 @@ list: [1, x]
 	if got := m["m"]; !reflect.DeepEqual(got, map[string]any{"a": json.Number("1"), "b": "three"}) {
 		t.Errorf("merge: %#v, want the explicit key to win", got)
 	}
-	if m["big"] != json.Number("12345678901234567890") || m["f"] != json.Number("1.5") {
+	if m["big"] != json.Number("9007199254740992") || m["f"] != json.Number("1.5") {
 		t.Errorf("numbers: %#v %#v, want exact json.Number", m["big"], m["f"])
 	}
 	if m["t"] != "2026-12-04T10:00:00Z" || m["n"] != nil || m["yes"] != true {
 		t.Errorf("timestamp %#v, null %#v, bool %#v", m["t"], m["n"], m["yes"])
+	}
+	// Past 2^53 an integer would reach a step with other digits (deploys
+	// travel as JSON read into float64): refused, in both forms.
+	for _, numbers := range []yamlvalue.Numbers{yamlvalue.JSONNumbers, yamlvalue.Float64} {
+		_, _, problems := convert(t, "a: 9007199254740993\nb: -12345678901234567890\nc: 123456789012345678901234567890\nd: 1.5e300\n", numbers)
+		want := []string{
+			"/a: the integer 9007199254740993 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string [bad]",
+			"/b: the integer -12345678901234567890 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string [bad]",
+			"/c: the integer 123456789012345678901234567890 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string [bad]",
+		}
+		if !reflect.DeepEqual(problems, want) {
+			t.Errorf("numbers %v: problems\n%q\nwant\n%q", numbers, problems, want)
+		}
 	}
 	v, _, _ = convert(t, src, yamlvalue.Float64)
 	if got := v.(map[string]any)["list"]; !reflect.DeepEqual(got, []any{1.0, "x"}) {
