@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
@@ -27,9 +28,17 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*
 		waits.At = &at
 	}
 	for i, dep := range d.After {
-		if _, err := a.cfg.Store.Deployment(ctx, dep); errors.Is(err, store.ErrNotFound) {
+		rec, err := a.cfg.Store.Deployment(ctx, dep)
+		switch {
+		case errors.Is(err, store.ErrNotFound),
+			// A deploy the submitter may not read is answered as one that
+			// does not exist: waiting on it would tell its outcome
+			// ("dependency … ended REJECTED"), and a different answer its
+			// existence.
+			err == nil && a.cfg.Authorizer != nil &&
+				a.cfg.Authorizer.Authorize(req.Identity, string(auth.DeploymentRead), rec.Application, rec.Environment) != nil:
 			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/after/%d", i), Message: fmt.Sprintf("deploy %s does not exist", dep)})
-		} else if err != nil {
+		case err != nil:
 			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/after/%d", i), Message: err.Error()})
 		}
 	}
