@@ -260,6 +260,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	// 3. Sources and callback URLs; how often a recurring deploy fires.
 	problems := a.checkURLs(ctx, d)
 	problems = append(problems, a.checkSchedule(ctx, d)...)
+	problems = append(problems, checkCommitTime(d, time.Now())...)
 	// 4. Environment configuration, merged under the descriptor policy.
 	env := a.environment(ctx, d)
 	problems = append(problems, env.problems...)
@@ -300,6 +301,23 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 		Effective: env.effective, Waits: waits, RollbackOf: req.RollbackOf,
 	}
 	return &Admission{Input: in, Decision: decision}, nil
+}
+
+// commitClockSkew is how far in the future source.committed_at may be:
+// the CI machine's clock and the server's differ a little.
+const commitClockSkew = 5 * time.Minute
+
+// checkCommitTime refuses a source.committed_at in the future: DORA's lead
+// time runs from it to the deploy's end, and a commit cannot come after
+// its deploy.
+func checkCommitTime(d *descriptor.Descriptor, now time.Time) []manent.FieldError {
+	at, ok := d.Source.CommitTime()
+	if !ok || !at.After(now.Add(commitClockSkew)) {
+		return nil
+	}
+	return []manent.FieldError{{Path: "/source/committed_at", Message: fmt.Sprintf(
+		"%s is in the future (the server's clock says %s): give the commit's own time, e.g. git show -s --format=%%cI",
+		d.Source.CommittedAt, now.UTC().Format(time.RFC3339))}}
 }
 
 // maxProblems is the most field errors of a refusal, as descriptor.Parse

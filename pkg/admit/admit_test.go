@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
@@ -193,5 +194,25 @@ func TestPercentagesNeedACapablePlugin(t *testing.T) {
 				t.Fatalf("got %v (%+v), want a 422 at /rollout/percentages naming the local target", err, me)
 			}
 		})
+	}
+}
+
+// A source.committed_at in the future (past a few minutes of clock skew)
+// is refused: DORA's lead time runs from it to the deploy's end.
+func TestCommitTimeInTheFutureRefused(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	at := func(d time.Duration) string {
+		return "source: {commit: abc, committed_at: " + time.Now().Add(d).UTC().Format(time.RFC3339) + "}\n"
+	}
+	_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, at(24*time.Hour)), Identity: ci, DryRun: true})
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 ||
+		me.Fields[0].Path != "/source/committed_at" || !strings.Contains(me.Fields[0].Message, "is in the future") {
+		t.Fatalf("a commit tomorrow: %v, want a 422 at /source/committed_at", err)
+	}
+	for _, d := range []time.Duration{-time.Hour, time.Minute} { // past; within the clock skew
+		if _, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, at(d)), Identity: ci, DryRun: true}); err != nil {
+			t.Fatalf("a commit %v from now: %v", d, err)
+		}
 	}
 }

@@ -78,7 +78,9 @@ func DORA(rows []store.Finished, span time.Duration) api.DORA {
 		k := [2]string{f.Application, f.Environment}
 		switch f.State {
 		case manent.StateSuccess:
-			if f.CommittedAt != nil {
+			// A commit time after the deploy's end (a clock far off, a
+			// descriptor admitted before the check existed) is no sample.
+			if f.CommittedAt != nil && !f.CommittedAt.After(f.FinishedAt) {
 				lead = append(lead, f.FinishedAt.Sub(*f.CommittedAt).Seconds())
 			}
 			for _, failed := range open[k] {

@@ -12,6 +12,7 @@ import (
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -156,4 +157,18 @@ func TestDORAGolden(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A commit time after the deploy's end gives no lead-time sample (it would
+// be negative and pull the median below what any deploy took).
+func TestDORALeadTimeIgnoresCommitsAfterTheDeploy(t *testing.T) {
+	now := time.Now()
+	before, after := now.Add(-time.Hour), now.Add(time.Hour)
+	got := server.DORA([]store.Finished{
+		{ID: "a", Application: "billing", Environment: "prod", State: manent.StateSuccess, FinishedAt: now, CommittedAt: &before},
+		{ID: "b", Application: "billing", Environment: "prod", State: manent.StateSuccess, FinishedAt: now, CommittedAt: &after},
+	}, 30*day)
+	if got.LeadTimeSeconds.Samples != 1 || got.LeadTimeSeconds.Median == nil || *got.LeadTimeSeconds.Median != 3600 {
+		t.Fatalf("lead time %+v: want one sample of 3600 s", got.LeadTimeSeconds)
+	}
 }
