@@ -154,6 +154,43 @@ func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, ga
 	}
 }
 
+// settleWaves gives a final state to the waves a deploy that did not
+// succeed left in progress (deploying, observing, awaiting approval): its
+// deploy failed and was not rolled back (rollback off, or the rollback
+// failed), or it was cancelled. Without it `status` would show such a wave
+// deploying for ever.
+func (r *run) settleWaves(ctx context.Context, res Result) {
+	if len(r.in.Waves) == 0 {
+		return
+	}
+	recorded, err := r.e.st.Rollout(ctx, r.in.ID)
+	if err != nil {
+		r.e.log.Warn("read the waves' states", "deploy", r.in.ID, "error", err)
+		return
+	}
+	msg := res.Error
+	switch {
+	case res.State == manent.StateCancelled:
+		msg = "the deploy was cancelled during this wave"
+	case res.Rollback == manent.RollbackFailed:
+		msg += "; the rollback failed"
+	case res.Rollback == manent.RollbackNone:
+		msg += "; not rolled back"
+	}
+	for _, ws := range recorded {
+		switch ws.State {
+		case WaveDeploying, WaveObserving, WaveApproval:
+		default:
+			continue
+		}
+		for i := range r.in.Waves {
+			if r.in.Waves[i].Name == ws.Name {
+				r.waveEvent(ctx, &r.in.Waves[i], WaveFailed, msg, ws.Gate)
+			}
+		}
+	}
+}
+
 // RolloutStatus overlays the recorded wave states on the deploy's waves.
 func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent.WaveStatus {
 	var in plan.Input

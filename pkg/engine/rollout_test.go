@@ -249,3 +249,32 @@ if [ "$MANENT_STEP" = "deploy[100%%]" ]; then i=0; while [ ! -e %s ] && [ $i -lt
 		}
 	}
 }
+
+// A wave whose deploy failed and whose rollback failed too ends `failed`,
+// saying so, instead of `deploying` for ever; the wave before it, which
+// the rollback never reached, stays healthy (its release is still live).
+func TestRolloutWaveSettledWhenItsRollbackFails(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "one")
+	cmd := `case "$MANENT_STEP" in "deploy[two]"|"rollback:deploy[two]") exit 1;; esac`
+	yml := descriptorYAML("api", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: one, targets: [eu-1]}\n    - {name: two, targets: [eu-2]}\n")
+	id := f.submit(yml + withRollback + scriptTarget(cmd))
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateError || rec.Rollback != manent.RollbackFailed {
+		t.Fatalf("state %s rollback %q (%s), want ERROR with rollback failed", rec.State, rec.Rollback, rec.Error)
+	}
+	full, err := f.eng.Refresh(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var states []string
+	for _, w := range full.Rollout {
+		states = append(states, w.Name+"="+w.State)
+	}
+	if strings.Join(states, ",") != "one=healthy,two=failed" {
+		t.Fatalf("rollout status %v, want one=healthy,two=failed", states)
+	}
+	if msg := full.Rollout[1].Message; !strings.Contains(msg, `step "deploy[two]" failed`) || !strings.Contains(msg, "the rollback failed") {
+		t.Errorf("wave two's message %q: want the failed step and the failed rollback", msg)
+	}
+}

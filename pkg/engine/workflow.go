@@ -896,6 +896,9 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		res.State = manent.StateCancelled
 		res.Error = r.e.cancelReason(ctx, r.in.ID)
 	}
+	if res.State != manent.StateSuccess {
+		r.settleWaves(ctx, res)
+	}
 	// One commit concludes the deploy, sets the workflow's attributes (its
 	// outcome, for DBOS's own tools) and checkpoints this step.
 	attrs := map[string]any{"outcome": string(res.State), "sha256": res.SHA256, "rollback": res.Rollback}
