@@ -96,6 +96,13 @@ func (s *Server) handleCurrent(w http.ResponseWriter, r *http.Request) {
 // handleRollback submits a new deploy of an earlier release with the
 // descriptor that release was deployed with (SPEC §11.5), through the same
 // admission as any submission: RBAC as a submit, every check, governance.
+// deployAhead is the refusal of a rollback while a deploy of the
+// environment is queued or running.
+func deployAhead(target string, a store.InFlight) error {
+	return manent.Errorf(manent.EConflict, "deploy %s (version %s) is %s on %s: it runs before a rollback submitted now and would change the current release under it; wait for it (manent wait %s) or cancel it (manent cancel %s), then roll back",
+		a.ID, a.Version, a.State, target, a.ID, a.ID)
+}
+
 func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	app, env, p, ok := s.environmentAs(w, r, PermSubmit)
 	if !ok {
@@ -178,8 +185,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(ahead) > 0 {
 		a := ahead[0]
-		refuse(manent.Errorf(manent.EConflict, "deploy %s (version %s) is %s on %s: it runs before a rollback submitted now and would change the current release under it; wait for it (manent wait %s) or cancel it (manent cancel %s), then roll back",
-			a.ID, a.Version, a.State, target, a.ID, a.ID))
+		refuse(deployAhead(target, store.InFlight{ID: a.ID, Version: a.Version, State: a.State}))
 		return
 	}
 	var stored plan.Input
@@ -212,9 +218,24 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	also = append(also, s.auditIn(r.Context(), r, p, "deployment.rollback", target, func(rec *store.Record) string {
 		return fmt.Sprintf("%s %s rollback_of %s from %s", rec.ID, rec.Version, cur.DeploymentID, from.ID)
 	}))
+	// The check above again, in the transaction that queues the rollback
+	// and after the lock every submission takes: of two rollbacks (or a
+	// deploy and a rollback) submitted at the same instant, the later sees
+	// the first.
+	also = append(also, func(tx *sql.Tx, rec *store.Record) error {
+		a, err := s.st.InFlightTx(r.Context(), tx, app, env, rec.ID)
+		if err != nil || a == nil {
+			return err
+		}
+		return deployAhead(target, *a)
+	})
 	rec, err := s.eng.Submit(r.Context(), adm.Input, adm.Decision, also...)
 	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, keyed) {
 		return // a concurrent request with the same key won
+	}
+	if manent.ErrorCode(err) == manent.EConflict {
+		refuse(err)
+		return
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)

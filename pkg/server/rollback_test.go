@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/manent-io/manent/pkg/api"
@@ -164,4 +165,67 @@ func TestRollbackRefusedWhileADeployRuns(t *testing.T) {
 	if err != nil || rb.Version != "2" || rb.RollbackOf != running {
 		t.Fatalf("rollback after %s ended: %+v %v, want version 2, rollback_of %s", running, rb, err, running)
 	}
+}
+
+// Rollbacks submitted at the same instant: one is queued, the others are
+// refused naming it — not queued behind it to roll back once more (the
+// in-flight check runs again in the transaction that queues the rollback).
+func TestRacingRollbacksQueueOne(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil)
+		admin := api.NewClient(srv.URL, "admin-token", nil)
+		ctx := context.Background()
+		art := artifactFile(t)
+		gate := filepath.Join(t.TempDir(), "gate")
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+		// Version 2's descriptor waits for the gate: its rollback stays in
+		// flight while the others are checked.
+		for _, d := range [][]byte{simple(art, "staging", "1", ""),
+			[]byte(strings.Replace(gatedDescriptor(art, "staging", gate), `version: "1"`, `version: "2"`, 1)),
+			simple(art, "staging", "3", "")} {
+			res, err := admin.Submit(ctx, d, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, admin, res.ID, manent.StateSuccess)
+		}
+		if err := os.Remove(gate); err != nil {
+			t.Fatal(err)
+		}
+		const n = 6
+		var wg sync.WaitGroup
+		ids, errs := make([]string, n), make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rb, err := admin.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+				if err == nil {
+					ids[i] = rb.ID
+				}
+				errs[i] = err
+			}()
+		}
+		wg.Wait()
+		var accepted []string
+		for i := range n {
+			switch {
+			case errs[i] == nil:
+				accepted = append(accepted, ids[i])
+			case manent.ErrorCode(errs[i]) != manent.EConflict || !strings.Contains(manent.ErrorMessage(errs[i]), "is ENQUEUED on billing/staging") &&
+				!strings.Contains(manent.ErrorMessage(errs[i]), "is PENDING on billing/staging"):
+				t.Errorf("rollback %d: %v, want a 409 naming the rollback ahead", i, errs[i])
+			}
+		}
+		if len(accepted) != 1 {
+			t.Fatalf("%d racing rollbacks queued %v, want exactly one", n, accepted)
+		}
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, admin, accepted[0], manent.StateSuccess)
+	})
 }

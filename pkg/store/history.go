@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -114,4 +115,31 @@ func finishedSinceQuery(application, environment string, since time.Time) (strin
 	}
 	return `SELECT id, application, environment, state, finished_at, committed_at
 		FROM manent_deployments WHERE ` + strings.Join(where, " AND ") + ` ORDER BY finished_at, id`, args
+}
+
+// InFlight is a deploy queued or running on an environment.
+type InFlight struct {
+	ID      string
+	Version string
+	State   manent.State
+}
+
+// InFlightTx returns a deploy of application/environment that is ENQUEUED
+// or PENDING other than except, in tx, or nil. Run after a lock every
+// submission takes (the audit chain's head on PostgreSQL; SQLite has one
+// writer), it sees a concurrent submission that committed first.
+func (s *Store) InFlightTx(ctx context.Context, tx *sql.Tx, application, environment, except string) (*InFlight, error) {
+	var f InFlight
+	var state string
+	err := tx.QueryRowContext(ctx, s.q(`SELECT id, version, state FROM manent_deployments
+		WHERE application = ? AND environment = ? AND state IN (?, ?) AND id <> ? ORDER BY created_at LIMIT 1`),
+		application, environment, string(manent.StateEnqueued), string(manent.StatePending), except).Scan(&f.ID, &f.Version, &state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.State = manent.State(state)
+	return &f, nil
 }
