@@ -112,10 +112,18 @@ func denials(dec governance.Decision, environment string) []manent.FieldError {
 		return nil
 	}
 	var problems []manent.FieldError
+	f := blockingFreeze(dec)
+	named := false
 	for _, reason := range dec.Deny {
+		// A freeze's own reason is said once, at /environment.
+		if f != nil && strings.HasPrefix(reason, environment) && strings.Contains(reason, " is frozen by \"") {
+			problems = append(problems, manent.FieldError{Path: "/environment", Message: "environment " + reason})
+			named = true
+			continue
+		}
 		problems = append(problems, manent.FieldError{Path: "/", Message: "policy: " + reason})
 	}
-	if f := blockingFreeze(dec); f != nil {
+	if f != nil && !named {
 		problems = append(problems, manent.FieldError{Path: "/environment", Message: fmt.Sprintf("environment %s is frozen by %q until %s",
 			environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339))})
 	}

@@ -66,6 +66,9 @@ func TestFreezeRefusesWithNameAndReopening(t *testing.T) {
 		!strings.Contains(fmt.Sprint(me.Fields), now.Add(time.Hour).Truncate(time.Second).Format(time.RFC3339)) {
 		t.Fatalf("submit during a freeze: %v %+v", err, me)
 	}
+	if len(me.Fields) != 1 || me.Fields[0].Path != "/environment" {
+		t.Fatalf("submit during a freeze: problems %+v, want the freeze once, at /environment", me.Fields)
+	}
 	res, err := client("alice-token").Submit(context.Background(), simple(art, "prod", "1", ""), false)
 	if err != nil {
 		t.Fatalf("break glass: %v", err)
