@@ -116,7 +116,9 @@ type RollbackOptions struct {
 	Environment string
 	To          string
 	Wait        bool
-	Timeout     time.Duration
+	// Quiet hides the progress of --wait on stderr.
+	Quiet   bool
+	Timeout time.Duration
 	// IdempotencyKey is sent as Idempotency-Key; "" makes a fresh one for
 	// this invocation.
 	IdempotencyKey string
@@ -126,7 +128,7 @@ type RollbackOptions struct {
 func NewCmdRollback(f *Factory, runF func(*RollbackOptions) error) *cobra.Command {
 	opts := &RollbackOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, PollInterval: f.PollInterval}
 	cmd := &cobra.Command{
-		Use:   "rollback <application> <environment> [--to VERSION] [--wait [--timeout <duration>]]",
+		Use:   "rollback <application> <environment> [--to VERSION] [--wait [-q] [--timeout <duration>]]",
 		Short: "Deploy again the release that was current before the current one",
 		Long: `Submit a new deploy of an earlier release with the descriptor it was deployed
 with: by default the release that was current before the current one (the
@@ -145,8 +147,8 @@ environment is ENQUEUED or PENDING: it would run first and change the
 current release under the rollback; wait for it or cancel it, then roll
 back.
 
-With --wait the command follows the new deploy like 'deploy --wait' and
-exits 0 if it ended SUCCESS, 1 otherwise, 3 on --timeout, 4 if the server is
+With --wait the command follows the new deploy like 'deploy --wait' (-q
+hides the progress on stderr) and exits 0 if it ended SUCCESS, 1 otherwise, 3 on --timeout, 4 if the server is
 unreachable.
 
 Like 'deploy', a rollback carries an Idempotency-Key, fresh for each
@@ -178,6 +180,7 @@ the repeat with the deploy the first request created, never a second one.`,
 	}
 	cmd.Flags().StringVar(&opts.To, "to", "", "the version to go back to (default: the release before the current one)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the new deploy until it is final")
+	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "with --wait: no progress on stderr (state, step, elapsed time)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the rollback (default: a fresh one per invocation)")
 	return cmd
@@ -212,9 +215,11 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 		_, err = fmt.Fprint(opts.IO.Out, line)
 		return err
 	}
-	fmt.Fprint(opts.IO.ErrOut, line)
+	if !opts.Quiet {
+		fmt.Fprint(opts.IO.ErrOut, line)
+	}
 	return followSubmitted(ctx, client, opts.IO, opts.Exporter, opts.Now, res.ID, res.State,
-		opts.PollInterval, opts.Timeout, false)
+		opts.PollInterval, opts.Timeout, opts.Quiet)
 }
 
 // DiffOptions are the inputs of `manent diff`.
