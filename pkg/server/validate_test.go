@@ -212,3 +212,17 @@ func TestCancelDuringTheLastStep(t *testing.T) {
 		t.Fatalf("log %+v: want it to end with %q", logs.Lines, store.CancelTooLate)
 	}
 }
+
+// A server whose plugins.http_allow is empty (local trial mode among them)
+// refuses an http target at submission, saying why, rather than admitting a
+// deploy whose every call would be refused at its deploy step.
+func TestHTTPTargetRefusedWhenNothingIsAllowed(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	_, err := c.Submit(context.Background(), simple(artifactFile(t), "staging", "1", "target:\n  plugin: http\n  with: {deploy_url: \"https://platform.example/deploys\"}\n"), false)
+	var me *manent.Error
+	if !errorsAs(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/target/with" ||
+		!strings.Contains(me.Fields[0].Message, "plugins.http_allow is empty") {
+		t.Fatalf("an http target on a server allowing no call: %v %+v, want a 422 at /target/with", err, me)
+	}
+}

@@ -32,12 +32,16 @@ func Register(reg *plugin.Registry, host node.Host) error {
 	}
 	sp := script.New(script.Options{PassEnv: host.Config.Plugins.PassEnv, Procs: host.Procs})
 	cr := clusterready.New(host.Store)
+	hp := httpplugin.New(egress.New(host.Config.HTTPPluginPolicy()))
+	if len(host.Config.Plugins.HTTPAllow) == 0 {
+		hp = httpplugin.Disabled()
+	}
 	return errors.Join(
 		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
 		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr})),
 		reg.RegisterRunner("cluster-ready", cr),
-		reg.RegisterTarget("http", httpplugin.New(egress.New(host.Config.HTTPPluginPolicy()))),
+		reg.RegisterTarget("http", hp),
 	)
 }

@@ -82,6 +82,16 @@ const maxBody = 1 << 20
 // Plugin is the http target.
 type Plugin struct {
 	client *http.Client
+	// disabled: the server allows no call (plugins.http_allow is empty).
+	disabled bool
+}
+
+// Disabled returns the plugin of a server whose plugins.http_allow is
+// empty (local trial mode among them): every call would be refused, so
+// Validate refuses the target at submission instead of the deploy failing
+// at its deploy step.
+func Disabled() *Plugin {
+	return &Plugin{client: egress.Deny("http plugin call", "plugins.http_allow"), disabled: true}
 }
 
 // New returns the http plugin sending through client, a pkg/egress client
@@ -225,6 +235,9 @@ func parse(with map[string]any) (config, error) {
 // Validate checks `with`.
 func (p *Plugin) Validate(with map[string]any) error {
 	_, err := parse(with)
+	if p.disabled {
+		return errors.Join(err, fmt.Errorf("http: %w", plugin.Settingf("", "this server allows the http plugin to call nothing (plugins.http_allow is empty): ask its operators to allow your platform's URLs")))
+	}
 	return err
 }
 

@@ -488,3 +488,12 @@ func TestRolloutTemplating(t *testing.T) {
 		t.Error("with.percentages \"yes\" validated")
 	}
 }
+
+// A server whose plugins.http_allow is empty refuses an http target at
+// submission: every call it would make is refused anyway.
+func TestDisabledRefusesAtValidate(t *testing.T) {
+	err := httpplugin.Disabled().Validate(map[string]any{"deploy_url": "https://p.example/deploys"})
+	if err == nil || !strings.Contains(err.Error(), "plugins.http_allow is empty") {
+		t.Fatalf("Validate on a server allowing no call: %v", err)
+	}
+}
