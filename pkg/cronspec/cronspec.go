@@ -197,6 +197,20 @@ func (s *Spec) NextSince(start, now time.Time) time.Time {
 	return start.Add(n * d)
 }
 
+// Repeated says whether at, a fire time after prev, is the same wall-clock
+// minute as prev in the schedule's zone, an hour or so later: the clocks
+// went back (the end of summer time) and the scheduler fires a 02:30
+// schedule at both 02:30s. Standard (Vixie) cron runs such a job once; so
+// do we, by skipping the repeat. The spring change is not made up for: a
+// time inside the skipped hour does not fire that day (docs/descriptor.md).
+func (s *Spec) Repeated(prev, at time.Time) bool {
+	if s.Every() > 0 || !at.After(prev) || at.Sub(prev) > 3*time.Hour {
+		return false
+	}
+	const minute = "2006-01-02 15:04"
+	return prev.In(s.zone).Format(minute) == at.In(s.zone).Format(minute)
+}
+
 // DBOS returns the schedule as the DBOS scheduler takes it: a cron
 // expression with a seconds field (or the @ form) and the time zone name.
 func (s *Spec) DBOS() (schedule, timezone string) {

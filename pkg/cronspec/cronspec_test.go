@@ -171,3 +171,39 @@ func TestNextSince(t *testing.T) {
 		t.Errorf("@hourly: got %s, want %s", got, want)
 	}
 }
+
+// At the end of summer time a schedule inside the repeated hour is fired
+// twice by the scheduler; Repeated marks the second fire (Vixie cron runs
+// it once). Other schedules are not affected.
+func TestRepeatedAtTheEndOfSummerTime(t *testing.T) {
+	rome, err := Parse("CRON_TZ=Europe/Rome 30 2 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := rome.Next(time.Date(2026, 10, 24, 12, 0, 0, 0, time.UTC))
+	second := rome.Next(first)
+	if !first.Equal(time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC)) || !second.Equal(time.Date(2026, 10, 25, 1, 30, 0, 0, time.UTC)) {
+		t.Fatalf("fire times %v, %v: want 02:30 CEST and 02:30 CET (the scheduler's double fire)", first, second)
+	}
+	if rome.Repeated(first, first) || !rome.Repeated(first, second) {
+		t.Errorf("Repeated(first, second) = %v: want the second 02:30 marked", rome.Repeated(first, second))
+	}
+	next := rome.Next(second)
+	if rome.Repeated(second, next) {
+		t.Errorf("the next day's 02:30 is marked repeated")
+	}
+	hourly, _ := Parse("CRON_TZ=Europe/Rome 0 * * * *")
+	a := time.Date(2026, 10, 25, 0, 0, 0, 0, time.UTC) // 02:00 CEST
+	b := time.Date(2026, 10, 25, 1, 0, 0, 0, time.UTC) // 02:00 CET
+	if !hourly.Repeated(a, b) {
+		t.Errorf("hourly: the second 02:00 is not marked")
+	}
+	utc, _ := Parse("30 2 * * *")
+	if utc.Repeated(time.Date(2026, 10, 25, 2, 30, 0, 0, time.UTC), time.Date(2026, 10, 26, 2, 30, 0, 0, time.UTC)) {
+		t.Errorf("UTC: consecutive days marked repeated")
+	}
+	every, _ := Parse("@every 1h")
+	if every.Repeated(a, b) {
+		t.Errorf("@every: an interval is never a repeat")
+	}
+}

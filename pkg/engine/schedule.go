@@ -105,6 +105,12 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 	if sc.DeletedAt != nil {
 		return "", nil
 	}
+	if spec, err := cronspec.Parse(sc.Cron); err == nil && sc.LastTick != nil && spec.Repeated(*sc.LastTick, at) {
+		// The clocks went back: this wall-clock time has had its deploy.
+		e.log.Info("schedule tick skipped: the clocks went back and this time already ran", "schedule", sc.ID,
+			"tick", at, "previous", *sc.LastTick)
+		return "", nil
+	}
 	id := TickDeployID(sc.ID, at)
 	if _, err := e.st.Deployment(c, id); err == nil {
 		// Created before a crash.

@@ -249,3 +249,30 @@ func TestTickAgainEndsAFlaggedTick(t *testing.T) {
 		}
 	})
 }
+
+// When the clocks go back the scheduler fires a schedule inside the
+// repeated hour twice (02:30 CEST, then 02:30 CET): the second tick creates
+// no deploy, as Vixie cron runs the job once.
+func TestTickSkipsTheRepeatedHour(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	url, _ := f.artifact("app", "x")
+	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: "web", Environment: "prod", Cron: "CRON_TZ=Europe/Rome 30 2 * * *",
+		Descriptor: []byte(descriptorYAML("web", "prod", "1", url, "", "")), Requester: "token:test", CreatedAt: time.Now()}
+	if err := f.st.InsertSchedule(context.Background(), sc, 0); err != nil {
+		t.Fatal(err)
+	}
+	cest := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC)
+	first := f.tick(sc.ID, cest)
+	second, err := f.eng.Tick(context.Background(), sc.ID, cest.Add(time.Hour))
+	if err != nil || second != "" {
+		t.Fatalf("the repeated 02:30: %q %v, want no deploy", second, err)
+	}
+	if _, err := f.st.Deployment(context.Background(), engine.TickDeployID(sc.ID, cest.Add(time.Hour))); err == nil {
+		t.Fatal("the repeated 02:30 created a deploy")
+	}
+	if rec := f.wait(first, 60*time.Second); rec.State != manent.StateSuccess {
+		t.Fatalf("the first 02:30: %s (%s)", rec.State, rec.Error)
+	}
+	// The next day's 02:30 runs.
+	f.tick(sc.ID, cest.Add(25*time.Hour))
+}
