@@ -11,6 +11,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 // A percentage rollout on a target that cannot deploy a share of a release
@@ -18,7 +19,9 @@ import (
 // submission and a dry run alike; the same rollout on the http target told
 // the share ({percent} in its URL) is accepted.
 func TestPercentRolloutRefusedForIncapableTarget(t *testing.T) {
-	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
+		c.Plugins.HTTPAllow = []string{"https://platform.example/**"}
+	})
 	art := artifactFile(t)
 	base := fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: \"1\"\nartifact: {url: %q}\nrollout: {percentages: [10, 100]}\n", art)
 	post := func(body, query string) (int, string, api.Problem) {
