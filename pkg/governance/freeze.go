@@ -123,6 +123,16 @@ func (r *Recurring) active(now time.Time) (bool, time.Time) {
 	days := (mins + (to-m+period)%period) / minutesPerDay
 	y, mo, d := local.Date()
 	reopens := time.Date(y, mo, d+days, r.to.minute/60, r.to.minute%60, 0, 0, r.Location)
+	// A wall-clock time the clocks pass twice (they went back) is reached
+	// first at its earlier instant, when the window above already ends:
+	// time.Date may give the later one.
+	const clock = "2006-01-02 15:04"
+	for _, back := range []time.Duration{time.Hour, 30 * time.Minute} {
+		if earlier := reopens.Add(-back); earlier.After(now) && earlier.In(r.Location).Format(clock) == reopens.In(r.Location).Format(clock) {
+			reopens = earlier
+			break
+		}
+	}
 	return true, reopens.UTC()
 }
 

@@ -78,6 +78,7 @@ func TestRecurringWindows(t *testing.T) {
   - {name: night, recurring: {timezone: America/New_York, from: "22:00", to: "06:00"}}
   - {name: lunch, recurring: {from: "12:00", to: "13:30"}}
   - {name: midweek, recurring: {timezone: Australia/Sydney, from: "Wed 09:00", to: "Thu 09:00"}}
+  - {name: late, recurring: {timezone: Europe/Rome, from: "22:00", to: "02:30"}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +118,12 @@ func TestRecurringWindows(t *testing.T) {
 		{"lunch", "2026-06-10T13:30:00Z", false, ""},
 		{"midweek", "2026-04-04T22:00:00Z", false, ""},                    // Sun 09:00 AEDT→AEST day
 		{"midweek", "2026-04-07T23:00:00Z", true, "2026-04-08T23:00:00Z"}, // Wed 09:00 AEST
+		// Ending at 02:30 the night the clocks go back: the window ends at
+		// the first 02:30 (CEST), and says so.
+		{"late", "2026-10-24T20:00:00Z", true, "2026-10-25T00:30:00Z"}, // 22:00 CEST
+		{"late", "2026-10-25T00:29:00Z", true, "2026-10-25T00:30:00Z"},
+		{"late", "2026-10-25T00:30:00Z", false, ""},                    // 02:30 CEST
+		{"late", "2026-10-25T01:00:00Z", true, "2026-10-25T01:30:00Z"}, // 02:00 CET, the hour again
 	}
 	for _, tt := range tests {
 		t.Run(tt.freeze+" "+tt.now, func(t *testing.T) {

@@ -209,8 +209,19 @@ week_offset(c, _) := 0 if c.day < 0
 week_offset(c, tz) := day_index[time.weekday([now, tz])] * 1440 if c.day >= 0
 
 # local_to_utc turns a wall-clock time in tz (written as if it were UTC)
-# into the instant, like Go's time.Date: correct across DST changes.
-local_to_utc(wall, tz) := wall - utc_offset(wall - utc_offset(wall, tz), tz)
+# into the instant, like Go's time.Date: correct across DST changes. A time
+# the clocks pass twice (they went back) is its first instant still to
+# come, as in the YAML rules.
+local_to_utc(wall, tz) := min(earlier) if {
+	later := local_guess(wall, tz)
+	earlier := {e | some back in [3600000000000, 1800000000000]; e := later - back; e > now; wall_of(e, tz) == wall}
+	count(earlier) > 0
+} else := local_guess(wall, tz)
+
+local_guess(wall, tz) := wall - utc_offset(wall - utc_offset(wall, tz), tz)
+
+# wall_of is the wall-clock time in tz of the instant ns, written as if UTC.
+wall_of(ns, tz) := ns + utc_offset(ns, tz)
 
 utc_offset(ns, tz) := seen - ns if {
 	[y, mo, d] := time.date([ns, tz])
