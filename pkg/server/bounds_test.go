@@ -386,3 +386,31 @@ func TestFiveFieldCronTicks(t *testing.T) {
 		t.Errorf("after the tick at %s, next tick %v", at, s.NextTick)
 	}
 }
+
+// A hostile stream parameter is quoted back clipped: a 512 KiB
+// Last-Event-ID or ?types= is not answered with a 512 KiB problem.
+func TestStreamParamsEchoClipped(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	long := strings.Repeat("9", 512<<10)
+	for _, tc := range []struct{ name, header, query string }{
+		{"Last-Event-ID", long, ""},
+		{"types", "", "?types=" + strings.Repeat("x", 512<<10)},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/v1/deployments/dpl_01M9ZZZZZZZZZZZZZZZZZZZZZZ/events"+tc.query, nil)
+		req.Header.Set("Authorization", "Bearer admin-token")
+		if tc.header != "" {
+			req.Header.Set("Last-Event-ID", tc.header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnprocessableEntity || len(b) > 1024 {
+			t.Errorf("%s: %d with %d bytes, want a short 422", tc.name, resp.StatusCode, len(b))
+		}
+	}
+}

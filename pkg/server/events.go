@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"github.com/manent-io/manent/descriptor"
 	"net/http"
 	"net/url"
 	"slices"
@@ -48,6 +49,10 @@ var eventTypes = map[string]bool{
 	store.EventRollout: true, store.EventApproval: true, store.EventDone: true,
 }
 
+// maxEchoed bounds how much of a bad parameter an error quotes back: a
+// 1 MiB header is not answered with a 1 MiB problem.
+const maxEchoed = 64
+
 // streamParams reads Last-Event-ID (header, else ?last_event_id=) and
 // ?types=a,b (the `done` event is always sent).
 func streamParams(r *http.Request) (last int64, types map[string]bool, err error) {
@@ -58,7 +63,7 @@ func streamParams(r *http.Request) (last int64, types map[string]bool, err error
 	if raw = strings.TrimSpace(raw); raw != "" {
 		last, err = strconv.ParseInt(raw, 10, 64)
 		if err != nil || last < 0 {
-			return 0, nil, manent.Errorf(manent.EInvalid, "Last-Event-ID %q is not an event id of this stream (a number)", raw)
+			return 0, nil, manent.Errorf(manent.EInvalid, "Last-Event-ID %q is not an event id of this stream (a number)", descriptor.ClipText(raw, maxEchoed))
 		}
 	}
 	if v := r.URL.Query().Get("types"); v != "" {
@@ -66,7 +71,7 @@ func streamParams(r *http.Request) (last int64, types map[string]bool, err error
 		for _, t := range strings.Split(v, ",") {
 			t = strings.TrimSpace(t)
 			if !eventTypes[t] {
-				return 0, nil, manent.Errorf(manent.EInvalid, "unknown event type %q (state, step, log, rollout, approval, done)", t)
+				return 0, nil, manent.Errorf(manent.EInvalid, "unknown event type %q (state, step, log, rollout, approval, done)", descriptor.ClipText(t, maxEchoed))
 			}
 			types[t] = true
 		}
