@@ -12,6 +12,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // Three waves where the second fails its health gate: the third never
@@ -44,17 +45,7 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
 		if got != want {
 			t.Fatalf("actions:\n got %s\nwant %s", got, want)
 		}
-		full, err := f.eng.Refresh(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var states []string
-		for _, w := range full.Rollout {
-			states = append(states, w.Name+"="+w.State)
-		}
-		if strings.Join(states, ",") != "one=rolled-back,two=rolled-back,three=pending" {
-			t.Fatalf("rollout status %v", states)
-		}
+		full := f.rolloutIs(id, "one=rolled-back,two=rolled-back,three=pending")
 		for _, s := range []string{"deploy[three]", "activation[three]"} {
 			if st := step(t, full, s); st.State != manent.StepSkipped {
 				t.Errorf("%s = %s, want SKIPPED", s, st.State)
@@ -263,18 +254,26 @@ func TestRolloutWaveSettledWhenItsRollbackFails(t *testing.T) {
 	if rec.State != manent.StateError || rec.Rollback != manent.RollbackFailed {
 		t.Fatalf("state %s rollback %q (%s), want ERROR with rollback failed", rec.State, rec.Rollback, rec.Error)
 	}
+	full := f.rolloutIs(id, "one=healthy,two=failed")
+	if msg := full.Rollout[1].Message; !strings.Contains(msg, `step "deploy[two]" failed`) || !strings.Contains(msg, "the rollback failed") {
+		t.Errorf("wave two's message %q: want the failed step and the failed rollback", msg)
+	}
+}
+
+// rolloutIs checks the waves' states of deploy id, "name=state,…" in order,
+// and returns the deploy.
+func (f *fixture) rolloutIs(id, want string) *store.Record {
+	f.t.Helper()
 	full, err := f.eng.Refresh(context.Background(), id)
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	var states []string
 	for _, w := range full.Rollout {
 		states = append(states, w.Name+"="+w.State)
 	}
-	if strings.Join(states, ",") != "one=healthy,two=failed" {
-		t.Fatalf("rollout status %v, want one=healthy,two=failed", states)
+	if got := strings.Join(states, ","); got != want {
+		f.t.Fatalf("rollout status %s, want %s", got, want)
 	}
-	if msg := full.Rollout[1].Message; !strings.Contains(msg, `step "deploy[two]" failed`) || !strings.Contains(msg, "the rollback failed") {
-		t.Errorf("wave two's message %q: want the failed step and the failed rollback", msg)
-	}
+	return full
 }
