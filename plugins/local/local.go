@@ -246,6 +246,19 @@ func releaseOf(dir string, pc plugin.Context) string {
 	return ReleaseName(pc.Version)
 }
 
+// pruneStaged removes the copies earlier deploys of the same version
+// unpacked beside a live release (releases/<version>@<id>) that are no
+// longer live: neither `current` nor the checkpoint of this deploy (which
+// is the live release) can lead back to them.
+func pruneStaged(releases, version, cur, keep string) {
+	matches, _ := filepath.Glob(filepath.Join(releases, version+"@*"))
+	for _, m := range matches {
+		if b := filepath.Base(m); b != cur && b != keep {
+			_ = os.RemoveAll(m)
+		}
+	}
+}
+
 func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 	dir, err := p.dirOf(pc)
 	if err != nil {
@@ -266,6 +279,7 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 	if name == cur || stagedName(pc) == cur {
 		name = stagedName(pc)
 	}
+	pruneStaged(releases, ReleaseName(pc.Version), cur, name)
 	final := filepath.Join(releases, name)
 	tmp := filepath.Join(releases, ".tmp-"+name+"-"+pc.DeployID)
 	_ = os.RemoveAll(tmp)

@@ -106,6 +106,21 @@ func TestRedeployOfTheLiveVersionLeavesItUntouched(t *testing.T) {
 			if got := liveContent(); got != "old" {
 				t.Fatalf("after rolling back the activation the live release serves %q, want %q", got, "old")
 			}
+			// Redeploys of the same version do not pile up copies: each
+			// keeps the live one and its own.
+			for i, id := range []string{"dpl_d", "dpl_e", "dpl_f"} {
+				x := deploy(id, tc.second, id)
+				if _, err := p.Activate(ctx, x); err != nil {
+					t.Fatal(err)
+				}
+				if got := liveContent(); got != id {
+					t.Fatalf("redeploy %d: the live release serves %q, want %q", i, got, id)
+				}
+			}
+			entries, _ = os.ReadDir(filepath.Join(target, "releases"))
+			if len(entries) > 3 {
+				t.Fatalf("releases after three more redeploys: %v, want at most the plain one, the previous and the live copy", entries)
+			}
 		})
 	}
 }
