@@ -1,6 +1,7 @@
 package envconfig
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -185,9 +187,18 @@ func (h *HTTP) store(u string, c *cached) {
 
 // parseJSON reads a configuration document.
 func parseJSON(source string, body []byte) (*Config, error) {
-	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("environment configuration %s: the answer is not JSON: %v", source, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("environment configuration %s: the answer is not JSON: more than one value", source)
+	}
+	doc, err := floats(raw, "")
+	if err != nil {
+		return nil, fmt.Errorf("environment configuration %s: %w", source, err)
 	}
 	if ps := checkDocument(doc, false); len(ps) > 0 {
 		return nil, fmt.Errorf("environment configuration %s: %s", source,
@@ -198,6 +209,41 @@ func parseJSON(source string, body []byte) (*Config, error) {
 		return nil, fmt.Errorf("environment configuration %s: %w", source, err)
 	}
 	return cfg, nil
+}
+
+// floats turns the numbers of a document read with UseNumber into float64,
+// as json.Unmarshal gives them, refusing an integer beyond ±2^53: it would
+// reach the deploy with other digits (as a YAML file refuses it).
+func floats(v any, path string) (any, error) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			f, err := floats(e, path+"/"+k)
+			if err != nil {
+				return nil, err
+			}
+			x[k] = f
+		}
+	case []any:
+		for i, e := range x {
+			f, err := floats(e, fmt.Sprintf("%s/%d", path, i))
+			if err != nil {
+				return nil, err
+			}
+			x[i] = f
+		}
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); (err == nil && (i > 1<<53 || i < -(1<<53))) ||
+			(err != nil && !strings.ContainsAny(string(x), ".eE")) {
+			return nil, fmt.Errorf("%s: the integer %s cannot be kept exactly (it is beyond ±2^53); send it as a string", path, x)
+		}
+		f, err := x.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s is not a finite number", path, x)
+		}
+		return f, nil
+	}
+	return v, nil
 }
 
 // revisionOf is the ETag or, without one, the body's SHA-256.

@@ -196,6 +196,25 @@ func TestHTTPAnswers(t *testing.T) {
 			errText: []string{"not JSON"},
 		},
 		{
+			name: "integer that would lose digits",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, `{"parameters": {"build": 12345678901234567890}}`)
+			},
+			errText: []string{"/parameters/build: the integer 12345678901234567890 cannot be kept exactly"},
+		},
+		{
+			name: "numbers kept",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, `{"parameters": {"build": 9007199254740992, "ratio": 1.5, "big": 1e300}}`)
+			},
+			want: &Config{Parameters: map[string]any{"build": 9007199254740992.0, "ratio": 1.5, "big": 1e300}},
+		},
+		{
+			name:    "two documents",
+			handler: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{} {}`) },
+			errText: []string{"more than one value"},
+		},
+		{
 			name:    "unknown field and wrong type",
 			handler: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"targets": {}, "regions": "eu-1"}`) },
 			errText: []string{`/targets: unknown field "targets"`, "/regions: must be a list of strings, got a string"},
