@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
 // DefaultTimeout bounds one HTTP request of the HTTP provider, body included.
@@ -233,8 +233,7 @@ func floats(v any, path string) (any, error) {
 			x[i] = f
 		}
 	case json.Number:
-		if i, err := strconv.ParseInt(string(x), 10, 64); (err == nil && (i > 1<<53 || i < -(1<<53))) ||
-			(err != nil && !strings.ContainsAny(string(x), ".eE")) {
+		if yamlvalue.InexactInteger(string(x)) {
 			return nil, fmt.Errorf("%s: the integer %s cannot be kept exactly (it is beyond ±2^53); send it as a string", path, x)
 		}
 		f, err := x.Float64()

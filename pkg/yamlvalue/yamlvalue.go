@@ -305,17 +305,22 @@ func (c *converter) number(n *yaml.Node, num json.Number) any {
 }
 
 // tooLargeInt says whether num, written as n, is an integer beyond ±2^53:
-// one that fits 64 bits (an !!int) or one written in decimal digits that
-// does not (YAML resolves those to !!float).
+// its decimal form, or the text written (YAML resolves decimal digits too
+// long for 64 bits to !!float), or an !!int beyond 64 bits.
 func tooLargeInt(n *yaml.Node, num json.Number) bool {
-	if i, err := strconv.ParseInt(string(num), 10, 64); err == nil {
-		return i > maxExactInt || i < -maxExactInt
+	if InexactInteger(string(num)) || InexactInteger(n.Value) {
+		return true
 	}
-	if n.ShortTag() == "!!int" {
-		return true // beyond int64: uint64 or larger
-	}
-	digits := strings.TrimLeft(n.Value, "+-")
-	if digits == "" || len(n.Value)-len(digits) > 1 {
+	_, err := strconv.ParseInt(string(num), 10, 64)
+	return err != nil && n.ShortTag() == "!!int"
+}
+
+// InexactInteger says whether text is a decimal integer (an optional sign,
+// digits, YAML's "_" separators) beyond ±2^53: one that every reader of a
+// deploy, holding numbers as 64-bit floats, would get with other digits.
+func InexactInteger(text string) bool {
+	digits := strings.TrimLeft(text, "+-")
+	if digits == "" || len(text)-len(digits) > 1 {
 		return false
 	}
 	for _, r := range digits {
@@ -323,7 +328,8 @@ func tooLargeInt(n *yaml.Node, num json.Number) bool {
 			return false
 		}
 	}
-	return true // decimal digits too long for 64 bits
+	i, err := strconv.ParseInt(strings.ReplaceAll(text, "_", ""), 10, 64)
+	return err != nil || i > maxExactInt || i < -maxExactInt
 }
 
 // IsMergeKey reports whether k is the merge key <<.
