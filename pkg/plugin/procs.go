@@ -96,7 +96,9 @@ func (p *Procs) grace0() time.Duration {
 // pc and waits for it, like cmd.Run. The command runs in its own process
 // group; when ctx is done the group gets SIGTERM, then SIGKILL after the
 // grace period. Before it starts, the processes of an earlier attempt of
-// the same step that are still running are stopped (see Procs).
+// the same step that are still running are stopped (see Procs). The result
+// is the leader's: Run returns when the leader exits, not when the last
+// process holding the command's output does (streams).
 func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 	grace := p.grace0()
 	path := p.recordPath(pc)
@@ -123,12 +125,20 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		}
 		return err
 	}
-	if err := cmd.Start(); err != nil {
+	streams, err := attachStreams(cmd)
+	if err == nil {
+		err = cmd.Start()
+		if err != nil {
+			streams.close()
+		}
+	}
+	if err != nil {
 		if path != "" {
 			_ = os.Remove(path)
 		}
 		return err
 	}
+	streams.started()
 	pgid := cmd.Process.Pid
 	rec := procRecord{Deploy: pc.DeployID, Step: pc.Step, Wave: pc.Wave, PGID: pgid, StartedAt: time.Now().UTC()}
 	rec.Start, rec.Boot = startTime(pgid), bootID()
@@ -136,6 +146,7 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		if err := writeRecord(path, rec); err != nil {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			_ = cmd.Wait()
+			streams.wait(grace)
 			return fmt.Errorf("record the step's process group: %w", err)
 		}
 	}
@@ -158,11 +169,15 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(stop)
 	<-watched
-	// What the leader left behind in its group goes with it.
+	// What the leader left behind in its group goes with it, and with it
+	// the last writers of the command's output.
 	gone := stopGroup(context.Background(), rec, 0) == nil
+	if !streams.wait(grace) && pc.Log != nil {
+		fmt.Fprintf(pc.Log, "manent: a process that left the step's process group still held the command's output %s after the command ended: stopped reading it\n", grace)
+	}
 	p.track(rec, false)
 	if path != "" && gone {
 		_ = os.Remove(path)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -218,5 +219,52 @@ func TestKilledBySignalSaysSo(t *testing.T) {
 	_, err := p.Run(context.Background(), pc)
 	if err == nil || !strings.Contains(err.Error(), "script sh was killed (signal: killed)") {
 		t.Fatalf("got %v, want the signal named", err)
+	}
+}
+
+// A command that succeeds but leaves a child holding its output (`sleep &`
+// without a redirection) succeeds at once: the child is killed with the
+// step, and the step's output is kept — not "WaitDelay expired" after 5 s.
+func TestLeftoverHoldingTheOutputKilled(t *testing.T) {
+	var log syncBuffer
+	bg := filepath.Join(t.TempDir(), "bg")
+	p := script.New(script.Options{})
+	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c", `sleep 300 & echo $! > `+bg+`; echo started`)})
+	res, err := p.Run(context.Background(), pc)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	pid := waitFile(t, bg)
+	killed(t, pid)
+	if alive(pid) {
+		t.Fatalf("the command's child %d outlived the step", pid)
+	}
+	if res["exit_code"] != 0 || !strings.Contains(log.String(), "started") {
+		t.Fatalf("result %v, log %q", res, log.String())
+	}
+}
+
+// A process that left the step's process group (setsid) is out of manent's
+// reach; if it holds the command's output, the step still ends — once the
+// grace period has passed, reading stops and the log says why.
+func TestEscapedProcessHoldingTheOutput(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid here")
+	}
+	var log syncBuffer
+	bg := filepath.Join(t.TempDir(), "bg")
+	p := script.New(script.Options{Procs: plugin.NewProcs("", 100*time.Millisecond)})
+	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c",
+		// The pid is written once the process has left the group.
+		`setsid sh -c 'echo $$ > `+bg+`.tmp; mv `+bg+`.tmp `+bg+`; exec sleep 300' & while [ ! -e `+bg+` ]; do sleep 0.01; done; echo started`)})
+	res, err := p.Run(context.Background(), pc)
+	pid := waitFile(t, bg)
+	killed(t, pid)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if res["exit_code"] != 0 || !strings.Contains(log.String(), "started") ||
+		!strings.Contains(log.String(), "a process that left the step's process group still held the command's output") {
+		t.Fatalf("result %v, log %q", res, log.String())
 	}
 }
