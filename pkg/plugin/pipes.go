@@ -51,7 +51,12 @@ func attachStreams(cmd *exec.Cmd) (*streams, error) {
 		}
 		s.child = append(s.child, pw)
 		s.ours = append(s.ours, pr)
-		s.copy = append(s.copy, func() { _, _ = io.Copy(w, pr) })
+		s.copy = append(s.copy, func() {
+			_, _ = io.Copy(w, pr)
+			// A writer that failed: the command gets EPIPE, as with exec's
+			// own copies, rather than a full pipe.
+			_ = pr.Close()
+		})
 		return pw, nil
 	}
 	stdout, stderr := cmd.Stdout, cmd.Stderr
