@@ -510,6 +510,79 @@ func TestWorkersSIGTERMHandsOver(t *testing.T) {
 	}
 }
 
+// One process per executor id (SPEC §11.3). While worker w1 runs a step,
+// a second manent-server started with its id — on another data_dir, as on
+// another host, or on w1's own — stops with an error naming the reason and
+// touches nothing: the step runs on, once. w1 killed and started again on
+// its data_dir resumes its deploy at once, without waiting for dead_after.
+func TestWorkersExecutorIDInUse(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	wdir := filepath.Join(dir, "w")
+	ps := startWorkers(t, wdir, db, "w1")
+	res, err := ps["w1"].client().Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started, "the slow step to start")
+	first := pidsIn(filepath.Join(dir, "slow-pids"))
+	if len(first) != 1 {
+		t.Fatalf("slow step pids %v", first)
+	}
+	dup := func(data string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--database", db, "--executor-id", "w1")
+		cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token"), workerEnv...)
+		out, err := cmd.CombinedOutput()
+		if err == nil || ctx.Err() != nil {
+			t.Fatalf("a second process with executor id w1 (data_dir %s): %v, want it to stop with an error:\n%s", data, err, out)
+		}
+		return string(out)
+	}
+	if out := dup(filepath.Join(dir, "elsewhere")); !strings.Contains(out, "executor id w1 is in use: another manent-server") ||
+		!strings.Contains(out, "still beating") {
+		t.Fatalf("from another data_dir:\n%s", out)
+	}
+	if out := dup(filepath.Join(wdir, "w1")); !strings.Contains(out, "executor id w1 is in use: another manent-server on this host") {
+		t.Fatalf("on w1's own data_dir:\n%s", out)
+	}
+	// Nor does admin recover hand a live worker's deploys to the queue.
+	rec := exec.Command(serverBin, "admin", "recover", "--executor-id", "w1", "--database", db, "--data-dir", filepath.Join(dir, "admin"))
+	rec.Env = append(os.Environ(), workerEnv...)
+	if out, err := rec.CombinedOutput(); err == nil || !strings.Contains(string(out), "worker w1 is alive: it beat") {
+		t.Fatalf("admin recover of a live worker: %v\n%s", err, out)
+	}
+	if !alivePid(first[0]) || len(pidsIn(filepath.Join(dir, "slow-pids"))) != 1 {
+		t.Fatalf("the step's first attempt was stopped or ran again: pids %v", pidsIn(filepath.Join(dir, "slow-pids")))
+	}
+	if w := workersByID(ps["w1"].client())["w1"]; w.State != "alive" {
+		t.Fatalf("w1 is %q after the refused starts, want alive", w.State)
+	}
+	// A crash and a restart where it ran: its predecessor is known dead.
+	if err := ps["w1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-ps["w1"].done
+	p, addrc := launch(t, wdir, db, "w1")
+	p.listen(t, addrc, filepath.Join(wdir, "w1", "server.log"))
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := waitFinal(t, p.client(), res.ID)
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 2 || got["late"] != 1 {
+		t.Fatalf("side effects %v: want early 1, slow 2 (interrupted, then resumed), late 1", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(wdir, "w1", "server.log")); strings.Contains(string(b), "waiting until it has been silent") {
+		t.Fatalf("the restarted worker waited for dead_after on its own seat:\n%s", b)
+	}
+}
+
 // With SQLite a second server on the same database file refuses to start.
 func TestSQLiteSecondServerRefused(t *testing.T) {
 	dir := t.TempDir()

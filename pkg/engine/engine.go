@@ -87,6 +87,11 @@ type Config struct {
 	// alive for the others (workers.dead_after, 0: 30 s).
 	Heartbeat time.Duration
 	DeadAfter time.Duration
+	// Seat says where this worker runs, when it holds the lock that makes
+	// it the only process there with its executor id (store.WorkerStart;
+	// "": no such lock, so a restart on PostgreSQL waits for dead_after
+	// when the previous process did not stop cleanly).
+	Seat string
 	// OnFenced is called once when this worker learns the others declared
 	// it dead, or finds itself cut off (ErrCutOff): it runs no more steps
 	// and must stop (the node exits).
@@ -244,7 +249,7 @@ func (e *Engine) Launch(ctx context.Context) error {
 	// Registered (alive) before DBOS recovers this executor's deploys: a
 	// takeover of this worker in progress finishes first (RegisterWorker
 	// waits while another worker's claim on it is live, store.TakeOver).
-	if err := e.startWorker(ctx); err != nil {
+	if err := e.StartWorker(ctx); err != nil {
 		return err
 	}
 	if err := dbos.Launch(e.dbos); err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -71,7 +72,7 @@ const leaderLockKey int64 = 0x6d616e656e74_01 // "manent" 01
 
 // ErrFenced is what OnFenced receives: the others declared this worker dead
 // and took its deploys over.
-var ErrFenced = errors.New("this worker was declared dead (no heartbeat for workers.dead_after) and its deploys were taken over by another worker: it stops; start it again")
+var ErrFenced = errors.New("this worker was declared dead (no heartbeat for workers.dead_after) and its deploys were taken over by another worker, or another process started with its executor id: it stops; start it again")
 
 // ErrCutOff is what OnFenced receives when this worker's heartbeat has not
 // reached the database for cutOff (PostgreSQL).
@@ -80,7 +81,12 @@ var ErrCutOff = errors.New("this worker's heartbeat has not reached the database
 // liveness is this worker's view of itself: when its heartbeat last
 // landed, whether it was fenced or is draining, and the steps it runs.
 type liveness struct {
-	start     time.Time
+	start time.Time
+	// instance is this process's token in its manent_workers row
+	// (store.WorkerStart): its beats count only while no other process
+	// registered with its executor id.
+	instance  string
+	started   bool         // StartWorker ran
 	lastOK    atomic.Int64 // nanoseconds since start (monotonic)
 	fenced    chan struct{}
 	fenceOnce sync.Once
@@ -96,7 +102,7 @@ type liveness struct {
 }
 
 func newLiveness() *liveness {
-	return &liveness{start: time.Now(), fenced: make(chan struct{}), done: make(chan struct{})}
+	return &liveness{start: time.Now(), instance: rand.Text(), fenced: make(chan struct{}), done: make(chan struct{})}
 }
 
 // now is the time since the worker started (monotonic).
@@ -226,7 +232,7 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 			return nil
 		}
 		sent := e.live.now()
-		err := e.st.Heartbeat(ctx, e.cfg.ExecutorID)
+		err := e.st.Heartbeat(ctx, e.cfg.ExecutorID, e.live.instance)
 		switch {
 		case err == nil:
 			e.beatLanded(sent)
@@ -259,13 +265,29 @@ func (e *Engine) parked(fn func() error) error {
 	return fn()
 }
 
-// startWorker registers this worker and starts its heartbeat (and, on
-// PostgreSQL, the leader election and takeovers).
-func (e *Engine) startWorker(ctx context.Context) error {
+// StartWorker registers this worker and starts its heartbeat (and, on
+// PostgreSQL, the leader election and takeovers); Launch does it first if
+// it was not done. On PostgreSQL it waits while another process may still
+// run with this executor id, and fails with *store.ExecutorInUseError when
+// one does (store.RegisterWorker): call it before touching anything that
+// process owns, such as its steps' processes.
+func (e *Engine) StartWorker(ctx context.Context) error {
+	if e.live.started {
+		return nil
+	}
 	sent := e.live.now()
-	if err := e.st.RegisterWorker(ctx, e.cfg.ExecutorID, version.Version, WorkflowVersion); err != nil {
+	err := e.st.RegisterWorker(ctx, store.WorkerStart{
+		ID: e.cfg.ExecutorID, Version: version.Version, AppVersion: WorkflowVersion,
+		Instance: e.live.instance, Seat: e.cfg.Seat, DeadAfter: e.cfg.DeadAfter,
+		Waiting: func(ago time.Duration, seat string) {
+			e.log.Warn("another process ran with this executor id recently: waiting until it has been silent for workers.dead_after before taking its place (if it is still running, this one stops)",
+				"executor_id", e.cfg.ExecutorID, "last_heartbeat_ago", ago.Round(time.Millisecond).String(), "its_seat", seat, "dead_after", e.cfg.DeadAfter.String())
+		},
+	})
+	if err != nil {
 		return err
 	}
+	e.live.started = true
 	e.live.lastOK.Store(int64(sent)) // the first beat: no silence before it
 	e.beatLanded(sent)
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -298,7 +320,7 @@ func (e *Engine) workerLoop(ctx context.Context) {
 				hctx, cancel = context.WithTimeout(ctx, max(e.cfg.Heartbeat, time.Second))
 			}
 			sent := e.live.now()
-			err := e.st.Heartbeat(hctx, e.cfg.ExecutorID)
+			err := e.st.Heartbeat(hctx, e.cfg.ExecutorID, e.live.instance)
 			cancel()
 			switch {
 			case err == nil:
@@ -451,7 +473,7 @@ func (e *Engine) stopWorker() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := e.st.LeaveWorker(ctx, e.cfg.ExecutorID); err != nil {
+	if err := e.st.LeaveWorker(ctx, e.cfg.ExecutorID, e.live.instance); err != nil {
 		e.log.Warn("mark this worker leaving", "error", err)
 	}
 }

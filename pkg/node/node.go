@@ -121,6 +121,9 @@ type Node struct {
 	Web  *web.Handler
 	Log  *slog.Logger
 	lock *store.FileLock
+	// seatLock makes this the only process with its executor id and
+	// data_dir on this host.
+	seatLock *store.FileLock
 	// Procs are the process groups of running step commands.
 	Procs *plugin.Procs
 	// procsRoot holds each executor id's Procs directory.
@@ -187,6 +190,28 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, configError(err)
 	}
 	procsRoot := filepath.Join(dataDir, "procs")
+	// One process per executor id and data_dir on this host, which also
+	// tells a restart here that its predecessor is dead (engine.Config.Seat).
+	seatPath := filepath.Join(procsRoot, fileName(cfg.ExecutorID)+".lock")
+	seatLock, err := store.LockPath(seatPath)
+	if errors.Is(err, store.ErrHeld) {
+		return nil, fmt.Errorf("executor id %s is in use: another manent-server on this host runs with it and data_dir %s; give each worker its own --executor-id (workers.executor_id)", cfg.ExecutorID, dataDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			seatLock.Unlock()
+		}
+	}()
+	// The seat: this host, this boot and this lock. A predecessor with the
+	// same seat held the lock this process now holds, so it is dead.
+	host, _ := os.Hostname()
+	seat := host + ":" + seatPath
+	if boot := plugin.BootID(); boot != "" {
+		seat += " boot " + boot
+	}
 	procs := plugin.NewProcs(filepath.Join(procsRoot, fileName(cfg.ExecutorID)), 0)
 	reg := plugin.NewRegistry()
 	if o.Plugins != nil {
@@ -266,7 +291,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
-		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, OnFenced: o.OnFenced, Lease: procs.Lease,
+		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, Seat: seat, OnFenced: o.OnFenced, Lease: procs.Lease,
 		Artifacts: egress.New(cfg.ArtifactPolicy()), Health: egress.New(cfg.HealthPolicy()),
 		Logger: log,
 	})
@@ -290,7 +315,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, err
 	}
 	api.Mount(ui)
-	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, Procs: procs, procsRoot: procsRoot}, nil
+	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, seatLock: seatLock, Procs: procs, procsRoot: procsRoot}, nil
 }
 
 // WebKeyFile is the file in the data dir holding the web UI's session key
@@ -305,6 +330,11 @@ func (n *Node) Launch(ctx context.Context) error {
 	// this worker dies (pkg/plugin/lifeline.go).
 	if err := n.Procs.StartLifeline(n.Log); err != nil {
 		n.Log.Error("if this worker dies, its steps' processes will run on until it restarts", "error", err)
+	}
+	// Registered first: on PostgreSQL another process may still run with
+	// this executor id elsewhere, and its steps' processes are not ours.
+	if err := n.Engine.StartWorker(ctx); err != nil {
+		return err
 	}
 	stopped, err := n.Procs.Sweep(ctx)
 	for _, s := range stopped {
@@ -376,6 +406,7 @@ func (n *Node) Close(timeout time.Duration) {
 	n.Procs.Close()
 	n.Store.Close()
 	n.lock.Unlock()
+	n.seatLock.Unlock()
 }
 
 // checkPassEnv refuses a plugins.pass_env name that is not a variable name

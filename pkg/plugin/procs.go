@@ -185,6 +185,10 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 	return err
 }
 
+// BootID is the kernel's boot id ("" where it is not known): with a
+// process id or a host name it tells this boot from an earlier one.
+func BootID() string { return bootID() }
+
 // ErrLeaseLapsed is what Run returns, without starting the command, once
 // the lease given with Lease has lapsed.
 var ErrLeaseLapsed = errors.New("not started: this worker's lease lapsed (it was paused or cut off from the database past its cut-off), so another worker may run this step")

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -36,7 +37,8 @@ func newAdminCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comman
 queue, where a live worker resumes each from its last completed step.
 
 Only for a worker that is gone for good: recovering a live worker's deploys
-would run their current steps twice. A worker restarted with the same
+would run their current steps twice, so on PostgreSQL a worker listed alive
+that beat within workers.dead_after is refused. A worker restarted with the same
 executor id recovers its own deploys by itself. On PostgreSQL the live
 workers do this by themselves once a worker is silent for
 workers.dead_after (see admin workers); this command is for doing it now.
@@ -57,6 +59,24 @@ On SQLite a server does it at start for every other executor id.`,
 				return err
 			}
 			defer n.Close(5 * time.Second)
+			// On SQLite this command holds the database's lock: no server
+			// runs. On PostgreSQL a worker that still beats is alive.
+			if n.Store.Postgres() {
+				deadAfter := cfg.Workers.DeadAfter
+				if deadAfter <= 0 {
+					deadAfter = engine.DefaultDeadAfter
+				}
+				for _, id := range executors {
+					live, ago, err := n.Store.BeatWithin(cmd.Context(), id, deadAfter)
+					if err != nil {
+						return err
+					}
+					if live {
+						return fmt.Errorf("worker %s is alive: it beat %s ago (workers.dead_after %s); recovering its deploys would run their current steps twice. Stop it first — SIGTERM hands its deploys over by itself — or wait until it has been silent for workers.dead_after, when the other workers take them over",
+							id, ago.Round(time.Millisecond), deadAfter)
+					}
+				}
+			}
 			ids, err := n.Engine.Recover(executors)
 			if err != nil {
 				return fmt.Errorf("recover: %w", err)

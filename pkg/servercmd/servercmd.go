@@ -102,7 +102,11 @@ where the manent CLI finds it from any directory.
 Several workers share one PostgreSQL database, each with its own
 --executor-id (docs/operations.md): each records a heartbeat every
 workers.heartbeat; a worker silent for workers.dead_after has its running
-deploys taken over by another. SIGTERM stops taking deploys, lets the
+deploys taken over by another. A second process with a live worker's
+executor id stops with an error instead of running its deploys too (one
+restarted after a crash on the same host and data dir starts at once;
+elsewhere it waits until the old one is silent for workers.dead_after).
+SIGTERM stops taking deploys, lets the
 running steps finish (up to 20s) and hands the rest over at once. A worker
 that finds it was declared dead (it was paused), or whose heartbeat has
 not reached the database for about two thirds of workers.dead_after (cut

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -25,14 +26,32 @@ func LockFile(rawURL string) (*FileLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	l, err := LockPath(path + ".lock")
+	if errors.Is(err, ErrHeld) {
+		return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+	}
+	return l, err
+}
+
+// ErrHeld says another process holds the lock LockPath asked for.
+var ErrHeld = errors.New("held by another process")
+
+// LockPath takes an exclusive lock on the file path, created if need be
+// (its directory too); it fails with ErrHeld when another process holds
+// it. The lock is released by Unlock or when the process ends, however it
+// ends.
+func LockPath(path string) (*FileLock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+			return nil, fmt.Errorf("lock %s: %w", path, ErrHeld)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

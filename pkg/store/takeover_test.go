@@ -22,11 +22,11 @@ func takeOverSetup(t *testing.T, url string) *store.Store {
 	ctx := context.Background()
 	st := openStore(t, url)
 	for _, id := range []string{"a", "b", "c"} {
-		if err := st.RegisterWorker(ctx, id, "dev", "wf"); err != nil {
+		if err := st.RegisterWorker(ctx, store.WorkerStart{ID: id, Version: "dev", AppVersion: "wf", Instance: id}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := st.LeaveWorker(ctx, "a"); err != nil {
+	if err := st.LeaveWorker(ctx, "a", "a"); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -143,10 +143,10 @@ func TestTakeOverConcurrent(t *testing.T) {
 		}
 
 		// A race: many takeovers of one leaving worker, started together.
-		if err := st.RegisterWorker(ctx, "d", "dev", "wf"); err != nil {
+		if err := st.RegisterWorker(ctx, store.WorkerStart{ID: "d", Version: "dev", AppVersion: "wf", Instance: "d"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.LeaveWorker(ctx, "d"); err != nil {
+		if err := st.LeaveWorker(ctx, "d", "d"); err != nil {
 			t.Fatal(err)
 		}
 		var runs, oks atomic.Int32
@@ -222,7 +222,7 @@ func TestTakeOverStaleClaim(t *testing.T) {
 		// b claims a, then stops beating: c declares b dead and claims a.
 		release, done := heldTakeOver(st, "a", "b", time.Hour)
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		err := st.RegisterWorker(rctx, "a", "dev", "wf")
+		err := st.RegisterWorker(rctx, store.WorkerStart{ID: "a", Version: "dev", AppVersion: "wf", Instance: "a"})
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("a starting again during b's live claim: %v; want it to wait (deadline exceeded)", err)
@@ -233,7 +233,7 @@ func TestTakeOverStaleClaim(t *testing.T) {
 		}
 		var dead []string
 		enginetest.Eventually(t, 10*time.Second, func() bool {
-			if err := st.Heartbeat(ctx, "c"); err != nil {
+			if err := st.Heartbeat(ctx, "c", "c"); err != nil {
 				t.Fatal(err)
 			}
 			dead, err = st.DeclareDead(ctx, 300*time.Millisecond)
@@ -256,18 +256,18 @@ func TestTakeOverStaleClaim(t *testing.T) {
 		// c (alive, beating) claims e for 200ms and stalls: past that, d
 		// claims e again.
 		for _, id := range []string{"d", "e"} {
-			if err := st.RegisterWorker(ctx, id, "dev", "wf"); err != nil {
+			if err := st.RegisterWorker(ctx, store.WorkerStart{ID: id, Version: "dev", AppVersion: "wf", Instance: id}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := st.LeaveWorker(ctx, "e"); err != nil {
+		if err := st.LeaveWorker(ctx, "e", "e"); err != nil {
 			t.Fatal(err)
 		}
 		release, done = heldTakeOver(st, "e", "c", 200*time.Millisecond)
 		runs = 0
 		enginetest.Eventually(t, 10*time.Second, func() bool {
 			for _, id := range []string{"c", "d"} {
-				if err := st.Heartbeat(ctx, id); err != nil {
+				if err := st.Heartbeat(ctx, id, id); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -300,12 +300,12 @@ func TestRegisterWorkerAfterStaleClaim(t *testing.T) {
 		ctx := context.Background()
 		release, done := heldTakeOver(st, "a", "b", time.Hour)
 		// b leaves (its claim is no longer live): a starts again at once.
-		if err := st.LeaveWorker(ctx, "b"); err != nil {
+		if err := st.LeaveWorker(ctx, "b", "b"); err != nil {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		if err := st.RegisterWorker(rctx, "a", "dev", "wf"); err != nil {
+		if err := st.RegisterWorker(rctx, store.WorkerStart{ID: "a", Version: "dev", AppVersion: "wf", Instance: "a"}); err != nil {
 			t.Fatalf("a starting again after its claimer left: %v", err)
 		}
 		close(release)
@@ -315,7 +315,7 @@ func TestRegisterWorkerAfterStaleClaim(t *testing.T) {
 		if w := worker(t, st, "a"); w.State != store.WorkerAlive || w.TakenOverAt != nil || w.ClaimedBy != "" {
 			t.Fatalf("a: %+v; want alive, not taken over, no claim", w)
 		}
-		if err := st.Heartbeat(ctx, "a"); err != nil {
+		if err := st.Heartbeat(ctx, "a", "a"); err != nil {
 			t.Fatalf("a's heartbeat: %v", err)
 		}
 	})

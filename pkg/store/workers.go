@@ -37,8 +37,9 @@ type Worker struct {
 }
 
 // ErrWorkerDead is returned by Heartbeat when the others declared this
-// worker dead: its deploys were taken over and it must not run their steps.
-var ErrWorkerDead = errors.New("this worker was declared dead: its deploys were taken over")
+// worker dead (its deploys were taken over) or another process registered
+// with its executor id: it must not run their steps.
+var ErrWorkerDead = errors.New("this worker was declared dead (its deploys were taken over) or another process took its executor id")
 
 // nowMs is the database clock in epoch milliseconds.
 func (s *Store) nowMs() string {
@@ -48,21 +49,73 @@ func (s *Store) nowMs() string {
 	return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
 }
 
-// RegisterWorker records that worker id starts now (alive), replacing what
-// an earlier process of the same id left. While another worker takes id's
-// deploys over (its claim is live, TakeOver) it waits until the takeover is
-// recorded, so DBOS recovers for this process only what is still its own;
-// it gives up when ctx ends.
-func (s *Store) RegisterWorker(ctx context.Context, id, version, appVersion string) error {
+// WorkerStart is a worker process starting (RegisterWorker).
+type WorkerStart struct {
+	ID, Version, AppVersion string
+	// Instance is the process's own random token: Heartbeat counts only
+	// for the instance that registered last.
+	Instance string
+	// Seat says where the process runs, for a process holding the lock
+	// that makes it the only one there with this id ("": unknown). A row
+	// with the same seat was left by a dead process.
+	Seat string
+	// DeadAfter is workers.dead_after: on PostgreSQL a row of another
+	// seat that beat more recently may belong to a live process.
+	DeadAfter time.Duration
+	// Waiting, when set, is told once that the start waits for the row's
+	// previous process to fall silent: how long ago it beat, and its seat.
+	Waiting func(beatAgo time.Duration, seat string)
+}
+
+// ExecutorInUseError is what RegisterWorker returns when another live
+// process already runs with the executor id: it beat while this one
+// waited.
+type ExecutorInUseError struct {
+	ID   string
+	Seat string // where it runs ("" when it did not say)
+}
+
+func (e *ExecutorInUseError) Error() string {
+	where := ""
+	if e.Seat != "" {
+		where = " (" + e.Seat + ")"
+	}
+	return fmt.Sprintf("executor id %s is in use: another manent-server%s runs with it and is still beating; give each worker its own --executor-id (workers.executor_id), or stop that one first", e.ID, where)
+}
+
+// RegisterWorker records that worker w.ID starts now (alive), replacing
+// what an earlier process of the same id left.
+//
+// On PostgreSQL an earlier process may still be alive elsewhere: a row
+// listed alive that beat within w.DeadAfter, from another seat, is waited
+// for — until it has been silent for w.DeadAfter (it died: its place is
+// free), or until it beats again (it lives: ExecutorInUseError). Two
+// processes never run one executor's deploys together. While another
+// worker takes w.ID's deploys over (its claim is live, TakeOver) it waits
+// until the takeover is recorded, so DBOS recovers for this process only
+// what is still its own. It gives up when ctx ends.
+func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
+	id := w.ID
+	// The previous process's place is free unless it may be alive: on
+	// SQLite the database's file lock proves it is not.
+	free := "TRUE"
+	args := []any{id, w.Version, w.AppVersion, w.Instance, w.Seat}
+	if s.postgres {
+		free = `(manent_workers.state <> 'alive' OR manent_workers.last_seen_ms < ` + s.nowMs() + ` - ?
+			OR (? <> '' AND manent_workers.seat = ?))`
+		args = append(args, w.DeadAfter.Milliseconds(), w.Seat, w.Seat)
+	}
 	wait := 50 * time.Millisecond
+	var seen *int64 // the previous process's last beat when first seen alive
 	for {
-		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version)
-		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?)
+		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version, instance, seat)
+		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = 'alive', last_seen_ms = excluded.last_seen_ms,
 			started_at_ms = excluded.started_at_ms, version = excluded.version, app_version = excluded.app_version,
+			instance = excluded.instance, seat = excluded.seat,
 			taken_over_ms = NULL, taken_over_by = NULL,
 			claim = NULL, claimed_by = NULL, claimed_ms = NULL, claim_until_ms = NULL
-		WHERE NOT (`+s.claimLive()+`)`), id, version, appVersion)
+		WHERE NOT (`+s.claimLive()+`) AND `+free), args...)
 		if err != nil {
 			return fmt.Errorf("register worker %s: %w", id, err)
 		}
@@ -71,23 +124,62 @@ func (s *Store) RegisterWorker(ctx context.Context, id, version, appVersion stri
 		} else if n > 0 {
 			return nil
 		}
-		var by string
-		_ = s.db.QueryRowContext(ctx, s.q(`SELECT COALESCE(claimed_by, '') FROM manent_workers WHERE id = ?`), id).Scan(&by)
+		var (
+			by, state, seat string
+			last, ago       int64
+		)
+		err = s.db.QueryRowContext(ctx, s.q(`SELECT COALESCE(claimed_by, ''), state, last_seen_ms, `+s.nowMs()+` - last_seen_ms, COALESCE(seat, '')
+			FROM manent_workers WHERE id = ?`), id).Scan(&by, &state, &last, &ago, &seat)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("register worker %s: %w", id, err)
+		}
+		why := fmt.Sprintf("worker %s is taking its deploys over", by)
+		if by == "" && state == WorkerAlive {
+			// Not a claim: the previous process may be alive.
+			switch {
+			case seen == nil:
+				seen = &last
+				if w.Waiting != nil {
+					w.Waiting(time.Duration(ago)*time.Millisecond, seat)
+				}
+			case last != *seen:
+				return &ExecutorInUseError{ID: id, Seat: seat}
+			}
+			why = fmt.Sprintf("its previous process beat %s ago and is not yet silent for %s", (time.Duration(ago) * time.Millisecond).Round(time.Millisecond), w.DeadAfter)
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("register worker %s: worker %s is taking its deploys over: %w", id, by, ctx.Err())
+			return fmt.Errorf("register worker %s: %s: %w", id, why, ctx.Err())
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
 	}
 }
 
-// Heartbeat records that worker id is still alive. It fails with
-// ErrWorkerDead once the others declared it dead (or it left): a worker
-// never revives itself; it must stop and start again.
-func (s *Store) Heartbeat(ctx context.Context, id string) error {
+// BeatWithin reports whether worker id is listed alive and beat within d
+// (by the database's clock), and how long ago it beat: a process may still
+// run with that executor id.
+func (s *Store) BeatWithin(ctx context.Context, id string, d time.Duration) (bool, time.Duration, error) {
+	var state string
+	var ago int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT state, `+s.nowMs()+` - last_seen_ms FROM manent_workers WHERE id = ?`), id).Scan(&state, &ago)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, 0, nil
+	}
+	if err != nil {
+		return false, 0, fmt.Errorf("worker %s: %w", id, err)
+	}
+	beat := time.Duration(ago) * time.Millisecond
+	return state == WorkerAlive && beat < d, beat, nil
+}
+
+// Heartbeat records that worker id, the process that registered as
+// instance, is still alive. It fails with ErrWorkerDead once the others
+// declared it dead (or it left), or another process registered with its id
+// since: a worker never revives itself; it must stop and start again.
+func (s *Store) Heartbeat(ctx context.Context, id, instance string) error {
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers SET last_seen_ms = `+s.nowMs()+`
-		WHERE id = ? AND state = 'alive'`), id)
+		WHERE id = ? AND state = 'alive' AND instance = ?`), id, instance)
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -99,11 +191,12 @@ func (s *Store) Heartbeat(ctx context.Context, id string) error {
 	return nil
 }
 
-// LeaveWorker marks worker id leaving: the elected worker takes its deploys
-// over at once, without waiting for dead_after.
-func (s *Store) LeaveWorker(ctx context.Context, id string) error {
+// LeaveWorker marks worker id leaving, when instance is the process that
+// holds its row: the elected worker takes its deploys over at once, without
+// waiting for dead_after.
+func (s *Store) LeaveWorker(ctx context.Context, id, instance string) error {
 	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers SET state = 'leaving', last_seen_ms = `+s.nowMs()+`
-		WHERE id = ? AND state = 'alive'`), id)
+		WHERE id = ? AND state = 'alive' AND instance = ?`), id, instance)
 	if err != nil {
 		return fmt.Errorf("mark worker %s leaving: %w", id, err)
 	}

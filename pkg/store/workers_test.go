@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,19 +20,19 @@ func TestWorkerLiveness(t *testing.T) {
 		ctx := context.Background()
 		st := openStore(t, url)
 		for _, id := range []string{"a", "b", "c"} {
-			if err := st.RegisterWorker(ctx, id, "dev", "wf"); err != nil {
+			if err := st.RegisterWorker(ctx, store.WorkerStart{ID: id, Version: "dev", AppVersion: "wf", Instance: id}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if ids, err := st.DeclareDead(ctx, time.Hour); err != nil || len(ids) != 0 {
 			t.Fatalf("DeclareDead(1h) = %v, %v: nobody is silent that long", ids, err)
 		}
-		if err := st.LeaveWorker(ctx, "c"); err != nil {
+		if err := st.LeaveWorker(ctx, "c", "c"); err != nil {
 			t.Fatal(err)
 		}
 		var silent []string
 		enginetest.Eventually(t, 5*time.Second, func() bool {
-			if err := st.Heartbeat(ctx, "b"); err != nil {
+			if err := st.Heartbeat(ctx, "b", "b"); err != nil {
 				t.Fatal(err)
 			}
 			silent, _ = st.DeclareDead(ctx, 500*time.Millisecond)
@@ -40,7 +41,7 @@ func TestWorkerLiveness(t *testing.T) {
 		if silent[0] != "a" || silent[1] != "c" {
 			t.Fatalf("to take over: %v, want [a c] (a silent, c leaving)", silent)
 		}
-		if err := st.Heartbeat(ctx, "a"); !errors.Is(err, store.ErrWorkerDead) {
+		if err := st.Heartbeat(ctx, "a", "a"); !errors.Is(err, store.ErrWorkerDead) {
 			t.Fatalf("heartbeat of a dead worker: %v, want ErrWorkerDead", err)
 		}
 		runs := 0
@@ -59,7 +60,7 @@ func TestWorkerLiveness(t *testing.T) {
 		if ok, err := st.TakeOver(ctx, "b", "c", time.Minute, func() error { t.Fatal("recovered a live worker"); return nil }); ok || err != nil {
 			t.Fatalf("TakeOver of a live worker: %v, %v", ok, err)
 		}
-		if err := st.RegisterWorker(ctx, "a", "dev", "wf"); err != nil {
+		if err := st.RegisterWorker(ctx, store.WorkerStart{ID: "a", Version: "dev", AppVersion: "wf", Instance: "a"}); err != nil {
 			t.Fatal(err)
 		}
 		ws, err := st.Workers(ctx)
@@ -73,8 +74,102 @@ func TestWorkerLiveness(t *testing.T) {
 		if got["a"] != store.WorkerAlive || got["b"] != store.WorkerAlive || got["c"] != store.WorkerLeaving {
 			t.Fatalf("states %v: want a alive again, b alive, c leaving", got)
 		}
-		if err := st.Heartbeat(ctx, "a"); err != nil {
+		if err := st.Heartbeat(ctx, "a", "a"); err != nil {
 			t.Fatalf("heartbeat after a restart: %v", err)
+		}
+	})
+}
+
+// One process per executor id (SPEC §11.3): on PostgreSQL a process
+// starting with the id of a worker that still beats is refused, one whose
+// predecessor fell silent waits for dead_after, and one on the same seat
+// (holding its lock) takes the place at once; whoever takes the place, the
+// previous process's heartbeat fails from then on, so it fences itself. On
+// SQLite the database's file lock proves the previous process dead.
+func TestExecutorIDHeldByOneProcess(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		st := openStore(t, url)
+		start := func(id, instance, seat string, deadAfter time.Duration, waiting func(time.Duration, string)) error {
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			return st.RegisterWorker(rctx, store.WorkerStart{ID: id, Version: "dev", AppVersion: "wf",
+				Instance: instance, Seat: seat, DeadAfter: deadAfter, Waiting: waiting})
+		}
+		if err := start("a", "a1", "h1:/d/a.lock", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		// a1 beats on while a2 starts elsewhere.
+		beating, stop := make(chan error, 1), make(chan struct{})
+		go func() {
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				if err := st.Heartbeat(ctx, "a", "a1"); err != nil {
+					beating <- err
+					return
+				}
+				select {
+				case <-stop:
+					beating <- nil
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		waited := 0
+		err := start("a", "a2", "h2:/d/a.lock", time.Hour, func(time.Duration, string) { waited++ })
+		if st.Postgres() {
+			var inUse *store.ExecutorInUseError
+			if !errors.As(err, &inUse) || waited != 1 || !strings.Contains(err.Error(), "h1:/d/a.lock") {
+				t.Fatalf("second process with a live worker's id: %v (waited %d), want ExecutorInUseError naming h1", err, waited)
+			}
+			close(stop)
+			if err := <-beating; err != nil {
+				t.Fatalf("the live worker lost its place: %v", err)
+			}
+			// The same seat: its lock proves a1 dead.
+			if err := start("a", "a3", "h1:/d/a.lock", time.Hour, func(time.Duration, string) { t.Error("waited on its own seat") }); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			if err != nil {
+				t.Fatalf("SQLite: %v", err)
+			}
+			select {
+			case err := <-beating:
+				if !errors.Is(err, store.ErrWorkerDead) {
+					t.Fatalf("the replaced process's heartbeat: %v, want ErrWorkerDead", err)
+				}
+			case <-time.After(10 * time.Second):
+				close(stop)
+				t.Fatal("the replaced process's heartbeat still lands")
+			}
+		}
+		if err := st.Heartbeat(ctx, "a", "a1"); !errors.Is(err, store.ErrWorkerDead) {
+			t.Fatalf("the replaced process's heartbeat: %v, want ErrWorkerDead", err)
+		}
+		// Nor can it, stopping, hand the new process's deploys over.
+		if err := st.LeaveWorker(ctx, "a", "a1"); err != nil {
+			t.Fatal(err)
+		}
+		if live, _, err := st.BeatWithin(ctx, "a", time.Hour); err != nil || !live {
+			t.Fatalf("after the replaced process left: alive %v, %v; want the new one alive", live, err)
+		}
+		if !st.Postgres() {
+			return
+		}
+		// A predecessor that stopped beating (killed elsewhere): its place is
+		// free once it has been silent for dead_after.
+		if err := start("b", "b1", "h1:/d/b.lock", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		waited = 0
+		if err := start("b", "b2", "h2:/d/b.lock", 300*time.Millisecond, func(time.Duration, string) { waited++ }); err != nil || waited != 1 {
+			t.Fatalf("after a silent predecessor: %v (waited %d times)", err, waited)
+		}
+		if err := st.Heartbeat(ctx, "b", "b2"); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
