@@ -1,6 +1,7 @@
 package servercmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -37,8 +38,9 @@ func newAdminCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comman
 queue, where a live worker resumes each from its last completed step.
 
 Only for a worker that is gone for good: recovering a live worker's deploys
-would run their current steps twice, so on PostgreSQL a worker listed alive
-that beat within workers.dead_after is refused. A worker restarted with the same
+would run their current steps twice. On PostgreSQL a worker listed alive is
+watched for two heartbeats (workers.heartbeat) first and refused if it
+beats, then listed dead. A worker restarted with the same
 executor id recovers its own deploys by itself. On PostgreSQL the live
 workers do this by themselves once a worker is silent for
 workers.dead_after (see admin workers); this command is for doing it now.
@@ -62,18 +64,9 @@ On SQLite a server does it at start for every other executor id.`,
 			// On SQLite this command holds the database's lock: no server
 			// runs. On PostgreSQL a worker that still beats is alive.
 			if n.Store.Postgres() {
-				deadAfter := cfg.Workers.DeadAfter
-				if deadAfter <= 0 {
-					deadAfter = engine.DefaultDeadAfter
-				}
 				for _, id := range executors {
-					live, ago, err := n.Store.BeatWithin(cmd.Context(), id, deadAfter)
-					if err != nil {
+					if err := silent(cmd.Context(), n.Store, id, cfg.Workers.Heartbeat, stderr); err != nil {
 						return err
-					}
-					if live {
-						return fmt.Errorf("worker %s is alive: it beat %s ago (workers.dead_after %s); recovering its deploys would run their current steps twice. Stop it first — SIGTERM hands its deploys over by itself — or wait until it has been silent for workers.dead_after, when the other workers take them over",
-							id, ago.Round(time.Millisecond), deadAfter)
 					}
 				}
 			}
@@ -95,6 +88,47 @@ On SQLite a server does it at start for every other executor id.`,
 	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
 	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr))
 	return admin
+}
+
+// silent makes sure worker id no longer beats (PostgreSQL): a worker
+// listed alive is watched until two heartbeats have passed since its last
+// one; if it beats meanwhile it is alive, and recovering its deploys would
+// run their steps twice. A silent one is then listed dead, so that should
+// it wake (it was paused, not killed), its next heartbeat fails and it
+// stops before its next step.
+func silent(ctx context.Context, st *store.Store, id string, heartbeat time.Duration, stderr io.Writer) error {
+	if heartbeat <= 0 {
+		heartbeat = engine.DefaultHeartbeat
+	}
+	alive, first, ago, found, err := st.LastBeat(ctx, id)
+	if err != nil || !found {
+		return err
+	}
+	if alive {
+		window := 2*heartbeat + time.Second
+		if ago < window {
+			fmt.Fprintf(stderr, "worker %s beat %s ago: making sure it beats no more (up to %s)\n", id, ago.Round(time.Millisecond), (window - ago).Round(time.Millisecond))
+		}
+		for ago < window {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(100*time.Millisecond, window-ago)):
+			}
+			var last int64
+			if alive, last, ago, _, err = st.LastBeat(ctx, id); err != nil {
+				return err
+			}
+			if alive && last != first {
+				return fmt.Errorf("worker %s is alive: it beat %s ago, while this command watched; recovering its deploys would run their current steps twice. Stop it first (SIGTERM hands its deploys over by itself)", id, ago.Round(time.Millisecond))
+			}
+			if !alive {
+				break
+			}
+		}
+	}
+	_, err = st.DeclareGone(ctx, id)
+	return err
 }
 
 func newTokenCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -3,9 +3,10 @@
 // cmd/manent-server only calls Main with the built-in plugins; the server
 // itself is assembled by pkg/node.
 //
-// It imports pkg/node, pkg/store (the database URL and faults),
-// pkg/version, pkg/atomicfile (the trial server's record), pkg/auth
-// (admin new-token) and pkg/server (the defaults of its limits).
+// It imports pkg/node, pkg/store (the database URL, faults and the
+// workers' heartbeats), pkg/version, pkg/atomicfile (the trial server's
+// record), pkg/auth (admin new-token), pkg/server (the defaults of its
+// limits) and pkg/engine (the default heartbeat, for admin recover).
 package servercmd
 
 import (

@@ -156,21 +156,21 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 	}
 }
 
-// BeatWithin reports whether worker id is listed alive and beat within d
-// (by the database's clock), and how long ago it beat: a process may still
-// run with that executor id.
-func (s *Store) BeatWithin(ctx context.Context, id string, d time.Duration) (bool, time.Duration, error) {
+// LastBeat is worker id's last heartbeat as the database has it: whether
+// it is listed alive, its last beat (epoch milliseconds, the database's
+// clock: compare two of them to see a new beat) and how long ago that was.
+// found is false when id has no row.
+func (s *Store) LastBeat(ctx context.Context, id string) (alive bool, last int64, ago time.Duration, found bool, err error) {
 	var state string
-	var ago int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT state, `+s.nowMs()+` - last_seen_ms FROM manent_workers WHERE id = ?`), id).Scan(&state, &ago)
+	var agoMs int64
+	err = s.db.QueryRowContext(ctx, s.q(`SELECT state, last_seen_ms, `+s.nowMs()+` - last_seen_ms FROM manent_workers WHERE id = ?`), id).Scan(&state, &last, &agoMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, 0, nil
+		return false, 0, 0, false, nil
 	}
 	if err != nil {
-		return false, 0, fmt.Errorf("worker %s: %w", id, err)
+		return false, 0, 0, false, fmt.Errorf("worker %s: %w", id, err)
 	}
-	beat := time.Duration(ago) * time.Millisecond
-	return state == WorkerAlive && beat < d, beat, nil
+	return state == WorkerAlive, last, time.Duration(agoMs) * time.Millisecond, true, nil
 }
 
 // Heartbeat records that worker id, the process that registered as

@@ -153,8 +153,8 @@ func TestExecutorIDHeldByOneProcess(t *testing.T) {
 		if err := st.LeaveWorker(ctx, "a", "a1"); err != nil {
 			t.Fatal(err)
 		}
-		if live, _, err := st.BeatWithin(ctx, "a", time.Hour); err != nil || !live {
-			t.Fatalf("after the replaced process left: alive %v, %v; want the new one alive", live, err)
+		if alive, _, _, _, err := st.LastBeat(ctx, "a"); err != nil || !alive {
+			t.Fatalf("after the replaced process left: alive %v, %v; want the new one alive", alive, err)
 		}
 		if !st.Postgres() {
 			return
