@@ -303,7 +303,7 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 	rec := &store.Record{
 		Deployment: manent.Deployment{
 			ID: in.ID, Application: in.Application, Environment: in.Environment, Version: in.Version,
-			State: in.Waits.FirstState(), Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
+			State: in.Waits.FirstState(), Reason: in.Waits.FirstReason(), Requester: in.Requester, CreatedAt: time.Now().UTC(), Decision: decision,
 			RollbackOf: in.RollbackOf,
 		},
 		Input: raw,

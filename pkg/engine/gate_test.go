@@ -100,6 +100,11 @@ func TestCancelWaitingIsImmediate(t *testing.T) {
 	url, _ := f.artifact("v1", "x")
 	at := time.Now().Add(time.Hour)
 	id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
+	// It says what it waits for (status, activity).
+	if rec, err := f.eng.Store().Deployment(context.Background(), id); err != nil || rec.State != manent.StateDelayed ||
+		rec.Reason != "schedule.at "+at.UTC().Format(time.RFC3339) {
+		t.Fatalf("waiting: %v %s %q", err, rec.State, rec.Reason)
+	}
 	rec, err := f.eng.Cancel(context.Background(), id)
 	if err != nil || rec.State != manent.StateCancelled {
 		t.Fatalf("cancel: %v %+v", err, rec)

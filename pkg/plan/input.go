@@ -94,6 +94,16 @@ func (w Waits) FirstState() manent.State {
 	return manent.StateEnqueued
 }
 
+// FirstReason is why a deploy in FirstState waits, when submission knows
+// it: the time of schedule.at. The gate says it for the other waits once it
+// looks at them.
+func (w Waits) FirstReason() string {
+	if w.At != nil {
+		return "schedule.at " + w.At.UTC().Format(time.RFC3339)
+	}
+	return ""
+}
+
 // Digest binds approvals to what they approve: the plan, the target and
 // the artifact (URL and expected digest).
 func Digest(in Input) string {
