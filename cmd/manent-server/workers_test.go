@@ -555,6 +555,9 @@ func TestWorkersExecutorIDInUse(t *testing.T) {
 	if out, err := rec.CombinedOutput(); err == nil || !strings.Contains(string(out), "worker w1 is alive: it beat") {
 		t.Fatalf("admin recover of a live worker: %v\n%s", err, out)
 	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "admin", "procs", "*")); len(left) > 0 {
+		t.Fatalf("admin recover left %v behind", left)
+	}
 	if !alivePid(first[0]) || len(pidsIn(filepath.Join(dir, "slow-pids"))) != 1 {
 		t.Fatalf("the step's first attempt was stopped or ran again: pids %v", pidsIn(filepath.Join(dir, "slow-pids")))
 	}

@@ -78,6 +78,10 @@ type Options struct {
 	// NoFileLock opens a SQLite database beside the server that owns it
 	// (admin commands that only read); a node opened so must not Launch.
 	NoFileLock bool
+	// Once is for a one-shot admin command under an executor id of its
+	// own: it takes no executor lock (and leaves no lock file behind); a
+	// node opened so must not Launch.
+	Once bool
 }
 
 // ConfigError is a mistake in the configuration: the server must not start
@@ -193,12 +197,15 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	// One process per executor id and data_dir on this host, which also
 	// tells a restart here that its predecessor is dead (engine.Config.Seat).
 	seatPath := filepath.Join(procsRoot, fileName(cfg.ExecutorID)+".lock")
-	seatLock, err := store.LockPath(seatPath)
-	if errors.Is(err, store.ErrHeld) {
-		return nil, fmt.Errorf("executor id %s is in use: another manent-server on this host runs with it and data_dir %s; give each worker its own --executor-id (workers.executor_id)", cfg.ExecutorID, dataDir)
-	}
-	if err != nil {
-		return nil, err
+	var seatLock *store.FileLock
+	if !o.Once {
+		seatLock, err = store.LockPath(seatPath)
+		if errors.Is(err, store.ErrHeld) {
+			return nil, fmt.Errorf("executor id %s is in use: another manent-server on this host runs with it and data_dir %s; give each worker its own --executor-id (workers.executor_id)", cfg.ExecutorID, dataDir)
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {

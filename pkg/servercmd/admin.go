@@ -56,7 +56,7 @@ On SQLite a server does it at start for every other executor id.`,
 				return usageError{err}
 			}
 			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
-			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn")})
+			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), Once: true})
 			if err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ what still waits for that.`,
 				return usageError{err}
 			}
 			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
-			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), NoFileLock: true})
+			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), NoFileLock: true, Once: true})
 			if err != nil {
 				return err
 			}
