@@ -18,6 +18,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -51,7 +53,70 @@ func (p *Plugin) Validate(with map[string]any) error {
 	if d == "" {
 		return fmt.Errorf("local: %w", plugin.Settingf("", "target.with.dir is required"))
 	}
+	if _, err := keepReleases(with); err != nil {
+		return err
+	}
 	return p.checkDir(d)
+}
+
+// keepReleases is with.keep_releases: how many releases activation keeps
+// under releases/ (0, the default: all of them).
+func keepReleases(with map[string]any) (int, error) {
+	v, ok := with["keep_releases"]
+	if !ok || v == nil {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(fmt.Sprint(v))
+	if err != nil || n < 2 {
+		return 0, fmt.Errorf("local: %w", plugin.Settingf("keep_releases", "target.with.keep_releases must be an integer of at least 2 (the live release and the one before it, for rollback), got %v", v))
+	}
+	return n, nil
+}
+
+// pruneReleases makes room for this deploy's release (name) under
+// releases/ so that keep remain once it is unpacked: it removes the oldest
+// (by the time they were unpacked) beyond the keep most recent. The live
+// release — this deploy's rollback — and name always count as kept.
+func pruneReleases(dir string, keep int, live, name string, log io.Writer) {
+	releases := filepath.Join(dir, "releases")
+	entries, err := os.ReadDir(releases)
+	if err != nil {
+		return
+	}
+	type release struct {
+		name string
+		at   int64
+	}
+	var all []release
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			all = append(all, release{e.Name(), info.ModTime().UnixNano()})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at > all[j].at })
+	kept := map[string]bool{name: true}
+	if live != "" {
+		kept[live] = true
+	}
+	for _, r := range all {
+		if len(kept) >= keep {
+			break
+		}
+		kept[r.name] = true
+	}
+	for _, r := range all {
+		if kept[r.name] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(releases, r.name)); err != nil {
+			fmt.Fprintf(log, "could not remove releases/%s (keep_releases %d): %v\n", r.name, keep, err)
+			continue
+		}
+		fmt.Fprintf(log, "removed releases/%s (keep_releases %d)\n", r.name, keep)
+	}
 }
 
 func (p *Plugin) checkDir(d string) error {
@@ -144,6 +209,9 @@ func (p *Plugin) perTarget(pc plugin.Context, fn func(pc plugin.Context) (plugin
 	for _, t := range pc.Targets {
 		sub := pc
 		sub.With = map[string]any{"dir": filepath.Join(dir, ReleaseName(t))}
+		if k, ok := pc.With["keep_releases"]; ok {
+			sub.With["keep_releases"] = k
+		}
 		sub.Targets = nil
 		res, err := fn(sub)
 		if err != nil {
@@ -280,6 +348,13 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		name = stagedName(pc)
 	}
 	pruneStaged(releases, ReleaseName(pc.Version), cur, name)
+	keep, err := keepReleases(pc.With)
+	if err != nil {
+		return nil, plugin.Permanent(err)
+	}
+	if keep > 0 {
+		pruneReleases(dir, keep, cur, name, pc.Log)
+	}
 	final := filepath.Join(releases, name)
 	tmp := filepath.Join(releases, ".tmp-"+name+"-"+pc.DeployID)
 	_ = os.RemoveAll(tmp)
