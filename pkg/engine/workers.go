@@ -71,7 +71,7 @@ const (
 const leaderLockKey int64 = 0x6d616e656e74_01 // "manent" 01
 
 // ErrFenced is what OnFenced receives: the others declared this worker dead
-// and took its deploys over.
+// and took its deploys over, or another process took its executor id.
 var ErrFenced = errors.New("this worker was declared dead (no heartbeat for workers.dead_after) and its deploys were taken over by another worker, or another process started with its executor id: it stops; start it again")
 
 // ErrCutOff is what OnFenced receives when this worker's heartbeat has not
