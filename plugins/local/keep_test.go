@@ -72,7 +72,13 @@ func TestKeepReleases(t *testing.T) {
 	if cur, _ := os.Readlink(filepath.Join(target, "current")); filepath.Base(cur) != "4" {
 		t.Fatalf("current -> %s after the rollback, want releases/4", cur)
 	}
-	for _, bad := range []any{float64(1), "three", true, 2.5} {
+	// However the number arrives (YAML at admission, JSON in the workflow).
+	for _, good := range []any{3, int64(3), float64(1e6), json.Number("1000000")} {
+		if err := p.Validate(map[string]any{"dir": target, "keep_releases": good}); err != nil {
+			t.Errorf("keep_releases %#v: %v", good, err)
+		}
+	}
+	for _, bad := range []any{float64(1), "three", true, 2.5, json.Number("2.5"), float64(1e20)} {
 		if err := p.Validate(map[string]any{"dir": target, "keep_releases": bad}); err == nil ||
 			!strings.Contains(err.Error(), "keep_releases must be an integer of at least 2") {
 			t.Errorf("keep_releases %v: %v", bad, err)

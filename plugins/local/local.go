@@ -16,10 +16,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -66,11 +66,31 @@ func keepReleases(with map[string]any) (int, error) {
 	if !ok || v == nil {
 		return 0, nil
 	}
-	n, err := strconv.Atoi(fmt.Sprint(v))
-	if err != nil || n < 2 {
+	n, ok := integer(v)
+	if !ok || n < 2 {
 		return 0, fmt.Errorf("local: %w", plugin.Settingf("keep_releases", "target.with.keep_releases must be an integer of at least 2 (the live release and the one before it, for rollback), got %v", v))
 	}
 	return n, nil
+}
+
+// integer is v as an integer, whichever way a number reached the plugin
+// (YAML gives int, JSON float64 or json.Number).
+func integer(v any) (int, bool) {
+	switch n := v.(type) {
+	case int:
+		return n, true
+	case int64:
+		return int(n), true
+	case float64:
+		if n != math.Trunc(n) || math.Abs(n) > 1<<31 {
+			return 0, false
+		}
+		return int(n), true
+	case json.Number:
+		i, err := n.Int64()
+		return int(i), err == nil && i <= 1<<31
+	}
+	return 0, false
 }
 
 // pruneReleases makes room for this deploy's release (name) under
