@@ -100,30 +100,26 @@ func silent(ctx context.Context, st *store.Store, id string, heartbeat time.Dura
 	if heartbeat <= 0 {
 		heartbeat = engine.DefaultHeartbeat
 	}
-	alive, first, ago, found, err := st.LastBeat(ctx, id)
-	if err != nil || !found {
+	b, err := st.LastBeat(ctx, id)
+	if err != nil || !b.Found {
 		return err
 	}
-	if alive {
+	if first := b.Last; b.State == store.WorkerAlive {
 		window := 2*heartbeat + time.Second
-		if ago < window {
-			fmt.Fprintf(stderr, "worker %s beat %s ago: making sure it beats no more (up to %s)\n", id, ago.Round(time.Millisecond), (window - ago).Round(time.Millisecond))
+		if b.Ago < window {
+			fmt.Fprintf(stderr, "worker %s beat %s ago: making sure it beats no more (up to %s)\n", id, b.Ago.Round(time.Millisecond), (window - b.Ago).Round(time.Millisecond))
 		}
-		for ago < window {
+		for b.State == store.WorkerAlive && b.Ago < window {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(min(100*time.Millisecond, window-ago)):
+			case <-time.After(min(100*time.Millisecond, window-b.Ago)):
 			}
-			var last int64
-			if alive, last, ago, _, err = st.LastBeat(ctx, id); err != nil {
+			if b, err = st.LastBeat(ctx, id); err != nil {
 				return err
 			}
-			if alive && last != first {
-				return fmt.Errorf("worker %s is alive: it beat %s ago, while this command watched; recovering its deploys would run their current steps twice. Stop it first (SIGTERM hands its deploys over by itself)", id, ago.Round(time.Millisecond))
-			}
-			if !alive {
-				break
+			if b.State == store.WorkerAlive && b.Last != first {
+				return fmt.Errorf("worker %s is alive: it beat %s ago, while this command watched; recovering its deploys would run their current steps twice. Stop it first (SIGTERM hands its deploys over by itself)", id, b.Ago.Round(time.Millisecond))
 			}
 		}
 	}

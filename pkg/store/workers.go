@@ -124,28 +124,23 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 		} else if n > 0 {
 			return nil
 		}
-		var (
-			by, state, seat string
-			last, ago       int64
-		)
-		err = s.db.QueryRowContext(ctx, s.q(`SELECT COALESCE(claimed_by, ''), state, last_seen_ms, `+s.nowMs()+` - last_seen_ms, COALESCE(seat, '')
-			FROM manent_workers WHERE id = ?`), id).Scan(&by, &state, &last, &ago, &seat)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		b, err := s.LastBeat(ctx, id)
+		if err != nil {
 			return fmt.Errorf("register worker %s: %w", id, err)
 		}
-		why := fmt.Sprintf("worker %s is taking its deploys over", by)
-		if by == "" && state == WorkerAlive {
+		why := fmt.Sprintf("worker %s is taking its deploys over", b.ClaimedBy)
+		if b.ClaimedBy == "" && b.State == WorkerAlive {
 			// Not a claim: the previous process may be alive.
 			switch {
 			case seen == nil:
-				seen = &last
+				seen = &b.Last
 				if w.Waiting != nil {
-					w.Waiting(time.Duration(ago)*time.Millisecond, seat)
+					w.Waiting(b.Ago, b.Seat)
 				}
-			case last != *seen:
-				return &ExecutorInUseError{ID: id, Seat: seat}
+			case b.Last != *seen:
+				return &ExecutorInUseError{ID: id, Seat: b.Seat}
 			}
-			why = fmt.Sprintf("its previous process beat %s ago and is not yet silent for %s", (time.Duration(ago) * time.Millisecond).Round(time.Millisecond), w.DeadAfter)
+			why = fmt.Sprintf("its previous process beat %s ago and is not yet silent for %s", b.Ago.Round(time.Millisecond), w.DeadAfter)
 		}
 		select {
 		case <-ctx.Done():
@@ -156,21 +151,33 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 	}
 }
 
-// LastBeat is worker id's last heartbeat as the database has it: whether
-// it is listed alive, its last beat (epoch milliseconds, the database's
-// clock: compare two of them to see a new beat) and how long ago that was.
-// found is false when id has no row.
-func (s *Store) LastBeat(ctx context.Context, id string) (alive bool, last int64, ago time.Duration, found bool, err error) {
-	var state string
+// Beat is a worker's row as the database has it when it is asked
+// (LastBeat).
+type Beat struct {
+	Found     bool   // id has a row
+	State     string // alive, leaving or dead
+	ClaimedBy string // the worker taking it over ("": none)
+	Seat      string // where its process runs ("": unknown)
+	// Last is its last heartbeat in epoch milliseconds by the database's
+	// clock (compare two to see a new beat), Ago how long ago that was.
+	Last int64
+	Ago  time.Duration
+}
+
+// LastBeat returns worker id's row as it is now (Found false: no row).
+func (s *Store) LastBeat(ctx context.Context, id string) (Beat, error) {
+	var b Beat
 	var agoMs int64
-	err = s.db.QueryRowContext(ctx, s.q(`SELECT state, last_seen_ms, `+s.nowMs()+` - last_seen_ms FROM manent_workers WHERE id = ?`), id).Scan(&state, &last, &agoMs)
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT state, COALESCE(claimed_by, ''), COALESCE(seat, ''), last_seen_ms, `+s.nowMs()+` - last_seen_ms
+		FROM manent_workers WHERE id = ?`), id).Scan(&b.State, &b.ClaimedBy, &b.Seat, &b.Last, &agoMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, 0, 0, false, nil
+		return Beat{}, nil
 	}
 	if err != nil {
-		return false, 0, 0, false, fmt.Errorf("worker %s: %w", id, err)
+		return Beat{}, fmt.Errorf("worker %s: %w", id, err)
 	}
-	return state == WorkerAlive, last, time.Duration(agoMs) * time.Millisecond, true, nil
+	b.Found, b.Ago = true, time.Duration(agoMs)*time.Millisecond
+	return b, nil
 }
 
 // Heartbeat records that worker id, the process that registered as

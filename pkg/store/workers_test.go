@@ -153,8 +153,8 @@ func TestExecutorIDHeldByOneProcess(t *testing.T) {
 		if err := st.LeaveWorker(ctx, "a", "a1"); err != nil {
 			t.Fatal(err)
 		}
-		if alive, _, _, _, err := st.LastBeat(ctx, "a"); err != nil || !alive {
-			t.Fatalf("after the replaced process left: alive %v, %v; want the new one alive", alive, err)
+		if b, err := st.LastBeat(ctx, "a"); err != nil || b.State != store.WorkerAlive {
+			t.Fatalf("after the replaced process left: %+v, %v; want the new one alive", b, err)
 		}
 		if !st.Postgres() {
 			return

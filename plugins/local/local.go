@@ -59,7 +59,7 @@ func (p *Plugin) Validate(with map[string]any) error {
 	return p.checkDir(d)
 }
 
-// keepReleases is with.keep_releases: how many releases activation keeps
+// keepReleases is with.keep_releases: how many releases each deploy keeps
 // under releases/ (0, the default: all of them).
 func keepReleases(with map[string]any) (int, error) {
 	v, ok := with["keep_releases"]
