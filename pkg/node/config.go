@@ -68,6 +68,12 @@ type Config struct {
 			// (default, and always in local trial mode: <data_dir>/targets).
 			Root string `mapstructure:"root"`
 		} `mapstructure:"local"`
+		Kubernetes struct {
+			// Kubeconfigs lists the kubeconfig files a kubernetes target
+			// may name in with.kubeconfig (none by default; any in local
+			// trial mode).
+			Kubeconfigs []string `mapstructure:"kubeconfigs"`
+		} `mapstructure:"kubernetes"`
 	} `mapstructure:"plugins"`
 	// Health is the policy of the descriptors' health checks (SPEC §11.1):
 	// Allow has the syntax of callbacks.allow; empty means every http and
@@ -118,6 +124,16 @@ type Config struct {
 	// Trial is set when no configuration file was given (SPEC §8.1): local
 	// trial mode.
 	Trial bool `mapstructure:"-"`
+}
+
+// Kubeconfigs is the kubernetes target's allowed kubeconfig files
+// (SPEC §11.1): plugins.kubernetes.kubeconfigs, none when unset, nil (any)
+// in local trial mode.
+func (c *Config) Kubeconfigs() []string {
+	if c.Trial {
+		return nil
+	}
+	return append([]string{}, c.Plugins.Kubernetes.Kubeconfigs...)
 }
 
 // LocalRoot is the absolute directory the local target writes under

@@ -40,7 +40,7 @@ func Register(reg *plugin.Registry, host node.Host) error {
 		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
-		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr})),
+		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr, Kubeconfigs: host.Config.Kubeconfigs()})),
 		reg.RegisterRunner("cluster-ready", cr),
 		reg.RegisterTarget("http", hp),
 	)

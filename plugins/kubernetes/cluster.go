@@ -80,6 +80,9 @@ type cluster struct {
 // connect builds the clients of one action. Discovery is cached for the
 // action only: a CRD installed meanwhile is seen by the next action.
 func (p *Plugin) connect(c config) (*cluster, error) {
+	if err := p.checkKubeconfig(c); err != nil {
+		return nil, plugin.Permanent(fmt.Errorf("kubernetes: %w", err))
+	}
 	cfg, err := p.restConfig(c.Kubeconfig, c.Context)
 	if err != nil {
 		return nil, plugin.Permanent(fmt.Errorf("kubernetes: %w", err))

@@ -96,6 +96,12 @@ type Options struct {
 	// ClusterReady waits on the agent's reports (the cluster-ready
 	// plugin); the health gate of a target with with.cluster needs it.
 	ClusterReady ClusterReady
+	// Kubeconfigs lists the kubeconfig files a target may name in
+	// with.kubeconfig (plugins.kubernetes.kubeconfigs, SPEC §11.1): a
+	// kubeconfig can run commands (exec credentials) and read files
+	// (tokenFile) as the server, so a descriptor may not pick any file.
+	// nil allows any file (local trial mode); an empty list allows none.
+	Kubeconfigs []string
 }
 
 // ClusterReady waits for a deploy's workloads as the agent reports them
@@ -106,14 +112,21 @@ type ClusterReady interface {
 
 // Plugin is the kubernetes target. It holds no state between actions.
 type Plugin struct {
-	restConfig func(kubeconfig, context string) (*rest.Config, error)
-	every      time.Duration
-	ready      ClusterReady
+	restConfig  func(kubeconfig, context string) (*rest.Config, error)
+	every       time.Duration
+	ready       ClusterReady
+	kubeconfigs []string // nil: any
 }
 
 // New returns the kubernetes plugin.
 func New(opts Options) *Plugin {
 	p := &Plugin{restConfig: opts.RESTConfig, every: opts.PollInterval, ready: opts.ClusterReady}
+	if opts.Kubeconfigs != nil {
+		p.kubeconfigs = []string{}
+		for _, f := range opts.Kubeconfigs {
+			p.kubeconfigs = append(p.kubeconfigs, filepath.Clean(f))
+		}
+	}
 	if p.restConfig == nil {
 		p.restConfig = RESTConfig
 	}
@@ -217,11 +230,30 @@ func (p settingProblems) Error() string {
 
 func (p settingProblems) Unwrap() []error { return p }
 
-// Validate checks `with`: known keys, a namespace name, a relative
-// manifests path, an image repository without tag, a positive timeout.
+// Validate checks `with`: known keys, a kubeconfig this server allows, a
+// namespace name, a relative manifests path, an image repository without
+// tag, a positive timeout.
 func (p *Plugin) Validate(with map[string]any) error {
-	_, err := parse(with)
-	return err
+	c, err := parse(with)
+	if err != nil {
+		return err
+	}
+	return p.checkKubeconfig(c)
+}
+
+// checkKubeconfig refuses a with.kubeconfig that is not one of the
+// server's plugins.kubernetes.kubeconfigs.
+func (p *Plugin) checkKubeconfig(c config) error {
+	if c.Kubeconfig == "" || p.kubeconfigs == nil {
+		return nil
+	}
+	if filepath.IsAbs(c.Kubeconfig) && slices.Contains(p.kubeconfigs, filepath.Clean(c.Kubeconfig)) {
+		return nil
+	}
+	if len(p.kubeconfigs) == 0 {
+		return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is not allowed: this server allows no kubeconfig file (plugins.kubernetes.kubeconfigs is empty; without with.kubeconfig the in-cluster configuration or the server's own kubeconfig is used)", c.Kubeconfig)
+	}
+	return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is not one of this server's kubeconfig files (plugins.kubernetes.kubeconfigs: %s)", c.Kubeconfig, strings.Join(p.kubeconfigs, ", "))
 }
 
 func logOf(pc plugin.Context) io.Writer {

@@ -3,11 +3,13 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -163,5 +165,53 @@ func TestActionsWithoutCluster(t *testing.T) {
 	}
 	if _, err := p.RollbackActivation(ctx, pc, nil); err != nil {
 		t.Errorf("RollbackActivation = %v, want nil (nothing to undo)", err)
+	}
+}
+
+// with.kubeconfig must be one of Options.Kubeconfigs when the list is set
+// (plugins.kubernetes.kubeconfigs): refused by Validate at submission and
+// again when an action connects, before client-go reads the file (a
+// kubeconfig's exec entry runs a command as the server).
+func TestKubeconfigAllowed(t *testing.T) {
+	read := 0
+	rc := func(string, string) (*rest.Config, error) { read++; return nil, errors.New("read") }
+	for _, tc := range []struct {
+		name string
+		list []string
+		path string
+		ok   bool
+	}{
+		{"any (nil list)", nil, "/anything", true},
+		{"none (empty list)", []string{}, "/etc/kube/prod.yaml", false},
+		{"listed", []string{"/etc/kube/prod.yaml"}, "/etc/kube/prod.yaml", true},
+		{"listed, not clean", []string{"/etc/kube/prod.yaml"}, "/etc/kube/./x/../prod.yaml", true},
+		{"not listed", []string{"/etc/kube/prod.yaml"}, "/tmp/planted.yaml", false},
+		{"relative", []string{"/etc/kube/prod.yaml"}, "prod.yaml", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New(Options{Kubeconfigs: tc.list, RESTConfig: rc})
+			with := map[string]any{"kubeconfig": tc.path}
+			err := p.Validate(with)
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate: %v, want ok %v", err, tc.ok)
+			}
+			if err != nil {
+				var se *plugin.SettingError
+				if !errors.As(err, &se) || se.Path != "kubeconfig" {
+					t.Fatalf("Validate: %v, want a setting error at kubeconfig", err)
+				}
+			}
+			before := read
+			_, err = p.connect(config{Kubeconfig: tc.path})
+			if tc.ok != (read == before+1) || err == nil {
+				t.Fatalf("connect: %v, file read %d times, want read only when allowed", err, read-before)
+			}
+			if !tc.ok && !plugin.IsPermanent(err) {
+				t.Fatalf("connect: %v, want a permanent error", err)
+			}
+		})
+	}
+	if err := New(Options{Kubeconfigs: []string{}}).Validate(map[string]any{}); err != nil {
+		t.Fatalf("no with.kubeconfig: %v, want the default configuration allowed", err)
 	}
 }
