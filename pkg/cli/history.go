@@ -138,7 +138,9 @@ deploy of VERSION. The new deploy goes through every submission check
 governance: freezes, promotion, approvals, change management) and records
 rollback_of: the id of the current release's deploy, shown by 'status',
 'history' and the API. A schedule.at or after of the old descriptor is
-dropped: a rollback runs now.
+dropped: a rollback runs now. Without artifact.sha256 in the old descriptor
+the rollback is pinned to the sha256 that release recorded: changed bytes
+behind its URL fail the artifacts step.
 
 When there is nothing to roll back to (no current release, no earlier
 SUCCESS of another version, or VERSION never succeeded here) the server

@@ -194,6 +194,12 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := *stored.Descriptor
+	// The release is the bytes that were deployed, not what its URL serves
+	// today: a descriptor without artifact.sha256 is pinned to the digest
+	// that deploy recorded, so changed bytes fail the artifacts step.
+	if d.Artifact.SHA256 == "" {
+		d.Artifact.SHA256 = from.ArtifactSHA256
+	}
 	// A rollback runs now: the release's own wait (schedule.at, after) is
 	// long past and must not hold it.
 	d.Schedule, d.After = nil, nil

@@ -229,3 +229,40 @@ func TestRacingRollbacksQueueOne(t *testing.T) {
 		waitFor(t, admin, accepted[0], manent.StateSuccess)
 	})
 }
+
+// A rollback deploys the bytes the release was: its descriptor had no
+// artifact.sha256 and the file behind its URL changed since, so the
+// rollback, pinned to the digest that deploy recorded, fails at the
+// artifacts step instead of deploying other bytes under the old version.
+func TestRollbackPinsTheRecordedArtifact(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art1, art2 := artifactFile(t), artifactFile(t)
+	var first string
+	for _, c := range []struct{ art, v string }{{art1, "1"}, {art2, "2"}} {
+		res, err := ci.Submit(ctx, simple(c.art, "staging", c.v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+		if first == "" {
+			first = res.ID
+		}
+	}
+	v1, err := ci.Deployment(ctx, first)
+	if err != nil || v1.ArtifactSHA256 == "" {
+		t.Fatalf("deploy %s: %+v %v, want its artifact's sha256 recorded", first, v1, err)
+	}
+	if err := os.WriteFile(strings.TrimPrefix(art1, "file://"), []byte("other bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil || rb.Version != "1" {
+		t.Fatalf("rollback: %+v %v, want version 1", rb, err)
+	}
+	d := waitFor(t, ci, rb.ID, manent.StateError)
+	if !strings.Contains(d.Error, v1.ArtifactSHA256) {
+		t.Fatalf("rollback over changed bytes: error %q, want the recorded sha256 %s named", d.Error, v1.ArtifactSHA256)
+	}
+}
