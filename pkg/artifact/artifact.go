@@ -21,6 +21,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -39,6 +40,61 @@ type Fetcher struct {
 	// http(s) download.
 	HTTP     *http.Client
 	MaxBytes int64
+	// IdleTimeout fails an http(s) download that receives nothing — no
+	// answer, then no byte of the body — for this long
+	// (artifacts.idle_timeout; 0: DefaultIdleTimeout). Timeout bounds the
+	// whole download (artifacts.timeout; 0: DefaultTimeout). Both are
+	// transient: the step retries.
+	IdleTimeout time.Duration
+	Timeout     time.Duration
+}
+
+// The defaults of artifacts.idle_timeout and artifacts.timeout.
+const (
+	DefaultIdleTimeout = time.Minute
+	DefaultTimeout     = 30 * time.Minute
+)
+
+// stalled and tooLong are the causes of a download cut by its timeouts.
+type stalled struct{ after time.Duration }
+
+func (e stalled) Error() string {
+	return fmt.Sprintf("no data received for %s (artifacts.idle_timeout)", e.after)
+}
+
+type tooLong struct{ after time.Duration }
+
+func (e tooLong) Error() string {
+	return fmt.Sprintf("not complete after %s (artifacts.timeout)", e.after)
+}
+
+// progress resets its timer on every byte read: the idle timeout counts
+// from the last byte received.
+type progress struct {
+	r     io.Reader
+	timer *time.Timer
+	idle  time.Duration
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.timer.Reset(p.idle)
+	}
+	return n, err
+}
+
+// cut is err, or the timeout that cut the download of rawURL when ctx
+// ended because of one.
+func cut(ctx context.Context, rawURL string, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		var s stalled
+		var l tooLong
+		if errors.As(cause, &s) || errors.As(cause, &l) {
+			return fmt.Errorf("%s: %w", plugin.RedactURL(rawURL), cause)
+		}
+	}
+	return err
 }
 
 // Fetch downloads rawURL into dir and checks it against want (a hex sha256,
@@ -74,6 +130,23 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 		}
 		src = fh
 	case "http", "https":
+		// A source that stops sending must not hold a worker slot: the
+		// download ends after idle without a byte, or after timeout.
+		idle, total := f.IdleTimeout, f.Timeout
+		if idle <= 0 {
+			idle = DefaultIdleTimeout
+		}
+		if total <= 0 {
+			total = DefaultTimeout
+		}
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, total, tooLong{total})
+		defer stop()
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		timer := time.AfterFunc(idle, func() { cancel(stalled{idle}) })
+		defer timer.Stop()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 		if err != nil {
 			return nil, plugin.Permanent(err)
@@ -91,7 +164,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 			if egress.IsRefused(err) {
 				return nil, plugin.Permanent(fmt.Errorf("download artifact: %w", err))
 			}
-			return nil, fmt.Errorf("download artifact: %w", err)
+			return nil, fmt.Errorf("download artifact: %w", cut(ctx, rawURL, err))
 		}
 		if resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
@@ -101,7 +174,10 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 			}
 			return nil, err
 		}
-		src = resp.Body
+		src = struct {
+			io.Reader
+			io.Closer
+		}{&progress{r: resp.Body, timer: timer, idle: idle}, resp.Body}
 	default:
 		return nil, plugin.Permanent(fmt.Errorf("artifact url scheme %q is not supported (http, https, file)", u.Scheme))
 	}
@@ -122,7 +198,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return nil, fmt.Errorf("download artifact: %w", err)
+		return nil, fmt.Errorf("download artifact: %w", cut(ctx, rawURL, err))
 	}
 	if n > limit {
 		os.Remove(tmp)

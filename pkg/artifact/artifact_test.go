@@ -69,3 +69,57 @@ func TestFetchErrorsHideTheSignature(t *testing.T) {
 		t.Fatalf("a refused connection: %v, want an error without the signature", err)
 	}
 }
+
+// A source that stops sending — before it answers or in the middle of the
+// body — does not hold the step (and its worker slot) for good: the
+// download ends after idle_timeout without a byte, and one that keeps
+// trickling ends after timeout. Both are transient: the step retries.
+func TestStalledDownloadsEnd(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/silent.tgz": // never answers
+		case "/stops.tgz": // answers, sends a byte, then nothing
+			w.Header().Set("Content-Length", "1000")
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+		case "/trickle.tgz": // a byte every 20ms, for ever
+			w.Header().Set("Content-Length", "100000")
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-t.C:
+					if _, err := w.Write([]byte("x")); err != nil {
+						return
+					}
+					w.(http.Flusher).Flush()
+				}
+			}
+		}
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	f := &artifact.Fetcher{MaxBytes: 1 << 20, HTTP: srv.Client(), IdleTimeout: 300 * time.Millisecond, Timeout: time.Second}
+	for path, want := range map[string]string{
+		"/silent.tgz":  "no data received for 300ms (artifacts.idle_timeout)",
+		"/stops.tgz":   "no data received for 300ms (artifacts.idle_timeout)",
+		"/trickle.tgz": "not complete after 1s (artifacts.timeout)",
+	} {
+		dir := t.TempDir()
+		done := make(chan error, 1)
+		go func() { _, err := f.Fetch(context.Background(), srv.URL+path, dir, ""); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), srv.URL+path) || plugin.IsPermanent(err) {
+				t.Errorf("%s: %v, want a transient error naming the URL and %q", path, err, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the download did not end within 20s", path)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 0 {
+			t.Errorf("%s: the work directory keeps %d files", path, len(left))
+		}
+	}
+}

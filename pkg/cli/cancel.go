@@ -27,7 +27,8 @@ func NewCmdCancel(f *Factory, runF func(*CancelOptions) error) *cobra.Command {
 		Short: "Cancel a deploy",
 		Long: `Ask the server to cancel a deploy. A waiting deploy is cancelled at once; a
 running one stops at the start of its next step (the running step
-completes, so no target is left half written) and ends CANCELLED. A cancel
+completes, so no target is left half written; only an artifact download,
+which writes no target, is cut within a second) and ends CANCELLED. A cancel
 that arrives during the deploy's last step has nothing left to stop: the
 deploy ends as that step does, and its log says so. Use 'manent wait' to
 see it end.`,

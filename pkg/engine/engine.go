@@ -62,9 +62,12 @@ type Config struct {
 	QueuePoll time.Duration
 	// MaxRecoveryAttempts bounds how often a crashed deploy is resumed.
 	MaxRecoveryAttempts int
-	// MaxArtifactBytes bounds a download.
-	MaxArtifactBytes int64
-	Plugins          *plugin.Registry
+	// MaxArtifactBytes bounds a download; ArtifactIdleTimeout and
+	// ArtifactTimeout end one that stalls or takes too long (pkg/artifact).
+	MaxArtifactBytes    int64
+	ArtifactIdleTimeout time.Duration
+	ArtifactTimeout     time.Duration
+	Plugins             *plugin.Registry
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
@@ -191,13 +194,14 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		}
 	}
 	e := &Engine{
-		cfg:     cfg,
-		st:      st,
-		dbos:    dctx,
-		reader:  reader,
-		fetcher: &artifact.Fetcher{HTTP: cfg.Artifacts, MaxBytes: cfg.MaxArtifactBytes},
-		log:     cfg.Logger,
-		live:    newLiveness(),
+		cfg:    cfg,
+		st:     st,
+		dbos:   dctx,
+		reader: reader,
+		fetcher: &artifact.Fetcher{HTTP: cfg.Artifacts, MaxBytes: cfg.MaxArtifactBytes,
+			IdleTimeout: cfg.ArtifactIdleTimeout, Timeout: cfg.ArtifactTimeout},
+		log:  cfg.Logger,
+		live: newLiveness(),
 	}
 	e.queue, err = dbos.RegisterQueue(dctx, QueueName,
 		dbos.WithPartitionConcurrency(1),

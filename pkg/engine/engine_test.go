@@ -7,6 +7,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -403,6 +405,56 @@ func TestCancelRunningStopsAtNextStep(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(f.targets, "web", "prod", "releases")); !os.IsNotExist(err) {
 			t.Errorf("the target was written after cancel: %v", err)
+		}
+	})
+}
+
+// A cancel does not wait for a download: the artifacts step writes nothing
+// outside the deploy's work directory, so the cancel cuts it (a source
+// that stalls would otherwise hold the worker slot until
+// artifacts.idle_timeout, here an hour). The step is recorded ERROR, the
+// deploy ends CANCELLED, the source sees the request go.
+func TestCancelCutsARunningDownload(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2, func(c *node.Config) { c.Artifacts.IdleTimeout = time.Hour })
+		asked, gone := make(chan struct{}, 1), make(chan struct{}, 1)
+		src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			_, _ = w.Write([]byte("x"))
+			w.(http.Flusher).Flush()
+			asked <- struct{}{}
+			select {
+			case <-r.Context().Done():
+				gone <- struct{}{}
+			case <-time.After(time.Minute):
+			}
+		}))
+		defer src.Close()
+		id := f.submit(descriptorYAML("web", "prod", "1", src.URL+"/app.tar.gz", "", ""))
+		select {
+		case <-asked:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the download did not start within 30s")
+		}
+		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 30*time.Second)
+		if rec.State != manent.StateCancelled {
+			t.Fatalf("state = %s (%s), want CANCELLED", rec.State, rec.Error)
+		}
+		if s := step(t, rec, "artifacts"); s.State != manent.StepError || !strings.Contains(s.Error, "the deploy was cancelled") || s.Attempts != 1 {
+			t.Errorf("artifacts = %s %q after %d attempts, want ERROR \"stopped: the deploy was cancelled\" once", s.State, s.Error, s.Attempts)
+		}
+		select {
+		case <-gone:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the source still serves the download")
+		}
+		for _, n := range []string{"qa", "deploy"} {
+			if s := step(t, rec, n); s.State != manent.StepSkipped {
+				t.Errorf("%s = %s, want SKIPPED", n, s.State)
+			}
 		}
 	})
 }

@@ -341,6 +341,9 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 		if _, serr := r.recordEnd(ctx, name, end); serr != nil {
 			return stepOut{}, errors.Join(err, serr)
 		}
+		if errors.Is(err, errCutByCancel) {
+			return stepOut{Cancelled: true}, nil
+		}
 		return stepOut{}, err
 	}
 	raw, merr := json.Marshal(out)
@@ -681,8 +684,17 @@ func (r *run) secrets(_ context.Context, log *logWriter) (any, error) {
 
 func (r *run) artifacts(ctx context.Context, log *logWriter) (any, error) {
 	a := r.in.Descriptor.Artifact
+	// A download writes only to the deploy's work directory: a cancel need
+	// not wait for it (SPEC §5 lets a running step complete so that no
+	// target is left half written; this step writes none).
+	ctx, stop := r.cutOnCancel(ctx)
+	defer stop()
 	f, err := r.e.fetcher.Fetch(ctx, a.URL, r.e.WorkDir(r.in.ID), a.SHA256)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), errCutByCancel) {
+			fmt.Fprintf(log, "download of %s stopped: the deploy was cancelled\n", plugin.RedactURL(a.URL))
+			return nil, errCutByCancel
+		}
 		return nil, err
 	}
 	fmt.Fprintf(log, "downloaded %s (%d bytes, sha256 %s)\n", plugin.RedactURL(a.URL), f.Size, f.SHA256)
@@ -920,4 +932,39 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 func (r *run) quiet() bool {
 	d := r.in.Descriptor
 	return !r.in.Waits.Change && (d == nil || (len(d.Callbacks) == 0 && (d.Notify == nil || len(d.Notify.Chat) == 0)))
+}
+
+// errCutByCancel ends a step that a cancel of its deploy stopped while it
+// ran (cutOnCancel): the step is recorded ERROR with it, the deploy ends
+// CANCELLED.
+var errCutByCancel = errors.New("stopped: the deploy was cancelled")
+
+// cancelPoll is how often a step that a cancel may cut reads its deploy's
+// cancel flag. The flag is read from the database, so a cancel sent to
+// any worker reaches the one running the step.
+var cancelPoll = time.Second
+
+// cutOnCancel returns a context that ends, with the cause errCutByCancel,
+// when the deploy is cancelled while the step runs; stop ends the watch.
+// Only steps that change nothing outside the deploy's work directory use it.
+func (r *run) cutOnCancel(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(cancelPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if yes, err := r.e.st.CancelRequested(ctx, r.in.ID); err == nil && yes {
+					cancel(errCutByCancel)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(nil); <-done }
 }

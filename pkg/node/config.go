@@ -40,6 +40,11 @@ type Config struct {
 	Artifacts struct {
 		Sources  []string `mapstructure:"sources"`
 		MaxBytes int64    `mapstructure:"max_bytes"`
+		// IdleTimeout fails a download that receives nothing for this
+		// long, Timeout one that is not complete after it (0: the
+		// defaults of pkg/artifact, 1m and 30m).
+		IdleTimeout time.Duration `mapstructure:"idle_timeout"`
+		Timeout     time.Duration `mapstructure:"timeout"`
 	} `mapstructure:"artifacts"`
 	Auth struct {
 		Tokens []auth.TokenConfig `mapstructure:"tokens"`

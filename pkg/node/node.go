@@ -150,6 +150,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
+	if cfg.Artifacts.IdleTimeout < 0 || cfg.Artifacts.Timeout < 0 || cfg.Artifacts.MaxBytes < 0 {
+		return nil, configError(errors.New("artifacts.idle_timeout, artifacts.timeout and artifacts.max_bytes must not be negative"))
+	}
 	if cfg.Workers.Heartbeat < 0 || cfg.Workers.DeadAfter < 0 {
 		return nil, configError(errors.New("workers.heartbeat and workers.dead_after must not be negative"))
 	}
@@ -293,7 +296,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		ExecutorID: cfg.ExecutorID, Slots: cfg.Workers.Slots, DataDir: dataDir,
 		RetryBase: cfg.Workers.RetryBase, RetryMax: cfg.Workers.RetryMax, QueuePoll: cfg.Workers.QueuePoll,
 		MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts, SchedulerPoll: cfg.Workers.SchedulerPoll,
-		MaxArtifactBytes: cfg.Artifacts.MaxBytes, Plugins: reg, Admitter: adm,
+		MaxArtifactBytes:    cfg.Artifacts.MaxBytes,
+		ArtifactIdleTimeout: cfg.Artifacts.IdleTimeout, ArtifactTimeout: cfg.Artifacts.Timeout, Plugins: reg, Admitter: adm,
 		ITSM: changes, ChangePoll: cfg.ITSM.Poll,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/node"
@@ -83,6 +84,27 @@ func TestBadDatabaseURLIsAConfigError(t *testing.T) {
 		}
 		if !node.IsConfigError(err) {
 			t.Errorf("%s: %v, want a configuration error", db, err)
+		}
+	}
+}
+
+// A negative artifact limit is a configuration error, not a download that
+// fails at once (or, for max_bytes, the 1 GiB default in disguise).
+func TestNegativeArtifactLimitsAreConfigErrors(t *testing.T) {
+	for name, set := range map[string]func(*node.Config){
+		"idle_timeout": func(c *node.Config) { c.Artifacts.IdleTimeout = -time.Second },
+		"timeout":      func(c *node.Config) { c.Artifacts.Timeout = -time.Second },
+		"max_bytes":    func(c *node.Config) { c.Artifacts.MaxBytes = -1 },
+	} {
+		cfg := servertest.Config(t.TempDir())
+		set(cfg)
+		n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register})
+		if err == nil {
+			n.Close(0)
+			t.Fatalf("%s: the server started", name)
+		}
+		if !node.IsConfigError(err) || !strings.Contains(err.Error(), "artifacts."+name) {
+			t.Errorf("%s: %v, want a configuration error naming artifacts.%s", name, err, name)
 		}
 	}
 }

@@ -172,15 +172,19 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 
 // cancelRequestedReason is what a running deploy whose cancel was asked
 // for still waits for: its running step ends first — it is never cut short
-// (SPEC §5) — then the deploy ends CANCELLED. When that step is the last
-// the deploy runs (only cleanup and closing its change ticket follow,
-// which a cancel does not stop), nothing is left to cancel: the deploy
-// ends as the step does.
+// (SPEC §5), except the artifacts download, which writes no target and
+// stops within a second — then the deploy ends CANCELLED. When that step
+// is the last the deploy runs (only cleanup and closing its change ticket
+// follow, which a cancel does not stop), nothing is left to cancel: the
+// deploy ends as the step does.
 func cancelRequestedReason(steps []manent.Step) string {
 	for i := len(steps) - 1; i >= 0; i-- {
 		st := steps[i]
 		if st.State != manent.StepRunning {
 			continue
+		}
+		if st.Name == manent.StepArtifacts {
+			return "cancel requested: the artifact download stops within a second (it writes no target), then the deploy ends CANCELLED"
 		}
 		if !stepsLeft(steps[i+1:]) {
 			return fmt.Sprintf("cancel requested during the last step, %s: a running step is never cut short and no step is left to stop, so the deploy ends as %s does", st.Name, st.Name)
