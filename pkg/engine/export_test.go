@@ -10,3 +10,7 @@ import (
 func (e *Engine) Tick(ctx context.Context, schedule string, at time.Time) (string, error) {
 	return e.tickStep(ctx, schedule, at)
 }
+
+// SetGateEnqueueHook sets a function run before a gate enqueues its deploy
+// (nil: none).
+func SetGateEnqueueHook(f func(id string)) { gateEnqueueHook = f }

@@ -66,6 +66,14 @@ func (e *Engine) gateWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 			return res, err
 		}
 	}
+	if in.Waits.Approvals != nil {
+		if done, res, err := g.inApprovalOrder(ctx); done || err != nil {
+			return res, err
+		}
+	}
+	if gateEnqueueHook != nil {
+		gateEnqueueHook(in.ID)
+	}
 	ok, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
 		return g.transition(sctx, manent.StateEnqueued, "")
 	}, dbos.WithStepName("gate:enqueue"), dbos.WithStepMaxRetries(5))
@@ -284,6 +292,103 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 			return true, Result{State: manent.StateCancelled}, nil
 		}
 	}
+}
+
+// gateEnqueueHook, when set (tests), runs before a gate enqueues its
+// deploy.
+var gateEnqueueHook func(id string)
+
+// orderPoll is how often an approved deploy checks whether the older ones
+// it lets go first are queued; orderWait is how long it waits for them.
+const (
+	orderPoll = 200 * time.Millisecond
+	orderWait = 30 * time.Second
+)
+
+// inApprovalOrder keeps the submission order of approved deploys: an
+// approved deploy is queued only after the older deploys of its
+// environment that are approved too but still in their gate (approved a
+// moment earlier; their gate is on its way to the queue). Otherwise the
+// one approved second could run first and the first, which then finds a
+// newer release current, would end ERROR at config (notOvertaken) for an
+// order nobody chose. An older deploy that also waits for a change ticket
+// is not waited for (its ticket may take hours), nor is any for longer
+// than orderWait.
+func (g *gate) inApprovalOrder(ctx dbos.Context) (bool, Result, error) {
+	until, err := dbos.RunAsStep(ctx, func(context.Context) (time.Time, error) {
+		return time.Now().Add(orderWait).UTC(), nil
+	}, dbos.WithStepName("gate:order-deadline"))
+	if err != nil {
+		return false, Result{}, err
+	}
+	for i := 0; ; i++ {
+		first, err := dbos.RunAsStep(ctx, func(sctx context.Context) (string, error) {
+			older, err := g.approvedBefore(sctx)
+			if err != nil || older == "" || time.Now().After(until) {
+				return "", err
+			}
+			_, err = g.transition(sctx, manent.StateAwaitingApproval,
+				fmt.Sprintf("approved; queued after %s, submitted earlier and approved too, which is being queued", older))
+			return older, err
+		}, dbos.WithStepName(fmt.Sprintf("gate:order-%d", i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return false, Result{}, err
+		}
+		if first == "" {
+			return false, Result{}, nil
+		}
+		msg, err := g.wait(ctx, orderPoll)
+		if err != nil {
+			return false, Result{}, err
+		}
+		if msg.Kind == "cancel" {
+			return true, Result{State: manent.StateCancelled}, nil
+		}
+	}
+}
+
+// approvedBefore returns the oldest deploy of the gate's environment that
+// was submitted before it, still waits in its gate for approvals (not for
+// a change ticket) and has all of them: it goes to the queue first.
+func (g *gate) approvedBefore(ctx context.Context) (string, error) {
+	me, err := g.e.st.Deployment(ctx, g.in.ID)
+	if err != nil {
+		return "", err
+	}
+	recs, _, err := g.e.st.List(ctx, store.Filter{Application: g.in.Application, Environment: g.in.Environment,
+		States: []manent.State{manent.StateAwaitingApproval}, Limit: 500})
+	if err != nil {
+		return "", err
+	}
+	first := ""
+	for _, r := range recs { // newest first
+		if r.ID == g.in.ID || r.CreatedAt.After(me.CreatedAt) || (r.CreatedAt.Equal(me.CreatedAt) && r.ID > me.ID) {
+			continue
+		}
+		var in plan.Input
+		if json.Unmarshal(r.Input, &in) != nil || in.Waits.Approvals == nil || in.Waits.Change {
+			continue
+		}
+		as, err := g.e.st.Approvals(ctx, r.ID)
+		if err != nil {
+			return "", err
+		}
+		if CountApprovals(as, plan.Digest(in)) < in.Waits.Approvals.Count || rejected(as) {
+			continue
+		}
+		first = r.ID
+	}
+	return first, nil
+}
+
+// rejected reports whether one of as is a rejection.
+func rejected(as []manent.Approval) bool {
+	for _, a := range as {
+		if a.Verdict == "reject" {
+			return true
+		}
+	}
+	return false
 }
 
 // CountApprovals counts the approvals given for the current plan digest.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
@@ -235,4 +236,51 @@ func TestDependencyThenApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitState(b, manent.StateSuccess)
+}
+
+// Two deploys of one environment approved one after the other run in that
+// order, however their gates race to the queue: the second waits in its
+// gate, saying for which deploy, until the first is queued. Before, the
+// second could run first and the first then ended ERROR at config,
+// claiming a newer release became current "while it waited for its
+// approval". The hook holds the first gate at the queue's door until the
+// second has decided what to do (or for 10 s).
+func TestApprovedDeploysRunInApprovalOrder(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 4)
+	url, _ := f.artifact("v", "x")
+	rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}}
+	a := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
+	b := f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(plan.Waits{Approvals: rule}))
+	f.waitState(a, manent.StateAwaitingApproval)
+	f.waitState(b, manent.StateAwaitingApproval)
+	engine.SetGateEnqueueHook(func(id string) {
+		if id != a {
+			return
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			d := f.state(b)
+			if d.State != manent.StateAwaitingApproval || strings.Contains(d.Reason, "queued after "+a) {
+				return
+			}
+			<-time.After(20 * time.Millisecond) // polling the other gate's progress
+		}
+	})
+	t.Cleanup(func() { engine.SetGateEnqueueHook(nil) })
+	ops := manent.Identity{Subject: "token:ops"}
+	if _, err := f.eng.Approve(context.Background(), a, ops, manent.Approval{Verdict: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.eng.Approve(context.Background(), b, ops, manent.Approval{Verdict: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	da := f.waitState(a, manent.StateSuccess)
+	db := f.waitState(b, manent.StateSuccess)
+	if da.StartedAt == nil || db.StartedAt == nil || !da.StartedAt.Before(*db.StartedAt) {
+		t.Errorf("started at %v (%s) and %v (%s): want the first approved first", da.StartedAt, a, db.StartedAt, b)
+	}
+	cur, err := f.st.Current(context.Background(), "pay", "prod")
+	if err != nil || cur == nil || cur.DeploymentID != b {
+		t.Errorf("current = %+v, %v; want %s, approved last", cur, err, b)
+	}
 }
