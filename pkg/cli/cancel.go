@@ -28,7 +28,9 @@ func NewCmdCancel(f *Factory, runF func(*CancelOptions) error) *cobra.Command {
 		Long: `Ask the server to cancel a deploy. A waiting deploy is cancelled at once; a
 running one stops at the start of its next step (the running step
 completes, so no target is left half written; only an artifact download,
-which writes no target, is cut within a second) and ends CANCELLED. A cancel
+which writes no target, is cut within a second) and ends CANCELLED; when
+rollback is enabled, what it had already changed on the target (a rollout's
+first waves, say) is rolled back first. A cancel
 that arrives during the deploy's last step has nothing left to stop: the
 deploy ends as that step does, and its log says so. Use 'manent wait' to
 see it end.`,

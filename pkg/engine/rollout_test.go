@@ -149,6 +149,35 @@ func TestApprovalBetweenWaves(t *testing.T) {
 		if s := step(t, rec, "deploy[rest]"); s.StartedAt != nil {
 			t.Fatal("wave rest ran after the cancel")
 		}
+		// The canary wave it had activated is compensated: a CANCELLED
+		// deploy leaves no target on its release, and the inventory still
+		// names the release that runs everywhere.
+		if rec.Rollback != manent.RollbackCompleted {
+			t.Errorf("rollback %q, want completed", rec.Rollback)
+		}
+		for _, n := range []string{"rollback:activation[canary]", "rollback:deploy[canary]"} {
+			if s := step(t, rec, n); s.State != manent.StepSuccess {
+				t.Errorf("%s = %s, want SUCCESS", n, s.State)
+			}
+		}
+		if cur, err := f.st.Current(ctx, "shop", "prod"); err != nil || cur == nil || cur.DeploymentID == id {
+			t.Errorf("current = %+v, %v: the cancelled deploy is named current", cur, err)
+		}
+
+		// Rollback disabled: the canary stays on the release, and both the
+		// deploy's error and the inventory say so.
+		id = f.submit(yml + "rollback: {enabled: false}\n")
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "awaits approval") }, "the fourth deploy's wave to wait")
+		if _, err := f.eng.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		rec = f.wait(id, 30*time.Second)
+		if rec.State != manent.StateCancelled || !strings.Contains(rec.Error, "the release stays live on the waves activated before the cancel (rollback is disabled)") {
+			t.Errorf("state %s error %q: want CANCELLED, saying the canary keeps the release", rec.State, rec.Error)
+		}
+		if cur, err := f.st.Current(ctx, "shop", "prod"); err != nil || cur == nil || cur.DeploymentID != id || !strings.Contains(cur.Error, "stays live") {
+			t.Errorf("current = %+v, %v: want the cancelled deploy, live on its canary, with its error", cur, err)
+		}
 	})
 }
 

@@ -175,8 +175,13 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 	// stopping at the first compensation that fails. A deploy given up
 	// after too many crashes is in an unknown state: it is compensated
 	// whenever rollback is enabled, whichever step it stopped in.
+	// A cancel after the target changed compensates too when rollback is
+	// enabled: a CANCELLED deploy leaves none of its release behind (a
+	// rollout cancelled between waves would otherwise end with its first
+	// waves on the new release and the others on the old one).
 	rollback := manent.RollbackNone
-	if failed != "" && r.in.Rollback.Enabled && (abandoned || slices.Contains(r.in.Rollback.On, baseStep(failed))) && len(started) > 0 {
+	compensate := (failed != "" && (abandoned || slices.Contains(r.in.Rollback.On, baseStep(failed)))) || (cancelled && failed == "")
+	if compensate && r.in.Rollback.Enabled && len(started) > 0 {
 		rollback = manent.RollbackCompleted
 		for i := len(started) - 1; i >= 0; i-- {
 			name := RollbackPrefix + started[i]
@@ -907,6 +912,14 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 	case end.cancelled:
 		res.State = manent.StateCancelled
 		res.Error = r.e.cancelReason(ctx, r.in.ID)
+		if end.live {
+			// Rollback disabled: what was activated stays, and says so.
+			where := ""
+			if len(r.in.Waves) > 0 {
+				where = " on the waves activated before the cancel"
+			}
+			res.Error += "; the release stays live" + where + " (rollback is disabled)"
+		}
 	}
 	if res.State != manent.StateSuccess {
 		r.settleWaves(ctx, res)
