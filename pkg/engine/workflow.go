@@ -669,6 +669,18 @@ func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *
 	if len(ds) == 0 {
 		return 0, nil
 	}
+	// The deploy's n-th event waits behind the earlier events of every
+	// deploy at a shared receiver. n counts the steps this execution has
+	// recorded (the same on a replay); finished comes after them all.
+	seq := len(r.outputs)
+	if typ == notify.EventFinished {
+		seq = 2*len(sequence(r.in.Plan, r.in.Waves)) + 4
+	}
+	receivers := len(d.Callbacks)
+	if d.Notify != nil {
+		receivers += len(d.Notify.Chat)
+	}
+	notify.Rank(ds, seq, receivers)
 	return len(ds), r.e.outbox.EnqueueAll(r.e.dbos, ds, opts...)
 }
 

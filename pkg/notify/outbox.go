@@ -74,6 +74,26 @@ type Delivery struct {
 	// Retry-After is honoured up to BackoffMax.
 	BackoffBase time.Duration `json:"backoff_base,omitempty"`
 	BackoffMax  time.Duration `json:"backoff_max,omitempty"`
+	// Priority orders the deliveries waiting for one receiver: lower
+	// first, then oldest first (Rank).
+	Priority uint `json:"priority,omitempty"`
+}
+
+// Rank sets the priority of the deliveries of one event of a deploy: its
+// seq-th event (increasing over the deploy's life) to a deploy with
+// receivers callbacks and chat channels. A receiver shared by many deploys
+// then serves them in turn — the first events of every deploy before the
+// later ones of any — instead of in arrival order, where one submission
+// with 20 callbacks to it and hundreds of step events held everyone's
+// callbacks for hours. A deploy's own events keep their order.
+func Rank(ds []Delivery, seq, receivers int) {
+	if seq < 0 {
+		seq = 0
+	}
+	receivers = max(receivers, len(ds), 1)
+	for i := range ds {
+		ds[i].Priority = uint(seq*receivers + i)
+	}
 }
 
 func (d Delivery) maxAttempts() int {
@@ -288,6 +308,9 @@ func (o *Outbox) Enqueue(ctx dbos.Context, d Delivery, opts ...dbos.EnqueueOptio
 		dbos.WithEnqueueAttributes(map[string]any{
 			"deploy_id": d.DeployID, "kind": string(d.Kind), "event": string(d.Event.Type),
 		}),
+	}
+	if d.Priority > 0 {
+		all = append(all, dbos.WithEnqueuePriority(d.Priority))
 	}
 	all = append(all, opts...)
 	if _, err := dbos.Enqueue[DeliveryResult](ctx, o.cfg.Queue, WorkflowName, d, all...); err != nil {

@@ -601,3 +601,66 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 		<-tick.C
 	}
 }
+
+// A receiver shared by many deploys serves them in turn: with one delivery
+// at a time to it (partition concurrency 1), the first event of a deploy
+// that arrives while another deploy has a backlog there goes next, not
+// after the backlog. Before, one submission with many callbacks to a
+// receiver and many step events held every other deploy's callbacks to
+// it for hours. A deploy's own events still arrive in order.
+func TestSharedReceiverServesDeploysInTurn(t *testing.T) {
+	release := make(chan struct{})
+	rcv := newReceiver(t, testSecret, func(ctx context.Context, n int, h hit) int {
+		if h.ID == "dpl_A.step.0.cb0" {
+			select { // the backlog builds up behind the first delivery
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return http.StatusNoContent
+	})
+	cfg := outboxConfig(nil)
+	cfg.ReceiverConcurrency = 1
+	ctx, ob := startOutbox(t, cfg)
+	event := func(deploy string, seq int) notify.Delivery {
+		ds := notify.Fanout(sampleEvent(notify.EventStep), fmt.Sprintf("step.%d", seq), []notify.Callback{{URL: rcv.url("/hook")}}, nil)
+		for i := range ds {
+			ds[i].ID, ds[i].DeployID = fmt.Sprintf("dpl_%s.step.%d.cb0", deploy, seq), "dpl_"+deploy
+		}
+		notify.Rank(ds, seq, 1)
+		return ds[0]
+	}
+	if err := ob.Enqueue(ctx, event("A", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if h := rcv.next(t, 30*time.Second); h.ID != "dpl_A.step.0.cb0" {
+		t.Fatalf("first request %s", h.ID)
+	}
+	for seq := 1; seq <= 10; seq++ {
+		if err := ob.Enqueue(ctx, event("A", seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := event("B", 0)
+	if err := ob.Enqueue(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	var order []string
+	for range 11 {
+		order = append(order, rcv.next(t, 30*time.Second).ID)
+	}
+	if order[0] != b.ID {
+		t.Errorf("after A's first event the receiver got %v; want B's first event next", order)
+	}
+	last := -1
+	for _, id := range order {
+		var seq int
+		if _, err := fmt.Sscanf(id, "dpl_A.step.%d.cb0", &seq); err == nil {
+			if seq < last {
+				t.Errorf("A's events out of order: %v", order)
+			}
+			last = seq
+		}
+	}
+}
