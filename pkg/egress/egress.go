@@ -89,7 +89,7 @@ func New(p Policy) *http.Client {
 			if len(via) > maxRedirects {
 				return fmt.Errorf("stopped after %d redirects", maxRedirects)
 			}
-			if err := t.check(req.URL); err != nil {
+			if err := t.check(req.Context(), req.URL); err != nil {
 				return &RefusedError{Use: t.use, From: via[len(via)-1].URL.String(), Err: err}
 			}
 			return nil
@@ -112,9 +112,11 @@ type transport struct {
 	base      *http.Transport
 }
 
-// check matches u against the allow-list. Credentials in u (an operator's
-// basic-auth URL) are not part of what is matched: the host is.
-func (t *transport) check(u *url.URL) error {
+// check matches u against the allow-list, and refuses a non-public address
+// of a named host that only a wildcard pattern matches (CheckScope).
+// Credentials in u (an operator's basic-auth URL) are not part of what is
+// matched: the host is.
+func (t *transport) check(ctx context.Context, u *url.URL) error {
 	if t.badPolicy != nil {
 		return t.badPolicy
 	}
@@ -123,13 +125,19 @@ func (t *transport) check(u *url.URL) error {
 		c.User = nil
 		u = &c
 	}
-	return t.policy.Match(u.String())
+	if err := t.policy.Match(u.String()); err != nil {
+		return err
+	}
+	return t.policy.CheckScope(ctx, u.String())
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if err := t.check(req.URL); err != nil {
+	if err := t.check(req.Context(), req.URL); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
+		}
+		if manent.ErrorCode(err) == manent.EUnavailable || req.Context().Err() != nil {
+			return nil, err // a DNS failure or a cancel: not a refusal
 		}
 		return nil, &RefusedError{Use: t.use, Err: err}
 	}

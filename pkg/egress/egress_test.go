@@ -220,6 +220,12 @@ func TestExplicitLoopback(t *testing.T) {
 		{"wildcard only", []string{"http://**"}, s.URL + "/x", false},
 		{"wildcard host name", []string{"http://*.internal:*/**"}, "http://hooks.internal:" + s.port + "/x", false},
 		{"not in the list", []string{"https://ci.example/**"}, s.URL + "/x", false},
+		// Naming a host opens it to that pattern's URLs only, not to every
+		// port and path a wildcard pattern beside it matches.
+		{"named on another port, wildcard beside", []string{"http://127.0.0.1:1/**", "http://*:*/**"}, s.URL + "/x", false},
+		{"named on another path, wildcard beside", []string{"http://127.0.0.1:" + s.port + "/api/**", "http://*:*/**"}, s.URL + "/admin", false},
+		{"named path, wildcard beside", []string{"http://127.0.0.1:" + s.port + "/api/**", "http://*:*/**"}, s.URL + "/api/x", true},
+		{"host name on another port, wildcard beside", []string{"http://hooks.internal:1/**", "http://*:*/**"}, "http://hooks.internal:" + s.port + "/x", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -314,5 +320,26 @@ func TestOrigin(t *testing.T) {
 		if err := (urlpolicy.Outbound{Key: "k", Allow: []string{want}}).Validate(); err != nil {
 			t.Errorf("Origin(%q) = %q does not compile: %v", raw, want, err)
 		}
+	}
+}
+
+// A connection kept from an allowed request to a named host does not carry
+// a later request that only a wildcard pattern allows: the scope is checked
+// per request, before the pool is asked.
+func TestNamedScopeHoldsOnAPooledConnection(t *testing.T) {
+	s := newServer(t, nil)
+	c := egress.New(egress.Policy{Outbound: urlpolicy.Outbound{Use: "health check", Key: "health.allow",
+		Allow: []string{"http://127.0.0.1:" + s.port + "/api/**", "http://*:*/**"}}})
+	resp, err := get(t, c, s.URL+"/api/ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	before := s.hits.Load()
+	_, err = get(t, c, s.URL+"/admin")
+	mustRefuse(t, err, "do not match this URL")
+	if s.hits.Load() != before {
+		t.Fatal("the server got the request")
 	}
 }

@@ -85,6 +85,7 @@ func TestCallbacksCheck(t *testing.T) {
 		Allow:    []string{"https://**", "http://**", "10.20.0.0/16", "::ffff:192.168.7.0/120"},
 		Resolver: testResolver(),
 	}
+	scoped := Callbacks{Allow: []string{"http://127.0.0.1:18522/**", "http://*:*/**"}, Resolver: testResolver()}
 	tests := []struct {
 		name   string
 		policy Callbacks
@@ -136,6 +137,12 @@ func TestCallbacksCheck(t *testing.T) {
 		{"open: outside CIDR entry", open, "https://10.21.0.1/x", "(private)"},
 		{"open: host in CIDR entry", open, "https://lab.example/x", ""},
 		{"open: mapped CIDR entry", open, "https://192.168.7.9/x", ""},
+
+		// A host named on one port is not opened on the others by a
+		// wildcard pattern beside it.
+		{"named port plus wildcard: the named port", scoped, "http://127.0.0.1:18522/hook", ""},
+		{"named port plus wildcard: another port", scoped, "http://127.0.0.1:18525/hook", "127.0.0.1 (loopback)"},
+		{"named port plus wildcard: a public host", scoped, "http://ci.example:8080/hook", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

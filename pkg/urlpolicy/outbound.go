@@ -20,9 +20,9 @@ import (
 // Allow has the syntax of `callbacks.allow` (see Callbacks): URL patterns,
 // and bare IP addresses or CIDR prefixes. A URL must match a pattern; then
 // every address its host resolves to must be public, unless it lies in an
-// IP/CIDR entry, or a pattern names the host literally (not a cloud
-// metadata or unspecified address, unless the pattern is that IP), or
-// Private is set.
+// IP/CIDR entry, or a pattern that names the host literally matches the
+// URL (not a cloud metadata or unspecified address, unless the pattern is
+// that IP), or Private is set.
 type Outbound struct {
 	// Use names the requests in messages: "artifact", "health check", …
 	Use string
@@ -144,9 +144,10 @@ func (p *Policy) Check(ctx context.Context, rawURL string) error {
 		}
 		return err
 	}
+	named := p.namedFor(t)
 	var refused []string
 	for _, a := range addrs {
-		if class := p.forbidden(t.host, a); class != "" {
+		if class := p.forbiddenAs(named, t.host, a); class != "" {
 			refused = append(refused, fmt.Sprintf("%s (%s)", a, class))
 		}
 	}
@@ -233,9 +234,60 @@ func (p *Policy) addresses(ctx context.Context, host string, ip netip.Addr) ([]n
 	return addrs, nil
 }
 
+// namedFor reports whether a pattern that names t's host literally
+// matches t: only those patterns open the host's non-public addresses to
+// a URL. A host named by `http://10.0.0.5:8080/api/**` is not opened on
+// another port or path by a wildcard pattern such as `http://*:*/**`.
+func (p *Policy) namedFor(t target) bool {
+	if !p.hosts[t.host] {
+		return false
+	}
+	for _, pat := range p.patterns {
+		if pat.host == t.host && pat.match(t.canon) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckScope refuses rawURL when a pattern names its host literally, no
+// such pattern matches rawURL (a wildcard one does), and an address of the
+// host is one only that naming permits (private, loopback, link-local). The
+// dialer permits a named host's addresses by host alone (Permit), so a
+// client calls CheckScope for every request after Match: the naming opens
+// the host to the URLs of the patterns that name it, not to every port and
+// path of a wildcard pattern. A host no pattern names costs nothing here.
+func (p *Policy) CheckScope(ctx context.Context, rawURL string) error {
+	t, err := parseTarget(rawURL)
+	if err != nil || !p.hosts[t.host] || p.namedFor(t) {
+		return nil
+	}
+	addrs, err := p.addresses(ctx, t.host, t.ip)
+	if err != nil {
+		var ae *AddressError
+		if errors.As(err, &ae) {
+			return invalid("%s URL %s: %v", p.use, t.display, err)
+		}
+		return err
+	}
+	for _, a := range addrs {
+		if class := p.forbiddenAs(false, t.host, a); class != "" {
+			return invalid("%s URL %s: %s is a %s address, and the patterns of %s that name %s do not match this URL (a wildcard pattern does, which opens public addresses only)",
+				p.use, t.display, a.Unmap().WithZone(""), class, p.key, t.host)
+		}
+	}
+	return nil
+}
+
 // forbidden returns the class of a if a request to host may not reach it,
-// or "" if it may.
+// or "" if it may: forbiddenAs, with host named when a pattern names it.
 func (p *Policy) forbidden(host string, a netip.Addr) string {
+	return p.forbiddenAs(p.hosts[host], host, a)
+}
+
+// forbiddenAs is forbidden, with named saying whether the request's host
+// counts as named by a pattern.
+func (p *Policy) forbiddenAs(named bool, host string, a netip.Addr) string {
 	class := classify(a)
 	if class == "" {
 		return ""
@@ -247,7 +299,7 @@ func (p *Policy) forbidden(host string, a netip.Addr) string {
 		}
 	}
 	strict := slices.Contains([]string{classMetadata, classUnspecified}, class)
-	if p.hosts[host] {
+	if named {
 		if ip, err := netip.ParseAddr(host); err == nil && ip == a {
 			return "" // an IP URL named by a pattern
 		}
