@@ -235,6 +235,12 @@ func billing(deploy, version, kstatus string, ready int32) clusterstate.Workload
 		Replicas: clusterstate.Replicas{Desired: 3, Ready: ready, Updated: ready, Available: ready}, KStatus: kstatus}
 }
 
+// relabelled is w labelled for application and environment.
+func relabelled(w clusterstate.Workload, application, environment string) clusterstate.Workload {
+	w.Application, w.Environment = application, environment
+	return w
+}
+
 func snapshot(pods []clusterstate.Pod, workloads ...clusterstate.Workload) *clusterstate.Snapshot {
 	if pods == nil {
 		pods = []clusterstate.Pod{}
@@ -430,6 +436,10 @@ func TestClusterStatusObservedVsDeclared(t *testing.T) {
 			{"replicas not ready", snapshot(nil, billing(id, "1.2.0", "InProgress", 1)), clusterstate.StateDeploying, "1/3 ready"},
 			{"image pull failure", snapshot([]clusterstate.Pod{pullingPod("billing-x", id)}, billing(id, "1.2.0", "InProgress", 1)), clusterstate.StateFailed, "failing"},
 			{"unknown deploy follows kstatus", snapshot(nil, billing("dpl_unknown", "9", "Current", 3)), clusterstate.StateCurrent, ""},
+			// Labelled for another application with this deploy's id: the
+			// deploy (its version, its state) is not shown with it, so a
+			// reader of that application learns nothing of billing/prod.
+			{"another application's labels", snapshot(nil, relabelled(billing(id, "1.1.0", "Current", 3), "shop", "dev")), clusterstate.StateCurrent, ""},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -445,8 +455,11 @@ func TestClusterStatusObservedVsDeclared(t *testing.T) {
 				if w.State != tt.want || !strings.Contains(w.Reason, tt.reason) {
 					t.Errorf("state %s (%s), want %s (%s)", w.State, w.Reason, tt.want, tt.reason)
 				}
-				if w.DeployID == id && (w.Declared == nil || w.Declared.Version != "1.2.0" || w.Declared.DeployID != id) {
+				if w.DeployID == id && w.Application == "billing" && (w.Declared == nil || w.Declared.Version != "1.2.0" || w.Declared.DeployID != id) {
 					t.Errorf("declared = %+v", w.Declared)
+				}
+				if w.Application != "billing" && w.Declared != nil {
+					t.Errorf("a workload of %s/%s shows deploy %+v", w.Application, w.Environment, w.Declared)
 				}
 			})
 		}
@@ -481,7 +494,10 @@ func TestAgentAttribution(t *testing.T) {
 
 		// The earlier deploy's objects now fail, and the later deploy's
 		// workload is in progress: B keeps waiting.
-		earlierFailing := []clusterstate.Pod{pullingPod("billing-a1", a), pullingPod("billing-a2", a)}
+		// So does a pod of another application that carries B's deploy id.
+		intruder := pullingPod("intruder", b)
+		intruder.Application = "other"
+		earlierFailing := []clusterstate.Pod{pullingPod("billing-a1", a), pullingPod("billing-a2", a), intruder}
 		failedA := billing(a, "1.1.0", "Failed", 0)
 		failedA.Name = "billing-old"
 		srv.report(t, snapshot(earlierFailing, failedA, billing(b, "1.2.0", "InProgress", 1)))
@@ -497,7 +513,7 @@ func TestAgentAttribution(t *testing.T) {
 		if !strings.Contains(got.Error, "shop/billing-b1") || !strings.Contains(got.Error, "ImagePullBackOff") {
 			t.Errorf("error %q does not name the failing pod", got.Error)
 		}
-		for _, earlier := range []string{"billing-a1", "billing-a2"} {
+		for _, earlier := range []string{"billing-a1", "billing-a2", "intruder"} {
 			if strings.Contains(got.Error, earlier) {
 				t.Errorf("error %q names the earlier deploy's pod %s", got.Error, earlier)
 			}

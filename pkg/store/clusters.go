@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -366,6 +367,16 @@ func (s *Store) Observe(ctx context.Context, cluster, deployID string) (clusters
 	for _, w := range workloads {
 		o.Workloads = append(o.Workloads, w.Workload)
 	}
+	if o.Declared != nil {
+		// An object labelled with the deploy's id but another application
+		// or environment is not the deploy's: whoever may create objects
+		// in a watched namespace must not fail (or pass) another team's
+		// step by copying its deploy id.
+		o.Pods = slices.DeleteFunc(o.Pods, func(p clusterstate.Pod) bool { return !sameOwner(p.Application, p.Environment, o.Declared) })
+		o.Workloads = slices.DeleteFunc(o.Workloads, func(w clusterstate.Workload) bool {
+			return !sameOwner(w.Application, w.Environment, o.Declared)
+		})
+	}
 	return o, nil
 }
 
@@ -395,9 +406,22 @@ type declaredWorkload struct {
 	Declared *clusterstate.Declared
 }
 
+// sameOwner reports whether an object's application and environment
+// labels do not name another application or environment than d's (an
+// object without them is taken at its deploy id's word).
+func sameOwner(application, environment string, d *clusterstate.Declared) bool {
+	return (application == "" || application == d.Application) && (environment == "" || environment == d.Environment)
+}
+
+// reportedWorkloads reads workloads with the deploy their deploy_id label
+// names, unless their labels name another application or environment
+// than that deploy's (sameOwner): a workload labelled for one application
+// with another's deploy id must not show that deploy (its version, its
+// state) to whoever may read the first.
 func (s *Store) reportedWorkloads(ctx context.Context, where string, args ...any) ([]declaredWorkload, error) {
 	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT w.data, d.id, d.application, d.environment, d.version, d.state
-		FROM manent_cluster_workloads w LEFT JOIN manent_deployments d ON d.id = w.deploy_id `+where), args...)
+		FROM manent_cluster_workloads w LEFT JOIN manent_deployments d ON d.id = w.deploy_id
+		AND (w.application = '' OR w.application = d.application) AND (w.environment = '' OR w.environment = d.environment) `+where), args...)
 	if err != nil {
 		return nil, fmt.Errorf("read workloads: %w", err)
 	}
