@@ -47,6 +47,10 @@ type Fetcher struct {
 	// transient: the step retries.
 	IdleTimeout time.Duration
 	Timeout     time.Duration
+	// Files, when set, checks the real path of a file:// artifact reached
+	// through a symbolic link (artifacts.sources): the URL matched the
+	// policy, the file it leads to must too.
+	Files func(path string) error
 }
 
 // The defaults of artifacts.idle_timeout and artifacts.timeout.
@@ -115,13 +119,28 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 	var src io.ReadCloser
 	switch u.Scheme {
 	case "file":
+		// The file is read at its real path, which must be allowed too: a
+		// link under an allowed directory must not fetch /etc/shadow or
+		// another team's files.
+		real, err := filepath.EvalSymlinks(u.Path)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil, plugin.Permanent(fmt.Errorf("artifact %s does not exist", u.Path))
+			}
+			return nil, fmt.Errorf("open artifact: %w", err)
+		}
+		if real != filepath.Clean(u.Path) && f.Files != nil {
+			if err := f.Files(real); err != nil {
+				return nil, plugin.Permanent(fmt.Errorf("artifact %s is a symbolic link to %s, which artifacts.sources does not allow", u.Path, real))
+			}
+		}
 		// A device or a FIFO is refused before it is opened: /dev/zero
 		// would be read up to the size limit, a FIFO (or /dev/stdin) would
 		// block the step for good.
-		if fi, err := os.Stat(u.Path); err == nil && !fi.Mode().IsRegular() {
+		if fi, err := os.Stat(real); err == nil && !fi.Mode().IsRegular() {
 			return nil, plugin.Permanent(fmt.Errorf("artifact %s is not a regular file", u.Path))
 		}
-		fh, err := os.Open(u.Path)
+		fh, err := os.Open(real)
 		if err != nil {
 			if os.IsNotExist(err) {
 				return nil, plugin.Permanent(fmt.Errorf("artifact %s does not exist", u.Path))

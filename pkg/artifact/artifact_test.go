@@ -2,6 +2,7 @@ package artifact_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -121,5 +122,49 @@ func TestStalledDownloadsEnd(t *testing.T) {
 		if left, _ := os.ReadDir(dir); len(left) != 0 {
 			t.Errorf("%s: the work directory keeps %d files", path, len(left))
 		}
+	}
+}
+
+// A file:// artifact is read at its real path, and a symbolic link under
+// an allowed directory to a file outside it is refused for good: whoever
+// may drop a file among the artifacts must not fetch the server's own
+// files (or another team's) into a deploy. A link within the allowed
+// directory is followed.
+func TestFileArtifactSymlinkMustStayAllowed(t *testing.T) {
+	allowed, outside := t.TempDir(), t.TempDir()
+	secret := filepath.Join(outside, "secret.txt")
+	inside := filepath.Join(allowed, "real.tar.gz")
+	for p, data := range map[string]string{secret: "server secret", inside: "artifact"} {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"evil.tar.gz": secret, "good.tar.gz": inside} {
+		if err := os.Symlink(target, filepath.Join(allowed, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var checked []string
+	f := &artifact.Fetcher{MaxBytes: 1 << 20, Files: func(p string) error {
+		checked = append(checked, p)
+		if !strings.HasPrefix(p, allowed+string(filepath.Separator)) {
+			return errors.New("not allowed")
+		}
+		return nil
+	}}
+	dir := t.TempDir()
+	_, err := f.Fetch(context.Background(), "file://"+filepath.Join(allowed, "evil.tar.gz"), dir, "")
+	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "symbolic link to "+secret) {
+		t.Fatalf("a link out of the allowed directory: %v, want a permanent refusal naming the target", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("the refused file reached the work directory: %v", left)
+	}
+	got, err := f.Fetch(context.Background(), "file://"+filepath.Join(allowed, "good.tar.gz"), t.TempDir(), "")
+	if err != nil || got.Size != int64(len("artifact")) {
+		t.Fatalf("a link within the allowed directory: %+v, %v", got, err)
+	}
+	if len(checked) != 2 {
+		t.Errorf("checked %v, want the two links' targets", checked)
 	}
 }

@@ -67,7 +67,10 @@ type Config struct {
 	MaxArtifactBytes    int64
 	ArtifactIdleTimeout time.Duration
 	ArtifactTimeout     time.Duration
-	Plugins             *plugin.Registry
+	// ArtifactFiles checks the real path of a file:// artifact reached
+	// through a symbolic link (artifacts.sources); nil allows any.
+	ArtifactFiles func(path string) error
+	Plugins       *plugin.Registry
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
@@ -199,7 +202,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		dbos:   dctx,
 		reader: reader,
 		fetcher: &artifact.Fetcher{HTTP: cfg.Artifacts, MaxBytes: cfg.MaxArtifactBytes,
-			IdleTimeout: cfg.ArtifactIdleTimeout, Timeout: cfg.ArtifactTimeout},
+			IdleTimeout: cfg.ArtifactIdleTimeout, Timeout: cfg.ArtifactTimeout, Files: cfg.ArtifactFiles},
 		log:  cfg.Logger,
 		live: newLiveness(),
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -297,8 +298,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		RetryBase: cfg.Workers.RetryBase, RetryMax: cfg.Workers.RetryMax, QueuePoll: cfg.Workers.QueuePoll,
 		MaxRecoveryAttempts: cfg.Workers.MaxRecoveryAttempts, SchedulerPoll: cfg.Workers.SchedulerPoll,
 		MaxArtifactBytes:    cfg.Artifacts.MaxBytes,
-		ArtifactIdleTimeout: cfg.Artifacts.IdleTimeout, ArtifactTimeout: cfg.Artifacts.Timeout, Plugins: reg, Admitter: adm,
-		ITSM: changes, ChangePoll: cfg.ITSM.Poll,
+		ArtifactIdleTimeout: cfg.Artifacts.IdleTimeout, ArtifactTimeout: cfg.Artifacts.Timeout,
+		ArtifactFiles: func(p string) error { return sources.Allowed((&url.URL{Scheme: "file", Path: p}).String()) },
+		Plugins:       reg, Admitter: adm, ITSM: changes, ChangePoll: cfg.ITSM.Poll,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
