@@ -203,8 +203,30 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	}
 }
 
+// globalTypes reads ?types=a,b of the global stream: state, step and done
+// (all of them without it; done is always sent). Another type is a 422,
+// not a stream that silently carries something else than was asked.
+func globalTypes(r *http.Request) (map[string]bool, error) {
+	types := map[string]bool{store.EventState: true, store.EventStep: true, store.EventDone: true}
+	v := r.URL.Query().Get("types")
+	if v == "" {
+		return types, nil
+	}
+	asked := map[string]bool{store.EventDone: true}
+	for _, t := range strings.Split(v, ",") {
+		t = strings.TrimSpace(t)
+		if !types[t] {
+			return nil, manent.Errorf(manent.EInvalid, "event type %q is not one of the global stream's (state, step, done); a deploy's own stream (/api/v1/deployments/{id}/events) also has log, rollout and approval",
+				descriptor.ClipText(t, maxEchoed))
+		}
+		asked[t] = true
+	}
+	return asked, nil
+}
+
 // handleGlobalEvents streams the state, step and done events of every
-// deploy the caller may read (?application= and ?environment= narrow it),
+// deploy the caller may read (?application= and ?environment= narrow it,
+// ?types= picks among them),
 // for the activity view and the web page. It
 // starts with the current state of every running or waiting deploy; its
 // `id:` is "<deployment_id>:<seq>" and it does not resume: a client that
@@ -216,6 +238,11 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		return
 	}
 	scope, err := s.readScope(p, r)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	types, err := globalTypes(r)
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
@@ -241,7 +268,7 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		h.caughtUp(hd.ID, hd.LastSeq)
 		last[hd.ID] = hd.LastSeq
 		allowed[hd.ID] = scope.has(hd.Application, hd.Environment) && s.cfg.Guard.Authorize(p, PermRead, hd.Application, hd.Environment) == nil
-		if !allowed[hd.ID] {
+		if !allowed[hd.ID] || !types[store.EventState] {
 			continue
 		}
 		data, _ := json.Marshal(store.StateData{State: hd.State, Reason: hd.Reason})
@@ -280,7 +307,7 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		case b := <-sub.ch:
 			for more := true; more; {
 				for i, e := range b.events {
-					if e.Seq > last[e.DeploymentID] && may(e.DeploymentID) {
+					if e.Seq > last[e.DeploymentID] && types[e.Type] && may(e.DeploymentID) {
 						last[e.DeploymentID] = e.Seq
 						sw.write(b.frame(i))
 					}

@@ -533,6 +533,15 @@ func TestGlobalEvents(t *testing.T) {
 	}
 	f.open(gate)
 	c.until(t, func(fr sseFrame) bool { return fr.Event == "done" && strings.HasPrefix(fr.ID, waiting+":") })
+
+	// ?types=state: state changes and the end, no step events.
+	only := openStream(t, f.srv.URL+"/api/v1/events?types=state", f.srv.Token, "")
+	again := f.submit(f.descriptor("web", "staging", "echo hi", nil))
+	for _, fr := range only.until(t, func(fr sseFrame) bool { return fr.Event == "done" && strings.HasPrefix(fr.ID, again+":") }) {
+		if fr.Event != "state" && fr.Event != "done" {
+			t.Errorf("?types=state carried %+v", fr)
+		}
+	}
 }
 
 // Every stream route authenticates and checks the deploy exists; errors
@@ -556,6 +565,8 @@ func TestStreamRoutesRefuse(t *testing.T) {
 		{"log stream without token", "/api/v1/deployments/" + id + "/logs?follow=true", "", "", 401},
 		{"log stream of an unknown deploy", "/api/v1/deployments/dpl_nope/logs?follow=true", f.srv.Token, "", 404},
 		{"global stream without token", "/api/v1/events", "", "", 401},
+		{"global stream with an unknown type", "/api/v1/events?types=bogus", f.srv.Token, "", 422},
+		{"global stream with a deploy-only type", "/api/v1/events?types=state,log", f.srv.Token, "", 422},
 		{"activity without token", "/api/v1/activity", "", "", 401},
 	}
 	for _, tt := range tests {
