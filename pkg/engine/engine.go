@@ -315,7 +315,9 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		},
 		Input: raw,
 	}
-	if in.Descriptor != nil {
+	// A rollback redeploys an old descriptor: its commit time is the old
+	// change's, no lead-time sample of this deploy (SPEC §11.5).
+	if in.Descriptor != nil && in.RollbackOf == "" {
 		if at, ok := in.Descriptor.Source.CommitTime(); ok {
 			at = at.UTC()
 			rec.CommittedAt = &at

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
@@ -264,5 +265,36 @@ func TestRollbackPinsTheRecordedArtifact(t *testing.T) {
 	d := waitFor(t, ci, rb.ID, manent.StateError)
 	if !strings.Contains(d.Error, v1.ArtifactSHA256) {
 		t.Fatalf("rollback over changed bytes: error %q, want the recorded sha256 %s named", d.Error, v1.ArtifactSHA256)
+	}
+}
+
+// A rollback is no lead-time sample: it redeploys an old descriptor, whose
+// source.committed_at is the old commit's — counted again, it would make
+// the lead time look as if the rollback took days. It still counts as a
+// deploy (frequency) and restores (time to restore).
+func TestRollbackIsNoLeadTimeSample(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	committed := time.Now().Add(-72 * time.Hour).UTC().Format(time.RFC3339)
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(ctx, simple(art, "staging", v, "source: {committed_at: "+committed+"}\n"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+	}
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, rb.ID, manent.StateSuccess)
+	d, err := ci.DORA(ctx, api.DORAOptions{Application: "billing", Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.DeploymentFrequency.Deploys != 3 || d.LeadTimeSeconds.Samples != 2 {
+		t.Fatalf("deploys %d, lead-time samples %d: want 3 deploys and 2 samples (the rollback is none)", d.DeploymentFrequency.Deploys, d.LeadTimeSeconds.Samples)
 	}
 }
