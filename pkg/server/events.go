@@ -96,6 +96,20 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	if !ok {
 		return
 	}
+	if last > 0 {
+		// An id past the deploy's last event was never sent: the stream
+		// would skip every event up to it, `done` included, and hang.
+		hs, err := s.st.Heads(r.Context(), []string{rec.ID}, false, time.Time{})
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		if len(hs) == 1 && last > hs[0].LastSeq {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid,
+				"Last-Event-ID %d is past the last event of deploy %s (%d): it is not an id this stream sent", last, rec.ID, hs[0].LastSeq))
+			return
+		}
+	}
 	if !s.limitStream(w, r, p) {
 		return
 	}

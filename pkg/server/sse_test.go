@@ -562,6 +562,7 @@ func TestStreamRoutesRefuse(t *testing.T) {
 		{"events of an unknown deploy", "/api/v1/deployments/dpl_nope/events", f.srv.Token, "", 404},
 		{"events with a bad Last-Event-ID", "/api/v1/deployments/" + id + "/events", f.srv.Token, "x", 422},
 		{"events with an unknown type", "/api/v1/deployments/" + id + "/events?types=bogus", f.srv.Token, "", 422},
+		{"events after an id never sent", "/api/v1/deployments/" + id + "/events", f.srv.Token, "999999", 422},
 		{"log stream without token", "/api/v1/deployments/" + id + "/logs?follow=true", "", "", 401},
 		{"log stream of an unknown deploy", "/api/v1/deployments/dpl_nope/logs?follow=true", f.srv.Token, "", 404},
 		{"global stream without token", "/api/v1/events", "", "", 401},
