@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/manent"
@@ -244,6 +245,10 @@ func TestValidate(t *testing.T) {
 		{"negative replicas", func(s *clusterstate.Snapshot) { s.Workloads[0].Replicas.Ready = -1 }, []string{"/workloads/0/replicas"}},
 		{"duplicate workload", func(s *clusterstate.Snapshot) { s.Workloads = append(s.Workloads, s.Workloads[0]) }, []string{"/workloads/1"}},
 		{"several at once", func(s *clusterstate.Snapshot) { s.Cluster = ""; s.Pods[0].Name = "" }, []string{"/cluster", "/pods/0/name"}},
+		{"label values past 63 bytes", func(s *clusterstate.Snapshot) {
+			s.Pods[0].Application = strings.Repeat("a", 64)
+			s.Workloads[0].Version = strings.Repeat("1", 64)
+		}, []string{"/pods/0/application", "/workloads/0/version"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +263,37 @@ func TestValidate(t *testing.T) {
 				t.Errorf("problems at %v, want %v (%v)", paths, tt.paths, got)
 			}
 		})
+	}
+}
+
+// A problem quotes at most 64 bytes of a bad value: 20 problems about
+// 500 KB names are not answered with 10 MB.
+func TestValidateQuotesLittle(t *testing.T) {
+	huge := strings.Repeat("X", 500_000)
+	s := &clusterstate.Snapshot{Cluster: huge, Time: time.Now(), Workloads: []clusterstate.Workload{deployment("d1", "1", huge, 3)}}
+	s.Workloads[0].Kind, s.Workloads[0].Name = huge, huge
+	size := 0
+	for _, fe := range clusterstate.Validate(s) {
+		size += len(fe.Message)
+	}
+	if size > 2000 || size == 0 {
+		t.Fatalf("the problems quote %d bytes", size)
+	}
+}
+
+// Bound cuts the free texts of objects to 4096 bytes, marking the cut,
+// and leaves the rest as they were.
+func TestBound(t *testing.T) {
+	s := &clusterstate.Snapshot{Cluster: "c1", Time: time.Now(), Pods: []clusterstate.Pod{pod("a", "d1")},
+		Workloads: []clusterstate.Workload{deployment("d1", "1", "Current", 3)}}
+	s.Pods[0].Containers = []clusterstate.Container{{Name: "app", Message: strings.Repeat("é", 5000)}}
+	s.Workloads[0].KStatusMessage = "short"
+	clusterstate.Bound(s)
+	if m := s.Pods[0].Containers[0].Message; len(m) > 4096+len("…") || !strings.HasSuffix(m, "…") || !utf8.ValidString(m) {
+		t.Errorf("message of %d bytes, valid UTF-8 %v", len(m), utf8.ValidString(m))
+	}
+	if s.Workloads[0].KStatusMessage != "short" || s.Pods[0].Containers[0].Name != "app" {
+		t.Errorf("short texts changed: %+v", s)
 	}
 }
 

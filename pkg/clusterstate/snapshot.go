@@ -2,7 +2,9 @@ package clusterstate
 
 import (
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -166,7 +168,7 @@ func Validate(s *Snapshot) []manent.FieldError {
 	case s.Cluster == "":
 		add("/cluster", "cluster is required")
 	case !ValidClusterName(s.Cluster):
-		add("/cluster", "%q is not a cluster name (lower-case letters, digits, '-' and '.', at most 63)", s.Cluster)
+		add("/cluster", "%s is not a cluster name (lower-case letters, digits, '-' and '.', at most 63)", echo(s.Cluster))
 	}
 	if s.Time.IsZero() {
 		add("/time", "time is required (when the agent read the cluster, RFC 3339)")
@@ -179,6 +181,7 @@ func Validate(s *Snapshot) []manent.FieldError {
 		if p.DeployID == "" {
 			add(at+"/deploy_id", "deploy_id is required (the %s label)", LabelDeployID)
 		}
+		checkLabels(add, at, p.DeployID, p.Application, p.Environment, "")
 		if p.Restarts < 0 {
 			add(at+"/restarts", "restarts must not be negative")
 		}
@@ -189,6 +192,7 @@ func Validate(s *Snapshot) []manent.FieldError {
 			if c.Restarts < 0 {
 				add(fmt.Sprintf("%s/containers/%d/restarts", at, j), "restarts must not be negative")
 			}
+
 		}
 		if p.Namespace != "" && p.Name != "" {
 			if first, dup := seen[p.Key()]; dup {
@@ -204,13 +208,14 @@ func Validate(s *Snapshot) []manent.FieldError {
 		switch w.Kind {
 		case KindDeployment, KindStatefulSet, KindDaemonSet:
 		default:
-			add(at+"/kind", "kind %q is not one of Deployment, StatefulSet, DaemonSet", w.Kind)
+			add(at+"/kind", "kind %s is not one of Deployment, StatefulSet, DaemonSet", echo(w.Kind))
 		}
 		checkName(add, at+"/namespace", w.Namespace)
 		checkName(add, at+"/name", w.Name)
 		if w.DeployID == "" {
 			add(at+"/deploy_id", "deploy_id is required (the %s label)", LabelDeployID)
 		}
+		checkLabels(add, at, w.DeployID, w.Application, w.Environment, w.Version)
 		r := w.Replicas
 		if r.Desired < 0 || r.Ready < 0 || r.Updated < 0 || r.Available < 0 {
 			add(at+"/replicas", "replica counts must not be negative")
@@ -218,7 +223,7 @@ func Validate(s *Snapshot) []manent.FieldError {
 		switch w.KStatus {
 		case KStatusInProgress, KStatusFailed, KStatusCurrent, KStatusTerminating, KStatusNotFound, KStatusUnknown:
 		default:
-			add(at+"/kstatus", "kstatus %q is not one of InProgress, Failed, Current, Terminating, NotFound, Unknown", w.KStatus)
+			add(at+"/kstatus", "kstatus %s is not one of InProgress, Failed, Current, Terminating, NotFound, Unknown", echo(w.KStatus))
 		}
 		if w.Kind != "" && w.Namespace != "" && w.Name != "" {
 			if first, dup := seen[w.Key()]; dup {
@@ -239,6 +244,75 @@ func checkName(add func(path, format string, args ...any), path, v string) {
 	case v == "":
 		add(path, "is required")
 	case !validObjectName(v):
-		add(path, "%q is not a Kubernetes object name", v)
+		add(path, "%s is not a Kubernetes object name", echo(v))
 	}
+}
+
+// maxLabel is the longest Kubernetes label value; maxText bounds the other
+// texts of an object (images, reasons, messages): a snapshot of the 16 MiB
+// allowed must not carry a 10 MiB "name" the pages then show.
+const (
+	maxLabel = 63
+	maxText  = 4096
+)
+
+// checkLabels checks the label values of an object (SPEC §9's labels).
+func checkLabels(add func(path, format string, args ...any), at, deployID, application, environment, version string) {
+	for _, l := range []struct{ field, v string }{
+		{"deploy_id", deployID}, {"application", application}, {"environment", environment}, {"version", version},
+	} {
+		if len(l.v) > maxLabel {
+			add(at+"/"+l.field, "is %d bytes, longer than a label value may be (%d)", len(l.v), maxLabel)
+		}
+	}
+}
+
+// Bound cuts the free texts of a snapshot's objects (owners, container
+// names, images, reasons, messages, kstatus messages) to maxText bytes,
+// marking the cut: what a page shows stays readable, and an agent whose
+// cluster holds one odd object still reports the rest.
+func Bound(s *Snapshot) {
+	for i := range s.Pods {
+		p := &s.Pods[i]
+		clip(&p.Owner)
+		for j := range p.Containers {
+			c := &p.Containers[j]
+			for _, f := range []*string{&c.Name, &c.Image, &c.WaitingReason, &c.TerminatedReason, &c.Message} {
+				clip(f)
+			}
+		}
+	}
+	for i := range s.Workloads {
+		w := &s.Workloads[i]
+		for j := range w.Images {
+			clip(&w.Images[j])
+		}
+		clip(&w.KStatusMessage)
+	}
+}
+
+func clip(v *string) {
+	if len(*v) <= maxText {
+		return
+	}
+	cut := maxText
+	for cut > 0 && !utf8.RuneStart((*v)[cut]) {
+		cut--
+	}
+	*v = (*v)[:cut] + "…"
+}
+
+// maxEcho bounds how much of a bad value a problem quotes back.
+const maxEcho = 64
+
+// echo quotes v for a problem, cut to maxEcho bytes (on a rune boundary).
+func echo(v string) string {
+	if len(v) <= maxEcho {
+		return strconv.Quote(v)
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return strconv.Quote(v[:cut]) + fmt.Sprintf("… (%d bytes)", len(v))
 }

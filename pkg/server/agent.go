@@ -119,6 +119,7 @@ func (s *Server) handleAgentReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid snapshot: nothing was applied", Fields: problems})
 		return
 	}
+	clusterstate.Bound(&snap)
 	received := time.Now().UTC()
 	if snap.Time.After(received.Add(maxClockSkew)) {
 		// Accepted, it would make every later snapshot "older" (409) until
