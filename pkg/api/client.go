@@ -508,6 +508,8 @@ func StatusForCode(c manent.Code) int {
 		return http.StatusConflict
 	case manent.ETooLarge:
 		return http.StatusRequestEntityTooLarge
+	case manent.ETooSlow:
+		return http.StatusRequestTimeout
 	case manent.ETooManyRequests:
 		return http.StatusTooManyRequests
 	case manent.EUnavailable:

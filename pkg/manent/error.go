@@ -17,6 +17,7 @@ const (
 	ENotFound        Code = "not_found"         // 404
 	EConflict        Code = "conflict"          // the current state forbids it: 409
 	ETooLarge        Code = "too_large"         // 413
+	ETooSlow         Code = "too_slow"          // the request did not arrive in time: 408
 	ETooManyRequests Code = "too_many_requests" // 429
 	EUnavailable     Code = "unavailable"       // a dependency is down: 503
 	EInternal        Code = "internal"          // 500

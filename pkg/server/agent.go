@@ -208,7 +208,7 @@ func readReportBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, manent.Errorf(manent.ETooLarge, "the snapshot is larger than %d bytes", clusterstate.MaxBytes)
 	}
 	if err != nil {
-		return nil, manent.Errorf(manent.EInvalid, "read the snapshot: %v", err)
+		return nil, bodyError("snapshot", err)
 	}
 	return body, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -419,7 +420,21 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, manent.Errorf(manent.ETooLarge, "request body is larger than %d bytes", MaxBody)
 	}
 	if err != nil {
-		return nil, manent.Errorf(manent.EInvalid, "read request body: %v", err)
+		return nil, bodyError("request body", err)
 	}
 	return body, nil
+}
+
+// bodyError is the problem of a body that could not be read: 408 when it
+// did not arrive within the server's read timeout, else 422 — without the
+// connection's addresses, which the read error names.
+func bodyError(what string, err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return manent.Errorf(manent.ETooSlow, "the %s did not arrive in time: send it faster, or a smaller one", what)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return manent.Errorf(manent.EInvalid, "the %s ended before its announced length", what)
+	}
+	return manent.Errorf(manent.EInvalid, "the %s could not be read (the connection failed while sending it)", what)
 }
