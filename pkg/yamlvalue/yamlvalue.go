@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -228,7 +229,14 @@ func (c *converter) mapping(n *yaml.Node, depth int) (any, bool) {
 // dates in parameters are not rewritten.
 func (c *converter) scalar(n *yaml.Node) any {
 	switch tag := n.ShortTag(); tag {
-	case "!!str", "!!binary", "!!timestamp", "!":
+	case "!!str":
+		if n.Style == 0 && numberSyntax.MatchString(n.Value) {
+			// Plain 1e400 looks like a number but overflows a float, so
+			// YAML resolves it as a string: the writer meant a number.
+			c.badValue(n, "the number %s is out of range (quote it to pass it as a string)", n.Value)
+		}
+		return n.Value
+	case "!!binary", "!!timestamp", "!":
 		return n.Value
 	case "!!null":
 		return nil
@@ -269,6 +277,9 @@ func (c *converter) scalar(n *yaml.Node) any {
 		return n.Value
 	}
 }
+
+// numberSyntax is YAML 1.2's float syntax (core schema).
+var numberSyntax = regexp.MustCompile(`^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`)
 
 func (c *converter) badValue(n *yaml.Node, format string, args ...any) {
 	c.report(n, false, true, format, args...)

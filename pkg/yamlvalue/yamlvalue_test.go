@@ -97,6 +97,8 @@ func TestConvertProblems(t *testing.T) {
 		{"non-scalar key", "? [a]\n: 1\n", true, ": a key must be a plain value, not a list or a mapping"},
 		{"bad bool", "a: !!bool maybe\n", true, `/a: not a valid boolean: "maybe" [bad]`},
 		{"infinite", "a: .inf\n", true, "/a: must be a finite number, got .inf [bad]"},
+		{"out of range", "a: 1e400\n", true, "/a: the number 1e400 is out of range (quote it to pass it as a string) [bad]"},
+		{"out of range, negative", "a: -2.5E+999\n", true, "/a: the number -2.5E+999 is out of range (quote it to pass it as a string) [bad]"},
 		{"unsupported tag", "a: !!set {x: 1}\n", true, `/a: unsupported YAML tag "!!set"`},
 		{"merge of a scalar", "a:\n  <<: 1\n", true, "/a: a merge (<<) takes a mapping or a list of mappings"},
 		{"alias cycle", "a: &x [*x]\n", false, "/a/0/0: alias *x refers to a value that contains it [fatal]"},
