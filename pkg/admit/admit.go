@@ -446,6 +446,15 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 				problems = append(problems, manent.FieldError{Path: "/rollout/percentages",
 					Message: fmt.Sprintf("target %s cannot honour a percentage rollout: %v", target.Plugin, err)})
 			}
+		} else if tc, ok := t.(plugin.TargetCheck); ok && d.Rollout != nil && len(d.Rollout.Waves) > 0 {
+			var all []string
+			for _, w := range d.Rollout.Waves {
+				all = append(all, w.Targets...)
+			}
+			if err := tc.CheckTargets(all); err != nil {
+				problems = append(problems, manent.FieldError{Path: "/rollout/waves",
+					Message: fmt.Sprintf("target %s: %v", target.Plugin, err)})
+			}
 		}
 	case checked:
 		problems = append(problems, manent.FieldError{Path: "/target",

@@ -197,6 +197,22 @@ func TestPercentagesNeedACapablePlugin(t *testing.T) {
 	}
 }
 
+// The local target deploys each rollout target into its own directory,
+// named from the target: two targets that map to one directory ("eu/1"
+// and "eu_1") would overwrite each other's releases, so the rollout is
+// refused at submission, naming both.
+func TestLocalTargetsMustNotShareADirectory(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	x := filepath.Join(f.dir, "targets", "x")
+	extra := "target: {plugin: local, with: {dir: " + x + "}}\nrollout: {waves: [{name: a, targets: [eu/1]}, {name: b, targets: [eu_1, us-1]}]}\n"
+	_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra), Identity: ci, DryRun: true})
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/rollout/waves" ||
+		!strings.Contains(me.Fields[0].Message, `"eu/1" and "eu_1" would share the directory eu_1`) {
+		t.Fatalf("got %v (%+v), want a 422 at /rollout/waves naming both targets", err, me)
+	}
+}
+
 // A source.committed_at in the future (past a few minutes of clock skew)
 // is refused: DORA's lead time runs from it to the deploy's end.
 func TestCommitTimeInTheFutureRefused(t *testing.T) {

@@ -88,6 +88,15 @@ func HonoursPercentages(t Target, with map[string]any) error {
 	return p.HonoursPercentages(with)
 }
 
+// TargetCheck is implemented by a target plugin that puts constraints on
+// the names of rollout targets (e.g. one directory per target): it is
+// asked, at submission, about every target of a rollout's waves.
+type TargetCheck interface {
+	// CheckTargets returns why targets cannot be deployed side by side,
+	// nil when they can.
+	CheckTargets(targets []string) error
+}
+
 // Gate is implemented by a target plugin that has its own health gate
 // between rollout waves (e.g. waiting for the wave's workloads on the
 // cluster). Without it the gate runs the post-test check.

@@ -242,6 +242,21 @@ func (p *Plugin) perTarget(pc plugin.Context, fn func(pc plugin.Context) (plugin
 	return out, nil
 }
 
+// CheckTargets refuses rollout targets that would share a directory: each
+// target deploys into <dir>/<ReleaseName(target)>, so "eu/1" and "eu_1"
+// would overwrite each other's releases (plugin.TargetCheck).
+func (p *Plugin) CheckTargets(targets []string) error {
+	seen := map[string]string{}
+	for _, t := range targets {
+		name := ReleaseName(t)
+		if first, ok := seen[name]; ok && first != t {
+			return fmt.Errorf("rollout targets %q and %q would share the directory %s (a target's characters other than letters, digits, '.', '-' and '_' become '_'): rename one", first, t, name)
+		}
+		seen[name] = t
+	}
+	return nil
+}
+
 // ReleaseName turns a free-text version into a safe directory name.
 func ReleaseName(version string) string {
 	var b strings.Builder
