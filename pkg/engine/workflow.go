@@ -967,7 +967,7 @@ var errCutByCancel = errors.New("stopped: the deploy was cancelled")
 // cancelPoll is how often a step that a cancel may cut reads its deploy's
 // cancel flag. The flag is read from the database, so a cancel sent to
 // any worker reaches the one running the step.
-var cancelPoll = time.Second
+const cancelPoll = time.Second
 
 // cutOnCancel returns a context that ends, with the cause errCutByCancel,
 // when the deploy is cancelled while the step runs; stop ends the watch.
