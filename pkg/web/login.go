@@ -14,10 +14,28 @@ import (
 
 // loginView is the sign-in page.
 type loginView struct {
-	Next  string
-	OIDC  bool
+	Next string
+	OIDC bool
+	// Error is a message the server chose (loginErrors), never text of
+	// the request.
 	Error string
 }
+
+// loginErrors are the codes the server puts in /login?error= and the
+// texts the sign-in page shows for them. Any other value shows nothing:
+// the page never reflects text from the URL, which anyone can craft into
+// a link to the real server ("Your session expired, call …").
+var loginErrors = map[string]string{
+	// page: a session cookie came but is no longer honoured (signed
+	// out, expired, its credential no longer valid).
+	loginErrSessionEnded: "Your session has ended: sign in again.",
+}
+
+// Codes of loginErrors.
+const loginErrSessionEnded = "session_ended"
+
+// loginError is the sign-in page's text for the code in ?error=, or "".
+func loginError(code string) string { return loginErrors[code] }
 
 // loginCSRF returns the sign-in form's CSRF token, setting its cookie when
 // the browser has none.
@@ -37,7 +55,8 @@ func (h *Handler) oidcEnabled() bool {
 func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.URL.Query().Get("next"))
 	_, err := h.signedIn(r)
-	if err == nil && r.URL.Query().Get("error") == "" {
+	if err == nil {
+		// Signed in: no message of loginErrors would be true.
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
@@ -46,7 +65,8 @@ func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 		// out, sealed before sessions had ids): the browser drops it.
 		h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
 	}
-	p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(), Error: r.URL.Query().Get("error")}}
+	p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(),
+		Error: loginError(r.URL.Query().Get("error"))}}
 	h.render(w, r, "login", http.StatusOK, p)
 }
 

@@ -208,7 +208,11 @@ func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
 			return
 		}
 		if err != nil {
-			http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			to := "/login?next=" + url.QueryEscape(r.URL.RequestURI())
+			if _, cerr := r.Cookie(sessionCookie); cerr == nil {
+				to += "&error=" + loginErrSessionEnded
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
 		p := &pageData{Nav: name, User: &v.Identity, CSRF: v.sess.CSRF}
