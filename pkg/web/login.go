@@ -131,6 +131,24 @@ func (h *Handler) handleLogout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
+// oidcErrorCodes are the error codes of an authorization response (RFC
+// 6749 §4.1.2.1, OpenID Connect Core §3.1.2.6) the callback names.
+var oidcErrorCodes = map[string]bool{
+	"invalid_request": true, "unauthorized_client": true, "access_denied": true, "unsupported_response_type": true,
+	"invalid_scope": true, "server_error": true, "temporarily_unavailable": true,
+	"interaction_required": true, "login_required": true, "account_selection_required": true, "consent_required": true,
+	"invalid_request_uri": true, "invalid_request_object": true, "request_not_supported": true,
+	"request_uri_not_supported": true, "registration_not_supported": true,
+}
+
+// clip shortens s to at most n bytes (for the log: s is the URL's).
+func clip(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
+}
+
 // oidcClient is the OAuth 2 configuration found by discovery.
 type oidcClient struct {
 	provider *oidc.Provider
@@ -226,7 +244,14 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
-		failed(http.StatusUnauthorized, "The identity provider refused the sign-in: "+e+" "+q.Get("error_description"))
+		// Anyone can craft this URL: the page names a standard code
+		// only; the issuer's description goes to the log.
+		h.log.Info("web: oidc sign-in refused by the issuer", "error", clip(e, 100), "description", clip(q.Get("error_description"), 300))
+		msg := "The identity provider refused the sign-in."
+		if oidcErrorCodes[e] {
+			msg = "The identity provider refused the sign-in (" + e + ")."
+		}
+		failed(http.StatusUnauthorized, msg)
 		return
 	}
 	if !equalStrings(st.State, q.Get("state")) {

@@ -5,6 +5,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 // The sign-in page shows only messages the server chose: ?error= is a
@@ -55,5 +58,38 @@ func TestLoginErrorIsACode(t *testing.T) {
 	// Without any cookie there is nothing to explain.
 	if loc := newBrowser(t, s.URL).get("/environments").Header.Get("Location"); loc != "/login?next=%2Fenvironments" {
 		t.Errorf("a page without a session: %q", loc)
+	}
+}
+
+// The OIDC callback's error answer is the issuer's, but anyone can craft
+// the URL (and a browser that just started a sign-in holds the cookie it
+// needs): the page names only a standard error code, never the URL's text.
+func TestOIDCCallbackErrorIsNotReflected(t *testing.T) {
+	is := newCodeIssuer(t, "olga@example.com", []string{"sre"})
+	s := startUI(t, func(c *node.Config) {
+		c.Auth.OIDC = &auth.OIDCConfig{Issuer: is.srv.URL, Audience: "manent-ui", ClientID: "manent-ui"}
+	})
+	b := newBrowser(t, s.URL)
+	const phish = "Your account is locked. Call +1 555 0100"
+	for _, q := range []url.Values{
+		{"error": {"access_denied"}, "error_description": {phish}},
+		{"error": {phish}},
+		{"error": {"access_denied " + phish}},
+	} {
+		if p := b.get("/login/oidc?next=%2F"); p.Status != http.StatusFound {
+			t.Fatalf("GET /login/oidc: %d", p.Status)
+		}
+		p := b.get("/login/callback?" + q.Encode())
+		if p.Status != http.StatusUnauthorized || !strings.Contains(p.Body, "The identity provider refused the sign-in") {
+			t.Fatalf("callback %v: %d\n%s", q, p.Status, p.Body)
+		}
+		if strings.Contains(p.Body, "555 0100") {
+			t.Errorf("callback %v shows the URL's text:\n%s", q, p.Body)
+		}
+	}
+	// A standard code is named.
+	b.get("/login/oidc?next=%2F")
+	if p := b.get("/login/callback?error=access_denied"); !strings.Contains(p.Body, "(access_denied)") {
+		t.Errorf("callback with access_denied:\n%s", p.Body)
 	}
 }
