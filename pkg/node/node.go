@@ -322,7 +322,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		eng.Shutdown(0)
 		return nil, err
 	}
-	ui, err := web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")})
+	ui, err := web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")})
 	if err != nil {
 		eng.Shutdown(0)
 		return nil, err

@@ -93,12 +93,14 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 		fail("Enter a token.")
 		return
 	}
-	if _, err := h.guard.Authenticate(r.Context(), "Bearer "+token); err != nil {
+	id, err := h.guard.Authenticate(r.Context(), "Bearer "+token)
+	if err != nil {
 		h.log.Info("web: sign-in refused", "error", err)
 		fail("This token is not valid.")
 		return
 	}
-	if err := h.startSession(w, r, token, "token", time.Time{}); err != nil {
+	if err := h.startSession(w, r, id, token, "token", time.Time{}); err != nil {
+		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
 		h.renderError(w, r, nil, http.StatusInternalServerError, "The session could not be started.")
 		return
 	}
@@ -126,6 +128,16 @@ func (h *Handler) handleLogout(w http.ResponseWriter, r *http.Request) {
 		h.log.Error("web: sign-out", "error", err)
 		h.renderError(w, r, nil, http.StatusServiceUnavailable, "The sign-out could not be recorded: the database did not answer. Your session is still valid; try again in a moment.")
 		return
+	}
+	subject := s.Subject
+	if subject == "" { // a cookie sealed before sessions kept it
+		if p, err := h.guard.Authenticate(r.Context(), "Bearer "+s.Credential); err == nil {
+			subject = p.Subject
+		}
+	}
+	if err := h.audit(r, w, subject, "web.sign-out", s); err != nil {
+		// The session is revoked, which is what the user asked for.
+		h.log.Error("web: audit of a sign-out failed", "identity", subject, "error", err)
 	}
 	h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -284,12 +296,14 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 		failed(http.StatusUnauthorized, "The ID token is not valid for this server.")
 		return
 	}
-	if _, err := h.guard.Authenticate(r.Context(), "Bearer "+raw); err != nil {
+	id, err := h.guard.Authenticate(r.Context(), "Bearer "+raw)
+	if err != nil {
 		h.log.Info("web: oidc id token refused by authentication", "error", err)
 		failed(http.StatusForbidden, "The identity provider signed you in, but this server does not accept its ID token (is auth.oidc.audience the client_id?).")
 		return
 	}
-	if err := h.startSession(w, r, raw, "oidc", idt.Expiry); err != nil {
+	if err := h.startSession(w, r, id, raw, "oidc", idt.Expiry); err != nil {
+		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
 		failed(http.StatusInternalServerError, "The session could not be started.")
 		return
 	}

@@ -18,6 +18,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // Cookie names.
@@ -64,6 +67,9 @@ type session struct {
 	Credential string `json:"c"`
 	// Method is "token" or "oidc".
 	Method string `json:"m"`
+	// Subject is the identity that signed in (for the audit log of the
+	// sign-out; empty in cookies sealed before it was kept).
+	Subject string `json:"u"`
 	// CSRF is the session's CSRF token (every form carries it).
 	CSRF    string `json:"x"`
 	Expires int64  `json:"e"`
@@ -195,18 +201,43 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 	})
 }
 
-// startSession sets the session cookie for credential.
-func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, credential, method string, expires time.Time) error {
+// startSession records the sign-in of p in the audit log and sets the
+// session cookie for credential. When the sign-in cannot be recorded, no
+// session starts.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, p manent.Identity, credential, method string, expires time.Time) error {
 	if max := h.now().Add(SessionTTL); expires.IsZero() || expires.After(max) {
 		expires = max
 	}
-	v, err := h.seal.seal(sessionCookie, session{ID: randomString(sessionIDBytes), Credential: credential, Method: method,
-		CSRF: randomString(24), Expires: expires.Unix()})
+	s := session{ID: randomString(sessionIDBytes), Credential: credential, Method: method, Subject: p.Subject,
+		CSRF: randomString(24), Expires: expires.Unix()}
+	v, err := h.seal.seal(sessionCookie, s)
 	if err != nil {
 		return err
 	}
+	if err := h.audit(r, w, p.Subject, "web.sign-in", s); err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
 	h.setCookie(w, r, sessionCookie, v, int(time.Until(expires).Seconds()), http.SameSiteStrictMode)
 	return nil
+}
+
+// audit appends action on session s by subject to the audit log: the
+// method and a reference of the session (sessionRef), never its
+// credential, id or cookie. The request id is the API's (its handler
+// serves the UI and sets X-Request-Id on the answer).
+func (h *Handler) audit(r *http.Request, w http.ResponseWriter, subject, action string, s session) error {
+	return h.auditLog.AppendAudit(context.WithoutCancel(r.Context()), store.AuditEntry{
+		Identity: subject, Action: action, Target: sessionRef(s.ID), RequestID: w.Header().Get("X-Request-Id"),
+		Outcome: "accepted", Detail: "method=" + s.Method,
+	})
+}
+
+// sessionRef names a session in the audit log: a digest of its id, so a
+// sign-out is matched to its sign-in while the id itself (what a
+// revocation names) is not shown to the log's readers.
+func sessionRef(id string) string {
+	sum := sha256.Sum256([]byte("manent web session ref " + id))
+	return "session:" + hex.EncodeToString(sum[:8])
 }
 
 // readSession returns the request's session: errNoSession when it has no

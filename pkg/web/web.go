@@ -20,6 +20,7 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 //go:embed templates/*.html
@@ -40,6 +41,11 @@ type Guard interface {
 	Authorize(p manent.Identity, permission, application, environment string) error
 }
 
+// AuditLog is the audit log the API writes too (store.Store satisfies it).
+type AuditLog interface {
+	AppendAudit(ctx context.Context, e store.AuditEntry) error
+}
+
 // Config configures the UI.
 type Config struct {
 	// API is the HTTP API handler (pkg/server): the UI calls it in process
@@ -53,6 +59,9 @@ type Config struct {
 	// Sessions records signed-out sessions in the database all workers
 	// share, and is asked on every request with a session.
 	Sessions Sessions
+	// Audit is the audit log the UI records sign-ins and sign-outs in
+	// (the API records everything else).
+	Audit AuditLog
 	// OIDC, when it has a ClientID, offers sign-in through the issuer.
 	OIDC *auth.OIDCConfig
 	// HTTPClient talks to the OIDC issuer (nil: auth.IssuerClient, the
@@ -77,6 +86,8 @@ type Handler struct {
 	static http.Handler
 	// sessions is Config.Sessions.
 	sessions Sessions
+	// auditLog is Config.Audit.
+	auditLog AuditLog
 
 	oidcMu sync.Mutex
 	oidc   *oidcClient
@@ -84,8 +95,8 @@ type Handler struct {
 
 // New returns the UI handler.
 func New(cfg Config) (*Handler, error) {
-	if cfg.API == nil || cfg.Guard == nil || cfg.Sessions == nil {
-		return nil, errors.New("web: API, Guard and Sessions are required")
+	if cfg.API == nil || cfg.Guard == nil || cfg.Sessions == nil || cfg.Audit == nil {
+		return nil, errors.New("web: API, Guard, Sessions and Audit are required")
 	}
 	seal, err := newSealer(cfg.Secret)
 	if err != nil {
@@ -100,7 +111,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.HTTPClient == nil && cfg.OIDC != nil {
 		cfg.HTTPClient = auth.IssuerClient(*cfg.OIDC) // the outbound policy of auth.oidc.issuer
 	}
-	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, sessions: cfg.Sessions, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, sessions: cfg.Sessions, auditLog: cfg.Audit, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
