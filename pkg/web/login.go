@@ -85,6 +85,11 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	next := localPath(r.PostForm.Get("next"))
 	token := strings.TrimSpace(r.PostForm.Get("token"))
+	prev, perr := h.readSession(r)
+	if perr != nil && !errors.Is(perr, errNoSession) {
+		h.uncheckedSession(w, r, perr)
+		return
+	}
 	fail := func(msg string) {
 		p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(), Error: msg}}
 		h.render(w, r, "login", http.StatusUnauthorized, p)
@@ -99,6 +104,9 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 		fail("This token is not valid.")
 		return
 	}
+	if perr == nil && !h.endPrevious(w, r, h.priorSessionOf(r, prev)) {
+		return
+	}
 	if err := h.startSession(w, r, id, token, "token", time.Time{}); err != nil {
 		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
 		h.renderError(w, r, nil, http.StatusInternalServerError, "The session could not be started.")
@@ -106,6 +114,61 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	h.setCookie(w, r, loginCookie, "", -1, http.SameSiteStrictMode)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// priorSession is what a sign-in needs of the session the browser held
+// before: enough to revoke it and audit its end, not its credential.
+type priorSession struct {
+	ID      string `json:"i"`
+	Method  string `json:"m,omitempty"`
+	Subject string `json:"u,omitempty"`
+	Expires int64  `json:"e"`
+}
+
+func (h *Handler) priorSessionOf(r *http.Request, s session) *priorSession {
+	return &priorSession{ID: s.ID, Method: s.Method, Subject: h.subjectOf(r, s), Expires: s.Expires}
+}
+
+// subjectOf is the identity that signed session s in: as the cookie keeps
+// it, or for a cookie sealed before it kept it, as its credential
+// authenticates now ("" if it no longer does).
+func (h *Handler) subjectOf(r *http.Request, s session) string {
+	if s.Subject != "" {
+		return s.Subject
+	}
+	if p, err := h.guard.Authenticate(r.Context(), "Bearer "+s.Credential); err == nil {
+		return p.Subject
+	}
+	return ""
+}
+
+// endPrevious ends, before a sign-in starts a new session, the session the
+// browser held until then (nil: none): a copy of its cookie must not
+// outlive the browser's move to another session. It answers the request
+// and returns false when the revocation could not be recorded.
+func (h *Handler) endPrevious(w http.ResponseWriter, r *http.Request, prev *priorSession) bool {
+	if prev == nil || prev.ID == "" {
+		return true
+	}
+	// The OIDC sign-in took a while: the session may have been signed
+	// out meanwhile, and then has nothing left to end.
+	revoked, err := h.sessions.SessionRevoked(r.Context(), prev.ID)
+	if err != nil {
+		h.uncheckedSession(w, r, err)
+		return false
+	}
+	if revoked {
+		return true
+	}
+	if err := h.sessions.RevokeSession(r.Context(), prev.ID, time.Unix(prev.Expires, 0), h.now()); err != nil {
+		h.log.Error("web: sign-in: revoking the previous session", "error", err)
+		h.renderError(w, r, nil, http.StatusServiceUnavailable, "Your previous session could not be ended: the database did not answer. Try again in a moment.")
+		return false
+	}
+	if err := h.audit(r, w, prev.Subject, "web.sign-out", session{ID: prev.ID, Method: prev.Method}, "replaced by a new sign-in"); err != nil {
+		h.log.Error("web: audit of a replaced session failed", "identity", prev.Subject, "error", err)
+	}
+	return true
 }
 
 // handleLogout ends the session on every worker: its id is recorded as
@@ -129,13 +192,8 @@ func (h *Handler) handleLogout(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, nil, http.StatusServiceUnavailable, "The sign-out could not be recorded: the database did not answer. Your session is still valid; try again in a moment.")
 		return
 	}
-	subject := s.Subject
-	if subject == "" { // a cookie sealed before sessions kept it
-		if p, err := h.guard.Authenticate(r.Context(), "Bearer "+s.Credential); err == nil {
-			subject = p.Subject
-		}
-	}
-	if err := h.audit(r, w, subject, "web.sign-out", s); err != nil {
+	subject := h.subjectOf(r, s)
+	if err := h.audit(r, w, subject, "web.sign-out", s, ""); err != nil {
 		// The session is revoked, which is what the user asked for.
 		h.log.Error("web: audit of a sign-out failed", "identity", subject, "error", err)
 	}
@@ -175,6 +233,10 @@ type oidcState struct {
 	Next     string `json:"x"`
 	Redirect string `json:"r"`
 	Expires  int64  `json:"e"`
+	// Prior is the session the browser held when the sign-in started:
+	// the callback, a navigation from the issuer's site, does not get
+	// the SameSite=Strict session cookie, and ends that session.
+	Prior *priorSession `json:"p,omitempty"`
 }
 
 // issuer runs discovery once (and again after a failure).
@@ -227,6 +289,13 @@ func (h *Handler) handleOIDCStart(w http.ResponseWriter, r *http.Request) {
 	}
 	st := oidcState{State: randomString(24), Nonce: randomString(24), Verifier: oauth2.GenerateVerifier(),
 		Next: localPath(r.URL.Query().Get("next")), Redirect: callbackURL(r), Expires: h.now().Add(10 * time.Minute).Unix()}
+	switch prev, err := h.readSession(r); {
+	case err == nil:
+		st.Prior = h.priorSessionOf(r, prev)
+	case !errors.Is(err, errNoSession):
+		h.uncheckedSession(w, r, err)
+		return
+	}
 	v, err := h.seal.seal(oidcCookie, st)
 	if err != nil {
 		h.renderError(w, r, nil, http.StatusInternalServerError, "The sign-in could not be started.")
@@ -300,6 +369,10 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.log.Info("web: oidc id token refused by authentication", "error", err)
 		failed(http.StatusForbidden, "The identity provider signed you in, but this server does not accept its ID token (is auth.oidc.audience the client_id?).")
+		return
+	}
+	if !h.endPrevious(w, r, st.Prior) {
+		h.setCookie(w, r, oidcCookie, "", -1, http.SameSiteLaxMode)
 		return
 	}
 	if err := h.startSession(w, r, id, raw, "oidc", idt.Expiry); err != nil {

@@ -214,7 +214,7 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, p manent.
 	if err != nil {
 		return err
 	}
-	if err := h.audit(r, w, p.Subject, "web.sign-in", s); err != nil {
+	if err := h.audit(r, w, p.Subject, "web.sign-in", s, ""); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	h.setCookie(w, r, sessionCookie, v, int(time.Until(expires).Seconds()), http.SameSiteStrictMode)
@@ -222,13 +222,17 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, p manent.
 }
 
 // audit appends action on session s by subject to the audit log: the
-// method and a reference of the session (sessionRef), never its
-// credential, id or cookie. The request id is the API's (its handler
-// serves the UI and sets X-Request-Id on the answer).
-func (h *Handler) audit(r *http.Request, w http.ResponseWriter, subject, action string, s session) error {
+// method (and why, when given) and a reference of the session
+// (sessionRef), never its credential, id or cookie. The request id is the
+// API's (its handler serves the UI and sets X-Request-Id on the answer).
+func (h *Handler) audit(r *http.Request, w http.ResponseWriter, subject, action string, s session, why string) error {
+	detail := "method=" + s.Method
+	if why != "" {
+		detail += "; " + why
+	}
 	return h.auditLog.AppendAudit(context.WithoutCancel(r.Context()), store.AuditEntry{
 		Identity: subject, Action: action, Target: sessionRef(s.ID), RequestID: w.Header().Get("X-Request-Id"),
-		Outcome: "accepted", Detail: "method=" + s.Method,
+		Outcome: "accepted", Detail: detail,
 	})
 }
 
