@@ -257,9 +257,12 @@ type deployView struct {
 	// stream brings the rest, a final one's page says where it is.
 	More       bool
 	CanApprove bool
-	CanCancel  bool
-	Approved   bool // the viewer has approved already
-	Approvals  int  // approvals recorded
+	// Submitter: the viewer submitted the deploy, and so may not approve
+	// or reject it (the engine refuses; an approval is someone else's).
+	Submitter bool
+	CanCancel bool
+	Approved  bool // the viewer has approved already
+	Approvals int  // approvals recorded
 }
 
 func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
@@ -291,7 +294,8 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 			}
 		}
 	}
-	dv.CanApprove = d.State == manent.StateAwaitingApproval && h.can(v, auth.DeploymentApprove, d.Application, d.Environment)
+	dv.Submitter = d.Requester == v.Identity.Subject
+	dv.CanApprove = d.State == manent.StateAwaitingApproval && !dv.Submitter && h.can(v, auth.DeploymentApprove, d.Application, d.Environment)
 	dv.CanCancel = !d.State.Final() && h.can(v, auth.DeploymentCancel, d.Application, d.Environment)
 	p.Title = fmt.Sprintf("%s %s → %s", d.Application, d.Version, d.Environment)
 	p.Data = dv
