@@ -40,7 +40,7 @@ func loginError(code string) string { return loginErrors[code] }
 // loginCSRF returns the sign-in form's CSRF token, setting its cookie when
 // the browser has none.
 func (h *Handler) loginCSRF(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(loginCookie); err == nil && len(c.Value) >= 16 {
+	if c, err := cookie(r, loginCookie); err == nil && len(c.Value) >= 16 {
 		return h.seal.loginToken(c.Value)
 	}
 	v := randomString(24)
@@ -60,10 +60,15 @@ func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if _, cerr := r.Cookie(sessionCookie); cerr == nil && errors.Is(err, errNoSession) {
+	if _, cerr := cookie(r, sessionCookie); cerr == nil && errors.Is(err, errNoSession) {
 		// A session cookie that is no longer honoured (expired, signed
 		// out, sealed before sessions had ids): the browser drops it.
 		h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
+	}
+	if _, cerr := r.Cookie(sessionCookie); cerr == nil && secure(r) {
+		// An unprefixed session cookie over HTTPS (sealed before the
+		// __Host- prefix, or set by another host) is not read: dropped.
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	}
 	p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(),
 		Error: loginError(r.URL.Query().Get("error"))}}
@@ -78,7 +83,7 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read.")
 		return
 	}
-	c, err := r.Cookie(loginCookie)
+	c, err := cookie(r, loginCookie)
 	if err != nil || !equalStrings(h.seal.loginToken(c.Value), r.PostForm.Get("csrf")) {
 		h.renderError(w, r, nil, http.StatusForbidden, "This form is missing its CSRF token: reload the sign-in page and try again.")
 		return
@@ -318,7 +323,7 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, nil, status, msg)
 	}
 	var st oidcState
-	ck, err := r.Cookie(oidcCookie)
+	ck, err := cookie(r, oidcCookie)
 	if err != nil || h.seal.open(oidcCookie, ck.Value, &st) != nil || h.now().Unix() > st.Expires {
 		failed(http.StatusBadRequest, "The sign-in took too long or was started in another browser; start again.")
 		return

@@ -209,7 +209,7 @@ func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
 		}
 		if err != nil {
 			to := "/login?next=" + url.QueryEscape(r.URL.RequestURI())
-			if _, cerr := r.Cookie(sessionCookie); cerr == nil {
+			if _, cerr := cookie(r, sessionCookie); cerr == nil {
 				to += "&error=" + loginErrSessionEnded
 			}
 			http.Redirect(w, r, to, http.StatusSeeOther)

@@ -194,9 +194,33 @@ func secure(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int, sameSite http.SameSite) {
+// hostPrefix starts the UI's cookie names over HTTPS. A browser takes a
+// __Host- cookie only from the host itself over HTTPS, Secure, with
+// Path=/ and without Domain: no sibling subdomain and no plain-HTTP page
+// (a network attacker's) can set one — a session or sign-in state of the
+// attacker's own that this server would read (session fixation, login
+// CSRF). Over plain HTTP the prefix cannot be used (it needs Secure).
+const hostPrefix = "__Host-"
+
+// cookieName is the name of the UI's cookie base for r: __Host-base over
+// HTTPS (secure), base over plain HTTP. Only that name is read: over HTTPS
+// an unprefixed cookie may have been set by anyone on a sibling host.
+func cookieName(r *http.Request, base string) string {
+	if secure(r) {
+		return hostPrefix + base
+	}
+	return base
+}
+
+// cookie reads the UI's cookie base under the name in use for r.
+func cookie(r *http.Request, base string) (*http.Cookie, error) {
+	return r.Cookie(cookieName(r, base))
+}
+
+// setCookie sets the UI's cookie base (named for r: cookieName).
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, base, value string, maxAge int, sameSite http.SameSite) {
 	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: "/", MaxAge: maxAge,
+		Name: cookieName(r, base), Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, Secure: secure(r), SameSite: sameSite,
 	})
 }
@@ -249,7 +273,7 @@ func sessionRef(id string) string {
 // sealed before sessions had ids (it cannot be revoked, so it is not
 // honoured) — or the error of the revocation check.
 func (h *Handler) readSession(r *http.Request) (session, error) {
-	c, err := r.Cookie(sessionCookie)
+	c, err := cookie(r, sessionCookie)
 	if err != nil || len(c.Value) > maxSessionCookie {
 		return session{}, errNoSession
 	}

@@ -81,9 +81,10 @@ func TestTokenLoginAndCookieFlags(t *testing.T) {
 		t.Fatalf("activity after sign-in: %d\n%s", p.Status, p.Body)
 	}
 
-	// Behind TLS (a proxy saying so) the cookie is Secure.
+	// Behind TLS (a proxy saying so) the cookie is Secure (and named
+	// __Host-: hostprefix_test.go).
 	b2 := newBrowser(t, s.URL)
-	f2 := b2.get("/login")
+	f2 := b2.do("GET", "/login", nil, "X-Forwarded-Proto", "https")
 	p2 := b2.do("POST", "/login", url.Values{"csrf": {csrf(t, f2)}, "token": {"bob-token"}}, "X-Forwarded-Proto", "https")
 	if sc := p2.Header.Get("Set-Cookie"); p2.Status != http.StatusSeeOther || !strings.Contains(sc, "Secure") || !strings.Contains(sc, "HttpOnly") || !strings.Contains(sc, "SameSite=Strict") {
 		t.Fatalf("sign in behind TLS: %d %q", p2.Status, sc)
