@@ -125,6 +125,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 							if err := json.Unmarshal(body, &p); err != nil || p.Status != status || p.Detail == "" {
 								t.Errorf("problem %s: %+v %v", body, p, err)
 							}
+							// A deploy the caller may not read is not placed
+							// for it: no application/environment in the 403.
+							if status == http.StatusForbidden && strings.Contains(r.path, id) && strings.Contains(string(body), "staging") {
+								t.Errorf("a 403 about deploy %s names its environment: %s", id, body)
+							}
 						}
 						return
 					}

@@ -212,7 +212,13 @@ func (s *Server) deploymentAs(w http.ResponseWriter, r *http.Request, perm strin
 		return nil, p, false
 	}
 	if err := s.cfg.Guard.Authorize(p, perm, rec.Application, rec.Environment); err != nil {
-		writeError(w, r, s.log, err)
+		if perm != PermRead && s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) == nil {
+			writeError(w, r, s.log, err) // it may read the deploy: naming where it is tells nothing new
+			return nil, p, false
+		}
+		// A caller who may not read the deploy learns that it is not
+		// theirs, not where it belongs (its application/environment).
+		writeError(w, r, s.log, manent.Errorf(manent.EForbidden, "%s may not read deploy %s", p.Subject, rec.ID))
 		return nil, p, false
 	}
 	return rec, p, true
