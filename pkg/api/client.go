@@ -411,7 +411,7 @@ func (c *Client) once(ctx context.Context, req request, out any) (h http.Header,
 	}
 	if resp.StatusCode >= 400 {
 		ra := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-		perr := problemError(c.base, resp.StatusCode, data)
+		perr := answerError(c.base, resp, data)
 		var se *ServerError
 		if errors.As(perr, &se) {
 			se.RetryAfter = ra
@@ -449,13 +449,22 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// problemError turns an HTTP error answer into a *manent.Error (4xx) or a
-// *ServerError (5xx).
-func problemError(server string, status int, body []byte) error {
+// answerError turns an HTTP error answer (status >= 400) into a
+// *manent.Error (4xx) or a *ServerError (5xx): with the problem's detail
+// when the body is the API's problem document, else wrapping a
+// *NotAPIAnswerError that says so briefly (no error page printed whole).
+func answerError(server string, resp *http.Response, body []byte) error {
+	status := resp.StatusCode
 	var p Problem
 	if err := json.Unmarshal(body, &p); err != nil || p.Title == "" {
-		p.Title = http.StatusText(status)
-		p.Detail = strings.TrimSpace(string(body))
+		na := &NotAPIAnswerError{Status: status, ContentType: resp.Header.Get("Content-Type"), Excerpt: excerpt(body, maxExcerpt)}
+		if resp.Request != nil {
+			na.Method, na.URL = resp.Request.Method, resp.Request.URL.Redacted()
+		}
+		if status >= 500 {
+			return &ServerError{Server: server, Status: status, Err: na}
+		}
+		return &manent.Error{Code: CodeForStatus(status), Message: fmt.Sprintf("%d %s", status, http.StatusText(status)), Err: na}
 	}
 	msg := p.Detail
 	if msg == "" {
@@ -465,6 +474,59 @@ func problemError(server string, status int, body []byte) error {
 		return &ServerError{Server: server, Status: status, Message: msg}
 	}
 	return &manent.Error{Code: CodeForStatus(status), Message: msg, Fields: p.Errors}
+}
+
+// NotAPIAnswerError says an error answer is not the manent API's (a
+// problem+json document): --server likely points at something else, such
+// as a proxy's or another service's HTML error page. It is wrapped in the
+// error the status gives (*manent.Error for 4xx, *ServerError for 5xx).
+type NotAPIAnswerError struct {
+	Status      int
+	Method, URL string
+	// ContentType is the answer's Content-Type, "" when it had none.
+	ContentType string
+	// Excerpt is the start of the body on one line (whitespace runs made
+	// one space), at most 200 characters, ending with "…" when cut.
+	Excerpt string
+}
+
+// maxExcerpt bounds NotAPIAnswerError.Excerpt, in characters.
+const maxExcerpt = 200
+
+func (e *NotAPIAnswerError) Error() string {
+	var b strings.Builder
+	b.WriteString("the answer")
+	if e.URL != "" {
+		fmt.Fprintf(&b, " to %s %s", e.Method, e.URL)
+	}
+	b.WriteString(" is not a manent API answer (")
+	if e.ContentType == "" {
+		b.WriteString("no Content-Type")
+	} else {
+		fmt.Fprintf(&b, "Content-Type %q", e.ContentType)
+	}
+	b.WriteString(", not application/problem+json or JSON)")
+	if e.Excerpt == "" {
+		b.WriteString("; empty body")
+	} else {
+		b.WriteString(`; it begins: "` + e.Excerpt + `"`)
+	}
+	return b.String()
+}
+
+// excerpt returns the start of body as one line: runs of white space
+// (newlines included) made one space, cut to at most max characters with
+// "…" added when something was left out.
+func excerpt(body []byte, limit int) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(body), "\uFFFD")), " ")
+	n := 0
+	for i := range s {
+		if n == limit {
+			return strings.TrimRight(s[:i], " ") + "…"
+		}
+		n++
+	}
+	return s
 }
 
 // CodeForStatus maps an HTTP status to a domain error code.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
@@ -306,5 +307,86 @@ func TestSubmitIdempotentSurvivesBusyAndDroppedAnswer(t *testing.T) {
 	_, _, err = c.SubmitIdempotent(context.Background(), append(descriptor(t), "# changed\n"...), "test-key-1")
 	if manent.ErrorCode(err) != manent.EInvalid {
 		t.Errorf("same key, other body: err = %v, want 422", err)
+	}
+}
+
+// nginxNotFound is what an nginx in front of nothing (or of another
+// service) answers: an HTML page, not a problem+json document.
+const nginxNotFound = "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1></center>\r\n" +
+	"<hr><center>nginx/1.25.3</center>\r\n" + "<!-- a padding to prevent the browser's own error page -->\r\n" +
+	"<!-- a padding to prevent the browser's own error page -->\r\n<!-- a padding to prevent the browser's own error page -->\r\n</body>\r\n</html>\r\n"
+
+// An error answer that is not the API's (an HTML page from a proxy or
+// another service) says so in one short line: the status, the method and
+// URL, the Content-Type, and at most 200 characters of the body, on one
+// line; the code (and so the CLI's exit code) is the status's as before.
+func TestNotAPIErrorAnswerIsShort(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		check  func(error) bool
+	}{
+		{404, func(err error) bool { return manent.ErrorCode(err) == manent.ENotFound && !api.IsServerError(err) }},
+		{502, api.IsServerError},
+	} {
+		rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(tt.status)
+			fmt.Fprint(w, nginxNotFound)
+		}}}
+		url := start(t, rc)
+		c := api.NewClientWith(url, "", nil, api.Options{Retries: -1})
+		_, err := c.Deployment(context.Background(), "dpl_1")
+		if !tt.check(err) {
+			t.Errorf("%d: err = %T %v, want the same kind as before", tt.status, err, err)
+			continue
+		}
+		var na *api.NotAPIAnswerError
+		if !errors.As(err, &na) || na.Status != tt.status || na.ContentType != "text/html" {
+			t.Errorf("%d: err = %#v, want a *api.NotAPIAnswerError", tt.status, err)
+		}
+		msg := err.Error()
+		for _, want := range []string{
+			fmt.Sprintf("%d %s", tt.status, http.StatusText(tt.status)),
+			"GET " + url + "/api/v1/deployments/dpl_1",
+			"not a manent API answer",
+			"text/html",
+			"application/problem+json",
+			"<html> <head><title>404 Not Found</title></head>",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%d: message %q lacks %q", tt.status, msg, want)
+			}
+		}
+		if strings.ContainsAny(msg, "\r\n") {
+			t.Errorf("%d: message spans several lines: %q", tt.status, msg)
+		}
+		if n := utf8.RuneCountInString(na.Excerpt); n > 201 || strings.Contains(msg, "</html>") {
+			t.Errorf("%d: message holds more than 200 characters of the body: %q", tt.status, msg)
+		}
+		if !strings.HasSuffix(na.Excerpt, "…") {
+			t.Errorf("%d: excerpt %q does not say it was cut", tt.status, na.Excerpt)
+		}
+	}
+}
+
+// A problem+json answer keeps its detail; a short empty answer says it was empty.
+func TestNotAPIErrorAnswerEmptyBody(t *testing.T) {
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNotFound)
+	}}}
+	c := api.NewClient(start(t, rc), "", nil)
+	_, err := c.Deployment(context.Background(), "dpl_1")
+	var na *api.NotAPIAnswerError
+	if !errors.As(err, &na) || manent.ErrorCode(err) != manent.ENotFound {
+		t.Fatalf("err = %T %v, want a 404 *api.NotAPIAnswerError", err, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "no Content-Type") || !strings.Contains(msg, "empty body") {
+		t.Errorf("message %q", msg)
+	}
+	rc = &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(404, "", "deploy dpl_1 not found")}}
+	c = api.NewClient(start(t, rc), "", nil)
+	_, err = c.Deployment(context.Background(), "dpl_1")
+	if errors.As(err, &na) || manent.ErrorCode(err) != manent.ENotFound || err.Error() != "deploy dpl_1 not found" {
+		t.Errorf("problem+json: err = %T %q, want the problem's detail as before", err, err)
 	}
 }

@@ -127,10 +127,11 @@ func (c *Client) EventsURL(id string, logsOnly bool) string {
 	return c.base + "/api/v1/deployments/" + url.PathEscape(id) + "/events"
 }
 
-// ProblemError turns an HTTP error answer (status >= 400, body a
-// problem+json document) into the error the client's other calls return:
-// a *manent.Error for 4xx, a *ServerError for 5xx. Stream readers use
-// it for the answer to their first request.
-func (c *Client) ProblemError(status int, body []byte) error {
-	return problemError(c.base, status, body)
+// ProblemError turns an HTTP error answer (status >= 400) and its body into
+// the error the client's other calls return: a *manent.Error for 4xx, a
+// *ServerError for 5xx, wrapping a *NotAPIAnswerError when the body is not
+// a problem+json document. Stream readers use it for the answer to their
+// first request.
+func (c *Client) ProblemError(resp *http.Response, body []byte) error {
+	return answerError(c.base, resp, body)
 }

@@ -189,6 +189,10 @@ func errorHint(err error) string {
 	case errors.As(err, &timeout):
 		return fmt.Sprintf("the deploy goes on: follow it with 'manent wait %s'", timeout.ID)
 	}
+	var notAPI *api.NotAPIAnswerError
+	if errors.As(err, &notAPI) {
+		return "hint: --server (or MANENT_SERVER) may point at something other than manent-server"
+	}
 	if api.IsUnreachable(err) {
 		return "hint: check --server (or MANENT_SERVER) and that manent-server is running"
 	}

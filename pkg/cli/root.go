@@ -41,7 +41,9 @@ prints log text untouched.
 Exit codes: 0 success; 1 the deploy ended in another final state, or
 validation failed; 2 usage or configuration error; 3 --timeout elapsed;
 4 server unreachable (no connection, no answer in time) or server error
-(5xx); the message says which.`,
+(5xx); the message says which. An error answer that is not the API's
+(an HTML page from a proxy or another service) is reported in one line:
+status, URL and the start of the body, with a hint to check --server.`,
 		Example: `  manent validate -f deploy.yml --offline
   manent deploy -f deploy.yml --wait --timeout 20m
   manent status dpl_01JABCDEF -o json

@@ -95,12 +95,15 @@ func serverSetup(e *testscript.Env) error {
 //	                 asserts FILE's permission bits (octal, e.g. 0600).
 //	report FILE      sends the cluster snapshot in FILE (JSON) to the
 //	                 server, as manent agent does, timed now.
-//	fakeserver NAME STATUS [RETRY-AFTER]
+//	fakeserver [-body FILE] NAME STATUS [RETRY-AFTER]
 //	                 starts a loopback HTTP server that answers every
 //	                 request with STATUS and a problem+json body (and
 //	                 Retry-After when given), or never answers when STATUS
 //	                 is "hang"; sets $NAME to its URL and $NAME_HITS to a
-//	                 file counting its requests.
+//	                 file counting its requests. With -body it answers
+//	                 FILE's content instead, with the Content-Type
+//	                 http.DetectContentType gives it (a server that is
+//	                 not manent: an nginx's HTML error page).
 //
 // setup runs after the common setup; a suite against a real server uses it to
 // start the server and set MANENT_SERVER and MANENT_TOKEN:
@@ -262,8 +265,14 @@ func cmdReport(ts *testscript.TestScript, neg bool, args []string) {
 
 // cmdFakeServer starts a misbehaving server for the script.
 func cmdFakeServer(ts *testscript.TestScript, neg bool, args []string) {
+	var body []byte
+	if len(args) >= 2 && args[0] == "-body" {
+		b, err := os.ReadFile(ts.MkAbs(args[1]))
+		ts.Check(err)
+		body, args = b, args[2:]
+	}
 	if neg || len(args) < 2 || len(args) > 3 {
-		ts.Fatalf("usage: fakeserver NAME STATUS|hang [RETRY-AFTER]")
+		ts.Fatalf("usage: fakeserver [-body FILE] NAME STATUS|hang [RETRY-AFTER]")
 	}
 	hits := ts.MkAbs(args[0] + ".hits")
 	var (
@@ -290,6 +299,12 @@ func cmdFakeServer(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		if len(args) == 3 {
 			w.Header().Set("Retry-After", args[2])
+		}
+		if body != nil {
+			w.Header().Set("Content-Type", http.DetectContentType(body))
+			w.WriteHeader(status)
+			_, _ = w.Write(body)
+			return
 		}
 		w.Header().Set("Content-Type", api.ProblemContentType)
 		w.WriteHeader(status)

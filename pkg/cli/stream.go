@@ -58,7 +58,7 @@ func (s *eventStream) run(ctx context.Context) error {
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
-		err := s.client.ProblemError(resp.StatusCode, body)
+		err := s.client.ProblemError(resp, body)
 		if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			return backoff.Permanent(err) // no token, no permission, no such deploy
 		}
