@@ -281,7 +281,9 @@ func isEmptyDocument(doc *yaml.Node) bool {
 }
 
 // syntaxError turns a YAML parser error ("yaml: line 3: did not find
-// expected key") into a FieldError with the line.
+// expected key") into a FieldError with the line. gopkg.in/yaml.v3 says
+// the line only (and not always), never the column: Column stays 0, which
+// means unknown (left out of the JSON, and printed as a line alone).
 func syntaxError(err error) *manent.FieldError {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	fe := &manent.FieldError{}

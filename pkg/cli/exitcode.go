@@ -161,7 +161,8 @@ func printError(w io.Writer, err error) {
 	}
 }
 
-// formatFieldError prints "/path (line:col): message", leaving out what is unknown.
+// formatFieldError prints "/path (line:col): message", leaving out what is
+// unknown: "(line)" when the column is (a YAML syntax error).
 func formatFieldError(fe manent.FieldError) string {
 	var b strings.Builder
 	b.WriteString(fe.Path)
@@ -169,7 +170,11 @@ func formatFieldError(fe manent.FieldError) string {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "(%d:%d)", fe.Line, fe.Column)
+		if fe.Column > 0 {
+			fmt.Fprintf(&b, "(%d:%d)", fe.Line, fe.Column)
+		} else {
+			fmt.Fprintf(&b, "(%d)", fe.Line) // a YAML syntax error: line only
+		}
 	}
 	if b.Len() > 0 {
 		b.WriteString(": ")

@@ -35,7 +35,9 @@ func NewCmdValidate(f *Factory, runF func(*ValidateOptions) error) *cobra.Comman
 		Use:   "validate -f <file> [--offline]",
 		Short: "Check a deploy descriptor without deploying it",
 		Long: `Check a deploy descriptor and report every problem at once, each with its
-JSON path and line:column in the file.
+JSON path and line:column in the file. A YAML syntax error has a line only
+(file:LINE: invalid YAML: …; no "column" in -o json): the YAML parser does
+not say the column.
 
 Without --offline the server runs every submission check (descriptor,
 permissions, sources, environment configuration, governance, plan) without
@@ -71,11 +73,13 @@ Exit status: 0 valid, 1 invalid, 2 usage error (e.g. the file cannot be read).`,
 }
 
 // ValidationError is one problem of a descriptor in `validate -o json`.
+// Column is left out when it is unknown: a YAML syntax error has a line
+// only.
 type ValidationError struct {
 	Path    string `json:"path"`
 	Message string `json:"message"`
 	Line    int    `json:"line"`
-	Column  int    `json:"column"`
+	Column  int    `json:"column,omitempty"`
 }
 
 // ValidateResult is the `validate -o json` document (SPEC §7 [contract]).
@@ -229,7 +233,10 @@ func formatValidationError(name string, e ValidationError) string {
 	var b strings.Builder
 	b.WriteString(name)
 	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	b.WriteString(": ")
 	if e.Path != "" {
