@@ -133,7 +133,8 @@ func NewCmdRollback(f *Factory, runF func(*RollbackOptions) error) *cobra.Comman
 		Long: `Submit a new deploy of an earlier release with the descriptor it was deployed
 with: by default the release that was current before the current one (the
 latest SUCCESS deploy of another version), or with --to the latest SUCCESS
-deploy of VERSION. The new deploy goes through every submission check
+deploy of VERSION (an empty --to, such as --to "$UNSET", is a usage error,
+exit 2, not the default). The new deploy goes through every submission check
 (permissions as for a deploy, sources, environment configuration,
 governance: freezes, promotion, approvals, change management) and records
 rollback_of: the id of the current release's deploy, shown by 'status',
@@ -168,6 +169,11 @@ the repeat with the deploy the first request created, never a second one.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
 			opts.Application, opts.Environment = args[0], args[1]
+			if cmd.Flags().Changed("to") && opts.To == "" {
+				// Given but empty (--to "", a variable that is not set):
+				// not the same as leaving --to out.
+				return usageErrorf("--to needs a version (e.g. --to 1.3.0), got an empty one; leave --to out to roll back to the release before the current one")
+			}
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
 			}
