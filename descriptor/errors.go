@@ -231,7 +231,7 @@ func unquoted(text string, want []string) bool {
 func patternHint(p string) string {
 	switch p {
 	case "^[a-z0-9][a-z0-9-]{0,62}$":
-		return `lowercase letters, digits and "-", starting with a letter or digit, at most 63 characters`
+		return NameRule
 	case "^[a-z0-9][a-z0-9:_-]{0,62}$":
 		return `lowercase letters, digits, ":", "_" and "-", starting with a letter or digit, at most 63 characters`
 	case "^[a-z0-9][a-z0-9-]*$":

@@ -41,13 +41,20 @@ page at a time. The deploy whose release is live now is marked with "*" in
 the CURRENT column (current: true in -o json); a deploy made by
 'manent rollback' names the deploy it went back from in ROLLBACK OF.
 AGE (when it was submitted) and FINISHED are relative ("3m ago"); -o
-json/yaml have the RFC 3339 times.`,
+json/yaml have the RFC 3339 times.
+
+The application and environment are names as in deploy.yml (lowercase
+letters, digits and "-", starting with a letter or digit, at most 63
+characters); any other is a usage error (exit 2) and nothing is sent.`,
 		Example: `  manent history billing prod
   manent history billing prod --limit 5 -o json | jq -r '.items[] | select(.current) | .version'`,
 		Args: exactArgs(2, "an application and an environment"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
 			opts.Application, opts.Environment = args[0], args[1]
+			if err := checkEnvNames(opts.Application, opts.Environment); err != nil {
+				return err
+			}
 			if opts.Limit < 0 || opts.Limit > api.MaxPage {
 				return usageErrorf("--limit must be from 1 to %d (0: the server's default), got %d", api.MaxPage, opts.Limit)
 			}
@@ -60,6 +67,19 @@ json/yaml have the RFC 3339 times.`,
 	cmd.Flags().IntVar(&opts.Limit, "limit", 0, "deploys per page, at most 500 (0: the server's default)")
 	cmd.Flags().StringVar(&opts.Cursor, "cursor", "", "the page after this cursor (printed on stderr)")
 	return cmd
+}
+
+// checkEnvNames refuses an application or environment name that no
+// descriptor may have (descriptor.NamePattern) before anything is sent: a
+// usage error naming the value and the rule.
+func checkEnvNames(application, environment string) error {
+	for _, n := range [...]struct{ what, value string }{{"application", application}, {"environment", environment}} {
+		if !descriptor.ValidName(n.value) {
+			return usageErrorf("invalid %s name %q: an application or environment name is %s (%s)",
+				n.what, n.value, descriptor.NameRule, descriptor.NamePattern)
+		}
+	}
+	return nil
 }
 
 func historyRun(ctx context.Context, opts *HistoryOptions) error {
@@ -143,6 +163,10 @@ dropped: a rollback runs now. Without artifact.sha256 in the old descriptor
 the rollback is pinned to the sha256 that release recorded: changed bytes
 behind its URL fail the artifacts step.
 
+The application and environment are names as in deploy.yml (lowercase
+letters, digits and "-", starting with a letter or digit, at most 63
+characters); any other is a usage error (exit 2) and nothing is sent.
+
 When there is nothing to roll back to (no current release, no earlier
 SUCCESS of another version, or VERSION never succeeded here) the server
 answers 409 and the command exits 1. So it does while another deploy of the
@@ -169,6 +193,9 @@ the repeat with the deploy the first request created, never a second one.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
 			opts.Application, opts.Environment = args[0], args[1]
+			if err := checkEnvNames(opts.Application, opts.Environment); err != nil {
+				return err
+			}
 			if cmd.Flags().Changed("to") && opts.To == "" {
 				// Given but empty (--to "", a variable that is not set):
 				// not the same as leaving --to out.

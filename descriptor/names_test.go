@@ -1,0 +1,43 @@
+package descriptor
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// NamePattern is the schema's rule of application and environment names
+// ($defs/name), not a copy that could drift from it, and ValidName agrees
+// with what Parse accepts.
+func TestNamePatternIsTheSchemas(t *testing.T) {
+	var doc struct {
+		Defs struct {
+			Name struct{ Pattern string } `json:"name"`
+		} `json:"$defs"`
+		Properties map[string]struct {
+			Ref string `json:"$ref"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(Schema(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := NamePattern.String(), doc.Defs.Name.Pattern; got != want || want == "" {
+		t.Errorf("NamePattern is %q, the schema's $defs/name pattern %q", got, want)
+	}
+	for _, field := range []string{"application", "environment"} {
+		if ref := doc.Properties[field].Ref; ref != "#/$defs/name" {
+			t.Errorf("%s is %q in the schema, want #/$defs/name", field, ref)
+		}
+	}
+	if got, want := patternHint(NamePattern.String()), NameRule; got != want {
+		t.Errorf("the schema error explains the pattern as %q, NameRule is %q", got, want)
+	}
+	for _, name := range []string{"billing", "prod", "a", "0", "eu-west-1", strings.Repeat("a", 63),
+		"", "Billing", "bill ing", "../x", "-x", "x_y", "x.y", "é", strings.Repeat("a", 64), "x\n"} {
+		_, err := Parse([]byte(fmt.Sprintf("apiVersion: manent/v1\napplication: %q\nenvironment: %q\nversion: \"1\"\nartifact: {url: \"https://a.example/b.tgz\"}\n", name, name)))
+		if parsed := err == nil; parsed != ValidName(name) {
+			t.Errorf("ValidName(%q) = %v, but Parse says %v", name, ValidName(name), err)
+		}
+	}
+}
