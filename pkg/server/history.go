@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
@@ -32,6 +33,19 @@ func (s *Server) environmentAs(w http.ResponseWriter, r *http.Request, perm stri
 		return "", "", p, false
 	}
 	app, env = r.PathValue("application"), r.PathValue("environment")
+	// A name no descriptor may have (a typo's "Billing") is a 422 naming
+	// the rule, not an empty history of an environment that cannot exist.
+	var bad []manent.FieldError
+	for _, n := range []struct{ field, v string }{{"application", app}, {"environment", env}} {
+		if !descriptor.ValidName(n.v) {
+			bad = append(bad, manent.FieldError{Path: "/" + n.field,
+				Message: fmt.Sprintf("%s is not a valid %s name: %s", quote(descriptor.ClipText(n.v, maxEchoed)), n.field, descriptor.NameRule)})
+		}
+	}
+	if len(bad) > 0 {
+		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid application/environment in the path", Fields: bad})
+		return "", "", p, false
+	}
 	if err := s.cfg.Guard.Authorize(p, perm, app, env); err != nil {
 		writeError(w, r, s.log, err)
 		return "", "", p, false

@@ -298,3 +298,23 @@ func TestRollbackIsNoLeadTimeSample(t *testing.T) {
 		t.Fatalf("deploys %d, lead-time samples %d: want 3 deploys and 2 samples (the rollback is none)", d.DeploymentFrequency.Deploys, d.LeadTimeSeconds.Samples)
 	}
 }
+
+// History, current and rollback of a name no descriptor may have answer 422
+// naming the rule, not an empty history (a typo's "Billing" looked like an
+// environment that never deployed).
+func TestEnvironmentRoutesCheckNames(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	for _, path := range []string{"/api/v1/environments/Billing/prod/history", "/api/v1/environments/billing/my%20env/current"} {
+		code, body, h := do(t, http.MethodGet, srv.URL+path, "ci-token", "")
+		if code != http.StatusUnprocessableEntity || h.Get("Content-Type") != api.ProblemContentType || !strings.Contains(string(body), "lowercase letters") {
+			t.Errorf("%s: %d %s, want a 422 naming the rule", path, code, body)
+		}
+	}
+	code, body, _ := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/PROD/rollback", "ci-token", "")
+	if code != http.StatusUnprocessableEntity {
+		t.Errorf("rollback: %d %s, want 422", code, body)
+	}
+	if code, body, _ := do(t, http.MethodGet, srv.URL+"/api/v1/environments/billing/prod/history", "ci-token", ""); code != http.StatusOK {
+		t.Errorf("a valid name: %d %s", code, body)
+	}
+}
