@@ -249,11 +249,7 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 			n := CountApprovals(as, digest)
 			for _, a := range as {
 				if a.Verdict == "reject" {
-					msg := "rejected by " + a.Identity
-					if a.Comment != "" {
-						msg += ": " + a.Comment
-					}
-					return approvalStatus{Rejected: msg}, nil
+					return approvalStatus{Rejected: rejection(a)}, nil
 				}
 			}
 			if n >= rule.Count {
@@ -322,19 +318,34 @@ func (g *gate) inApprovalOrder(ctx dbos.Context) (bool, Result, error) {
 		return false, Result{}, err
 	}
 	for i := 0; ; i++ {
-		first, err := dbos.RunAsStep(ctx, func(sctx context.Context) (string, error) {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (orderStatus, error) {
+			// A rejection that raced the approval (recorded before Approve
+			// saw the count reached) still stops the deploy here, before
+			// it is queued.
+			as, err := g.e.st.Approvals(sctx, g.in.ID)
+			if err != nil {
+				return orderStatus{}, err
+			}
+			for _, a := range as {
+				if a.Verdict == "reject" {
+					return orderStatus{Rejected: rejection(a)}, nil
+				}
+			}
 			older, err := g.approvedBefore(sctx)
 			if err != nil || older == "" || time.Now().After(until) {
-				return "", err
+				return orderStatus{}, err
 			}
 			_, err = g.transition(sctx, manent.StateAwaitingApproval,
 				fmt.Sprintf("approved; queued after %s, submitted earlier and approved too, which is being queued", older))
-			return older, err
+			return orderStatus{After: older}, err
 		}, dbos.WithStepName(fmt.Sprintf("gate:order-%d", i)), dbos.WithStepMaxRetries(5))
 		if err != nil {
 			return false, Result{}, err
 		}
-		if first == "" {
+		if st.Rejected != "" {
+			return g.end(ctx, manent.StateRejected, st.Rejected)
+		}
+		if st.After == "" {
 			return false, Result{}, nil
 		}
 		msg, err := g.wait(ctx, orderPoll)
@@ -379,6 +390,22 @@ func (g *gate) approvedBefore(ctx context.Context) (string, error) {
 		first = r.ID
 	}
 	return first, nil
+}
+
+// orderStatus is what one check of inApprovalOrder finds: the older
+// deploy to let go first, or a rejection.
+type orderStatus struct {
+	After    string `json:"after,omitempty"`
+	Rejected string `json:"rejected,omitempty"`
+}
+
+// rejection is the error of a deploy rejected by a.
+func rejection(a manent.Approval) string {
+	msg := "rejected by " + a.Identity
+	if a.Comment != "" {
+		msg += ": " + a.Comment
+	}
+	return msg
 }
 
 // rejected reports whether one of as is a rejection.
@@ -438,6 +465,18 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	if a.Verdict == "approve" {
 		if err := e.notStale(ctx, rec); err != nil {
 			return nil, err
+		}
+	}
+	if in.Waits.Approvals != nil {
+		// Approved already: the gate is on its way to the queue (it may
+		// wait there for an older approved deploy, inApprovalOrder). A
+		// verdict now would be recorded and not count: refused.
+		as, err := e.st.Approvals(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !rejected(as) && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
+			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and is on its way to the queue: cancel it to stop it", id, in.Waits.Approvals.Count)
 		}
 	}
 	if a.Time.IsZero() {

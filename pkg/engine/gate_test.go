@@ -284,3 +284,51 @@ func TestApprovedDeploysRunInApprovalOrder(t *testing.T) {
 		t.Errorf("current = %+v, %v; want %s, approved last", cur, err, b)
 	}
 }
+
+// A deploy whose approvals are complete, waiting in its gate for an older
+// approved deploy to be queued first, cannot be rejected any more (409:
+// cancel it instead) — before, the rejection was recorded and ignored, and
+// the deploy ran. A rejection that raced the last approval (recorded
+// before Approve could see the count reached; written here directly) still
+// ends it REJECTED before it is queued.
+func TestRejectionDuringTheOrderWait(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 4)
+	url, _ := f.artifact("v", "x")
+	rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}}
+	a := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
+	b := f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(plan.Waits{Approvals: rule}))
+	f.waitState(a, manent.StateAwaitingApproval)
+	f.waitState(b, manent.StateAwaitingApproval)
+	ctx := context.Background()
+	var refusal error
+	engine.SetGateEnqueueHook(func(id string) {
+		if id != a {
+			return
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) && !strings.Contains(f.state(b).Reason, "queued after "+a) {
+			<-time.After(20 * time.Millisecond) // polling the other gate's progress
+		}
+		_, refusal = f.eng.Approve(ctx, b, manent.Identity{Subject: "token:bob"}, manent.Approval{Verdict: "reject", Comment: "too late"})
+		if err := f.st.AddApproval(ctx, b, manent.Approval{Identity: "token:carol", Verdict: "reject", Comment: "raced", Time: time.Now()}); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() { engine.SetGateEnqueueHook(nil) })
+	ops := manent.Identity{Subject: "token:ops"}
+	if _, err := f.eng.Approve(ctx, a, ops, manent.Approval{Verdict: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.eng.Approve(ctx, b, ops, manent.Approval{Verdict: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(a, manent.StateSuccess)
+	d := f.waitState(b, manent.StateRejected)
+	if manent.ErrorCode(refusal) != manent.EConflict || !strings.Contains(manent.ErrorMessage(refusal), "cancel it to stop it") {
+		t.Errorf("a rejection after the approvals were complete: %v, want a 409 saying to cancel", refusal)
+	}
+	if !strings.Contains(d.Error, "rejected by token:carol: raced") {
+		t.Errorf("error %q, want the raced rejection", d.Error)
+	}
+	noStepRan(t, d)
+}
