@@ -21,6 +21,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/manent-io/manent/pkg/egress"
@@ -119,33 +120,9 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 	var src io.ReadCloser
 	switch u.Scheme {
 	case "file":
-		// The file is read at its real path, which must be allowed too: a
-		// link under an allowed directory must not fetch /etc/shadow or
-		// another team's files.
-		real, err := filepath.EvalSymlinks(u.Path)
+		fh, err := f.openFile(u.Path)
 		if err != nil {
-			if os.IsNotExist(err) {
-				return nil, plugin.Permanent(fmt.Errorf("artifact %s does not exist", u.Path))
-			}
-			return nil, fmt.Errorf("open artifact: %w", err)
-		}
-		if real != filepath.Clean(u.Path) && f.Files != nil {
-			if err := f.Files(real); err != nil {
-				return nil, plugin.Permanent(fmt.Errorf("artifact %s is a symbolic link to %s, which artifacts.sources does not allow", u.Path, real))
-			}
-		}
-		// A device or a FIFO is refused before it is opened: /dev/zero
-		// would be read up to the size limit, a FIFO (or /dev/stdin) would
-		// block the step for good.
-		if fi, err := os.Stat(real); err == nil && !fi.Mode().IsRegular() {
-			return nil, plugin.Permanent(fmt.Errorf("artifact %s is not a regular file", u.Path))
-		}
-		fh, err := os.Open(real)
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil, plugin.Permanent(fmt.Errorf("artifact %s does not exist", u.Path))
-			}
-			return nil, fmt.Errorf("open artifact: %w", err)
+			return nil, err
 		}
 		src = fh
 	case "http", "https":
@@ -233,6 +210,58 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 	}
 	return &Fetched{Path: dst, SHA256: got, Size: n}, nil
 }
+
+// openFile opens a file:// artifact and checks what it opened, not what the
+// path named a moment before (a link swapped in between would otherwise
+// get through): a regular file — a device or a FIFO is refused (/dev/zero
+// would be read up to the size limit, a FIFO would block the step; the
+// open does not wait for a FIFO's writer) — that is the file at the path's
+// real location, which Files must allow when a symbolic link led there.
+func (f *Fetcher) openFile(p string) (*os.File, error) {
+	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, plugin.Permanent(fmt.Errorf("artifact %s does not exist", p))
+		}
+		return nil, fmt.Errorf("open artifact: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			fh.Close()
+		}
+	}()
+	opened, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("open artifact: %w", err)
+	}
+	if !opened.Mode().IsRegular() {
+		return nil, plugin.Permanent(fmt.Errorf("artifact %s is not a regular file", p))
+	}
+	if afterOpen != nil {
+		afterOpen(p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil, fmt.Errorf("open artifact: %w", err)
+	}
+	if real != filepath.Clean(p) && f.Files != nil {
+		if err := f.Files(real); err != nil {
+			return nil, plugin.Permanent(fmt.Errorf("artifact %s is a symbolic link to %s, which artifacts.sources does not allow", p, real))
+		}
+	}
+	if st, err := os.Stat(real); err != nil || !os.SameFile(opened, st) {
+		// Replaced between the open and the check: what was opened may
+		// be anything. Transient: the next attempt opens it again.
+		return nil, fmt.Errorf("artifact %s changed while it was opened; try again", p)
+	}
+	ok = true
+	return fh, nil
+}
+
+// afterOpen, when set (tests), runs between the open of a file:// artifact
+// and its checks: where a swapped link would slip in.
+var afterOpen func(path string)
 
 // SHA256File returns the hex sha256 of a file.
 func SHA256File(p string) (string, error) {

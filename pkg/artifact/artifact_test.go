@@ -168,3 +168,47 @@ func TestFileArtifactSymlinkMustStayAllowed(t *testing.T) {
 		t.Errorf("checked %v, want the two links' targets", checked)
 	}
 }
+
+// The check is of the file opened, not of the path a moment before: a link
+// to a file outside the allowed directory, swapped for an allowed file
+// right after the open (as a writer racing the server would), is refused —
+// the bytes read would have been the outside file's.
+func TestFileArtifactSwappedAfterOpenIsRefused(t *testing.T) {
+	allowed, outside := t.TempDir(), t.TempDir()
+	secret, inside := filepath.Join(outside, "secret.tar.gz"), filepath.Join(allowed, "real.tar.gz")
+	for p, data := range map[string]string{secret: "server secret", inside: "artifact"} {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(allowed, "race.tar.gz")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	artifact.SetAfterOpen(func(p string) {
+		// Replace the link with a hard link of the allowed file.
+		tmp := link + ".new"
+		if err := os.Link(inside, tmp); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() { artifact.SetAfterOpen(nil) })
+	f := &artifact.Fetcher{MaxBytes: 1 << 20, Files: func(p string) error {
+		if !strings.HasPrefix(p, allowed+string(filepath.Separator)) {
+			return errors.New("not allowed")
+		}
+		return nil
+	}}
+	dir := t.TempDir()
+	got, err := f.Fetch(context.Background(), "file://"+link, dir, "")
+	if err == nil {
+		b, _ := os.ReadFile(got.Path)
+		t.Fatalf("fetched %q, want a refusal", b)
+	}
+	if !strings.Contains(err.Error(), "changed while it was opened") {
+		t.Fatalf("error %v, want the swap noticed", err)
+	}
+}
