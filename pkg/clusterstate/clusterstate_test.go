@@ -272,6 +272,9 @@ func TestValidateQuotesLittle(t *testing.T) {
 	huge := strings.Repeat("X", 500_000)
 	s := &clusterstate.Snapshot{Cluster: huge, Time: time.Now(), Workloads: []clusterstate.Workload{deployment("d1", "1", huge, 3)}}
 	s.Workloads[0].Kind, s.Workloads[0].Name = huge, huge
+	twice := pod("a", "d1")
+	twice.Name = huge
+	s.Pods = []clusterstate.Pod{twice, twice, twice} // "reported twice" names the pod
 	size := 0
 	for _, fe := range clusterstate.Validate(s) {
 		size += len(fe.Message)

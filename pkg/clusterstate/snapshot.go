@@ -196,7 +196,7 @@ func Validate(s *Snapshot) []manent.FieldError {
 		}
 		if p.Namespace != "" && p.Name != "" {
 			if first, dup := seen[p.Key()]; dup {
-				add(at, "pod %s is reported twice (first at /pods/%d)", p.Key(), first)
+				add(at, "pod %s is reported twice (first at /pods/%d)", echo(p.Key()), first)
 			} else {
 				seen[p.Key()] = i
 			}
@@ -227,7 +227,7 @@ func Validate(s *Snapshot) []manent.FieldError {
 		}
 		if w.Kind != "" && w.Namespace != "" && w.Name != "" {
 			if first, dup := seen[w.Key()]; dup {
-				add(at, "workload %s is reported twice (first at /workloads/%d)", w.Key(), first)
+				add(at, "workload %s is reported twice (first at /workloads/%d)", echo(w.Key()), first)
 			} else {
 				seen[w.Key()] = i
 			}
