@@ -120,22 +120,48 @@ func PlanRowsWaves(p manent.Plan, waves []plan.Wave) []string {
 	return append(names, manent.StepCleanup)
 }
 
-// observe waits out a wave's observation time durably: a restarted worker
-// sleeps only what is left.
-func (r *run) observe(ctx dbos.Context, w *plan.Wave) error {
+// observeStatus is what one check of a wave's observation finds.
+type observeStatus struct {
+	Cancelled bool          `json:"cancelled,omitempty"`
+	Remaining time.Duration `json:"remaining"`
+}
+
+// observe waits out a wave's observation time (wave.observe) before its
+// health gate, or until the deploy is cancelled: Cancel wakes it (a
+// message on waveApprovalTopic), so a cancelled canary is compensated at
+// once, not after the observation. It reports whether the deploy was
+// cancelled. The wait is durable: a crash resumes it with the time left.
+func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 	if w.Observe <= 0 {
-		return nil
+		return false, nil
 	}
-	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-		until := time.Now().Add(w.Observe).UTC().Truncate(time.Second)
-		return true, r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
-			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until})
+	until, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Time, error) {
+		until := time.Now().Add(w.Observe).UTC()
+		shown := until.Truncate(time.Second)
+		return until, r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
+			State: WaveObserving, Message: "observing until " + shown.Format(time.RFC3339), ObserveUntil: &shown})
 	}, dbos.WithStepName("observe["+w.Name+"]"), dbos.WithStepMaxRetries(5))
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = dbos.Sleep(ctx, w.Observe)
-	return err
+	for i := 0; ; i++ {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (observeStatus, error) {
+			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
+			return observeStatus{Cancelled: cancel, Remaining: time.Until(until)}, err
+		}, dbos.WithStepName(fmt.Sprintf("observe[%s]-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return false, err
+		}
+		if st.Cancelled {
+			return true, nil
+		}
+		if st.Remaining <= 0 {
+			return false, nil
+		}
+		if _, err := dbos.Recv[gateMsg](ctx, waveApprovalTopic, min(st.Remaining, gatePoll)); err != nil && !errors.Is(err, dbos.ErrTimeout) {
+			return false, err
+		}
+	}
 }
 
 // waveEvent records a wave's state, and the health gate's outcome when

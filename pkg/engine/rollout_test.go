@@ -306,3 +306,35 @@ func (f *fixture) rolloutIs(id, want string) *store.Record {
 	}
 	return full
 }
+
+// A cancel while a wave is observed does not wait out the observation: the
+// deploy ends CANCELLED at once, its activated canary rolled back. Before,
+// an operator cancelling a bad canary with observe: 10m waited ten minutes
+// for the compensation. (The observation here is an hour: the test would
+// time out if the cancel waited for it.)
+func TestCancelDuringObservation(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1], observe: 1h}\n    - {name: rest, targets: [eu-2]}\n") + withRollback)
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			full, err := f.eng.Refresh(context.Background(), id)
+			return err == nil && len(full.Rollout) > 0 && full.Rollout[0].State == engine.WaveObserving
+		}, "the canary to be observed")
+		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 30*time.Second)
+		if rec.State != manent.StateCancelled || rec.Rollback != manent.RollbackCompleted {
+			t.Fatalf("state %s rollback %q (%s): want CANCELLED, rolled back", rec.State, rec.Rollback, rec.Error)
+		}
+		for _, n := range []string{"health-gate[canary]", "deploy[rest]"} {
+			if s := step(t, rec, n); s.StartedAt != nil {
+				t.Errorf("%s ran after the cancel", n)
+			}
+		}
+		if s := step(t, rec, "rollback:activation[canary]"); s.State != manent.StepSuccess {
+			t.Errorf("rollback:activation[canary] = %s, want SUCCESS", s.State)
+		}
+	})
+}

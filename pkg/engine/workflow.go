@@ -117,8 +117,13 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 			}
 		}
 		if u.gate {
-			if err := e.parked(func() error { return r.observe(ctx, u.wave) }); err != nil {
+			var stop bool
+			if err := e.parked(func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
+			}
+			if stop {
+				cancelled = true
+				break
 			}
 		}
 		if compensable(baseStep(ps.Name)) {
