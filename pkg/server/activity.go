@@ -186,6 +186,12 @@ func cancelRequestedReason(steps []manent.Step) string {
 		if st.Name == manent.StepArtifacts {
 			return "cancel requested: the artifact download stops within a second (it writes no target), then the deploy ends CANCELLED"
 		}
+		if strings.HasPrefix(st.Name, engine.WaveApprovalPrefix+"[") {
+			return fmt.Sprintf("cancel requested: the wait of %s ends now, then the deploy ends CANCELLED (what it changed is rolled back when rollback is enabled)", st.Name)
+		}
+		if strings.HasPrefix(st.Name, engine.RollbackPrefix) {
+			return fmt.Sprintf("cancel requested: %s, rolling back what the deploy changed, completes first, then the deploy ends CANCELLED", st.Name)
+		}
 		if !stepsLeft(steps[i+1:]) {
 			return fmt.Sprintf("cancel requested during the last step, %s: a running step is never cut short and no step is left to stop, so the deploy ends as %s does", st.Name, st.Name)
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +120,34 @@ func TestStreamParams(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// What a running deploy whose cancel was asked for says it waits for: a
+// step it lets complete, a wait or download it cuts at once, a rollback.
+func TestCancelRequestedReason(t *testing.T) {
+	run := func(names ...string) []manent.Step {
+		var out []manent.Step
+		for i, n := range names {
+			st := manent.Step{Name: n, State: manent.StepSuccess}
+			if i == len(names)-1 {
+				st.State = manent.StepRunning
+			}
+			out = append(out, st)
+		}
+		return append(out, manent.Step{Name: "activation", State: manent.StepPending})
+	}
+	for _, tt := range []struct {
+		steps []manent.Step
+		want  string
+	}{
+		{run("config", "deploy"), "step deploy ends first (a running step is never cut short)"},
+		{run("config", "artifacts"), "the artifact download stops within a second"},
+		{run("config", "approval[rest]"), "the wait of approval[rest] ends now"},
+		{run("config", "rollback:deploy[canary]"), "rollback:deploy[canary], rolling back what the deploy changed, completes first"},
+	} {
+		if got := cancelRequestedReason(tt.steps); !strings.Contains(got, tt.want) {
+			t.Errorf("running %s: %q, want %q", tt.steps[len(tt.steps)-2].Name, got, tt.want)
+		}
 	}
 }
