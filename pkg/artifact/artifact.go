@@ -5,7 +5,8 @@
 // HTTP downloads go through a pkg/egress client (Fetcher.HTTP) that checks
 // every redirect hop against artifacts.sources and every address dialed.
 //
-// It imports pkg/egress and pkg/plugin (for the permanent-error marker).
+// It imports pkg/egress, pkg/plugin (for the permanent-error marker) and
+// pkg/stall (the idle timeout).
 package artifact
 
 import (
@@ -26,6 +27,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/stall"
 )
 
 // Fetched describes a downloaded artifact.
@@ -71,22 +73,6 @@ type tooLong struct{ after time.Duration }
 
 func (e tooLong) Error() string {
 	return fmt.Sprintf("not complete after %s (artifacts.timeout)", e.after)
-}
-
-// progress resets its timer on every byte read: the idle timeout counts
-// from the last byte received.
-type progress struct {
-	r     io.Reader
-	timer *time.Timer
-	idle  time.Duration
-}
-
-func (p *progress) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	if n > 0 {
-		p.timer.Reset(p.idle)
-	}
-	return n, err
 }
 
 // cut is err, or the timeout that cut the download of rawURL when ctx
@@ -173,7 +159,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL, dir, want string) (*Fetched
 		src = struct {
 			io.Reader
 			io.Closer
-		}{&progress{r: resp.Body, timer: timer, idle: idle}, resp.Body}
+		}{&stall.Reader{R: resp.Body, Timer: timer, Idle: idle}, resp.Body}
 	default:
 		return nil, plugin.Permanent(fmt.Errorf("artifact url scheme %q is not supported (http, https, file)", u.Scheme))
 	}

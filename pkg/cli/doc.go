@@ -21,7 +21,7 @@
 // (sibling.go; pkg/agentcmd, pkg/policycmd), so that manent links neither
 // client-go nor OPA.
 //
-// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry (the
-// event stream's reconnection), pkg/clusterstate and pkg/atomicfile (the
-// config file) of this module.
+// It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry and
+// pkg/stall (the event stream's reconnection and silence), pkg/clusterstate
+// and pkg/atomicfile (the config file) of this module.
 package cli

@@ -14,6 +14,7 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/retry"
+	"github.com/manent-io/manent/pkg/stall"
 )
 
 // reconnectFor is how long a dropped event stream is retried before the
@@ -201,29 +202,20 @@ func (t *idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	resp.Body = &idleBody{rc: resp.Body, idle: t.idle, timer: time.AfterFunc(t.idle, cancel), cancel: cancel}
+	resp.Body = &idleBody{Reader: stall.Reader{R: resp.Body, Timer: time.AfterFunc(t.idle, cancel), Idle: t.idle}, rc: resp.Body, cancel: cancel}
 	return resp, nil
 }
 
-// idleBody restarts its timer on every byte read; when the timer fires the
-// request's context is cancelled, which ends a blocked Read.
+// idleBody restarts its timer on every byte read (stall.Reader); when the
+// timer fires the request's context is cancelled, which ends a blocked Read.
 type idleBody struct {
-	rc     io.ReadCloser
-	idle   time.Duration
-	timer  *time.Timer
+	stall.Reader
+	rc     io.Closer
 	cancel context.CancelFunc
 }
 
-func (b *idleBody) Read(p []byte) (int, error) {
-	n, err := b.rc.Read(p)
-	if n > 0 {
-		b.timer.Reset(b.idle)
-	}
-	return n, err
-}
-
 func (b *idleBody) Close() error {
-	b.timer.Stop()
+	b.Timer.Stop()
 	err := b.rc.Close()
 	b.cancel()
 	return err

@@ -136,12 +136,8 @@ func (p *Policy) Check(ctx context.Context, rawURL string) error {
 		return err
 	}
 	t, _ := parseTarget(rawURL)
-	addrs, err := p.addresses(ctx, t.host, t.ip)
+	addrs, err := p.targetAddresses(ctx, t)
 	if err != nil {
-		var ae *AddressError
-		if errors.As(err, &ae) {
-			return invalid("%s URL %s: %v", p.use, t.display, err)
-		}
 		return err
 	}
 	named := p.namedFor(t)
@@ -262,12 +258,8 @@ func (p *Policy) CheckScope(ctx context.Context, rawURL string) error {
 	if err != nil || !p.hosts[t.host] || p.namedFor(t) {
 		return nil
 	}
-	addrs, err := p.addresses(ctx, t.host, t.ip)
+	addrs, err := p.targetAddresses(ctx, t)
 	if err != nil {
-		var ae *AddressError
-		if errors.As(err, &ae) {
-			return invalid("%s URL %s: %v", p.use, t.display, err)
-		}
 		return err
 	}
 	for _, a := range addrs {
@@ -277,6 +269,17 @@ func (p *Policy) CheckScope(ctx context.Context, rawURL string) error {
 		}
 	}
 	return nil
+}
+
+// targetAddresses is addresses for a URL's target, a refused metadata
+// host name given as the URL's EInvalid.
+func (p *Policy) targetAddresses(ctx context.Context, t target) ([]netip.Addr, error) {
+	addrs, err := p.addresses(ctx, t.host, t.ip)
+	var ae *AddressError
+	if errors.As(err, &ae) {
+		return nil, invalid("%s URL %s: %v", p.use, t.display, err)
+	}
+	return addrs, err
 }
 
 // forbidden returns the class of a if a request to host may not reach it,
