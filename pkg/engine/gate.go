@@ -67,8 +67,16 @@ func (e *Engine) gateWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 		}
 	}
 	if in.Waits.Approvals != nil {
-		if done, res, err := g.inApprovalOrder(ctx); done || err != nil {
-			return res, err
+		// A gate that had reached the queue under the previous release
+		// replays its recorded steps as they were (DBOS patching).
+		patched, err := dbos.Patch(ctx, "approval-order")
+		if err != nil {
+			return Result{}, err
+		}
+		if patched {
+			if done, res, err := g.inApprovalOrder(ctx); done || err != nil {
+				return res, err
+			}
 		}
 	}
 	if gateEnqueueHook != nil {

@@ -135,12 +135,28 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 	if w.Observe <= 0 {
 		return false, nil
 	}
-	until, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Time, error) {
-		until := time.Now().Add(w.Observe).UTC()
-		shown := until.Truncate(time.Second)
-		return until, r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
-			State: WaveObserving, Message: "observing until " + shown.Format(time.RFC3339), ObserveUntil: &shown})
+	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		until := time.Now().Add(w.Observe).UTC().Truncate(time.Second)
+		return true, r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
+			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until})
 	}, dbos.WithStepName("observe["+w.Name+"]"), dbos.WithStepMaxRetries(5))
+	if err != nil {
+		return false, err
+	}
+	// A deploy that was already sleeping through this observation under
+	// the previous release keeps its durable sleep (DBOS patching): its
+	// recorded steps replay as they were.
+	patched, err := dbos.Patch(ctx, "observe-wakes-on-cancel")
+	if err != nil {
+		return false, err
+	}
+	if !patched {
+		_, err = dbos.Sleep(ctx, w.Observe)
+		return false, err
+	}
+	until, err := dbos.RunAsStep(ctx, func(context.Context) (time.Time, error) {
+		return time.Now().Add(w.Observe), nil
+	}, dbos.WithStepName("observe-until["+w.Name+"]"))
 	if err != nil {
 		return false, err
 	}

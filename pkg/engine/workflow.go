@@ -185,7 +185,16 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 	// rollout cancelled between waves would otherwise end with its first
 	// waves on the new release and the others on the old one).
 	rollback := manent.RollbackNone
-	compensate := (failed != "" && (abandoned || slices.Contains(r.in.Rollback.On, baseStep(failed)))) || (cancelled && failed == "")
+	compensate := failed != "" && (abandoned || slices.Contains(r.in.Rollback.On, baseStep(failed)))
+	if cancelled && failed == "" && r.in.Rollback.Enabled && len(started) > 0 {
+		// A deploy cancelled under the previous release, which did not
+		// compensate a cancel, replays as it ran (DBOS patching).
+		patched, err := dbos.Patch(ctx, "cancel-compensates")
+		if err != nil {
+			return Result{}, err
+		}
+		compensate = patched
+	}
 	if compensate && r.in.Rollback.Enabled && len(started) > 0 {
 		rollback = manent.RollbackCompleted
 		for i := len(started) - 1; i >= 0; i-- {
