@@ -260,9 +260,12 @@ type deployView struct {
 	// Submitter: the viewer submitted the deploy, and so may not approve
 	// or reject it (the engine refuses; an approval is someone else's).
 	Submitter bool
-	CanCancel bool
-	Approved  bool // the viewer has approved already
-	Approvals int  // approvals recorded
+	// NotApprover: the viewer may approve in this environment, but the
+	// governance rule names other approvers for this deploy.
+	NotApprover bool
+	CanCancel   bool
+	Approved    bool // the viewer has approved already
+	Approvals   int  // approvals recorded
 }
 
 func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
@@ -296,6 +299,14 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 	}
 	dv.Submitter = d.Requester == v.Identity.Subject
 	dv.CanApprove = d.State == manent.StateAwaitingApproval && !dv.Submitter && h.can(v, auth.DeploymentApprove, d.Application, d.Environment)
+	if dv.CanApprove && d.Decision != nil && len(d.Decision.Approvers) > 0 && !v.Identity.Matches(d.Decision.Approvers) {
+		// The engine would refuse (403): no buttons, and the page says why.
+		dv.CanApprove, dv.NotApprover = false, true
+	}
+	if dv.Approved {
+		// An identity decides once: a Reject now would be refused (409).
+		dv.CanApprove = false
+	}
 	dv.CanCancel = !d.State.Final() && h.can(v, auth.DeploymentCancel, d.Application, d.Environment)
 	p.Title = fmt.Sprintf("%s %s → %s", d.Application, d.Version, d.Environment)
 	p.Data = dv

@@ -3,10 +3,14 @@ package web_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 )
 
 // The submitter of a deploy that awaits approval cannot approve or reject
@@ -51,5 +55,52 @@ func TestSubmitterSeesNoApproveButtons(t *testing.T) {
 	}
 	if strings.Contains(p.Body, "You submitted this deploy") {
 		t.Error("another approver is told they submitted the deploy")
+	}
+}
+
+// An identity that may approve in the environment but is not among the
+// deploy's approvers, and one that approved already, get no buttons (the
+// engine would refuse them: 403, 409) and a line that says why.
+func TestNonApproversAndDecidedSeeNoButtons(t *testing.T) {
+	s := startUI(t, func(c *node.Config) {
+		c.Auth.Tokens = append(append([]auth.TokenConfig{}, c.Auth.Tokens...),
+			auth.TokenConfig{Name: "olga", SHA256: auth.HashToken("olga-token"), Groups: []string{"ops"}},
+			auth.TokenConfig{Name: "carl", SHA256: auth.HashToken("carl-token"), Groups: []string{"sre"}})
+		c.RBAC = append(append([]auth.RBACRule{}, c.RBAC...),
+			auth.RBACRule{Subjects: []string{"group:ops"}, Permissions: []string{"deployment.read", "deployment.approve"}})
+		gov := filepath.Join(t.TempDir(), "governance.yaml")
+		if err := os.WriteFile(gov, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 2, approvers: [\"group:sre\"], expires: 1h}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c.Governance.Rules = gov
+	})
+	gate := s.gate(t, "gate-approvers")
+	id := s.submit(t, "alice-token", gatedDeploy(t, "prod", "8.2", gate))
+	s.waitState(t, id, manent.StateAwaitingApproval)
+
+	olga := newBrowser(t, s.URL)
+	olga.login("olga-token")
+	p := olga.get("/deployments/" + id)
+	if strings.Contains(p.Body, `id="approve-form"`) || !strings.Contains(p.Body, `id="not-approver"`) {
+		t.Errorf("an identity outside the approvers: form shown %v, reason shown %v", strings.Contains(p.Body, `id="approve-form"`), strings.Contains(p.Body, `id="not-approver"`))
+	}
+
+	bob := newBrowser(t, s.URL)
+	bob.login("bob-token")
+	p = bob.get("/deployments/" + id)
+	if !strings.Contains(p.Body, `id="approve-form"`) {
+		t.Fatal("an approver does not see the form")
+	}
+	if r := bob.do("POST", "/deployments/"+id+"/approve", url.Values{"csrf": {csrf(t, p)}}); r.Status >= 400 {
+		t.Fatalf("bob approves: %d %s", r.Status, r.Body)
+	}
+	p = bob.get("/deployments/" + id)
+	if strings.Contains(p.Body, `id="reject"`) || !strings.Contains(p.Body, `id="approved-already"`) {
+		t.Errorf("after approving: reject shown %v, line shown %v", strings.Contains(p.Body, `id="reject"`), strings.Contains(p.Body, `id="approved-already"`))
+	}
+	carl := newBrowser(t, s.URL)
+	carl.login("carl-token")
+	if p := carl.get("/deployments/" + id); !strings.Contains(p.Body, `id="approve-form"`) {
+		t.Error("the second approver does not see the form")
 	}
 }
