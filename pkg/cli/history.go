@@ -82,6 +82,19 @@ func checkEnvNames(application, environment string) error {
 	return nil
 }
 
+// checkFilterNames is checkEnvNames for the optional --application and
+// --environment filters: a filter no descriptor may match ("Billing")
+// would list nothing, as if nothing had been deployed.
+func checkFilterNames(application, environment string) error {
+	for _, n := range [...]struct{ what, value string }{{"--application", application}, {"--environment", environment}} {
+		if n.value != "" && !descriptor.ValidName(n.value) {
+			return usageErrorf("invalid %s %q: an application or environment name is %s (%s)",
+				n.what, n.value, descriptor.NameRule, descriptor.NamePattern)
+		}
+	}
+	return nil
+}
+
 func historyRun(ctx context.Context, opts *HistoryOptions) error {
 	client, err := opts.Client()
 	if err != nil {
@@ -443,6 +456,9 @@ number of hours, days or weeks: 12h, 30d, 4w. Without --application and
   manent dora --window 7d -o json | jq .change_failure_rate.rate`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFilterNames(opts.Application, opts.Environment); err != nil {
+				return err
+			}
 			if _, err := api.ParseDORAWindow(opts.Window); err != nil {
 				return usageErrorf("--window: %s", manent.ErrorMessage(err))
 			}

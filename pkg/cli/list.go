@@ -51,6 +51,9 @@ deploy was submitted ("3m ago"); -o json/yaml have the RFC 3339 times.`,
 			if opts.Limit < 0 || opts.Limit > api.MaxPage {
 				return usageErrorf("--limit must be from 1 to %d (0: the server's default), got %d", api.MaxPage, opts.Limit)
 			}
+			if err := checkFilterNames(opts.Application, opts.Environment); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(opts)
 			}
