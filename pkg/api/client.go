@@ -424,6 +424,15 @@ func (c *Client) once(ctx context.Context, req request, out any) (h http.Header,
 	}
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
+			if ct := resp.Header.Get("Content-Type"); !strings.Contains(ct, "json") {
+				// A 200 page from something else (a proxy's sign-in page,
+				// another service): say so briefly, as for an error answer.
+				na := &NotAPIAnswerError{Status: resp.StatusCode, ContentType: ct, Excerpt: excerpt(data, maxExcerpt)}
+				if resp.Request != nil {
+					na.Method, na.URL = resp.Request.Method, resp.Request.URL.Redacted()
+				}
+				return resp.Header, 0, false, &ServerError{Server: c.base, Err: na}
+			}
 			return resp.Header, 0, false, &ServerError{Server: c.base, Status: 0, Message: fmt.Sprintf("undecodable answer to %s %s (HTTP %d)", req.method, req.path, resp.StatusCode), Err: err}
 		}
 	}
