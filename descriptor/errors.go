@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -201,20 +200,7 @@ const maxQuoted = 64
 
 // clip shortens text of the input quoted in a message (a 1 MiB value is
 // refused with a message of a line).
-func clip(s string) string { return ClipText(s, maxQuoted) }
-
-// ClipText cuts s to at most max bytes, at a rune boundary, marking the
-// cut with "…": for text quoted in an error (the server's own refusals too).
-func ClipText(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+func clip(s string) string { return manent.ClipText(s, maxQuoted) }
 
 // unquoted reports whether text would have the wanted type without quotes.
 func unquoted(text string, want []string) bool {

@@ -175,7 +175,7 @@ func invalid(errs ...manent.FieldError) *manent.Error {
 			continue
 		}
 		if len(e.Path) > maxPathLen {
-			e.Path = ClipText(e.Path, maxPathLen)
+			e.Path = manent.ClipText(e.Path, maxPathLen)
 		}
 		if _, _, bad := firstControl(e.Path); bad {
 			e.Path = escapeControls(e.Path)

@@ -338,8 +338,8 @@ func refused(problems []manent.FieldError) error {
 			Message: fmt.Sprintf("… and %d more problems not shown: fix these and validate again", total-maxProblems+1)})
 	}
 	for i := range problems {
-		problems[i].Path = descriptor.ClipText(problems[i].Path, maxProblemText)
-		problems[i].Message = descriptor.ClipText(problems[i].Message, 2*maxProblemText)
+		problems[i].Path = manent.ClipText(problems[i].Path, maxProblemText)
+		problems[i].Message = manent.ClipText(problems[i].Message, 2*maxProblemText)
 	}
 	return &manent.Error{Code: manent.EInvalid,
 		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", total), Fields: problems}

@@ -73,26 +73,35 @@ characters); any other is a usage error (exit 2) and nothing is sent.`,
 // descriptor may have (descriptor.NamePattern) before anything is sent: a
 // usage error naming the value and the rule.
 func checkEnvNames(application, environment string) error {
-	for _, n := range [...]struct{ what, value string }{{"application", application}, {"environment", environment}} {
-		if !descriptor.ValidName(n.value) {
-			return usageErrorf("invalid %s name %q: an application or environment name is %s (%s)",
-				n.what, n.value, descriptor.NameRule, descriptor.NamePattern)
-		}
+	if err := checkName("application name", application); err != nil {
+		return err
 	}
-	return nil
+	return checkName("environment name", environment)
 }
 
 // checkFilterNames is checkEnvNames for the optional --application and
 // --environment filters: a filter no descriptor may match ("Billing")
 // would list nothing, as if nothing had been deployed.
 func checkFilterNames(application, environment string) error {
-	for _, n := range [...]struct{ what, value string }{{"--application", application}, {"--environment", environment}} {
-		if n.value != "" && !descriptor.ValidName(n.value) {
-			return usageErrorf("invalid %s %q: an application or environment name is %s (%s)",
-				n.what, n.value, descriptor.NameRule, descriptor.NamePattern)
+	if application != "" {
+		if err := checkName("--application", application); err != nil {
+			return err
 		}
 	}
+	if environment != "" {
+		return checkName("--environment", environment)
+	}
 	return nil
+}
+
+// checkName is the usage error of value, named what, unless it is a valid
+// application or environment name.
+func checkName(what, value string) error {
+	if descriptor.ValidName(value) {
+		return nil
+	}
+	return usageErrorf("invalid %s %q: an application or environment name is %s (%s)",
+		what, value, descriptor.NameRule, descriptor.NamePattern)
 }
 
 func historyRun(ctx context.Context, opts *HistoryOptions) error {

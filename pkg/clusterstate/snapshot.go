@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -291,28 +290,17 @@ func Bound(s *Snapshot) {
 	}
 }
 
-func clip(v *string) {
-	if len(*v) <= maxText {
-		return
-	}
-	cut := maxText
-	for cut > 0 && !utf8.RuneStart((*v)[cut]) {
-		cut--
-	}
-	*v = (*v)[:cut] + "…"
-}
+func clip(v *string) { *v = manent.ClipText(*v, maxText) }
 
 // maxEcho bounds how much of a bad value a problem quotes back.
 const maxEcho = 64
 
-// echo quotes v for a problem, cut to maxEcho bytes (on a rune boundary).
+// echo quotes v for a problem, cut to maxEcho bytes (manent.ClipText, as
+// every refusal quotes input) and followed by its length when cut.
 func echo(v string) string {
-	if len(v) <= maxEcho {
-		return strconv.Quote(v)
+	q := strconv.Quote(manent.ClipText(v, maxEcho))
+	if len(v) > maxEcho {
+		q += fmt.Sprintf(" (%d bytes)", len(v))
 	}
-	cut := maxEcho
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return strconv.Quote(v[:cut]) + fmt.Sprintf("… (%d bytes)", len(v))
+	return q
 }

@@ -255,10 +255,8 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 				return approvalStatus{}, err
 			}
 			n := CountApprovals(as, digest)
-			for _, a := range as {
-				if a.Verdict == "reject" {
-					return approvalStatus{Rejected: rejection(a)}, nil
-				}
+			if msg := rejection(as); msg != "" {
+				return approvalStatus{Rejected: msg}, nil
 			}
 			if n >= rule.Count {
 				return approvalStatus{Approved: true}, nil
@@ -334,10 +332,8 @@ func (g *gate) inApprovalOrder(ctx dbos.Context) (bool, Result, error) {
 			if err != nil {
 				return orderStatus{}, err
 			}
-			for _, a := range as {
-				if a.Verdict == "reject" {
-					return orderStatus{Rejected: rejection(a)}, nil
-				}
+			if msg := rejection(as); msg != "" {
+				return orderStatus{Rejected: msg}, nil
 			}
 			older, err := g.approvedBefore(sctx)
 			if err != nil || older == "" || time.Now().After(until) {
@@ -392,7 +388,7 @@ func (g *gate) approvedBefore(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if CountApprovals(as, plan.Digest(in)) < in.Waits.Approvals.Count || rejected(as) {
+		if CountApprovals(as, plan.Digest(in)) < in.Waits.Approvals.Count || rejection(as) != "" {
 			continue
 		}
 		first = r.ID
@@ -407,23 +403,19 @@ type orderStatus struct {
 	Rejected string `json:"rejected,omitempty"`
 }
 
-// rejection is the error of a deploy rejected by a.
-func rejection(a manent.Approval) string {
-	msg := "rejected by " + a.Identity
-	if a.Comment != "" {
-		msg += ": " + a.Comment
-	}
-	return msg
-}
-
-// rejected reports whether one of as is a rejection.
-func rejected(as []manent.Approval) bool {
+// rejection is the error of a deploy whose verdicts as hold a rejection
+// (the first), "" when none does.
+func rejection(as []manent.Approval) string {
 	for _, a := range as {
 		if a.Verdict == "reject" {
-			return true
+			msg := "rejected by " + a.Identity
+			if a.Comment != "" {
+				msg += ": " + a.Comment
+			}
+			return msg
 		}
 	}
-	return false
+	return ""
 }
 
 // CountApprovals counts the approvals given for the current plan digest.
@@ -483,7 +475,7 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 		if err != nil {
 			return nil, err
 		}
-		if !rejected(as) && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
+		if rejection(as) == "" && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
 			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and is on its way to the queue: cancel it to stop it", id, in.Waits.Approvals.Count)
 		}
 	}

@@ -3,6 +3,7 @@ package manent
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Code classifies a domain error. The HTTP layer maps codes to statuses and
@@ -85,4 +86,18 @@ func ErrorMessage(err error) string {
 		return e.Error()
 	}
 	return "internal error"
+}
+
+// ClipText cuts s to at most max bytes, at a rune boundary, marking the
+// cut with "…": for text of a request quoted in an error, so a 1 MiB value
+// is refused with a message of a line.
+func ClipText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

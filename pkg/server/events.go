@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"github.com/manent-io/manent/descriptor"
 	"net/http"
 	"net/url"
 	"slices"
@@ -63,7 +62,7 @@ func streamParams(r *http.Request) (last int64, types map[string]bool, err error
 	if raw = strings.TrimSpace(raw); raw != "" {
 		last, err = strconv.ParseInt(raw, 10, 64)
 		if err != nil || last < 0 {
-			return 0, nil, manent.Errorf(manent.EInvalid, "Last-Event-ID %q is not an event id of this stream (a number)", descriptor.ClipText(raw, maxEchoed))
+			return 0, nil, manent.Errorf(manent.EInvalid, "Last-Event-ID %q is not an event id of this stream (a number)", manent.ClipText(raw, maxEchoed))
 		}
 	}
 	if v := r.URL.Query().Get("types"); v != "" {
@@ -71,7 +70,7 @@ func streamParams(r *http.Request) (last int64, types map[string]bool, err error
 		for _, t := range strings.Split(v, ",") {
 			t = strings.TrimSpace(t)
 			if !eventTypes[t] {
-				return 0, nil, manent.Errorf(manent.EInvalid, "unknown event type %q (state, step, log, rollout, approval, done)", descriptor.ClipText(t, maxEchoed))
+				return 0, nil, manent.Errorf(manent.EInvalid, "unknown event type %q (state, step, log, rollout, approval, done)", manent.ClipText(t, maxEchoed))
 			}
 			types[t] = true
 		}
@@ -231,7 +230,7 @@ func globalTypes(r *http.Request) (map[string]bool, error) {
 		t = strings.TrimSpace(t)
 		if !types[t] {
 			return nil, manent.Errorf(manent.EInvalid, "event type %q is not one of the global stream's (state, step, done); a deploy's own stream (/api/v1/deployments/{id}/events) also has log, rollout and approval",
-				descriptor.ClipText(t, maxEchoed))
+				manent.ClipText(t, maxEchoed))
 		}
 		asked[t] = true
 	}

@@ -39,7 +39,7 @@ func (s *Server) environmentAs(w http.ResponseWriter, r *http.Request, perm stri
 	for _, n := range []struct{ field, v string }{{"application", app}, {"environment", env}} {
 		if !descriptor.ValidName(n.v) {
 			bad = append(bad, manent.FieldError{Path: "/" + n.field,
-				Message: fmt.Sprintf("%s is not a valid %s name: %s", quote(descriptor.ClipText(n.v, maxEchoed)), n.field, descriptor.NameRule)})
+				Message: fmt.Sprintf("%s is not a valid %s name: %s", quote(manent.ClipText(n.v, maxEchoed)), n.field, descriptor.NameRule)})
 		}
 	}
 	if len(bad) > 0 {

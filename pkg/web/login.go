@@ -10,6 +10,8 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"golang.org/x/oauth2"
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // loginView is the sign-in page.
@@ -216,14 +218,6 @@ var oidcErrorCodes = map[string]bool{
 	"request_uri_not_supported": true, "registration_not_supported": true,
 }
 
-// clip shortens s to at most n bytes (for the log: s is the URL's).
-func clip(s string, n int) string {
-	if len(s) > n {
-		return strings.ToValidUTF8(s[:n], "") + "…"
-	}
-	return s
-}
-
 // oidcClient is the OAuth 2 configuration found by discovery.
 type oidcClient struct {
 	provider *oidc.Provider
@@ -332,7 +326,7 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 	if e := q.Get("error"); e != "" {
 		// Anyone can craft this URL: the page names a standard code
 		// only; the issuer's description goes to the log.
-		h.log.Info("web: oidc sign-in refused by the issuer", "error", clip(e, 100), "description", clip(q.Get("error_description"), 300))
+		h.log.Info("web: oidc sign-in refused by the issuer", "error", manent.ClipText(e, 100), "description", manent.ClipText(q.Get("error_description"), 300))
 		msg := "The identity provider refused the sign-in."
 		if oidcErrorCodes[e] {
 			msg = "The identity provider refused the sign-in (" + e + ")."
