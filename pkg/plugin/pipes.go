@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,7 +23,16 @@ type streams struct {
 	ours  []*os.File // this process's ends, closed when the copies end
 	copy  []func()
 	done  sync.WaitGroup
+	// running counts the output copies not ended, waiting those of them
+	// waiting for the command's next bytes, read the bytes they got: the
+	// copy of a slow writer (the step's log, written to the database)
+	// makes no progress without waiting, and is not cut.
+	running, waiting, read atomic.Int64
 }
+
+// drainMax bounds how long wait lets the copies run after the command
+// ended while a process that left its group keeps writing to its output.
+const drainMax = time.Minute
 
 // attachStreams replaces cmd's Stdin, Stdout and Stderr that are neither nil
 // nor files with pipes (one for Stdout and Stderr when they are the same
@@ -51,8 +61,10 @@ func attachStreams(cmd *exec.Cmd) (*streams, error) {
 		}
 		s.child = append(s.child, pw)
 		s.ours = append(s.ours, pr)
+		s.running.Add(1)
 		s.copy = append(s.copy, func() {
-			_, _ = io.Copy(w, pr)
+			defer s.running.Add(-1)
+			_, _ = io.Copy(w, &countingReader{r: pr, s: s})
 			// A writer that failed: the command gets EPIPE, as with exec's
 			// own copies, rather than a full pipe.
 			_ = pr.Close()
@@ -104,9 +116,27 @@ func (s *streams) started() {
 	}
 }
 
-// wait waits for the copies to end: at once when no process holds the
-// command's ends any more. A process that left the step's process group
-// (setsid, a daemon) may still hold them: after d, wait closes this
+// countingReader is one output copy's reader: it counts the copy as
+// waiting while it reads, and the bytes it gets.
+type countingReader struct {
+	r io.Reader
+	s *streams
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.s.waiting.Add(1)
+	n, err := c.r.Read(p)
+	c.s.waiting.Add(-1)
+	c.s.read.Add(int64(n))
+	return n, err
+}
+
+// wait waits for the copies to end: once they have read what the pipes
+// hold, when no process holds the command's ends any more — however long
+// their writers take (a step's log goes to the database, slow under load;
+// what the command wrote before it ended is all kept). A process that left
+// the step's process group (setsid, a daemon) may still hold them: once
+// the copies have waited d for a byte, or after drainMax, wait closes this
 // process's ends, which ends the copies, and returns false.
 func (s *streams) wait(d time.Duration) bool {
 	ended := make(chan struct{})
@@ -114,13 +144,28 @@ func (s *streams) wait(d time.Duration) bool {
 		s.done.Wait()
 		close(ended)
 	}()
-	t := time.NewTimer(d)
+	t := time.NewTicker(d)
 	defer t.Stop()
-	select {
-	case <-ended:
-		s.close()
-		return true
-	case <-t.C:
+	limit := time.NewTimer(drainMax)
+	defer limit.Stop()
+	last := s.read.Load()
+wait:
+	for {
+		select {
+		case <-ended:
+			s.close()
+			return true
+		case <-t.C:
+			// Cut only copies that waited for the command's output the
+			// whole period: none that is still writing what it read.
+			if n := s.read.Load(); n == last && s.waiting.Load() == s.running.Load() {
+				break wait
+			} else {
+				last = n
+			}
+		case <-limit.C:
+			break wait
+		}
 	}
 	s.close()
 	<-ended

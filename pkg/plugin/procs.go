@@ -175,8 +175,10 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 	// What the leader left behind in its group goes with it, and with it
 	// the last writers of the command's output.
 	gone := stopGroup(context.Background(), rec, 0) == nil
+	ended := time.Now()
 	if !streams.wait(grace) && pc.Log != nil {
-		fmt.Fprintf(pc.Log, "manent: a process that left the step's process group still held the command's output %s after the command ended: stopped reading it\n", grace)
+		fmt.Fprintf(pc.Log, "manent: a process that left the step's process group still held the command's output %s after the command ended: stopped reading it\n",
+			time.Since(ended).Round(10*time.Millisecond))
 	}
 	p.track(rec, false)
 	if path != "" && gone {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -148,5 +149,63 @@ func TestSweep(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(dir, "procs")); len(entries) != 0 {
 		t.Fatalf("records left after the sweep: %v", entries)
+	}
+}
+
+// gatedWriter takes nothing until open is closed: a step's log that is
+// slow to write (to the database, under load).
+type gatedWriter struct {
+	open chan struct{}
+	mu   sync.Mutex
+	buf  bytes.Buffer
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	<-w.open
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// What a command wrote before it ended is kept whole, however long the
+// step's log takes it: the copy of its output is not cut once the grace
+// period has passed since the command ended while it still writes what
+// it read (under load the log lost the last lines of a step that printed
+// 20,000).
+func TestSlowLogKeepsTheWholeOutput(t *testing.T) {
+	dir := t.TempDir()
+	ended := filepath.Join(dir, "ended")
+	const grace = 50 * time.Millisecond
+	w := &gatedWriter{open: make(chan struct{})}
+	// 10,000 lines (48 KB) fit in the pipe, not in one read of its copy:
+	// the command ends at once, and most of its output waits in the pipe.
+	cmd := exec.Command("sh", "-c", `seq 1 10000; echo $$ > `+ended+`.tmp; mv `+ended+`.tmp `+ended)
+	cmd.Stdout = w
+	var log bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- NewProcs("", grace).Run(context.Background(), testContext(dir, &log), cmd) }()
+	var pid int
+	deadline := time.Now().Add(20 * time.Second)
+	for pid == 0 || syscall.Kill(pid, 0) == nil { // until it ended and Run reaped it
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not end")
+		}
+		if b, err := os.ReadFile(ended); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		<-time.After(5 * time.Millisecond)
+	}
+	// The log stays blocked for many grace periods after the command
+	// ended (what the test is about, not a synchronisation).
+	<-time.After(20 * grace)
+	close(w.open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(w.buf.String(), "\n"); lines != 10000 || !strings.HasSuffix(w.buf.String(), "\n10000\n") {
+		t.Errorf("kept %d lines of 10000 (ends %q)", lines, w.buf.String()[max(0, w.buf.Len()-20):])
+	}
+	if strings.Contains(log.String(), "still held") {
+		t.Errorf("log: %q", log.String())
 	}
 }
