@@ -83,10 +83,13 @@ func (e *Engine) gateWorkflow(ctx dbos.Context, in plan.Input) (Result, error) {
 		gateEnqueueHook(in.ID)
 	}
 	ok, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-		return g.transition(sctx, manent.StateEnqueued, "")
+		return g.advance(sctx, manent.StateEnqueued, "", in.Waits.Approvals != nil)
 	}, dbos.WithStepName("gate:enqueue"), dbos.WithStepMaxRetries(5))
-	if err != nil || !ok {
-		return Result{State: manent.StateCancelled}, err
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		return g.refused(ctx)
 	}
 	if _, err := dbos.RunWorkflow(ctx, e.deployWorkflow, in,
 		dbos.WithQueue(e.queue), dbos.WithQueuePartitionKey(plan.PartitionKey(in.Application, in.Environment)),
@@ -101,18 +104,59 @@ type gate struct {
 	in plan.Input
 }
 
-// transition moves the deploy to state unless it is final (cancelled
-// meanwhile); it reports whether the deploy goes on.
+// transition moves the deploy to state unless it is final or a cancel was
+// asked for; it reports whether the deploy goes on.
 func (g *gate) transition(ctx context.Context, state manent.State, reason string) (bool, error) {
-	rec, err := g.e.st.Deployment(ctx, g.in.ID)
+	return g.advance(ctx, state, reason, false)
+}
+
+// advance is transition that, when unrejected is set, also stops at a
+// rejection. The deploy's row is locked while it decides and writes
+// (store.LockDeploymentTx), as a cancel and a verdict lock it: a rejection
+// or a cancel committed a moment before the gate queues the deploy is seen
+// here, one committed after is refused (store.ErrNotAwaitingApproval).
+func (g *gate) advance(ctx context.Context, state manent.State, reason string, unrejected bool) (bool, error) {
+	goes := false
+	err := g.e.st.Tx(ctx, func(tx *sql.Tx) error {
+		cur, cancel, err := g.e.st.LockDeploymentTx(ctx, tx, g.in.ID)
+		if err != nil || cur.Final() || cancel {
+			return err
+		}
+		if unrejected {
+			as, err := g.e.st.ApprovalsTx(ctx, tx, g.in.ID)
+			if err != nil || rejection(as) != "" {
+				return err
+			}
+		}
+		goes = true
+		_, err = g.e.st.SetStateTx(ctx, tx, g.in.ID, state, reason)
+		return err
+	})
+	return goes && err == nil, err
+}
+
+// refused ends a gate whose deploy was not queued: cancelled, or rejected
+// at the last moment (advance), when it ends REJECTED without running.
+func (g *gate) refused(ctx dbos.Context) (Result, error) {
+	msg, err := dbos.RunAsStep(ctx, func(sctx context.Context) (string, error) {
+		rec, err := g.e.st.Deployment(sctx, g.in.ID)
+		if err != nil || rec.State.Final() || rec.CancelRequested {
+			return "", err
+		}
+		as, err := g.e.st.Approvals(sctx, g.in.ID)
+		if err != nil {
+			return "", err
+		}
+		return rejection(as), nil
+	}, dbos.WithStepName("gate:refused"), dbos.WithStepMaxRetries(5))
 	if err != nil {
-		return false, err
+		return Result{}, err
 	}
-	if rec.State.Final() || rec.CancelRequested {
-		return false, nil
+	if msg == "" {
+		return Result{State: manent.StateCancelled}, nil
 	}
-	_, err = g.e.st.SetState(ctx, g.in.ID, state, reason)
-	return err == nil, err
+	_, res, err := g.end(ctx, manent.StateRejected, msg)
+	return res, err
 }
 
 // end finishes the deploy in a final state without running anything.
@@ -484,6 +528,13 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	}
 	if err := e.st.AddApproval(ctx, id, a); errors.Is(err, store.ErrAlreadyDecided) {
 		return nil, manent.Errorf(manent.EConflict, "%s already decided on deploy %s: an identity counts once", a.Identity, id)
+	} else if errors.Is(err, store.ErrNotAwaitingApproval) {
+		// Queued (or ended) between the checks above and the verdict.
+		state := manent.StateEnqueued
+		if now, err := e.st.Deployment(ctx, id); err == nil {
+			state = now.State
+		}
+		return nil, manent.Errorf(manent.EConflict, "deploy %s is %s, no longer AWAITING_APPROVAL: the verdict was not recorded", id, state)
 	} else if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 func (f *fixture) state(id string) *manent.Deployment {
@@ -331,4 +333,55 @@ func TestRejectionDuringTheOrderWait(t *testing.T) {
 		t.Errorf("error %q, want the raced rejection", d.Error)
 	}
 	noStepRan(t, d)
+}
+
+// A rejection that passed Approve's checks while the last approval was
+// being given commits after the gate saw the deploy approved but before it
+// queued it: the gate finds it when it queues the deploy, which ends
+// REJECTED without running. Once the deploy is queued, a verdict is refused
+// (409) and not recorded.
+func TestRejectionJustBeforeTheQueue(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v", "x")
+		rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}}
+		a := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
+		b := f.submit(descriptorYAML("pay", "qa", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
+		f.waitState(a, manent.StateAwaitingApproval)
+		f.waitState(b, manent.StateAwaitingApproval)
+		ctx := context.Background()
+		engine.SetGateEnqueueHook(func(id string) {
+			if id != a {
+				return
+			}
+			// What Approve records after its checks passed (the raced
+			// rejection): straight into the store.
+			if err := f.st.AddApproval(ctx, a, manent.Approval{Identity: "token:carol", Verdict: "reject", Comment: "raced", Time: time.Now()}); err != nil {
+				t.Error(err)
+			}
+		})
+		t.Cleanup(func() { engine.SetGateEnqueueHook(nil) })
+		ops := manent.Identity{Subject: "token:ops"}
+		for _, id := range []string{a, b} {
+			if _, err := f.eng.Approve(ctx, id, ops, manent.Approval{Verdict: "approve"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d := f.waitState(a, manent.StateRejected)
+		if !strings.Contains(d.Error, "rejected by token:carol: raced") {
+			t.Errorf("error %q, want the raced rejection", d.Error)
+		}
+		noStepRan(t, d)
+		// b was queued: a verdict now is refused by the store, even past
+		// Approve's own checks, and not recorded.
+		f.waitState(b, manent.StateSuccess)
+		err := f.st.AddApproval(ctx, b, manent.Approval{Identity: "token:carol", Verdict: "reject", Time: time.Now()})
+		if !errors.Is(err, store.ErrNotAwaitingApproval) {
+			t.Errorf("a verdict on a finished deploy: %v, want ErrNotAwaitingApproval", err)
+		}
+		as, err := f.st.Approvals(ctx, b)
+		if err != nil || len(as) != 1 {
+			t.Errorf("b's verdicts: %+v %v, want only the approval", as, err)
+		}
+	})
 }

@@ -14,10 +14,26 @@ import (
 // deploy it already approved or rejected.
 var ErrAlreadyDecided = errors.New("already decided")
 
+// ErrNotAwaitingApproval is returned when a verdict comes for a deploy that
+// no longer waits for approvals (its gate queued it, or it ended): it
+// would be recorded and not count.
+var ErrNotAwaitingApproval = errors.New("not awaiting approval")
+
 // AddApproval records one identity's approval or rejection, once per
-// identity, with an `approval` event.
+// identity, with an `approval` event, while the deploy is
+// AWAITING_APPROVAL. The state is read under the deploy's row lock
+// (LockDeploymentTx), as the gate reads it when it queues the deploy: a
+// rejection either commits before the gate queues the deploy, and the gate
+// sees it, or after, and is refused (ErrNotAwaitingApproval).
 func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error {
+		state, _, err := s.LockDeploymentTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if state != manent.StateAwaitingApproval {
+			return fmt.Errorf("%w: deploy %s is %s", ErrNotAwaitingApproval, id, state)
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_approvals WHERE deployment_id = ? AND identity = ?`), id, a.Identity).Scan(&n); err != nil {
 			return err
@@ -29,14 +45,24 @@ func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) e
 			id, a.Identity, a.Verdict, a.Comment, a.PlanDigest, fmtTime(a.Time)); err != nil {
 			return fmt.Errorf("record approval: %w", err)
 		}
-		_, err := s.appendEvent(ctx, tx, id, EventApproval, a.Time, a)
+		_, err = s.appendEvent(ctx, tx, id, EventApproval, a.Time, a)
 		return err
 	})
 }
 
+// ApprovalsTx is Approvals in tx (after LockDeploymentTx: the verdicts no
+// other writer can add to before tx ends).
+func (s *Store) ApprovalsTx(ctx context.Context, tx *sql.Tx, id string) ([]manent.Approval, error) {
+	return s.approvals(ctx, tx, id)
+}
+
 // Approvals returns a deploy's approvals and rejections, oldest first.
 func (s *Store) Approvals(ctx context.Context, id string) ([]manent.Approval, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, plan_digest, time FROM manent_approvals WHERE deployment_id = ? ORDER BY time`), id)
+	return s.approvals(ctx, s.rdb, id)
+}
+
+func (s *Store) approvals(ctx context.Context, q querier, id string) ([]manent.Approval, error) {
+	rows, err := q.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, plan_digest, time FROM manent_approvals WHERE deployment_id = ? ORDER BY time`), id)
 	if err != nil {
 		return nil, err
 	}

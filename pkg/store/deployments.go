@@ -283,6 +283,25 @@ func (s *Store) SetStateTx(ctx context.Context, tx *sql.Tx, id string, state man
 	return err == nil, err
 }
 
+// LockDeploymentTx reads a deploy's state and whether a cancel was asked
+// for, in tx. On PostgreSQL it locks the deploy's row until tx ends (on
+// SQLite write transactions run one at a time): a decision taken on what it
+// read, and the write that follows, commit before another writer of the
+// deploy that locks it too reads anything.
+func (s *Store) LockDeploymentTx(ctx context.Context, tx *sql.Tx, id string) (manent.State, bool, error) {
+	lock := ""
+	if s.postgres {
+		lock = " FOR UPDATE"
+	}
+	var st string
+	var cancel int
+	err := tx.QueryRowContext(ctx, s.q(`SELECT state, cancel_requested FROM manent_deployments WHERE id = ?`+lock), id).Scan(&st, &cancel)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, ErrNotFound
+	}
+	return manent.State(st), cancel != 0, err
+}
+
 func (s *Store) currentState(ctx context.Context, q querier, id string) (manent.State, error) {
 	var st string
 	err := q.QueryRowContext(ctx, s.q(`SELECT state FROM manent_deployments WHERE id = ?`), id).Scan(&st)
