@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -28,6 +29,17 @@ func TestChangeTicket(t *testing.T) {
 	url, _ := f.artifact("v1", "x")
 	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
 	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "CHG0001 pending") }, "the deploy to wait for change CHG0001")
+	// It needs no approvals in manent: a verdict here would be recorded and
+	// ignored (QA had a 200 for a rejection, then SUCCESS) — refused.
+	for _, verdict := range []string{"reject", "approve"} {
+		_, err := f.eng.Approve(context.Background(), id, manent.Identity{Subject: "token:ops"}, manent.Approval{Verdict: verdict})
+		if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(manent.ErrorMessage(err), "change ticket") {
+			t.Errorf("%s of a deploy waiting for its change only: %v, want a 409 naming the ticket", verdict, err)
+		}
+	}
+	if as, err := f.st.Approvals(context.Background(), id); err != nil || len(as) != 0 {
+		t.Errorf("verdicts recorded: %+v %v", as, err)
+	}
 	ref.Set("CHG0001", itsm.Approved)
 	f.waitState(id, manent.StateSuccess)
 	var d *manent.Deployment

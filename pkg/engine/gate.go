@@ -494,10 +494,15 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	if rec.State != manent.StateAwaitingApproval {
 		return nil, manent.Errorf(manent.EConflict, "deploy %s is %s, not AWAITING_APPROVAL nor waiting for a wave's approval", id, rec.State)
 	}
+	if in.Waits.Approvals == nil {
+		// AWAITING_APPROVAL for its change ticket only: the ITSM decides,
+		// a verdict here would be recorded and not count.
+		return nil, manent.Errorf(manent.EConflict, "deploy %s needs no approvals in manent: it waits for its change ticket to be approved in the ITSM (reject the change there, or cancel the deploy)", id)
+	}
 	if a.Identity == rec.Requester {
 		return nil, manent.Errorf(manent.EForbidden, "%s submitted deploy %s and cannot approve or reject it", a.Identity, id)
 	}
-	if in.Waits.Approvals != nil && !by.Matches(in.Waits.Approvals.Approvers) {
+	if !by.Matches(in.Waits.Approvals.Approvers) {
 		return nil, manent.Errorf(manent.EForbidden, "%s is not an approver of deploy %s (approvers: %s)", a.Identity, id,
 			strings.Join(in.Waits.Approvals.Approvers, ", "))
 	}
@@ -511,17 +516,18 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 			return nil, err
 		}
 	}
-	if in.Waits.Approvals != nil {
-		// Approved already: the gate is on its way to the queue (it may
-		// wait there for an older approved deploy, inApprovalOrder). A
-		// verdict now would be recorded and not count: refused.
-		as, err := e.st.Approvals(ctx, id)
-		if err != nil {
-			return nil, err
+	// Approved already: the gate is on its way to the queue (it may wait
+	// there for an older approved deploy, inApprovalOrder) or waits for its
+	// change ticket. A verdict now would be recorded and not count: refused.
+	as, err := e.st.Approvals(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rejection(as) == "" && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
+		if in.Waits.Change {
+			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and waits for its change ticket in the ITSM: reject the change there, or cancel the deploy", id, in.Waits.Approvals.Count)
 		}
-		if rejection(as) == "" && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
-			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and is on its way to the queue: cancel it to stop it", id, in.Waits.Approvals.Count)
-		}
+		return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and is on its way to the queue: cancel it to stop it", id, in.Waits.Approvals.Count)
 	}
 	if a.Time.IsZero() {
 		a.Time = time.Now().UTC()
