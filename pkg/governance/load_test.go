@@ -209,6 +209,18 @@ helper := 42
 			wantErr: "the decision has the wrong shape",
 		},
 		{
+			// Refused as governance.yaml refuses it; it was read as "no
+			// approvals" and the deploy ran unapproved.
+			name:    "negative count",
+			src:     "package manent\n\ndecision := {\"approvals\": {\"count\": -1, \"approvers\": [\"group:sre\"]}}\n",
+			wantErr: "approvals.count: -1 must not be negative",
+		},
+		{
+			name: "count 0 requires none",
+			src:  "package manent\n\ndecision := {\"approvals\": {\"count\": 0}}\n",
+			want: `{"allowed":true,"change_required":false,"break_glass":false}`,
+		},
+		{
 			name:    "bad expires",
 			src:     "package manent\n\ndecision := {\"approvals\": {\"count\": 1, \"expires\": \"a day\"}}\n",
 			wantErr: "approvals.expires",

@@ -157,6 +157,10 @@ func (rd regoDecision) decision() (Decision, error) {
 		d.Deny = []string{"denied by the governance policy"}
 	}
 	if a := rd.Approvals; a != nil {
+		if a.Count < 0 {
+			// As in governance.yaml: a mistake, never "no approvals".
+			return d, fmt.Errorf("approvals.count: %d must not be negative (0: none required)", a.Count)
+		}
 		d.Approvals = &Approvals{Count: a.Count, Approvers: a.Approvers}
 		if a.Expires != "" {
 			exp, err := time.ParseDuration(a.Expires)
