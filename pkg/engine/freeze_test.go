@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,4 +120,38 @@ func TestWaveWaitsForRegionFreeze(t *testing.T) {
 	if s := step(t, rec, "deploy[us]"); s.StartedAt == nil || s.StartedAt.Before(reopens) {
 		t.Fatalf("deploy[us] started at %v, before the freeze reopened at %v", s.StartedAt, reopens)
 	}
+}
+
+// A cancel while a wave waits for its region's freeze ends the wait at
+// once — it slept for up to an hour at a time, holding a worker slot for
+// the freeze's whole length — and compensates the waves already started.
+func TestCancelWhileAWaveWaitsForAFreeze(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+		to := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+		f := newFixture(t, db, 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: us-night, environments: [prod], regions: [us-1], from: %s, to: %s}\n", from, to)))
+		url, _ := f.artifact("v1", "x")
+		id := f.submit(descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: eu, targets: [eu-1]}\n    - {name: us, targets: [us-1]}\n") + withRollback)
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			for _, w := range f.state(id).Rollout {
+				if w.Name == "us" && strings.Contains(w.Message, `"us-night"`) {
+					return true
+				}
+			}
+			return false
+		}, "wave us to wait for the freeze")
+		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 30*time.Second)
+		if rec.State != manent.StateCancelled || rec.Rollback != manent.RollbackCompleted {
+			t.Fatalf("state %s rollback %q (%s): want CANCELLED, rolled back", rec.State, rec.Rollback, rec.Error)
+		}
+		if s := step(t, rec, "deploy[us]"); s.StartedAt != nil {
+			t.Error("deploy[us] ran after the cancel")
+		}
+		if s := step(t, rec, "rollback:activation[eu]"); s.State != manent.StepSuccess {
+			t.Errorf("rollback:activation[eu] = %s, want SUCCESS", s.State)
+		}
+	})
 }

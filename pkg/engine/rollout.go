@@ -260,10 +260,15 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 
 // waitWaveFreeze holds a wave while a freeze covers its targets (regions):
 // the wave waits, durably, until the freeze reopens, and its status says so.
-func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) error {
+//
+// A cancel ends the wait at once (true): the deploy is compensated like a
+// cancel between waves. It listens on waveApprovalTopic, where a cancel
+// wakes it, and checks the deploy's cancel flag at each wake.
+func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) (bool, error) {
 	if !r.e.cfg.Admitter.Governed() || len(w.Targets) == 0 {
-		return nil
+		return false, nil
 	}
+	var patched *bool
 	for i := 0; ; i++ {
 		wait, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Duration, error) {
 			f, err := r.e.cfg.Admitter.Freeze(sctx, r.in, w.Targets)
@@ -274,13 +279,38 @@ func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) error {
 			return time.Until(f.ReopensAt), nil
 		}, dbos.WithStepName(fmt.Sprintf("freeze[%s]-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
 		if err != nil {
-			return err
+			return false, err
 		}
 		if wait <= 0 {
-			return nil
+			return false, nil
 		}
-		if _, err := dbos.Sleep(ctx, min(wait, time.Hour)); err != nil {
-			return err
+		if patched == nil {
+			// A deploy that was already sleeping through a freeze under
+			// the previous release keeps its durable sleeps (DBOS
+			// patching): its recorded steps replay as they were.
+			p, err := dbos.Patch(ctx, "freeze-wait-wakes-on-cancel")
+			if err != nil {
+				return false, err
+			}
+			patched = &p
+		}
+		if !*patched {
+			if _, err := dbos.Sleep(ctx, min(wait, time.Hour)); err != nil {
+				return false, err
+			}
+			continue
+		}
+		cancel, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+			return r.e.st.CancelRequested(sctx, r.in.ID)
+		}, dbos.WithStepName(fmt.Sprintf("freeze[%s]-cancel-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
+		if err != nil {
+			return false, err
+		}
+		if cancel {
+			return true, nil
+		}
+		if _, err := dbos.Recv[gateMsg](ctx, waveApprovalTopic, min(wait, gatePoll)); err != nil && !errors.Is(err, dbos.ErrTimeout) {
+			return false, err
 		}
 	}
 }

@@ -112,8 +112,13 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 					break
 				}
 			}
-			if err := e.parked(func() error { return r.waitWaveFreeze(ctx, u.wave) }); err != nil {
+			var stop bool
+			if err := e.parked(func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
+			}
+			if stop {
+				cancelled = true
+				break
 			}
 		}
 		if u.gate {
