@@ -319,6 +319,55 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	}
 }
 
+// `manent-server admin recover` of a paused worker (SIGSTOP: it still
+// holds its step's command, which nothing pauses) hands its deploy back to
+// the queue only once the worker's lifeline has stopped that command: the
+// step never runs on two workers at once. (It watched for two heartbeats,
+// shorter than the lifeline's cut-off: QA saw both attempts run 5.6 s
+// together with the defaults.)
+func TestWorkersAdminRecoverOfAPausedWorker(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, _, started, release := crashDescriptor(t, dir)
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2")
+	c := ps["w1"].client()
+	res, err := c.Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, started, "the slow step to start")
+	victim := runner(t, c)
+	first := pidsIn(filepath.Join(dir, "slow-pids"))
+	if len(first) != 1 || !alivePid(first[0]) {
+		t.Fatalf("slow step pids %v, want its running shell", first)
+	}
+	if err := ps[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(started); err != nil {
+		t.Fatal(err)
+	}
+	rec := exec.Command(serverBin, "admin", "recover", "--executor-id", victim, "--database", db, "--data-dir", filepath.Join(dir, "admin"))
+	rec.Env = append(os.Environ(), workerEnv...)
+	out, err := rec.CombinedOutput()
+	if err != nil {
+		t.Fatalf("admin recover: %v\n%s", err, out)
+	}
+	if alivePid(first[0]) {
+		t.Errorf("admin recover handed the deploy back while its step's first attempt (pid %d) still runs under the paused worker:\n%s", first[0], out)
+	}
+	waitFile(t, started, "the slow step to run again")
+	if alivePid(first[0]) {
+		t.Errorf("the slow step runs again while its first attempt (pid %d) still runs", first[0])
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if d := waitFinal(t, other(ps, victim).client(), res.ID); d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+}
+
 // blackhole is a TCP proxy on loopback in front of PostgreSQL whose cut
 // makes the network vanish for the worker behind it, as a partition does:
 // connections stay open, but nothing goes through any more, and new ones

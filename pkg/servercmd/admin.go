@@ -39,8 +39,10 @@ queue, where a live worker resumes each from its last completed step.
 
 Only for a worker that is gone for good: recovering a live worker's deploys
 would run their current steps twice. On PostgreSQL a worker listed alive is
-watched for two heartbeats (workers.heartbeat) first and refused if it
-beats, then listed dead. A worker restarted with the same
+watched until workers.dead_after (its own, or this configuration's when
+longer) has passed since its last heartbeat — by then a paused or cut-off
+worker has stopped its steps itself — and refused if it beats; then it is
+listed dead. A worker restarted with the same
 executor id recovers its own deploys by itself. On PostgreSQL the live
 workers do this by themselves once a worker is silent for
 workers.dead_after (see admin workers); this command is for doing it now.
@@ -65,7 +67,7 @@ On SQLite a server does it at start for every other executor id.`,
 			// runs. On PostgreSQL a worker that still beats is alive.
 			if n.Store.Postgres() {
 				for _, id := range executors {
-					if err := silent(cmd.Context(), n.Store, id, cfg.Workers.Heartbeat, stderr); err != nil {
+					if err := silent(cmd.Context(), n.Store, id, cfg.Workers.Heartbeat, cfg.Workers.DeadAfter, stderr); err != nil {
 						return err
 					}
 				}
@@ -90,22 +92,28 @@ On SQLite a server does it at start for every other executor id.`,
 	return admin
 }
 
-// silent makes sure worker id no longer beats (PostgreSQL): a worker
-// listed alive is watched until two heartbeats have passed since its last
-// one; if it beats meanwhile it is alive, and recovering its deploys would
-// run their steps twice. A silent one is then listed dead, so that should
-// it wake (it was paused, not killed), its next heartbeat fails and it
-// stops before its next step.
-func silent(ctx context.Context, st *store.Store, id string, heartbeat time.Duration, stderr io.Writer) error {
+// silent makes sure worker id no longer beats, and no longer runs a step
+// (PostgreSQL): a worker listed alive is watched until its dead_after (or
+// deadAfter, the larger) has passed since its last heartbeat — the bound
+// by which a worker whose heartbeats stopped landing (paused, cut off from
+// the database) has stopped its steps' processes itself (its lifeline), as
+// the live workers wait before they take one over. If it beats meanwhile it
+// is alive, and recovering its deploys would run their steps twice. A
+// silent one is then listed dead, so that should it wake, its next
+// heartbeat fails and it stops before its next step.
+func silent(ctx context.Context, st *store.Store, id string, heartbeat, deadAfter time.Duration, stderr io.Writer) error {
 	if heartbeat <= 0 {
 		heartbeat = engine.DefaultHeartbeat
+	}
+	if deadAfter <= 0 {
+		deadAfter = engine.DefaultDeadAfter
 	}
 	b, err := st.LastBeat(ctx, id)
 	if err != nil || !b.Found {
 		return err
 	}
 	if first := b.Last; b.State == store.WorkerAlive {
-		window := 2*heartbeat + time.Second
+		window := max(deadAfter, b.DeadAfter, 2*heartbeat+time.Second)
 		if b.Ago < window {
 			fmt.Fprintf(stderr, "worker %s beat %s ago: making sure it beats no more (up to %s)\n", id, b.Ago.Round(time.Millisecond), (window - b.Ago).Round(time.Millisecond))
 		}

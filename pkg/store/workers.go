@@ -99,20 +99,21 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 	// The previous process's place is free unless it may be alive: on
 	// SQLite the database's file lock proves it is not.
 	free := "TRUE"
-	args := []any{id, w.Version, w.AppVersion, w.Instance, w.Seat}
+	args := []any{id, w.Version, w.AppVersion, w.Instance, w.Seat, w.DeadAfter.Milliseconds()}
 	if s.postgres {
-		free = `(manent_workers.state <> 'alive' OR manent_workers.last_seen_ms < ` + s.nowMs() + ` - ?
+		free = `(manent_workers.state <> 'alive'
+			OR manent_workers.last_seen_ms < ` + s.nowMs() + ` - CASE WHEN manent_workers.dead_after_ms > ? THEN manent_workers.dead_after_ms ELSE ? END
 			OR (? <> '' AND manent_workers.seat = ?))`
-		args = append(args, w.DeadAfter.Milliseconds(), w.Seat, w.Seat)
+		args = append(args, w.DeadAfter.Milliseconds(), w.DeadAfter.Milliseconds(), w.Seat, w.Seat)
 	}
 	wait := 50 * time.Millisecond
 	var seen *int64 // the previous process's last beat when first seen alive
 	for {
-		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version, instance, seat)
-		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?, ?, ?)
+		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version, instance, seat, dead_after_ms)
+		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = 'alive', last_seen_ms = excluded.last_seen_ms,
 			started_at_ms = excluded.started_at_ms, version = excluded.version, app_version = excluded.app_version,
-			instance = excluded.instance, seat = excluded.seat,
+			instance = excluded.instance, seat = excluded.seat, dead_after_ms = excluded.dead_after_ms,
 			taken_over_ms = NULL, taken_over_by = NULL,
 			claim = NULL, claimed_by = NULL, claimed_ms = NULL, claim_until_ms = NULL
 		WHERE NOT (`+s.claimLive()+`) AND `+free), args...)
@@ -162,21 +163,24 @@ type Beat struct {
 	// clock (compare two to see a new beat), Ago how long ago that was.
 	Last int64
 	Ago  time.Duration
+	// DeadAfter is the worker's own workers.dead_after (0: not recorded,
+	// a row of an earlier version).
+	DeadAfter time.Duration
 }
 
 // LastBeat returns worker id's row as it is now (Found false: no row).
 func (s *Store) LastBeat(ctx context.Context, id string) (Beat, error) {
 	var b Beat
-	var agoMs int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT state, COALESCE(claimed_by, ''), COALESCE(seat, ''), last_seen_ms, `+s.nowMs()+` - last_seen_ms
-		FROM manent_workers WHERE id = ?`), id).Scan(&b.State, &b.ClaimedBy, &b.Seat, &b.Last, &agoMs)
+	var agoMs, deadAfterMs int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT state, COALESCE(claimed_by, ''), COALESCE(seat, ''), last_seen_ms, `+s.nowMs()+` - last_seen_ms, dead_after_ms
+		FROM manent_workers WHERE id = ?`), id).Scan(&b.State, &b.ClaimedBy, &b.Seat, &b.Last, &agoMs, &deadAfterMs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Beat{}, nil
 	}
 	if err != nil {
 		return Beat{}, fmt.Errorf("worker %s: %w", id, err)
 	}
-	b.Found, b.Ago = true, time.Duration(agoMs)*time.Millisecond
+	b.Found, b.Ago, b.DeadAfter = true, time.Duration(agoMs)*time.Millisecond, time.Duration(deadAfterMs)*time.Millisecond
 	return b, nil
 }
 
@@ -210,14 +214,18 @@ func (s *Store) LeaveWorker(ctx context.Context, id, instance string) error {
 	return nil
 }
 
-// DeclareDead marks dead the workers silent for more than deadAfter (by
-// the database's clock) and returns them with the leaving workers not yet
+// DeclareDead marks dead the workers silent for more than deadAfter, or
+// than their own dead_after when it is longer (by the database's clock),
+// and returns them with the leaving workers not yet
 // taken over: the workers whose deploys must be taken over now. The
 // update is conditional, so a worker whose heartbeat lands first stays
 // alive, and one declared dead never beats again (Heartbeat).
 func (s *Store) DeclareDead(ctx context.Context, deadAfter time.Duration) ([]string, error) {
+	// A worker configured with a longer dead_after than this one stops its
+	// steps only by its own: it is waited for that long.
 	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers SET state = 'dead'
-		WHERE state = 'alive' AND last_seen_ms < `+s.nowMs()+` - ?`), deadAfter.Milliseconds()); err != nil {
+		WHERE state = 'alive' AND last_seen_ms < `+s.nowMs()+` - CASE WHEN dead_after_ms > ? THEN dead_after_ms ELSE ? END`),
+		deadAfter.Milliseconds(), deadAfter.Milliseconds()); err != nil {
 		return nil, fmt.Errorf("declare silent workers dead: %w", err)
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM manent_workers

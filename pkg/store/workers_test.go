@@ -173,3 +173,37 @@ func TestExecutorIDHeldByOneProcess(t *testing.T) {
 		}
 	})
 }
+
+// A worker is declared dead only once its own dead_after has passed, when
+// it is longer than the declaring worker's: workers configured differently
+// (a valid heartbeat of 12s and dead_after of 1m beside a leader's 2s/10s)
+// never take over a live one's deploys. A row of an earlier version (no
+// dead_after recorded) goes by the declaring worker's.
+func TestWorkerDeclaredDeadByItsOwnDeadAfter(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, url string) {
+		ctx := context.Background()
+		st := openStore(t, url)
+		for id, d := range map[string]time.Duration{"patient": time.Hour, "legacy": 0} {
+			if err := st.RegisterWorker(ctx, store.WorkerStart{ID: id, Version: "dev", AppVersion: "wf", Instance: id, DeadAfter: d}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if b, err := st.LastBeat(ctx, "patient"); err != nil || b.DeadAfter != time.Hour {
+			t.Fatalf("patient's row: %+v %v, want its dead_after recorded", b, err)
+		}
+		var dead []string
+		enginetest.Eventually(t, 10*time.Second, func() bool {
+			var err error
+			if dead, err = st.DeclareDead(ctx, 200*time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			return len(dead) > 0
+		}, "the legacy row to be declared dead")
+		if len(dead) != 1 || dead[0] != "legacy" {
+			t.Fatalf("declared dead: %v, want only legacy (patient's own dead_after is 1h)", dead)
+		}
+		if err := st.Heartbeat(ctx, "patient", "patient"); err != nil {
+			t.Fatalf("patient's heartbeat: %v, want it alive", err)
+		}
+	})
+}
