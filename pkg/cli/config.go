@@ -31,6 +31,9 @@ type Config struct {
 	// TokenFile is the admin token file the token came from, "" when the
 	// token came from a flag, the environment or the config file.
 	TokenFile string
+	// TokenSource says where Token came from (errors name it; never the
+	// token itself).
+	TokenSource TokenSource
 	// RequestTimeout bounds each HTTP request (--request-timeout,
 	// MANENT_REQUEST_TIMEOUT, request_timeout:); 0 means no bound.
 	RequestTimeout time.Duration
@@ -149,6 +152,18 @@ func loadConfig(src configSource) (*Config, error) {
 	}
 	cfg.RequestTimeout = d
 
+	switch {
+	case cfg.Token == "":
+	case tokenFlagGiven(src):
+		cfg.TokenSource = tokenFromFlag()
+	case strings.TrimSpace(src.getenv("MANENT_TOKEN")) != "":
+		cfg.TokenSource = tokenFromEnv()
+	case cfg.Context != "":
+		// Set by mergeContext: the context's token or token file.
+	case cfg.File != "":
+		cfg.TokenSource = tokenFromConfigFile(cfg.File)
+	}
+
 	if cfg.Token == "" {
 		// $MANENT_DATA_DIR (named by the user), then the token file the
 		// trial server on that address recorded, then ./manent-data.
@@ -169,11 +184,18 @@ func loadConfig(src configSource) (*Config, error) {
 			}
 			if tok := strings.TrimSpace(string(data)); tok != "" {
 				cfg.Token, cfg.TokenFile = tok, file
+				cfg.TokenSource = tokenFromTrialFile(file)
 				break
 			}
 		}
 	}
 	return cfg, nil
+}
+
+// tokenFlagGiven says whether --token was given with a value.
+func tokenFlagGiven(src configSource) bool {
+	fl := src.flags.Lookup("token")
+	return fl != nil && fl.Changed && strings.TrimSpace(fl.Value.String()) != ""
 }
 
 // configPath returns the config file to read and whether it was named
@@ -202,8 +224,16 @@ func absPath(dir, p string) string {
 	return filepath.Join(dir, p)
 }
 
+// APIPath is where manent-server serves its API under the base URL; the
+// client adds it to every request.
+const APIPath = "/api/v1"
+
 // normalizeServer accepts "host:port" as "http://host:port", requires an
-// http(s) URL with a host and drops trailing slashes.
+// http(s) URL with a host and drops trailing slashes. A trailing /api/v1
+// (the API's address copied from the docs or a browser) is dropped too: the
+// client adds it, and no server is mounted under it. A URL that goes further
+// into the API (an endpoint pasted whole) is refused with a hint. A path
+// before /api/v1 is kept: a server behind a proxy under a prefix.
 func normalizeServer(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -219,7 +249,18 @@ func normalizeServer(s string) (string, error) {
 			Hint: "set it with --server, MANENT_SERVER or server: in the config file",
 		}
 	}
-	return strings.TrimRight(s, "/"), nil
+	s = strings.TrimRight(s, "/")
+	if strings.Contains(u.Path+"/", APIPath+"/") {
+		trimmed, ok := strings.CutSuffix(s, APIPath)
+		if !ok || strings.Contains(strings.TrimRight(trimmed, "/")+"/", APIPath+"/") {
+			return "", &UsageError{
+				Err:  fmt.Errorf("invalid server address %q: want http(s)://host[:port]", s),
+				Hint: "hint: --server is the server's base URL (http://host:port), without " + APIPath,
+			}
+		}
+		s = strings.TrimRight(trimmed, "/")
+	}
+	return s, nil
 }
 
 // isDefaultServer reports whether server is the local trial server.

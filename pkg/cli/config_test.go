@@ -110,6 +110,8 @@ func TestConfigErrors(t *testing.T) {
 		{"broken file", []string{"--config", "broken.yaml"}, nil},
 		{"bad scheme", []string{"--server", "ftp://x"}, nil},
 		{"no host", []string{"--server", "http://"}, nil},
+		{"an API endpoint, not the base URL", []string{"--server", "http://h:1/api/v1/deployments"}, nil},
+		{"the API path twice", nil, map[string]string{"MANENT_SERVER": "http://h:1/api/v1/api/v1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,6 +120,25 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("error %v: exit code %d, want %d", err, got, ExitUsage)
 			}
 		})
+	}
+}
+
+// A trailing /api/v1 (the API's address) is dropped from the server; a
+// prefix before it (a proxy's path) is kept.
+func TestServerAPIPath(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://h:1/api/v1":       "http://h:1",
+		"http://h:1/api/v1/":      "http://h:1",
+		"h:1/api/v1":              "http://h:1",
+		"https://h/manent/api/v1": "https://h/manent",
+		"https://h/manent/":       "https://h/manent",
+		"http://h:1/api/v10":      "http://h:1/api/v10",
+		"http://h:1/apis/v1":      "http://h:1/apis/v1",
+	} {
+		got, err := normalizeServer(in)
+		if err != nil || got != want {
+			t.Errorf("normalizeServer(%q) = %q, %v; want %q", in, got, err, want)
+		}
 	}
 }
 

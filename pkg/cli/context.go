@@ -60,6 +60,9 @@ func mergeContext(v *viper.Viper, cfg *Config, file *cliFile, src configSource) 
 			return err
 		}
 		m["token"] = tok
+		if tok != "" {
+			cfg.TokenSource = tokenFromContext(name, e)
+		}
 	}
 	if e.RequestTimeout != "" {
 		m["request_timeout"] = e.RequestTimeout

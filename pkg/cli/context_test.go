@@ -43,28 +43,33 @@ contexts:
 		server, token string
 		context       string
 		timeout       time.Duration
+		from          string // TokenSource.Name
 	}{
-		{name: "current_context", server: "http://a:1", token: "a-token", context: "a", timeout: 7 * time.Second},
+		{name: "current_context", server: "http://a:1", token: "a-token", context: "a", timeout: 7 * time.Second, from: `context "a"`},
 		{name: "--context; token file; names are case-sensitive", args: []string{"--context", "B"},
-			server: "http://b:1", token: "b-token", context: "B", timeout: 3 * time.Second},
+			server: "http://b:1", token: "b-token", context: "B", timeout: 3 * time.Second,
+			from: `the token file of context "B" (` + filepath.Join(dir, "b.token") + ")"},
 		{name: "MANENT_CONTEXT beats current_context", env: map[string]string{"MANENT_CONTEXT": "B"},
-			server: "http://b:1", token: "b-token", context: "B", timeout: 3 * time.Second},
+			server: "http://b:1", token: "b-token", context: "B", timeout: 3 * time.Second,
+			from: `the token file of context "B" (` + filepath.Join(dir, "b.token") + ")"},
 		{name: "--context beats MANENT_CONTEXT", args: []string{"--context", "a"}, env: map[string]string{"MANENT_CONTEXT": "B"},
-			server: "http://a:1", token: "a-token", context: "a", timeout: 7 * time.Second},
+			server: "http://a:1", token: "a-token", context: "a", timeout: 7 * time.Second, from: `context "a"`},
 		{name: "MANENT_SERVER beats the context, its token stays", env: map[string]string{"MANENT_SERVER": "http://env:1"},
-			server: "http://env:1", token: "a-token", context: "a", timeout: 7 * time.Second},
+			server: "http://env:1", token: "a-token", context: "a", timeout: 7 * time.Second, from: `context "a"`},
 		{name: "MANENT_TOKEN beats the context; its token file is not read", args: []string{"--context", "gone"},
 			env:    map[string]string{"MANENT_TOKEN": "env-token"},
-			server: "http://d:1", token: "env-token", context: "gone", timeout: 7 * time.Second},
+			server: "http://d:1", token: "env-token", context: "gone", timeout: 7 * time.Second, from: "MANENT_TOKEN"},
 		{name: "flags beat everything", args: []string{"--context", "B", "--server", "http://flag:1", "--token", "flag-token", "--request-timeout", "1s"},
 			env:    map[string]string{"MANENT_SERVER": "http://env:1", "MANENT_TOKEN": "env-token"},
-			server: "http://flag:1", token: "flag-token", context: "B", timeout: time.Second},
+			server: "http://flag:1", token: "flag-token", context: "B", timeout: time.Second, from: "--token"},
 		{name: "a context without a token never takes the top-level one", args: []string{"--context", "notoken"},
 			server: "http://c:1", context: "notoken", timeout: 7 * time.Second},
 		{name: "a loopback context without a token: the trial token", args: []string{"--context", "trial"},
-			server: "http://127.0.0.1:8181", token: "trial-token", context: "trial", timeout: 7 * time.Second},
+			server: "http://127.0.0.1:8181", token: "trial-token", context: "trial", timeout: 7 * time.Second,
+			from: "the trial admin token file " + filepath.Join(dir, "trial.token")},
 		{name: "no context selected: the top-level keys", args: []string{"--config", filepath.Join(dir, "nocurrent.yaml")},
-			server: "http://legacy:1", token: "legacy-token", timeout: DefaultRequestTimeout},
+			server: "http://legacy:1", token: "legacy-token", timeout: DefaultRequestTimeout,
+			from: "token: in " + filepath.Join(dir, "nocurrent.yaml")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +84,9 @@ contexts:
 			if cfg.Server != tt.server || cfg.Token != tt.token || cfg.Context != tt.context || cfg.RequestTimeout != tt.timeout {
 				t.Errorf("got server %q token %q context %q timeout %v, want %q %q %q %v",
 					cfg.Server, cfg.Token, cfg.Context, cfg.RequestTimeout, tt.server, tt.token, tt.context, tt.timeout)
+			}
+			if cfg.TokenSource.Name != tt.from {
+				t.Errorf("token from %q, want %q", cfg.TokenSource.Name, tt.from)
 			}
 		})
 	}

@@ -63,6 +63,7 @@ func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string
 			err = &UsageError{Err: err, Hint: fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath())}
 		}
 	}
+	err = explainRefusedToken(f, err)
 	printError(f.IOStreams.ErrOut, err)
 	return int(ExitCodeOf(err))
 }

@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// TokenSource says where the configured token came from, so that a refused
+// one is reported with its origin and a hint that fits it. It never holds
+// the token.
+type TokenSource struct {
+	// Name is the origin as the error says it: "--token", "MANENT_TOKEN",
+	// `context "prod"`, `the token file of context "prod" (/run/…)`,
+	// "token: in /home/me/.config/manent/config.yaml" or "the trial admin
+	// token file /…/admin.token"; "" when no token is configured.
+	Name string
+	// Hint says how to fix a token from that origin.
+	Hint string
+}
+
+// tokenFromFlag, tokenFromEnv… build the TokenSource of each origin.
+func tokenFromFlag() TokenSource {
+	return TokenSource{Name: "--token",
+		Hint: "hint: check the value of --token; without it, manent uses MANENT_TOKEN, the selected context's token or the config file's (see 'manent context')"}
+}
+
+func tokenFromEnv() TokenSource {
+	return TokenSource{Name: "MANENT_TOKEN",
+		Hint: "hint: MANENT_TOKEN holds a token this server does not accept: set the right one, or unset it to use the selected context's token (see 'manent context')"}
+}
+
+func tokenFromContext(name string, e *contextEntry) TokenSource {
+	if e.Token != "" {
+		return TokenSource{Name: fmt.Sprintf("context %q", name),
+			Hint: fmt.Sprintf("hint: store a new token in context %q: manent login --context %s", name, name)}
+	}
+	return TokenSource{Name: fmt.Sprintf("the token file of context %q (%s)", name, e.TokenFile),
+		Hint: fmt.Sprintf("hint: put a valid token in %s, or store one in the context: manent login --context %s", e.TokenFile, name)}
+}
+
+func tokenFromConfigFile(path string) TokenSource {
+	return TokenSource{Name: "token: in " + path,
+		Hint: "hint: store a new token with 'manent login' (it goes into a context), or fix token: in " + path}
+}
+
+func tokenFromTrialFile(path string) TokenSource {
+	return TokenSource{Name: "the trial admin token file " + path,
+		Hint: "hint: the server on this address is not the trial server that wrote this file (it was restarted elsewhere, or with --config): pass --token, set MANENT_TOKEN, or store one with 'manent login'"}
+}
+
+// explainRefusedToken turns the server's 401 for the configured token into
+// an error that says which server refused the token from where, with a hint
+// for that origin (exit 2 as before). Other errors, and a 401 a command has
+// explained itself (login checks a token of its own), pass unchanged.
+func explainRefusedToken(f *Factory, err error) error {
+	var (
+		usage  *UsageError
+		domain *manent.Error
+	)
+	if err == nil || errors.As(err, &usage) || !errors.As(err, &domain) || domain.Code != manent.EUnauthorized {
+		return err
+	}
+	cfg, cerr := f.Config()
+	if cerr != nil || cfg == nil {
+		return err
+	}
+	refused := &refusedTokenError{Server: cfg.Server, Source: cfg.TokenSource.Name, Err: err}
+	hint := cfg.TokenSource.Hint
+	if cfg.Token == "" || hint == "" {
+		refused.Source = ""
+		hint = "hint: pass --token, set MANENT_TOKEN, or store one with 'manent login' (see 'manent context')"
+	}
+	return &UsageError{Err: refused, Hint: hint}
+}
+
+// refusedTokenError is a 401 answer to the configured token (or to none).
+type refusedTokenError struct {
+	Server string
+	Source string // "" when no token was sent
+	Err    error
+}
+
+func (e *refusedTokenError) Error() string {
+	detail := e.Err.Error()
+	if e.Source == "" {
+		return fmt.Sprintf("%s asks for a token and none was sent (401: %s)", e.Server, detail)
+	}
+	return fmt.Sprintf("%s refused the token from %s (401: %s)", e.Server, e.Source, detail)
+}
+
+func (e *refusedTokenError) Unwrap() error { return e.Err }
