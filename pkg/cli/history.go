@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
@@ -496,11 +497,16 @@ func doraRun(ctx context.Context, opts *DORAOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, res)
 	}
+	return renderDORA(opts.IO, res)
+}
+
+// renderDORA prints the four DORA figures as fields.
+func renderDORA(s *IOStreams, res *api.DORA) error {
 	scope := "every environment"
 	if res.Application != "" || res.Environment != "" {
 		scope = orAll(res.Application) + "/" + orAll(res.Environment)
 	}
-	f := opts.IO.NewFields()
+	f := s.NewFields()
 	f.Add("Scope", fmt.Sprintf("%s, last %s", scope, res.Window))
 	f.Add("Deployment frequency", fmt.Sprintf("%s, %s per day", plural(res.DeploymentFrequency.Deploys, "deploy"),
 		strconv.FormatFloat(res.DeploymentFrequency.PerDay, 'f', -1, 64)))
@@ -513,11 +519,18 @@ func doraRun(ctx context.Context, opts *DORAOptions) error {
 	f.Add("Lead time", lead)
 	rate := "-"
 	if r := res.ChangeFailureRate.Rate; r != nil {
-		rate = strconv.FormatFloat(*r*100, 'f', -1, 64) + "%"
+		rate = percent(*r)
 	}
 	f.Add("Change failure rate", fmt.Sprintf("%s (%d failed of %d)", rate, res.ChangeFailureRate.Failed, res.ChangeFailureRate.Total))
 	f.Add("Time to restore", fmt.Sprintf("median %s (%s)", secondsOrDash(res.TimeToRestoreSeconds.Median), plural(res.TimeToRestoreSeconds.Samples, "sample")))
-	return f.RenderTo(opts.IO.Out)
+	return f.RenderTo(s.Out)
+}
+
+// percent prints a ratio as a percentage with one decimal, without a
+// trailing ".0": 0.333 is "33.3%" (not the float product 33.300000000000004),
+// 0.5 is "50%".
+func percent(r float64) string {
+	return strings.TrimSuffix(strconv.FormatFloat(r*100, 'f', 1, 64), ".0") + "%"
 }
 
 // plural is "1 deploy", "2 deploys".

@@ -113,7 +113,7 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	f.Add("Decision", decisionSummary(d.Decision))
 	f.Add("Artifact sha256", d.ArtifactSHA256)
 	for _, a := range d.Approvals {
-		line := a.Identity + " " + a.Verdict + "d"
+		line := a.Identity + " " + verdictDone(a.Verdict)
 		if a.Comment != "" {
 			line += ": " + a.Comment
 		}
@@ -208,4 +208,16 @@ func runningStepLine(steps []manent.Step, now time.Time) string {
 		return line
 	}
 	return "between steps"
+}
+
+// verdictDone is an approval's verdict ("approve", "reject") as done:
+// "approved", "rejected"; another value as it is.
+func verdictDone(v string) string {
+	switch v {
+	case "approve":
+		return "approved"
+	case "reject":
+		return "rejected"
+	}
+	return v
 }

@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// The change failure rate is a rounded percentage, not the float product
+// (0.333 × 100 is 33.300000000000004).
+func TestRenderDORARate(t *testing.T) {
+	for rate, want := range map[float64]string{
+		0.333: "33.3% (1 failed of 3)",
+		0.667: "66.7% (1 failed of 3)",
+		0.5:   "50% (1 failed of 3)",
+		1:     "100% (1 failed of 3)",
+		0:     "0% (1 failed of 3)",
+		0.001: "0.1% (1 failed of 3)",
+	} {
+		r := rate
+		res := &api.DORA{Window: "30d", ChangeFailureRate: api.ChangeFailureRate{Failed: 1, Total: 3, Rate: &r}}
+		var out bytes.Buffer
+		if err := renderDORA(NewIOStreams(nil, &out, &out, func(string) string { return "" }), res); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "  "+want+"\n") {
+			t.Errorf("rate %v:\n%s\nwant Change failure rate: %s", rate, out.String(), want)
+		}
+	}
+}
+
+// An approval says "approved" or "rejected", as people write it.
+func TestStatusApprovalVerdicts(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	d := &manent.Deployment{ID: "dpl_1", Application: "shop", Environment: "prod", Version: "2", State: manent.StateRejected,
+		CreatedAt: now, Approvals: []manent.Approval{
+			{Identity: "token:alice", Verdict: "reject", Comment: "no"},
+			{Identity: "token:bob", Verdict: "approve"},
+		}}
+	var out bytes.Buffer
+	if err := renderStatus(NewIOStreams(nil, &out, &out, func(string) string { return "" }), &out, d, now); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{"token:alice rejected: no\n", "token:bob approved\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("status lacks %q:\n%s", want, got)
+		}
+	}
+}
