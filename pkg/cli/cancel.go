@@ -33,9 +33,11 @@ rollback is enabled, what it had already changed on the target (a rollout's
 first waves, say) is rolled back first. A cancel
 that arrives during the deploy's last step has nothing left to stop: the
 deploy ends as that step does, and its log says so. Use 'manent wait' to
-see it end.`,
+see it end. The answer says "cancelled" for a deploy that ended at once,
+"cancel requested (state PENDING)" for a running one.`,
 		Example: `  manent cancel dpl_01JABCDEF
   # deploy dpl_01JABCDEF: cancel requested (state PENDING)
+  # deploy dpl_01JABCDEF: cancelled          (it was still waiting)
 
   manent cancel dpl_01JABCDEF && manent wait dpl_01JABCDEF`,
 		Args: exactArgs(1, "deploy id"),
@@ -65,6 +67,11 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 	id := d.ID
 	if id == "" {
 		id = opts.ID
+	}
+	if d.State == manent.StateCancelled {
+		// It had not started: it ended at once.
+		_, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancelled\n", safeText(id))
+		return err
 	}
 	if _, err = fmt.Fprintf(opts.IO.Out, "deploy %s: cancel requested (state %s)\n", safeText(id), opts.IO.State(string(d.State))); err != nil {
 		return err

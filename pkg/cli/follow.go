@@ -130,8 +130,10 @@ func (p *progress) update(d *manent.Deployment) {
 	}
 	p.st.mu.Lock()
 	defer p.st.mu.Unlock()
+	started := false
 	for _, s := range d.Steps {
-		if !stepDone(s.State) {
+		started = started || s.StartedAt != nil
+		if !stepDone(s.State) || neverStarted(s) {
 			continue
 		}
 		key := s.Name + "@" + formatTimePtr(s.StartedAt)
@@ -144,6 +146,11 @@ func (p *progress) update(d *manent.Deployment) {
 	}
 	if d.State.Final() {
 		p.st.clearLocked()
+		if !started && len(d.Steps) > 0 && !p.st.done {
+			// Rejected, cancelled or failed before its first step: one
+			// line, not one SKIPPED line per step of the plan.
+			fmt.Fprintln(p.w, "  no step ran")
+		}
 		p.st.done = true
 		return
 	}
@@ -189,6 +196,12 @@ func stepDone(s manent.StepState) bool {
 		return true
 	}
 	return false
+}
+
+// neverStarted reports whether a step was skipped without starting: the
+// steps after a failure, or every step of a deploy that ended before it ran.
+func neverStarted(s manent.Step) bool {
+	return s.State == manent.StepSkipped && s.StartedAt == nil
 }
 
 // stepLine prints a finished step: `step deploy: ERROR after 3 attempts (4.2s): exit status 1`.

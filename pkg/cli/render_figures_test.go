@@ -52,3 +52,36 @@ func TestStatusApprovalVerdicts(t *testing.T) {
 		}
 	}
 }
+
+// Following a deploy prints one line per step that ran; the steps skipped
+// without starting get none, and a deploy that ran no step says so once.
+func TestProgressSkipsStepsThatNeverStarted(t *testing.T) {
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	end := at.Add(time.Second)
+	tests := []struct {
+		name  string
+		d     *manent.Deployment
+		lines []string
+	}{
+		{"failed mid-run", &manent.Deployment{ID: "dpl_1", State: manent.StateError, Steps: []manent.Step{
+			{Name: "secrets", State: manent.StepSuccess, StartedAt: &at, FinishedAt: &end},
+			{Name: "deploy", State: manent.StepError, StartedAt: &at, FinishedAt: &end, Error: "boom"},
+			{Name: "activation", State: manent.StepSkipped},
+		}}, []string{"  step secrets: SUCCESS (1s)", "  step deploy: ERROR (1s): boom"}},
+		{"rejected before any step", &manent.Deployment{ID: "dpl_2", State: manent.StateRejected, Steps: []manent.Step{
+			{Name: "secrets", State: manent.StepSkipped}, {Name: "deploy", State: manent.StepSkipped},
+		}}, []string{"  no step ran"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			p := newProgress(NewIOStreams(nil, &out, &out, func(string) string { return "" }), func() time.Time { return end })
+			p.update(tt.d)
+			p.update(tt.d) // polled again: nothing new
+			p.finish()
+			if got, want := out.String(), strings.Join(tt.lines, "\n")+"\n"; got != want {
+				t.Errorf("got\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
