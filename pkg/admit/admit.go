@@ -341,8 +341,12 @@ func refused(problems []manent.FieldError) error {
 		problems[i].Path = manent.ClipText(problems[i].Path, maxProblemText)
 		problems[i].Message = manent.ClipText(problems[i].Message, 2*maxProblemText)
 	}
+	noun := "problems"
+	if total == 1 {
+		noun = "problem"
+	}
 	return &manent.Error{Code: manent.EInvalid,
-		Message: fmt.Sprintf("the deploy was refused: %d problem(s)", total), Fields: problems}
+		Message: fmt.Sprintf("the deploy was refused: %d %s", total, noun), Fields: problems}
 }
 
 // SchedulesPerEnvironment is the most recurring schedules one

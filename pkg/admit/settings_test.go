@@ -82,6 +82,12 @@ func TestRefusedSettingsPlacedAndBounded(t *testing.T) {
 	if !slices.Equal(me.Fields, want) {
 		t.Fatalf("fields %+v, want %+v", me.Fields, want)
 	}
+	if me.Message != "the deploy was refused: 2 problems" {
+		t.Errorf("message %q, want the count in words", me.Message)
+	}
+	if me := refusal("a: 1"); me.Message != "the deploy was refused: 1 problem" {
+		t.Errorf("message %q, want the singular", me.Message)
+	}
 
 	long := strings.Repeat("a", 1000) // sorts first: among the problems shown
 	keys := []string{long + ": 0"}
@@ -95,7 +101,7 @@ func TestRefusedSettingsPlacedAndBounded(t *testing.T) {
 	if last := me.Fields[99]; last.Message != "… and 202 more problems not shown: fix these and validate again" {
 		t.Errorf("last problem %+v: want it to count the 202 not shown", last)
 	}
-	if !strings.Contains(me.Message, "301 problem(s)") {
+	if !strings.Contains(me.Message, "301 problems") {
 		t.Errorf("message %q: want the total, 301", me.Message)
 	}
 	size := 0
