@@ -192,14 +192,14 @@ func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 	if res.Plan != nil {
 		fmt.Fprintf(s.Out, "\n%s\n", s.Bold("Plan:"))
 		enabled, on := effectiveRollback(res.Effective)
-		t := s.NewTable("#", "STEP", "PLUGIN", "MAX RETRIES", "TIMEOUT", "ON FAILURE")
+		// No TIMEOUT column: the engine bounds no step itself; a plugin
+		// applies its own (the script plugin's with.timeout, default 10m),
+		// which the plan does not know, and PlanStep.Timeout stays empty
+		// (filling it would change the plan digest approvals are bound to).
+		t := s.NewTable("#", "STEP", "PLUGIN", "MAX RETRIES", "ON FAILURE")
 		activated := false
 		var live []string // steps after activation whose failure leaves the release live
 		for i, st := range res.Plan.Steps {
-			timeout := ""
-			if st.Timeout > 0 {
-				timeout = formatDuration(st.Timeout)
-			}
 			onFailure := "stop"
 			if enabled && slices.Contains(on, st.Name) {
 				onFailure = "roll back"
@@ -207,7 +207,7 @@ func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 				onFailure = "stop, new release stays live"
 				live = append(live, st.Name)
 			}
-			t.AddRow(strconv.Itoa(i+1), st.Name, st.Plugin, strconv.Itoa(st.MaxRetries), timeout, onFailure)
+			t.AddRow(strconv.Itoa(i+1), st.Name, st.Plugin, strconv.Itoa(st.MaxRetries), onFailure)
 			activated = activated || st.Name == manent.StepActivation
 		}
 		if err := t.Render(); err != nil {

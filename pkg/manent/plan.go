@@ -29,7 +29,10 @@ type PlanStep struct {
 	Plugin     string         `json:"plugin,omitempty"`
 	With       map[string]any `json:"with,omitempty"`
 	MaxRetries int            `json:"max_retries"`
-	Timeout    time.Duration  `json:"timeout,omitempty"`
+	// Timeout is never set: the engine bounds no step itself, each plugin
+	// applies its own bound (script: with.timeout). Kept for the JSON
+	// contract; setting it would change plan.Digest, which approvals bind.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Plan is the ordered step list of a deploy, saved as the workflow input.
