@@ -87,8 +87,9 @@ func (e *ExecutorInUseError) Error() string {
 // what an earlier process of the same id left.
 //
 // On PostgreSQL an earlier process may still be alive elsewhere: a row
-// listed alive that beat within w.DeadAfter, from another seat, is waited
-// for — until it has been silent for w.DeadAfter (it died: its place is
+// listed alive that beat within w.DeadAfter (or its own dead_after, when
+// longer: its lifeline stops its steps only by then), from another seat, is
+// waited for — until it has been silent that long (it died: its place is
 // free), or until it beats again (it lives: ExecutorInUseError). Two
 // processes never run one executor's deploys together. While another
 // worker takes w.ID's deploys over (its claim is live, TakeOver) it waits

@@ -160,8 +160,19 @@ func TestExecutorIDHeldByOneProcess(t *testing.T) {
 			return
 		}
 		// A predecessor that stopped beating (killed elsewhere): its place is
-		// free once it has been silent for dead_after.
-		if err := start("b", "b1", "h1:/d/b.lock", time.Hour, nil); err != nil {
+		// free once it has been silent for dead_after — its own when longer
+		// (its lifeline stops its steps by then), so first one whose own is
+		// an hour is still waited for after the newcomer's 300ms.
+		if err := start("c", "c1", "h1:/d/c.lock", time.Hour, nil); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		err = st.RegisterWorker(short, store.WorkerStart{ID: "c", Version: "dev", AppVersion: "wf", Instance: "c2", Seat: "h2:/d/c.lock", DeadAfter: 300 * time.Millisecond})
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("taking the place of a predecessor silent for less than its own dead_after (1h): %v, want to wait", err)
+		}
+		if err := start("b", "b1", "h1:/d/b.lock", 300*time.Millisecond, nil); err != nil {
 			t.Fatal(err)
 		}
 		waited = 0
