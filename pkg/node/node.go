@@ -80,8 +80,10 @@ type Options struct {
 	// (admin commands that only read); a node opened so must not Launch.
 	NoFileLock bool
 	// Once is for a one-shot admin command under an executor id of its
-	// own: it takes no executor lock (and leaves no lock file behind); a
-	// node opened so must not Launch.
+	// own: it takes no executor lock (and leaves no lock file behind), and
+	// creates nothing — the database must exist at this build's schema
+	// (store.CheckExisting; it is not migrated), the data dir is not made,
+	// nor the web UI's session key. A node opened so must not Launch.
 	Once bool
 }
 
@@ -144,8 +146,10 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if r := cfg.Retention; r.Deploys > 0 && (r.Workflows <= 0 || r.Deploys < r.Workflows) {
 		return nil, configError(fmt.Errorf("retention.deploys (%s) must be at least retention.workflows (%s): a deploy's workflows go first", r.Deploys, r.Workflows))
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if !o.Once {
+		if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
 	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -159,6 +163,13 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	}
 	if cfg.Workers.Heartbeat > 0 && cfg.Workers.DeadAfter > 0 && cfg.Workers.DeadAfter < 3*cfg.Workers.Heartbeat {
 		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", cfg.Workers.DeadAfter, cfg.Workers.Heartbeat))
+	}
+	if o.Once {
+		// A SQLite file is checked before it is opened for writing: that
+		// would create it, or write the WAL mode into an empty one.
+		if err := store.CheckExisting(ctx, cfg.Database); err != nil {
+			return nil, err
+		}
 	}
 	st, err := store.Open(ctx, cfg.Database)
 	if errors.Is(err, store.ErrDatabaseURL) {
@@ -183,13 +194,19 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	}()
 	// Workers starting together migrate one after the other: manent's
 	// tables here, DBOS's system schema in engine.New below.
-	unlock, err := st.LockMigrations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if err := st.Migrate(ctx); err != nil {
-		return nil, err
+	if o.Once {
+		if err := st.CheckSchema(ctx, store.Where(cfg.Database)); err != nil {
+			return nil, err
+		}
+	} else {
+		unlock, err := st.LockMigrations(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		if err := st.Migrate(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if o.OnStore != nil {
 		o.OnStore(st)
@@ -317,17 +334,20 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		StreamsPerIdentity:   cfg.Limits.StreamsPerIdentity, Streams: cfg.Limits.Streams,
 	})
 	// The web UI's sessions are sealed with a key kept in the data dir.
-	webSecret, err := web.LoadSecret(filepath.Join(dataDir, WebKeyFile))
-	if err != nil {
-		eng.Shutdown(0)
-		return nil, err
+	// A one-shot admin command serves no UI and makes no key.
+	var ui *web.Handler
+	if !o.Once {
+		webSecret, err := web.LoadSecret(filepath.Join(dataDir, WebKeyFile))
+		if err != nil {
+			eng.Shutdown(0)
+			return nil, err
+		}
+		if ui, err = web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")}); err != nil {
+			eng.Shutdown(0)
+			return nil, err
+		}
+		api.Mount(ui)
 	}
-	ui, err := web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")})
-	if err != nil {
-		eng.Shutdown(0)
-		return nil, err
-	}
-	api.Mount(ui)
 	return &Node{Config: cfg, Store: st, Plugins: reg, Admitter: adm, Engine: eng, API: api, Web: ui, Log: log, lock: lock, seatLock: seatLock, Procs: procs, procsRoot: procsRoot}, nil
 }
 

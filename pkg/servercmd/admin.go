@@ -2,13 +2,16 @@ package servercmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/pkg/auth"
@@ -21,6 +24,14 @@ func newAdminCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comman
 	admin := &cobra.Command{
 		Use:   "admin",
 		Short: "Administrative tasks on the server's database",
+		Long: `Administrative tasks on the server's database.
+
+Point a task at the server's database as the server is: --config with its
+manent-server.yaml, --data-dir with its data directory, or --database with
+its URL. A task never creates nor migrates a database: when there is none
+there (a SQLite file that does not exist or holds no manent tables, a
+PostgreSQL database without them), or it is at another release's schema,
+the task exits 2 naming the database it looked for.`,
 		// A mistyped task is a usage error (exit 2), not the help with exit 0.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -29,7 +40,7 @@ func newAdminCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comman
 			return cmd.Help()
 		},
 	}
-	var config, dataDir, database string
+	var db adminFlags
 	var executors []string
 	recover := &cobra.Command{
 		Use:   "recover --executor-id ID",
@@ -53,9 +64,9 @@ On SQLite a server does it at start for every other executor id.`,
 			if len(executors) == 0 {
 				return usageError{fmt.Errorf("--executor-id is required")}
 			}
-			cfg, err := loadConfig(config, map[string]string{"data_dir": dataDir, "database": database})
+			cfg, err := db.load(cmd.Context())
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
 			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), Once: true})
@@ -85,9 +96,7 @@ On SQLite a server does it at start for every other executor id.`,
 	}
 	f := recover.Flags()
 	f.StringSliceVar(&executors, "executor-id", nil, "executor id of the dead worker (repeatable)")
-	f.StringVar(&config, "config", "", "configuration file (manent-server.yaml)")
-	f.StringVar(&dataDir, "data-dir", "", "data directory (default ./manent-data)")
-	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
+	db.add(f)
 	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr))
 	return admin
 }
@@ -188,26 +197,28 @@ func indent(s, prefix string) string {
 }
 
 func newVerifyAuditCmd(stdout, stderr io.Writer) *cobra.Command {
-	var config, dataDir, database string
+	var db adminFlags
 	cmd := &cobra.Command{
 		Use:   "verify-audit",
 		Short: "Check the audit log's hash chain",
 		Long: `Walk the whole audit log and recompute its hash chain. An edited row, a
 deleted or inserted row, or rows deleted at the end are each reported, and
-the command exits 1. Exit 0 means the chain is intact.`,
+the command exits 1. Exit 0 means the chain is intact; exit 2, that there is
+no manent database where it looked (it creates none) or the flags are wrong.`,
 		Example: `  manent-server admin verify-audit --data-dir ./manent-data`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(config, map[string]string{"data_dir": dataDir, "database": database})
+			cfg, err := db.load(cmd.Context())
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			st, err := store.Open(cmd.Context(), cfg.Database)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := st.Migrate(cmd.Context()); err != nil {
+			// Checked again on the open store: nothing is migrated.
+			if err := st.CheckSchema(cmd.Context(), store.Where(cfg.Database)); err != nil {
 				return err
 			}
 			n, problems, err := st.VerifyAudit(cmd.Context())
@@ -224,15 +235,12 @@ the command exits 1. Exit 0 means the chain is intact.`,
 			return nil
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&config, "config", "", "configuration file (manent-server.yaml)")
-	f.StringVar(&dataDir, "data-dir", "", "data directory (default ./manent-data)")
-	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
+	db.add(cmd.Flags())
 	return cmd
 }
 
 func newWorkersCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {
-	var config, dataDir, database string
+	var db adminFlags
 	cmd := &cobra.Command{
 		Use:   "workers",
 		Short: "List the workers sharing the database",
@@ -244,9 +252,9 @@ what still waits for that.`,
 		Example: `  manent-server admin workers --config /etc/manent/manent-server.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadConfig(config, map[string]string{"data_dir": dataDir, "database": database})
+			cfg, err := db.load(cmd.Context())
 			if err != nil {
-				return usageError{err}
+				return err
 			}
 			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
 			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), NoFileLock: true, Once: true})
@@ -267,9 +275,53 @@ what still waits for that.`,
 			return tw.Flush()
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&config, "config", "", "configuration file (manent-server.yaml)")
-	f.StringVar(&dataDir, "data-dir", "", "data directory (default ./manent-data)")
-	f.StringVar(&database, "database", "", "sqlite:<path> or postgres://…")
+	db.add(cmd.Flags())
 	return cmd
+}
+
+// adminFlags are the flags that point an admin task at the server's
+// database.
+type adminFlags struct{ config, dataDir, database string }
+
+func (a *adminFlags) add(f *pflag.FlagSet) {
+	f.StringVar(&a.config, "config", "", "the server's configuration file (manent-server.yaml)")
+	f.StringVar(&a.dataDir, "data-dir", "", "the server's data directory (default ./manent-data)")
+	f.StringVar(&a.database, "database", "", "the server's database: sqlite:<path> or postgres://…")
+}
+
+// load reads the configuration an admin task runs with and checks that
+// its database exists at this build's schema. An admin task never creates
+// nor migrates a database: run against the wrong directory, verify-audit
+// reported "audit log intact: 0 rows" over the empty one it had just made.
+// A missing database is a usage error (exit 2, apart from verify-audit's 1
+// for a tampered log) naming what was tried and how to point elsewhere.
+func (a *adminFlags) load(ctx context.Context) (*node.Config, error) {
+	cfg, err := loadConfig(a.config, map[string]string{"data_dir": a.dataDir, "database": a.database})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := store.CheckExisting(ctx, cfg.Database); errors.Is(err, store.ErrNoDatabase) {
+		return nil, usageError{fmt.Errorf("%w (%s). Point at the server's database with --config <its manent-server.yaml>, --data-dir <its data directory> or --database <its URL>", err, a.origin())}
+	} else if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// origin says where the database URL came from, in the order of precedence.
+func (a *adminFlags) origin() string {
+	switch {
+	case a.database != "":
+		return "from --database"
+	case os.Getenv("MANENT_DATABASE") != "":
+		return "from MANENT_DATABASE"
+	case a.config != "":
+		return "from --config " + a.config + " (database, else data_dir)"
+	case a.dataDir != "":
+		return "from --data-dir"
+	case os.Getenv("MANENT_DATA_DIR") != "":
+		return "from MANENT_DATA_DIR"
+	}
+	wd, _ := os.Getwd()
+	return "the default --data-dir ./manent-data, in the working directory " + wd
 }

@@ -1,0 +1,131 @@
+package servercmd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// adminDBTasks are the admin tasks that read or write the server's
+// database (new-token reads none).
+var adminDBTasks = [][]string{
+	{"admin", "verify-audit"},
+	{"admin", "workers"},
+	{"admin", "recover", "--executor-id", "worker-9"},
+}
+
+// An admin task never creates or migrates a database: pointed at none (the
+// default ./manent-data of another working directory, a mistyped
+// --data-dir, a configuration whose data_dir holds nothing), it exits
+// non-zero naming the database it looked for and how to point at the
+// right one, and leaves nothing behind. verify-audit printed "audit log
+// intact: 0 rows" and exited 0 over the empty database it had just made.
+func TestAdminNeedsAnExistingDatabase(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	missing := filepath.Join(dir, "nonexistent")
+	cfgDir := filepath.Join(dir, "etc")
+	if err := os.Mkdir(cfgDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(cfgDir, "manent-server.yaml")
+	if err := os.WriteFile(cfgPath, []byte("data_dir: "+filepath.Join(dir, "cfgdata")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range adminDBTasks {
+		for _, c := range []struct {
+			args     []string
+			db, hint string
+		}{
+			{nil, filepath.Join(dir, "manent-data", "manent.db"), "--data-dir"},
+			{[]string{"--data-dir", missing}, filepath.Join(missing, "manent.db"), "--data-dir"},
+			{[]string{"--database", "sqlite:" + filepath.Join(missing, "x.db")}, filepath.Join(missing, "x.db"), "--database"},
+			{[]string{"--config", cfgPath}, filepath.Join(dir, "cfgdata", "manent.db"), "--config"},
+		} {
+			args := append(append([]string{}, task...), c.args...)
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				var stdout, stderr bytes.Buffer
+				code := Run(context.Background(), args, &stdout, &stderr, nil)
+				if code == 0 || strings.Contains(stdout.String(), "intact") {
+					t.Fatalf("exit %d, stdout %q; want an error", code, stdout.String())
+				}
+				for _, want := range []string{c.db, c.hint, "no manent database"} {
+					if !strings.Contains(stderr.String(), want) {
+						t.Errorf("stderr %q lacks %q", stderr.String(), want)
+					}
+				}
+				for _, p := range []string{filepath.Join(dir, "manent-data"), missing, filepath.Join(dir, "cfgdata")} {
+					if _, err := os.Stat(p); !os.IsNotExist(err) {
+						t.Fatalf("%s was created (%v)", p, err)
+					}
+				}
+			})
+		}
+	}
+
+	// A file that is not a manent database is not migrated into one.
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range adminDBTasks {
+		var stdout, stderr bytes.Buffer
+		args := append(append([]string{}, task...), "--database", "sqlite:"+empty)
+		if code := Run(context.Background(), args, &stdout, &stderr, nil); code == 0 || !strings.Contains(stderr.String(), empty) {
+			t.Errorf("%q on an empty file: exit %d, stderr %q; want an error naming it", args, code, stderr.String())
+		}
+		if st, err := os.Stat(empty); err != nil || st.Size() != 0 {
+			t.Fatalf("%q wrote into %s (%v)", args, empty, err)
+		}
+	}
+}
+
+// On the database a server made, the admin tasks work.
+func TestAdminOnAServersDatabase(t *testing.T) {
+	data := t.TempDir()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(context.Background(), cfg, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close(time.Second)
+	for _, task := range adminDBTasks {
+		var stdout, stderr bytes.Buffer
+		if code := Run(context.Background(), append(append([]string{}, task...), "--data-dir", data), &stdout, &stderr, nil); code != 0 {
+			t.Errorf("%q: exit %d: %s", task, code, stderr.String())
+		}
+	}
+}
+
+// On PostgreSQL, a database without manent's tables is not one: the admin
+// tasks refuse it and create none.
+func TestAdminNeedsAnExistingPostgresDatabase(t *testing.T) {
+	url := enginetest.Postgres(t)
+	for _, task := range adminDBTasks {
+		var stdout, stderr bytes.Buffer
+		args := append(append([]string{}, task...), "--database", url)
+		if code := Run(context.Background(), args, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "no manent database") || !strings.Contains(stderr.String(), "holds no manent tables") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and no manent database", task, code, stderr.String())
+		}
+	}
+	st, err := store.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var n int
+	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d tables were created (%v)", n, err)
+	}
+}
