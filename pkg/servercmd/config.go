@@ -65,8 +65,8 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 		return nil, fmt.Errorf("config: %s", decodeErrorText(err))
 	}
 	c.Trial = trial
-	if c.Database == "" {
-		c.Database = "sqlite:" + filepath.Join(c.DataDir, "manent.db")
+	if err := resolvePaths(&c, v, path, flags); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if c.Workers.Slots < 1 {
 		return nil, fmt.Errorf("config: workers.slots must be at least 1")

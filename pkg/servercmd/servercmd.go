@@ -136,7 +136,7 @@ schedules.min_interval (1m) and schedules.max_per_environment (25).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.config, "config", "", "configuration file (manent-server.yaml); none means local trial mode")
+	f.StringVar(&o.config, "config", "", "configuration file (manent-server.yaml; relative paths in it are read from its directory); none means local trial mode")
 	f.StringVar(&o.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
 	f.StringVar(&o.dataDir, "data-dir", "", "directory for the database, admin token and work directories (default ./manent-data)")
 	f.StringVar(&o.database, "database", "", "sqlite:<path> or postgres://… (default sqlite:<data-dir>/manent.db)")
