@@ -272,7 +272,7 @@ func (c *checker) checkSteps(doc map[string]any) *stepSet {
 
 func unknownStep(name string, set *stepSet) string {
 	msg := fmt.Sprintf("unknown step %q", clip(name))
-	if s := suggest(name, append(slices.Clone(manent.DefaultPipeline), set.custom...)); s != "" {
+	if s := manent.Suggest(name, append(slices.Clone(manent.DefaultPipeline), set.custom...)); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return msg + "; known steps: " + knownSteps(set.custom)

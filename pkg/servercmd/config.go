@@ -11,7 +11,14 @@ import (
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/spf13/viper"
+	"gopkg.in/yaml.v3"
 )
+
+// envName is the MANENT_* variable of a key ("workers.slots":
+// MANENT_WORKERS_SLOTS).
+func envName(key string) string {
+	return "MANENT_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
 
 // loadConfig reads the configuration file (if any), MANENT_* environment
 // variables and flags, in increasing precedence.
@@ -46,7 +53,22 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 		return nil, err
 	}
 	trial := true
+	problems := &configProblems{file: path}
+	var at map[string]*yaml.Node
 	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		// Checked first, for what viper's decoding says without a place
+		// (or not at all): unknown keys, values of the wrong kind.
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".yaml", ".yml", ".json":
+			at = checkConfigYAML(path, data, problems)
+		}
+		if at == nil && problems.err() != nil {
+			return nil, problems // not YAML
+		}
 		v.SetConfigFile(path)
 		if err := v.ReadInConfig(); err != nil {
 			return nil, fmt.Errorf("read config %s: %w", path, err)
@@ -58,25 +80,33 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 			v.Set(k, val)
 		}
 	}
+	checkConfigEnv(v.AllKeys(), problems)
 	var c node.Config
 	// Exact: a key manent does not know (a typo such as "rback:" or
-	// "pass_evn:") is an error, not a setting silently left out.
-	if err := v.UnmarshalExact(&c); err != nil {
+	// "pass_evn:") is an error, not a setting silently left out. The file
+	// was checked above; what fails here came from MANENT_* variables.
+	// With problems in the file, the values that decode are checked
+	// too, so that every mistake is reported at once.
+	if err := v.UnmarshalExact(&c); err != nil && problems.err() == nil {
 		return nil, fmt.Errorf("config: %s", decodeErrorText(err))
 	}
 	c.Trial = trial
+	// Each value is placed where it came from: a flag, a MANENT_*
+	// variable, the file (file:line:column), or a default.
+	checkValues(&c, func(key string) (*yaml.Node, string) {
+		if flags[key] != "" {
+			return nil, "--" + strings.ReplaceAll(key, "_", "-")
+		}
+		if env := envName(key); os.Getenv(env) != "" {
+			return nil, env
+		}
+		return at[key], key
+	}, problems)
+	if err := problems.err(); err != nil {
+		return nil, err
+	}
 	if err := resolvePaths(&c, v, path, flags); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
-	}
-	if c.Workers.Slots < 1 {
-		return nil, fmt.Errorf("config: workers.slots must be at least 1")
-	}
-	if c.Limits.Connections < 1 {
-		return nil, fmt.Errorf("config: limits.connections must be at least 1 (default %d)", DefaultConnections)
-	}
-	if c.Limits.StreamsPerIdentity < 1 || c.Limits.Streams < 1 {
-		return nil, fmt.Errorf("config: limits.streams_per_identity and limits.streams must be at least 1 (defaults %d and %d)",
-			server.DefaultStreamsPerIdentity, server.DefaultStreams)
 	}
 	return &c, nil
 }

@@ -41,7 +41,8 @@ func TestUnknownConfigKeyIsAnError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := loadConfig(path, nil)
-	if err == nil || !strings.Contains(err.Error(), "unknown keys: rback") || !strings.Contains(err.Error(), "'plugins' has unknown keys: pass_evn") || strings.Contains(err.Error(), "\n") {
+	if err == nil || !strings.Contains(err.Error(), path+`:2:1: unknown key "rback" (did you mean "rbac"?)`) ||
+		!strings.Contains(err.Error(), path+`:4:11: unknown key "pass_evn" in plugins (did you mean "pass_env"?)`) {
 		t.Fatalf("got %v, want an error naming rback and plugins.pass_evn", err)
 	}
 	var stdout, stderr bytes.Buffer

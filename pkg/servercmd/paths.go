@@ -39,7 +39,7 @@ func resolvePaths(c *node.Config, v *viper.Viper, path string, flags map[string]
 	// fromFile says whether key's value is the configuration file's: not
 	// overridden by a flag or a MANENT_* variable.
 	fromFile := func(key string) bool {
-		if path == "" || flags[key] != "" || os.Getenv("MANENT_"+strings.ToUpper(strings.ReplaceAll(key, ".", "_"))) != "" {
+		if path == "" || flags[key] != "" || os.Getenv(envName(key)) != "" {
 			return false
 		}
 		return v.InConfig(key)

@@ -1,0 +1,364 @@
+package servercmd
+
+import (
+	"cmp"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/yamlvalue"
+)
+
+// configProblems are the mistakes found in a server configuration, each
+// "file:line:column: what is wrong" like a descriptor's, all of them at
+// once.
+type configProblems struct {
+	file string
+	list []configProblem
+	more int // problems past maxConfigProblems, not listed
+	// keys are the keys whose values have a problem already.
+	keys map[string]bool
+}
+
+// maxConfigProblems bounds the problems listed (a hostile or mangled file
+// of 1 MiB is refused with a screenful, not a million lines).
+const maxConfigProblems = 50
+
+func (p *configProblems) Error() string {
+	if len(p.list) == 1 && p.more == 0 {
+		return p.list[0].text
+	}
+	where := p.file
+	if where == "" || p.list[len(p.list)-1].line == 0 {
+		where = "the configuration" // flags or MANENT_* variables too
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problems in %s:", len(p.list)+p.more, where)
+	for _, l := range p.list {
+		b.WriteString("\n  " + l.text)
+	}
+	if p.more > 0 {
+		fmt.Fprintf(&b, "\n  … and %d more", p.more)
+	}
+	return b.String()
+}
+
+// add records a problem at n (nil: no position), "key: " prefixed by the
+// caller when it concerns a value.
+func (p *configProblems) add(n *yaml.Node, format string, args ...any) {
+	if len(p.list) >= maxConfigProblems {
+		p.more++
+		return
+	}
+	pr := configProblem{text: fmt.Sprintf(format, args...)}
+	if n != nil && n.Line > 0 && p.file != "" {
+		pr.line, pr.col = n.Line, n.Column
+		pr.text = fmt.Sprintf("%s:%d:%d: %s", p.file, n.Line, n.Column, pr.text)
+	}
+	// In the order of the file; the problems without a place (a flag, a
+	// variable) after.
+	i, _ := slices.BinarySearchFunc(p.list, pr, func(a, b configProblem) int {
+		if (a.line == 0) != (b.line == 0) {
+			return cmp.Compare(b.line, a.line)
+		}
+		return cmp.Or(cmp.Compare(a.line, b.line), cmp.Compare(a.col, b.col), 1)
+	})
+	p.list = slices.Insert(p.list, i, pr)
+}
+
+type configProblem struct {
+	line, col int // 0: no place in the file
+	text      string
+}
+
+// bad records a problem with the value of key at n.
+func (p *configProblems) bad(n *yaml.Node, key, format string, args ...any) {
+	if p.keys == nil {
+		p.keys = map[string]bool{}
+	}
+	p.keys[key] = true
+	p.add(n, "%s: %s", key, fmt.Sprintf(format, args...))
+}
+
+func (p *configProblems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return p
+}
+
+// configChecker walks the YAML of manent-server.yaml beside the type it
+// decodes into (node.Config, by its mapstructure tags, as viper reads it:
+// keys in any case, a single value for a list), reporting unknown keys and
+// values of the wrong kind with their positions. It records each key's
+// value node, so that later checks (listen, workers.slots) are placed too.
+type configChecker struct {
+	problems *configProblems
+	at       map[string]*yaml.Node
+	visits   int
+}
+
+// maxConfigVisits bounds the walk through aliases (a "billion laughs" file).
+const maxConfigVisits = 100_000
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// checkConfigYAML checks data, the text of the configuration file named
+// file, and returns the value node of each key path ("workers.slots").
+func checkConfigYAML(file string, data []byte, problems *configProblems) map[string]*yaml.Node {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if rest, ok := strings.CutPrefix(msg, "line "); ok {
+			if line, text, ok := strings.Cut(rest, ": "); ok {
+				problems.add(nil, "%s:%s: invalid YAML: %s", file, line, text)
+				return nil
+			}
+		}
+		problems.add(nil, "%s: invalid YAML: %s", file, msg)
+		return nil
+	}
+	c := &configChecker{problems: problems, at: map[string]*yaml.Node{}}
+	if len(doc.Content) > 0 {
+		c.value(doc.Content[0], reflect.TypeFor[node.Config](), "")
+	}
+	return c.at
+}
+
+func (c *configChecker) value(n *yaml.Node, t reflect.Type, path string) {
+	if c.visits++; c.visits > maxConfigVisits {
+		return
+	}
+	n = yamlvalue.Resolve(n)
+	if n == nil || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return
+	}
+	if path != "" {
+		c.at[path] = n
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == durationType {
+		c.duration(n, path)
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			c.problems.bad(n, path, "must be a mapping, got %s", kindName(n))
+			return
+		}
+		c.fields(n, t, path)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			c.problems.bad(n, path, "must be a mapping, got %s", kindName(n))
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, _ := yamlvalue.KeyString(n.Content[i])
+			c.value(n.Content[i+1], t.Elem(), path+"."+k)
+		}
+	case reflect.Slice:
+		switch n.Kind {
+		case yaml.SequenceNode:
+			for i, item := range n.Content {
+				c.value(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			}
+		case yaml.ScalarNode:
+			c.value(n, t.Elem(), path) // one value for a list of one
+		default:
+			c.problems.bad(n, path, "must be a list, got %s", kindName(n))
+		}
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			c.problems.bad(n, path, "must be text, got %s", kindName(n))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind != yaml.ScalarNode {
+			c.problems.bad(n, path, "must be a whole number, got %s", kindName(n))
+		} else if _, err := strconv.ParseInt(n.Value, 0, 64); err != nil {
+			c.problems.bad(n, path, "%q is not a whole number", clipValue(n.Value))
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode {
+			c.problems.bad(n, path, "must be true or false, got %s", kindName(n))
+		} else if _, err := strconv.ParseBool(n.Value); err != nil {
+			c.problems.bad(n, path, "%q is not true or false", clipValue(n.Value))
+		}
+	case reflect.Float32, reflect.Float64:
+		if n.Kind != yaml.ScalarNode {
+			c.problems.bad(n, path, "must be a number, got %s", kindName(n))
+		} else if _, err := strconv.ParseFloat(n.Value, 64); err != nil {
+			c.problems.bad(n, path, "%q is not a number", clipValue(n.Value))
+		}
+	}
+}
+
+// duration checks a time.Duration value: text such as 30s, or 0. A bare
+// number other than 0 would be read as nanoseconds.
+func (c *configChecker) duration(n *yaml.Node, path string) {
+	if n.Kind != yaml.ScalarNode {
+		c.problems.bad(n, path, "must be a duration (e.g. 5s, 1m30s), got %s", kindName(n))
+		return
+	}
+	if i, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+		if i != 0 {
+			c.problems.bad(n, path, "%s is not a duration: give its unit (e.g. %ss)", n.Value, n.Value)
+		}
+		return
+	}
+	if _, err := time.ParseDuration(n.Value); err != nil {
+		c.problems.bad(n, path, "%q is not a duration (e.g. 5s, 1m30s)", clipValue(n.Value))
+	}
+}
+
+// fields checks a mapping against the fields of struct t.
+func (c *configChecker) fields(n *yaml.Node, t reflect.Type, path string) {
+	known := map[string]reflect.StructField{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		known[strings.ToLower(name)] = f
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if yamlvalue.IsMergeKey(k) {
+			v = yamlvalue.Resolve(v)
+			if v != nil && v.Kind == yaml.SequenceNode {
+				for _, m := range v.Content {
+					c.value(m, t, path)
+				}
+			} else {
+				c.value(v, t, path)
+			}
+			continue
+		}
+		name, ok := yamlvalue.KeyString(k)
+		if !ok {
+			c.problems.add(k, "a key must be text")
+			continue
+		}
+		f, ok := known[strings.ToLower(name)]
+		if !ok {
+			c.problems.add(k, "%s", unknownKey(name, path, known))
+			continue
+		}
+		sub := strings.ToLower(name)
+		if path != "" {
+			sub = path + "." + sub
+		}
+		c.value(v, f.Type, sub)
+	}
+}
+
+func unknownKey(name, path string, known map[string]reflect.StructField) string {
+	names := make([]string, 0, len(known))
+	for k := range known {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	msg := fmt.Sprintf("unknown key %q", clipValue(name))
+	if path != "" {
+		msg += " in " + path
+	}
+	if s := manent.Suggest(name, names); s != "" {
+		return msg + fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg + "; known keys: " + strings.Join(names, ", ")
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return fmt.Sprintf("%q", clipValue(n.Value))
+}
+
+func clipValue(s string) string { return manent.ClipText(s, 64) }
+
+// checkValues checks the values of the merged configuration (file,
+// environment, flags) that decoding cannot: listen is host:port, the
+// counts are at least 1. Each problem is placed where the value came from.
+func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), problems *configProblems) {
+	bad := func(key, format string, args ...any) {
+		if problems.keys[key] {
+			return // its text was wrong: said already
+		}
+		n, prefix := src(key)
+		problems.bad(n, prefix, format, args...)
+	}
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
+		bad("listen", "%q is not host:port (e.g. 127.0.0.1:17103 or :17103)", clipValue(c.Listen))
+	}
+	if c.Workers.Slots < 1 {
+		bad("workers.slots", "must be at least 1")
+	}
+	if c.Limits.Connections < 1 {
+		bad("limits.connections", "must be at least 1 (default %d)", DefaultConnections)
+	}
+	if c.Limits.StreamsPerIdentity < 1 {
+		bad("limits.streams_per_identity", "must be at least 1 (default %d)", server.DefaultStreamsPerIdentity)
+	}
+	if c.Limits.Streams < 1 {
+		bad("limits.streams", "must be at least 1 (default %d)", server.DefaultStreams)
+	}
+}
+
+// checkConfigEnv checks the values of the MANENT_* variables viper reads
+// (those of keys in read, as viper.AllKeys lists them), each named by its
+// variable: MANENT_WORKERS_SLOTS: "four" is not a whole number.
+func checkConfigEnv(read []string, problems *configProblems) {
+	c := &configChecker{problems: problems, at: map[string]*yaml.Node{}}
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() == reflect.Struct && t != durationType {
+			for i := range t.NumField() {
+				f := t.Field(i)
+				name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+				if name == "-" || !f.IsExported() {
+					continue
+				}
+				if name == "" {
+					name = f.Name
+				}
+				sub := strings.ToLower(name)
+				if path != "" {
+					sub = path + "." + sub
+				}
+				walk(f.Type, sub)
+			}
+			return
+		}
+		if v := os.Getenv(envName(path)); v != "" && slices.Contains(read, path) {
+			c.value(&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}, t, envName(path))
+			if problems.keys[envName(path)] {
+				problems.keys[path] = true
+			}
+		}
+	}
+	walk(reflect.TypeFor[node.Config](), "")
+}

@@ -1,0 +1,137 @@
+package servercmd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A mistake in manent-server.yaml is reported like a descriptor's: the
+// file, line and column, the key as written, what is wrong, a likely
+// correction — every mistake of the file at once — and the server exits 2.
+func TestConfigMistakesArePlaced(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	for _, c := range []struct {
+		name, yaml string
+		flags      []string
+		want       []string
+	}{
+		{"typo at the top", "listen: 127.0.0.1:0\nartifact:\n  sources: []\n",
+			nil, []string{`manent-server.yaml:2:1: unknown key "artifact" (did you mean "artifacts"?)`}},
+		{"typo inside", "governance: {rule: governance.yaml}\n",
+			nil, []string{`manent-server.yaml:1:14: unknown key "rule" in governance (did you mean "rules"?)`}},
+		{"no likely key", "governance:\n  frobnicate: x\n",
+			nil, []string{`manent-server.yaml:2:3: unknown key "frobnicate" in governance; known keys: rego, rules`}},
+		{"not a number", "workers:\n  slots: four\n",
+			nil, []string{`manent-server.yaml:2:10: workers.slots: "four" is not a whole number`}},
+		{"not a duration", "workers: {heartbeat: soon}\n",
+			nil, []string{`manent-server.yaml:1:22: workers.heartbeat: "soon" is not a duration (e.g. 5s, 1m30s)`}},
+		{"a duration without unit", "workers: {dead_after: 30}\n",
+			nil, []string{`manent-server.yaml:1:23: workers.dead_after: 30 is not a duration: give its unit (e.g. 30s)`}},
+		{"a mapping for a list", "rbac:\n  subjects: [\"token:ci\"]\n",
+			nil, []string{`manent-server.yaml:2:3: rbac: must be a list, got a mapping`}},
+		{"a list for text", "listen: [a, b]\n",
+			nil, []string{`manent-server.yaml:1:9: listen: must be text, got a list`}},
+		{"in a list item", "rbac:\n  - {subjects: [\"token:ci\"], permission: [admin]}\n",
+			nil, []string{`manent-server.yaml:2:30: unknown key "permission" in rbac[0] (did you mean "permissions"?)`}},
+		{"listen without port", "listen: 17103\n",
+			nil, []string{`manent-server.yaml:1:9: listen: "17103" is not host:port (e.g. 127.0.0.1:17103 or :17103)`}},
+		{"listen flag", "",
+			[]string{"--listen", "17103"}, []string{`--listen: "17103" is not host:port (e.g. 127.0.0.1:17103 or :17103)`}},
+		{"a variable", "",
+			[]string{"MANENT_WORKERS_SLOTS=four", "MANENT_WORKERS_HEARTBEAT=5"}, []string{
+				`MANENT_WORKERS_HEARTBEAT: 5 is not a duration: give its unit (e.g. 5s)`,
+				`MANENT_WORKERS_SLOTS: "four" is not a whole number`}},
+		{"slots below 1", "workers: {slots: 0}\n",
+			nil, []string{`manent-server.yaml:1:18: workers.slots: must be at least 1`}},
+		{"YAML syntax", "listen: 127.0.0.1:0\nworkers: {slots: 2\n",
+			nil, []string{`manent-server.yaml:1: invalid YAML: did not find expected`}},
+		{"every mistake at once", "artifact: {}\nworkers:\n  slots: four\n  heartbet: 5s\nlisten: 17103\n",
+			nil, []string{
+				"4 problems in manent-server.yaml:\n",
+				`  manent-server.yaml:1:1: unknown key "artifact" (did you mean "artifacts"?)`,
+				`  manent-server.yaml:3:10: workers.slots: "four" is not a whole number`,
+				`  manent-server.yaml:4:3: unknown key "heartbet" in workers (did you mean "heartbeat"?)`,
+				`  manent-server.yaml:5:9: listen: "17103" is not host:port`,
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := os.WriteFile(filepath.Join(dir, "manent-server.yaml"), []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			args := []string{"serve", "--config", "manent-server.yaml", "--data-dir", filepath.Join(dir, "data")}
+			for _, f := range c.flags {
+				if k, v, ok := strings.Cut(f, "="); ok {
+					t.Setenv(k, v)
+				} else {
+					args = append(args, f)
+				}
+			}
+			code := Run(context.Background(), args, &stdout, &stderr, nil)
+			if code != 2 {
+				t.Errorf("exit %d, want 2", code)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			if strings.Contains(stderr.String(), "strconv") || strings.Contains(stderr.String(), "mapstructure") {
+				t.Errorf("stderr speaks Go:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+// Every key of the documented example configuration (SPEC §8.1) loads.
+func TestDocumentedConfigLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "manent-server.yaml")
+	doc := `listen: 127.0.0.1:8080
+data_dir: ./manent-data
+database: sqlite:./manent-data/manent.db
+executor_id: worker-1
+workers: {slots: 4, heartbeat: 5s, dead_after: 30s, retry_base: 1s, max_recovery_attempts: 10}
+auth:
+  tokens:
+    - {name: ci, sha256: "0000000000000000000000000000000000000000000000000000000000000000", groups: [deployers]}
+  oidc: {issuer: "https://id.example", audience: manent, claim: email}
+rbac:
+  - subjects: ["token:ci", "group:deployers"]
+    permissions: [deployment.submit, deployment.read]
+    applications: ["*"]
+    environments: [staging, prod]
+artifacts:
+  sources: ["file:///srv/artifacts/**", "https://artifacts.example/**"]
+  max_bytes: 1073741824
+callbacks:
+  allow: ["https://ci.example/**"]
+  secret_env: MANENT_CALLBACK_SECRET
+chat: {ops: "https://hooks.example/x"}
+governance:
+  rules: governance.yaml
+environments: {provider: files, dir: /etc/manent/environments, timeout: 5s, required: false}
+descriptor_policy: {allow_target_override: false, parameters: [replicas]}
+defaults: &d {slots: 2}
+limits: {submissions_per_minute: 120, connections: 6000}
+log_level: info
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := loadConfig(path, nil)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "defaults"`) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("got %v; want only the unknown key defaults", err)
+	}
+	doc = strings.Replace(doc, "defaults: &d {slots: 2}\n", "", 1)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(path, nil); err != nil {
+		t.Fatal(err)
+	}
+}
