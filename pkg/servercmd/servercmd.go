@@ -121,6 +121,10 @@ if the server dies, however it dies, the lifeline stops its steps'
 processes at once, so that a step taken over elsewhere never runs twice;
 on PostgreSQL it also does when the server is paused past its cut-off.
 
+A configuration mistake is reported by file, line and column with every
+other one (exit 2); an address in use or a data directory the server
+cannot write, naming it and the flag that chooses another (exit 1).
+
 Limits (docs/security.md): limits.connections (6000, kept 1024 below the
 open-file limit), limits.streams_per_identity (200) and limits.streams
 (5000) event streams, limits.submissions_per_minute (120 per identity),
@@ -160,6 +164,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		return usageError{err}
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	if err := checkDataDir(cfg.DataDir); err != nil {
+		return err
+	}
 	// Local trial mode has a bootstrap admin token; a configured server has
 	// one only when MANENT_BOOTSTRAP_TOKEN is set.
 	token, created := os.Getenv("MANENT_BOOTSTRAP_TOKEN"), false
@@ -180,7 +187,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		n.Close(time.Second)
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return listenError(cfg.Listen, err)
 	}
 	if err := n.Launch(ctx); err != nil {
 		ln.Close()
@@ -246,6 +253,40 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	n.Close(20 * time.Second)
 	log.Info("stopped")
 	return nil
+}
+
+// checkDataDir makes the data directory and makes sure the server can
+// write in it, so that one it cannot is named with the flag that chooses
+// another, not reported later as a bare "permission denied" from the file
+// that happened to be written first.
+func checkDataDir(dir string) error {
+	fail := func(err error) error {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("data directory %s cannot be written (%v): choose another with --data-dir (data_dir), or let the server's user create and write it", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fail(err)
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return fail(err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// listenError says what to do when the address cannot be listened on.
+func listenError(addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("listen on %s: %w (use --listen to choose another address, or stop the server using it)", addr, err)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("listen on %s: %w (ports below 1024 need privileges: use --listen to choose another port)", addr, err)
+	}
+	return fmt.Errorf("listen on %s: %w", addr, err)
 }
 
 // fencedCloseTimeout bounds the close of a fenced worker (see serve).
