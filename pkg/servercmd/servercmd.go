@@ -3,10 +3,12 @@
 // cmd/manent-server only calls Main with the built-in plugins; the server
 // itself is assembled by pkg/node.
 //
-// It imports pkg/node, pkg/store (the database URL, faults and the
-// workers' heartbeats), pkg/version, pkg/atomicfile (the trial server's
-// record), pkg/auth (admin new-token), pkg/server (the defaults of its
-// limits) and pkg/engine (the default heartbeat, for admin recover).
+// It imports pkg/node, pkg/store (the database URL, faults, the workers'
+// heartbeats and whether a database exists), pkg/version, pkg/atomicfile
+// (the trial server's record), pkg/auth (admin new-token), pkg/server (the
+// defaults of its limits), pkg/engine (the default heartbeat, for admin
+// recover), pkg/yamlvalue and pkg/manent (placing and explaining the
+// mistakes of manent-server.yaml).
 package servercmd
 
 import (
