@@ -22,6 +22,7 @@
 // client-go nor OPA.
 //
 // It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry and
-// pkg/stall (the event stream's reconnection and silence), pkg/clusterstate
-// and pkg/atomicfile (the config file) of this module.
+// pkg/stall (the event stream's reconnection and silence), pkg/clusterstate,
+// pkg/reltime (the tables' relative times, shared with the web UI) and
+// pkg/atomicfile (the config file) of this module.
 package cli

@@ -1,13 +1,13 @@
 package cli
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/reltime"
 )
 
 // timeLayout is how tables print instants: UTC, to the second.
@@ -153,41 +153,10 @@ func decisionSummary(dec *manent.Decision) string {
 	return strings.Join(parts, ", ")
 }
 
-// relativeTime prints t relative to now for tables (the AGE column):
-// "just now" within 10 s, then "45s ago", "3m ago", "2h ago", "5d ago",
-// "2y ago" (each truncated to its unit); a time in the future (a schedule's
-// next tick) is "in 3m". The zero time is "". -o json/yaml keep the
-// absolute RFC 3339 time.
-func relativeTime(t, now time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	d := now.Sub(t)
-	future := d < 0
-	if future {
-		d = -d
-	}
-	if d < 10*time.Second {
-		return "just now"
-	}
-	var s string
-	switch day := 24 * time.Hour; {
-	case d < time.Minute:
-		s = fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		s = fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < day:
-		s = fmt.Sprintf("%dh", int(d/time.Hour))
-	case d < 365*day:
-		s = fmt.Sprintf("%dd", int(d/day))
-	default:
-		s = fmt.Sprintf("%dy", int(d/(365*day)))
-	}
-	if future {
-		return "in " + s
-	}
-	return s + " ago"
-}
+// relativeTime prints t relative to now for tables (the AGE column), by
+// the rule the web UI shares (reltime.Format: "3m ago", "in 5m", "" for the
+// zero time). -o json/yaml keep the absolute RFC 3339 time.
+func relativeTime(t, now time.Time) string { return reltime.Format(t, now) }
 
 // relativeTimePtr is relativeTime for an optional time ("" when nil).
 func relativeTimePtr(t *time.Time, now time.Time) string {

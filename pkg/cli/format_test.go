@@ -5,32 +5,12 @@ import (
 	"time"
 )
 
+// The tables' times are reltime's (its test holds the rule); a missing
+// time is an empty cell.
 func TestRelativeTime(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		ago  time.Duration
-		want string
-	}{
-		{0, "just now"},
-		{9 * time.Second, "just now"},
-		{-9 * time.Second, "just now"},
-		{10 * time.Second, "10s ago"},
-		{59*time.Second + 999*time.Millisecond, "59s ago"},
-		{time.Minute, "1m ago"},
-		{3*time.Minute + 59*time.Second, "3m ago"},
-		{59 * time.Minute, "59m ago"},
-		{2*time.Hour + 59*time.Minute, "2h ago"},
-		{23 * time.Hour, "23h ago"},
-		{24 * time.Hour, "1d ago"},
-		{5*24*time.Hour + 23*time.Hour, "5d ago"},
-		{364 * 24 * time.Hour, "364d ago"},
-		{2 * 365 * 24 * time.Hour, "2y ago"},
-		{-5 * time.Minute, "in 5m"},
-		{-26 * time.Hour, "in 1d"},
-	} {
-		if got := relativeTime(now.Add(-tt.ago), now); got != tt.want {
-			t.Errorf("relativeTime(now-%s) = %q, want %q", tt.ago, got, tt.want)
-		}
+	if got := relativeTime(now.Add(-(2*time.Minute + 13*time.Second)), now); got != "2m ago" {
+		t.Errorf("relativeTime(now-2m13s) = %q, want %q", got, "2m ago")
 	}
 	if got := relativeTime(time.Time{}, now); got != "" {
 		t.Errorf("zero time: %q, want empty", got)

@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,6 +193,25 @@ func TestBrowser(t *testing.T) {
 	waitJS(t, bob, "the first log line", `document.getElementById('log').textContent.includes('preparing 2.0')`)
 	before := value(t, bob, "mark the page",
 		chromedp.Evaluate[int](`window.manentMarker = 'same page'; document.querySelectorAll('#steps li').length`))
+	// Held in its first step, the deploy sends no event: the running
+	// step's duration and the relative times tick in the page anyway,
+	// without the live region being rendered again (the mark on #state
+	// stays).
+	const durSecs = `(function () {
+		var t = document.querySelector('#steps li[data-step="prepare"] .dur').textContent.trim(), m;
+		if ((m = /^(\d+)ms$/.exec(t))) { return m[1] / 1000; }
+		if ((m = /^([\d.]+)s$/.exec(t))) { return parseFloat(m[1]); }
+		if ((m = /^(\d+)m(\d+)s$/.exec(t))) { return m[1] * 60 + parseInt(m[2], 10); }
+		return -1;
+	}())`
+	first := value(t, bob, "the running step's duration", chromedp.Evaluate[float64](`document.getElementById('state').manentMark = true; `+durSecs))
+	if first < 0 {
+		t.Fatalf("the running step's duration does not read as a duration: %q",
+			value(t, bob, "read it", chromedp.Text(chromedp.CSS(`#steps li[data-step="prepare"] .dur`))))
+	}
+	waitJS(t, bob, "the running step's duration to go on", fmt.Sprintf(`%s >= %f && document.getElementById('state').manentMark === true`, durSecs, first+2))
+	waitJS(t, bob, "the submission's relative time to leave 'just now'",
+		`/^\d+s ago$/.test(document.querySelector('.facts time[data-rel]').textContent.trim()) && document.getElementById('state').manentMark === true`)
 	open(t, gate)
 	waitJS(t, bob, "the new log line without a reload", `document.getElementById('log').textContent.includes('gate opened for 2.0')`)
 	waitJS(t, bob, "the step to succeed without a reload", `!!document.querySelector('#steps li[data-step="prepare"].state-success')`)

@@ -16,5 +16,6 @@
 // (auth.Recheck) and ends once the session is signed out or expired.
 //
 // It imports pkg/api, pkg/auth, pkg/manent, pkg/clusterstate, pkg/store,
-// github.com/coreos/go-oidc and golang.org/x/oauth2.
+// pkg/reltime (the CLI's relative times), github.com/coreos/go-oidc and
+// golang.org/x/oauth2.
 package web

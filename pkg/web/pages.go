@@ -17,6 +17,7 @@ import (
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/reltime"
 )
 
 // pageData is what every template gets.
@@ -74,6 +75,21 @@ var funcs = template.FuncMap{
 	},
 	"ago":      ago,
 	"duration": stepDuration,
+	// milli is t (a time.Time or *time.Time) for the script: isoMilli.
+	"milli": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return v.UTC().Format(isoMilli)
+		case *time.Time:
+			if v != nil {
+				return v.UTC().Format(isoMilli)
+			}
+		}
+		return ""
+	},
+	// now is the server's clock, against which the script measures the
+	// browser's.
+	"now": time.Now,
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
@@ -88,7 +104,9 @@ var funcs = template.FuncMap{
 	"why":       api.ActivityItem.Why,
 }
 
-// ago prints how long ago t was, coarsely.
+// ago prints how long ago t was by the CLI's rule (reltime.Format: "2m
+// ago", "in 5m"), "—" for none. The page's script keeps it current from
+// the element's datetime (static/app.js, the same rule).
 func ago(t any) string {
 	var at time.Time
 	switch v := t.(type) {
@@ -103,15 +121,13 @@ func ago(t any) string {
 	if at.IsZero() {
 		return "—"
 	}
-	d := time.Since(at)
-	switch {
-	case d < 0:
-		return "in " + roundDuration(-d)
-	case d < 5*time.Second:
-		return "just now"
-	}
-	return roundDuration(d) + " ago"
+	return reltime.Format(at, time.Now())
 }
+
+// isoMilli is the layout of the instants the script computes with (a
+// running step's start, the page's now): RFC 3339 to the millisecond,
+// which every browser's Date.parse reads.
+const isoMilli = "2006-01-02T15:04:05.000Z07:00"
 
 func roundDuration(d time.Duration) string {
 	switch {

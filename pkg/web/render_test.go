@@ -59,3 +59,65 @@ func TestDeployPageContent(t *testing.T) {
 		}
 	}
 }
+
+// A running step's duration and the relative times carry what the script
+// needs to keep them current — the step's start and the page's time, to
+// the millisecond — and the server's text, by the CLI's rule, stays the
+// no-script fallback.
+func TestDeployPageTimesTick(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{pages: pages}
+	at := time.Now().Add(-133 * time.Second).UTC()
+	done := at.Add(time.Second)
+	d := manent.Deployment{
+		ID: "dpl_X", Application: "billing", Environment: "prod", Version: "1.0", State: manent.StatePending,
+		Requester: "token:alice", CreatedAt: at, StartedAt: &at,
+		Steps: []manent.Step{
+			{Name: "prepare", State: manent.StepSuccess, Attempts: 1, StartedAt: &at, FinishedAt: &done},
+			{Name: "deploy", State: manent.StepRunning, Attempts: 1, StartedAt: &at},
+		},
+	}
+	p := &pageData{Title: "t", User: &manent.Identity{Subject: "token:bob"}, CSRF: "c", Data: deployView{D: d}}
+	rec := httptest.NewRecorder()
+	h.render(rec, httptest.NewRequest(http.MethodGet, "/deployments/dpl_X", nil), "deployment", http.StatusOK, p)
+	body := rec.Body.String()
+	for _, want := range []string{
+		// The CLI's rule: truncated to the unit (docs/cli.md).
+		`<time datetime="` + at.Format(time.RFC3339) + `" title="` + at.Format("2006-01-02 15:04:05 UTC") + `" data-rel>2m ago</time>`,
+		`<span class="dur" data-since="` + at.Format("2006-01-02T15:04:05.000Z07:00") + `">2m1`,
+		`<span class="dur">1.0s</span>`, // a finished step does not tick
+		`<body data-now="`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %q in the deploy page:\n%s", want, body)
+		}
+	}
+	if n := strings.Count(body, "data-since="); n != 1 {
+		t.Errorf("%d ticking durations, want 1 (the running step's)", n)
+	}
+}
+
+// The web's relative times follow the CLI's rule.
+func TestAgoIsTheCLIRule(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		at   any
+		want string
+	}{
+		{now.Add(-133 * time.Second), "2m ago"},
+		{now.Add(-3 * time.Second), "just now"},
+		{now.Add(-30 * time.Second), "30s ago"},
+		{now.Add(-(2*time.Hour + 59*time.Minute)), "2h ago"},
+		{now.Add(-50 * time.Hour), "2d ago"},
+		{now.Add(5*time.Minute + 30*time.Second), "in 5m"},
+		{(*time.Time)(nil), "—"},
+		{time.Time{}, "—"},
+	} {
+		if got := ago(tt.at); got != tt.want {
+			t.Errorf("ago(%v) = %q, want %q", tt.at, got, tt.want)
+		}
+	}
+}

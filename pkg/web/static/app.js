@@ -1,6 +1,9 @@
-// manent web UI: follows the page's Server-Sent Events stream. Log lines
-// are appended to #log; any other event reloads the #live region from the
-// server (the same HTML as the page). EventSource reconnects by itself and
+// manent web UI: keeps the page's times current and follows the page's
+// Server-Sent Events stream. Relative times (<time data-rel>) and the
+// duration of a running step ([data-since]) are brought up to date every
+// second, by the server's rules; the server's text is what a browser
+// without script shows. Log lines are appended to #log; any other event
+// reloads the #live region from the server (the same HTML as the page). EventSource reconnects by itself and
 // resumes with Last-Event-ID; after a refused reconnect the script opens a
 // new stream from the last event it saw — unless the session has ended
 // (signed out, here or in another tab or browser, or expired: the server
@@ -8,6 +11,58 @@
 (function () {
   'use strict';
   var body = document.body;
+
+  // The server's clock: the times are measured against it, not against a
+  // browser's clock that may be off.
+  var skew = Date.parse(body.getAttribute('data-now') || '') - Date.now();
+  if (isNaN(skew)) { skew = 0; }
+  var SEC = 1000, MIN = 60 * SEC, HOUR = 60 * MIN, DAY = 24 * HOUR;
+
+  // relative is reltime.Format (pkg/reltime): each time truncated to its unit.
+  function relative(t, now) {
+    var d = now - t;
+    var future = d < 0;
+    if (future) { d = -d; }
+    if (d < 10 * SEC) { return 'just now'; }
+    var s;
+    if (d < MIN) { s = Math.floor(d / SEC) + 's'; }
+    else if (d < HOUR) { s = Math.floor(d / MIN) + 'm'; }
+    else if (d < DAY) { s = Math.floor(d / HOUR) + 'h'; }
+    else if (d < 365 * DAY) { s = Math.floor(d / DAY) + 'd'; }
+    else { s = Math.floor(d / (365 * DAY)) + 'y'; }
+    return future ? 'in ' + s : s + ' ago';
+  }
+
+  function pad(n) { return n < 10 ? '0' + n : String(n); }
+
+  // elapsed is stepDuration (pages.go): "250ms", "3.6s", "2m05s", "3h07m", "2d".
+  function elapsed(d) {
+    if (d < 0) { d = 0; }
+    if (d < SEC) { return Math.floor(d) + 'ms'; }
+    if (d < MIN) { return (d / SEC).toFixed(1) + 's'; }
+    if (d < HOUR) { return Math.floor(d / MIN) + 'm' + pad(Math.floor(d / SEC) % 60) + 's'; }
+    if (d < 48 * HOUR) { return Math.floor(d / HOUR) + 'h' + pad(Math.floor(d / MIN) % 60) + 'm'; }
+    return Math.floor(d / DAY) + 'd';
+  }
+
+  function each(selector, attr, format, now) {
+    var els = document.querySelectorAll(selector);
+    for (var i = 0; i < els.length; i++) {
+      var t = Date.parse(els[i].getAttribute(attr) || '');
+      if (isNaN(t)) { continue; }
+      var text = format(t, now);
+      if (els[i].textContent !== text) { els[i].textContent = text; }
+    }
+  }
+
+  function tick() {
+    var now = Date.now() + skew;
+    each('time[data-rel]', 'datetime', relative, now);
+    each('[data-since]', 'data-since', function (t, n) { return elapsed(n - t); }, now);
+  }
+  tick();
+  setInterval(tick, 1000);
+
   var streamURL = body.getAttribute('data-stream');
   if (!streamURL || !window.EventSource) { return; }
   var live = document.getElementById('live');
