@@ -100,6 +100,33 @@ func TestDeployPageTimesTick(t *testing.T) {
 	}
 }
 
+// On a server without governance the decision says so in words, not
+// "by none" (the CLI's "allowed, source: none").
+func TestDeployPageDecisionWithoutGovernance(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{pages: pages}
+	for _, tt := range []struct {
+		source string
+		want   string
+	}{
+		{"none", `<dd>allowed (no governance configured)</dd>`},
+		{"rules:/etc/manent/governance.yaml", `<dd>allowed by rules:/etc/manent/governance.yaml</dd>`},
+		{"", `<dd>allowed</dd>`},
+	} {
+		d := manent.Deployment{ID: "dpl_X", Application: "billing", Environment: "prod", Version: "1.0", State: manent.StateSuccess,
+			Requester: "token:alice", CreatedAt: time.Now(), Decision: &manent.Decision{Allowed: true, Source: tt.source}}
+		p := &pageData{Title: "t", User: &manent.Identity{Subject: "token:bob"}, CSRF: "c", Data: deployView{D: d}}
+		rec := httptest.NewRecorder()
+		h.render(rec, httptest.NewRequest(http.MethodGet, "/deployments/dpl_X", nil), "deployment", http.StatusOK, p)
+		if body := rec.Body.String(); !strings.Contains(body, tt.want) || strings.Contains(body, "by none") {
+			t.Errorf("source %q: want %q in the deploy page:\n%s", tt.source, tt.want, body)
+		}
+	}
+}
+
 // The web's relative times follow the CLI's rule.
 func TestAgoIsTheCLIRule(t *testing.T) {
 	now := time.Now()
