@@ -26,7 +26,10 @@ type pageData struct {
 	// Nav names the navigation entry of the page.
 	Nav  string
 	User *manent.Identity
-	CSRF string
+	// CanAudit: the viewer holds audit.read, so the navigation links to
+	// the audit log (it offers no page the API would refuse).
+	CanAudit bool
+	CSRF     string
 	// Stream is the SSE URL the page follows (empty: none); Live is
 	// "page" (reload the #live region on events) and Log says that log
 	// lines are appended to #log.
@@ -209,7 +212,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, st
 func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, v *viewer, status int, msg string) {
 	p := &pageData{Title: http.StatusText(status), Status: status, Message: msg}
 	if v != nil {
-		p.User, p.CSRF = &v.Identity, v.sess.CSRF
+		p.User, p.CSRF, p.CanAudit = &v.Identity, v.sess.CSRF, h.can(v, auth.AuditRead, "", "")
 	}
 	h.render(w, r, "error", status, p)
 }
@@ -231,7 +234,7 @@ func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
 			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
-		p := &pageData{Nav: name, User: &v.Identity, CSRF: v.sess.CSRF}
+		p := &pageData{Nav: name, User: &v.Identity, CSRF: v.sess.CSRF, CanAudit: h.can(v, auth.AuditRead, "", "")}
 		if err := fn(w, r, v, p); err != nil {
 			if errors.Is(err, errRedirected) {
 				return

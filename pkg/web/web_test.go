@@ -266,3 +266,30 @@ func TestPages(t *testing.T) {
 		t.Errorf("JS and CSS weigh %d bytes", total)
 	}
 }
+
+// The navigation offers only pages the identity may read: no Audit link
+// without audit.read (the page would be the API's 403), on pages and on
+// error pages alike.
+func TestNavigationFollowsPermissions(t *testing.T) {
+	s := startUI(t)
+	bob := newBrowser(t, s.URL)
+	bob.login("bob-token")
+	vera := newBrowser(t, s.URL)
+	vera.login("vera-token")
+	const auditLink = `<a href="/audit"`
+	for _, path := range []string{"/", "/environments", "/deployments/dpl_nope"} {
+		if p := bob.get(path); !strings.Contains(p.Body, auditLink) {
+			t.Errorf("GET %s as an auditor: no Audit link in\n%s", path, p.Body)
+		}
+		p := vera.get(path)
+		if strings.Contains(p.Body, auditLink) {
+			t.Errorf("GET %s without audit.read: the navigation links to the audit log:\n%s", path, p.Body)
+		}
+		if !strings.Contains(p.Body, `<a href="/environments"`) {
+			t.Errorf("GET %s as a reader: no Environments link in\n%s", path, p.Body)
+		}
+	}
+	if p := vera.get("/audit"); p.Status != http.StatusForbidden || strings.Contains(p.Body, auditLink) {
+		t.Errorf("GET /audit without audit.read: %d, Audit link shown: %v", p.Status, strings.Contains(p.Body, auditLink))
+	}
+}
