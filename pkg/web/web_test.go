@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
@@ -291,5 +292,41 @@ func TestNavigationFollowsPermissions(t *testing.T) {
 	}
 	if p := vera.get("/audit"); p.Status != http.StatusForbidden || strings.Contains(p.Body, auditLink) {
 		t.Errorf("GET /audit without audit.read: %d, Audit link shown: %v", p.Status, strings.Contains(p.Body, auditLink))
+	}
+}
+
+// A rollback says so on its page and in the history, with a link to the
+// deploy it went back from, as the CLI's ROLLBACK OF column does.
+func TestRollbackOfShown(t *testing.T) {
+	s := startUI(t)
+	gate := s.gate(t, "g")
+	open(t, gate)
+	first := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", gate))
+	s.waitState(t, first, manent.StateSuccess)
+	second := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.1", gate))
+	s.waitState(t, second, manent.StateSuccess)
+	rb, err := s.client("alice-token").Rollback(context.Background(), "billing", "staging", api.RollbackRequest{})
+	if err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	if rb.RollbackOf != second {
+		t.Fatalf("rollback of %q, want %q", rb.RollbackOf, second)
+	}
+	b := newBrowser(t, s.URL)
+	b.login("bob-token")
+	for path, link := range map[string]string{
+		"/deployments/" + rb.ID:         `<dt>Rollback of</dt><dd><a class="id" href="/deployments/` + second + `">` + second + `</a></dd>`,
+		"/environments/billing/staging": `rollback of <a href="/deployments/` + second + `">` + second + `</a>`,
+	} {
+		if p := b.get(path); p.Status != 200 || !strings.Contains(p.Body, link) {
+			t.Errorf("GET %s: %d, no %q in\n%s", path, p.Status, link, p.Body)
+		}
+	}
+	// The deploys that are not rollbacks say nothing of the kind.
+	if p := b.get("/deployments/" + second); strings.Contains(strings.ToLower(p.Body), "rollback of") {
+		t.Errorf("an ordinary deploy's page says %q", "rollback of")
+	}
+	if p := b.get("/environments/billing/staging"); strings.Count(p.Body, "rollback of") != 1 {
+		t.Errorf("the history names %d rollbacks, want 1", strings.Count(p.Body, "rollback of"))
 	}
 }
