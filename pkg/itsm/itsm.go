@@ -6,7 +6,8 @@
 // Requests go through a pkg/egress client: only to the configured ITSM's
 // origin, no redirects, the address dialed checked.
 //
-// It imports pkg/egress, pkg/plugin (permanent errors) and pkg/urlpolicy.
+// It imports pkg/egress, pkg/manent (clipping quoted answers), pkg/plugin
+// (permanent errors) and pkg/urlpolicy.
 package itsm
 
 import (
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/egress"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/urlpolicy"
 )
@@ -32,7 +34,13 @@ const (
 	Approved = "approved"
 	Rejected = "rejected"
 	Closed   = "closed"
+	// Cancelled is not in the protocol's table, but ITSMs name it: like
+	// Closed, the change will not be approved.
+	Cancelled = "cancelled"
 )
+
+// MaxID is the longest change id accepted from an ITSM.
+const MaxID = 256
 
 // Request opens a change for a deploy.
 type Request struct {
@@ -88,18 +96,18 @@ func (h *HTTP) httpClient() *http.Client {
 	return h.client
 }
 
-func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) error {
+func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(h.URL, "/")+path, rd)
 	if err != nil {
-		return plugin.Permanent(err)
+		return nil, plugin.Permanent(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if h.Token != "" {
@@ -111,42 +119,56 @@ func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) e
 	resp, err := h.httpClient().Do(req)
 	if err != nil {
 		if egress.IsRefused(err) {
-			return plugin.Permanent(fmt.Errorf("itsm: %w", err))
+			return nil, plugin.Permanent(fmt.Errorf("itsm: %w", err))
 		}
-		return fmt.Errorf("itsm: %w", err)
+		return nil, fmt.Errorf("itsm: %w", err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode >= 300 {
-		err := fmt.Errorf("itsm: %s %s: HTTP %d: %s", method, path, resp.StatusCode, strings.TrimSpace(string(b)))
+		err := fmt.Errorf("itsm: %s %s: HTTP %d: %s", method, path, resp.StatusCode, manent.ClipText(strings.TrimSpace(string(b)), 500))
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != 408 && resp.StatusCode != 429 {
-			return plugin.Permanent(err)
+			return nil, plugin.Permanent(err)
 		}
-		return err
+		return nil, err
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("itsm: decode %s: %w", path, err)
+			return b, fmt.Errorf("itsm: decode %s: %w", path, err)
 		}
 	}
-	return nil
+	return b, nil
 }
 
-// Open opens (or, for the same deploy, returns) a change.
+// Open opens (or, for the same deploy, returns) a change. An answer
+// without a change id (or with one longer than MaxID) is a protocol error,
+// permanent: the change could be neither followed nor closed.
 func (h *HTTP) Open(ctx context.Context, r Request) (Change, error) {
 	var c Change
-	err := h.do(ctx, http.MethodPost, "/changes", r, &c)
-	return c, err
+	b, err := h.do(ctx, http.MethodPost, "/changes", r, &c)
+	if err != nil {
+		return Change{}, err
+	}
+	if c.ID == "" || len(c.ID) > MaxID {
+		what := "no change id"
+		if c.ID != "" {
+			what = fmt.Sprintf("a change id of %d bytes (at most %d)", len(c.ID), MaxID)
+		}
+		return Change{}, plugin.Permanent(fmt.Errorf(`itsm: POST /changes answered %s: %s; the ITSM must answer {"id": "<change id>", "state": "pending"} (docs/itsm.md)`,
+			what, manent.ClipText(strings.TrimSpace(string(b)), 200)))
+	}
+	return c, nil
 }
 
 // Get returns a change.
 func (h *HTTP) Get(ctx context.Context, id string) (Change, error) {
 	var c Change
-	err := h.do(ctx, http.MethodGet, "/changes/"+url.PathEscape(id), nil, &c)
+	_, err := h.do(ctx, http.MethodGet, "/changes/"+url.PathEscape(id), nil, &c)
 	return c, err
 }
 
 // Close closes a change with the deploy's outcome.
 func (h *HTTP) Close(ctx context.Context, id, outcome string) error {
-	return h.do(ctx, http.MethodPost, "/changes/"+url.PathEscape(id)+"/close", map[string]string{"outcome": outcome}, nil)
+	_, err := h.do(ctx, http.MethodPost, "/changes/"+url.PathEscape(id)+"/close", map[string]string{"outcome": outcome}, nil)
+	return err
 }
