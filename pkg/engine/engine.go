@@ -75,9 +75,13 @@ type Config struct {
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.
 	// ITSM opens, follows and closes change tickets (nil: none); ChangePoll
-	// is how often a pending change is asked about (0: 30 s).
-	ITSM       itsm.Provider
-	ChangePoll time.Duration
+	// is how often a pending change is asked about (0: 30 s), and the first
+	// wait before a failed close is tried again; ChangeGiveUp is how long an
+	// ITSM may fail to answer before a waiting deploy ends ERROR, and how
+	// long a close is tried (0: 24 h).
+	ITSM         itsm.Provider
+	ChangePoll   time.Duration
+	ChangeGiveUp time.Duration
 	// SchedulerPoll is how often DBOS reconciles schedules (0: 30 s).
 	SchedulerPoll time.Duration
 	// Admitter runs the submission checks: again in the config step, for
@@ -245,6 +249,8 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		dbos.WithWorkflowName(DeployWorkflow),
 		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
 	dbos.RegisterWorkflow(dctx, e.announceWorkflow, dbos.WithWorkflowName(AnnounceWorkflow),
+		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
+	dbos.RegisterWorkflow(dctx, e.changeCloseWorkflow, dbos.WithWorkflowName(ChangeCloseWorkflow),
 		dbos.WithMaxRecoveryAttempts(dbosRecoveryBackstop))
 	e.registerRetention(dctx)
 	return e, nil

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
 )
 
 // Tick runs the step of schedule's tick at, as the DBOS scheduler's tick
@@ -14,3 +16,11 @@ func (e *Engine) Tick(ctx context.Context, schedule string, at time.Time) (strin
 // SetGateEnqueueHook sets a function run before a gate enqueues its deploy
 // (nil: none).
 func SetGateEnqueueHook(f func(id string)) { gateEnqueueHook = f }
+
+// WorkflowStatus returns the DBOS status of workflow id.
+func (e *Engine) WorkflowStatus(id string) (dbos.WorkflowStatusType, error) {
+	return e.workflowStatus(id)
+}
+
+// StepFailure is stepFailure, for tests.
+func StepFailure(err error) string { return stepFailure(err) }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -12,6 +14,8 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/retry"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -22,8 +26,8 @@ import (
 // records the final state (with the inventory, the `done` event and the
 // `deployment.finish` audit entry) and enqueues the deploy's announce
 // workflow in the same transaction; the announce workflow sends the
-// `finished` callback and chat message, closes the change ticket and wakes
-// the deploys waiting on this one. A crash at any instant loses none of it
+// `finished` callback and chat message, has the change ticket closed and
+// wakes the deploys waiting on this one. A crash at any instant loses none of it
 // and repeats none of it.
 
 // AnnounceWorkflow is the DBOS name of the workflow that announces a
@@ -92,8 +96,8 @@ func (e *Engine) conclude(ctx context.Context, id string, o store.Outcome, how .
 }
 
 // announceWorkflow announces a final deploy: the `finished` callback and
-// chat message, change:close when a change ticket was opened, the deploys
-// waiting on it woken, its work directory removed.
+// chat message, the change-close workflow when a change ticket was opened,
+// the deploys waiting on it woken, its work directory removed.
 func (e *Engine) announceWorkflow(ctx dbos.Context, id string) (Result, error) {
 	rec, err := dbos.RunAsStep(ctx, func(sctx context.Context) (Result, error) {
 		r, err := e.st.Deployment(sctx, id)
@@ -122,9 +126,17 @@ func (e *Engine) announceWorkflow(ctx dbos.Context, id string) (Result, error) {
 		return Result{}, err
 	}
 	if opened {
-		// The ticket records the outcome; a failure to close it is visible on
-		// the step, it does not change the deploy's state.
-		if _, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose, MaxRetries: 5}); err != nil && ctx.Err() != nil {
+		// An announcement that closed the change itself under the previous
+		// release replays as it ran (DBOS patching).
+		patched, err := dbos.Patch(ctx, "change-close-workflow")
+		if err != nil {
+			return Result{}, err
+		}
+		if patched {
+			if err := e.enqueueChangeClose(ctx, id); err != nil {
+				return Result{}, err
+			}
+		} else if _, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose, MaxRetries: 5}); err != nil && ctx.Err() != nil {
 			return Result{}, err
 		}
 	}
@@ -135,6 +147,87 @@ func (e *Engine) announceWorkflow(ctx dbos.Context, id string) (Result, error) {
 		return Result{}, err
 	}
 	return rec, nil
+}
+
+// ChangeCloseWorkflow is the DBOS name of the workflow that closes a
+// deploy's change ticket.
+const ChangeCloseWorkflow = "manent.change.close"
+
+func changeCloseID(id string) string { return id + ".change-close" }
+
+// enqueueChangeClose starts the change-close workflow of deploy id from a
+// workflow (DBOS records the enqueue as its step). The announcement and the
+// gate both may: the second enqueue of the workflow id is a no-op.
+func (e *Engine) enqueueChangeClose(ctx dbos.Context, id string) error {
+	if _, err := dbos.Enqueue[Result](ctx, GateQueue, ChangeCloseWorkflow, id,
+		dbos.WithEnqueueWorkflowID(changeCloseID(id)),
+		dbos.WithEnqueueApplicationVersion(WorkflowVersion)); err != nil {
+		return fmt.Errorf("enqueue the closing of the change of %s: %w", id, err)
+	}
+	return nil
+}
+
+// changeCloseMax is the longest wait between two attempts to close a
+// change.
+const changeCloseMax = time.Hour
+
+// changeCloseWorkflow closes deploy id's change ticket with the deploy's
+// outcome, like the callbacks' outbox delivers: each attempt is the
+// change:close step (its end and error shown by `manent steps`), and a
+// failed one is tried again after a durable sleep — the poll interval,
+// doubling up to changeCloseMax — until one succeeds, the ITSM refuses it
+// for good (a 4xx), or ChangeGiveUp has passed since the workflow began;
+// every decision is a line of the step's log. It runs on the gate queue,
+// so it holds neither a deploy slot nor the environment; a crash resumes
+// it where it stopped.
+func (e *Engine) changeCloseWorkflow(ctx dbos.Context, id string) (Result, error) {
+	in, err := e.input(ctx, id)
+	if err != nil {
+		return Result{}, err
+	}
+	until, err := dbos.RunAsStep(ctx, func(context.Context) (time.Time, error) {
+		return time.Now().Add(e.changeGiveUp()).UTC(), nil
+	}, dbos.WithStepName("change:close-until"))
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
+	backoff := retry.Policy{Initial: e.changePoll(), Max: changeCloseMax}
+	for n := 1; ; n++ {
+		_, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose})
+		if err == nil {
+			return Result{State: manent.StateSuccess}, nil
+		}
+		if ctx.Err() != nil {
+			return Result{}, err
+		}
+		// Decided in a step: a replay takes the recorded decision (the
+		// error read back from DBOS is no longer marked permanent).
+		permanent, failure := plugin.IsPermanent(err), err.Error()
+		next, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Duration, error) {
+			d := backoff.Delay(n)
+			var line string
+			switch {
+			case permanent:
+				d, line = 0, fmt.Sprintf("attempt %d failed and cannot succeed if tried again (the ITSM refused it): the change stays open in the ITSM; close it there", n)
+			case time.Now().Add(d).After(until):
+				d, line = 0, fmt.Sprintf("attempt %d failed; no more attempts: they have failed for itsm.give_up_after (until %s). The change stays open in the ITSM; close it there", n, until.Format(time.RFC3339))
+			default:
+				line = fmt.Sprintf("attempt %d failed; trying again in %s (until %s)", n, d, until.Format(time.RFC3339))
+			}
+			e.log.Warn("closing a change ticket failed", "deploy", id, "attempt", n, "error", failure, "next", d)
+			return d, e.st.AppendLog(sctx, id, StepChangeClose, []store.LogEntry{{Time: time.Now(), Text: line}})
+		}, dbos.WithStepName(fmt.Sprintf("change:close-retry-%d", n)), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(e.cfg.RetryBase))
+		if err != nil {
+			return Result{}, err
+		}
+		if next <= 0 {
+			return Result{State: manent.StateError, Error: failure}, nil
+		}
+		if _, err := dbos.Sleep(ctx, next); err != nil {
+			return Result{}, err
+		}
+	}
 }
 
 // input reads a deploy's saved workflow input, as a step.
@@ -210,7 +303,42 @@ func (e *Engine) workflowError(id string) string {
 	if err != nil || s.Error == nil {
 		return "unknown error"
 	}
-	return s.Error.Error()
+	var de *dbos.Error
+	if errors.As(s.Error, &de) && de.Code == dbos.ErrorCodeMaxStepRetriesExceeded {
+		return fmt.Sprintf("step %s: %s", de.StepName, stepFailure(s.Error))
+	}
+	return stepFailure(s.Error)
+}
+
+// stepFailure is the text of a workflow's error for a person. A step that
+// exhausted its DBOS retries fails with an error that joins every
+// attempt's error (MaxStepRetriesExceeded: the same text six times); that
+// one reads as the last attempt's error, once, and the number of attempts.
+// Any other error reads as it is.
+func stepFailure(err error) string {
+	var de *dbos.Error
+	if !errors.As(err, &de) || de.Code != dbos.ErrorCodeMaxStepRetriesExceeded {
+		return err.Error()
+	}
+	attempts := de.MaxRetries + 1
+	// Live, the error wraps the errors.Join of the attempts' errors,
+	// nested one level per attempt: the last one is the last attempt's.
+	if j, ok := errors.Unwrap(de).(interface{ Unwrap() []error }); ok {
+		if errs := j.Unwrap(); len(errs) > 0 {
+			return fmt.Sprintf("%s (after %d attempts)", errs[len(errs)-1], attempts)
+		}
+	}
+	// Read back from DBOS, only the message is left: the attempts' errors
+	// joined by newlines after a fixed prefix. Identical ones are kept once.
+	joined, ok := strings.CutPrefix(de.Message, fmt.Sprintf("Step %s has exceeded its maximum of %d retries: ", de.StepName, de.MaxRetries))
+	if !ok || attempts < 1 || (len(joined)+1)%attempts != 0 {
+		return err.Error()
+	}
+	one := joined[:(len(joined)+1)/attempts-1]
+	if strings.Repeat(one+"\n", attempts-1)+one != joined {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s (after %d attempts)", one, attempts)
 }
 
 // runSweeper sweeps every sweepEvery until ctx ends.

@@ -649,8 +649,9 @@ const (
 )
 
 // change opens the deploy's ITSM change and waits for its approval
-// (AWAITING_APPROVAL): approved → on, rejected → REJECTED. No ticket, no
-// deploy: a change that cannot be opened ends the deploy ERROR.
+// (AWAITING_APPROVAL): approved → on, rejected (or closed, cancelled) →
+// REJECTED. No ticket, no deploy: a change that cannot be opened ends the
+// deploy ERROR.
 func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 	p := g.e.cfg.ITSM
 	if p == nil {
@@ -678,8 +679,133 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 		if ctx.Err() != nil {
 			return false, Result{}, err
 		}
-		return g.end(ctx, manent.StateError, fmt.Sprintf("step %q failed: %v", StepChangeOpen, err))
+		return g.end(ctx, manent.StateError, fmt.Sprintf("step %q failed: %s", StepChangeOpen, stepFailure(err)))
 	}
+	// A gate that was polling its change under the previous release polls
+	// on as it did (DBOS patching).
+	patched, err := dbos.Patch(ctx, "change-wait-2")
+	if err != nil {
+		return false, Result{}, err
+	}
+	if !patched {
+		return g.changeWait1(ctx, p, ch)
+	}
+	return g.changeWait(ctx, p, ch.ID)
+}
+
+// Gate outcomes of a change poll that are not ITSM states.
+const (
+	changeGone       = "gone"       // the deploy ended or a cancel was asked for
+	changeUnanswered = "unanswered" // asking the ITSM failed
+)
+
+// changePoll is what one poll of a change finds: an ITSM state (pending,
+// approved, rejected, closed, cancelled or one the protocol does not
+// name), changeGone or changeUnanswered with the error, and when.
+type changePoll struct {
+	State string    `json:"state"`
+	Error string    `json:"error,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// changeWait polls the deploy's change id until it is decided. A poll
+// first checks that the deploy still waits: one cancelled meanwhile —
+// even while change:open waited for the ITSM, before the conclusion could
+// know of a ticket — has its change closed (CANCELLED) by the gate, then
+// the gate ends. A failed poll (a timeout, a 5xx, any error) shows in the
+// deploy's reason and the gate asks again at the next poll; only when the
+// ITSM has failed every poll for ChangeGiveUp does the deploy end ERROR.
+// A state the protocol does not name is waited out, the reason says so.
+func (g *gate) changeWait(ctx dbos.Context, p itsm.Provider, id string) (bool, Result, error) {
+	poll, giveUp := g.e.changePoll(), g.e.changeGiveUp()
+	var failingSince time.Time
+	for i := 0; ; i++ {
+		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (changePoll, error) {
+			now := time.Now().UTC()
+			rec, err := g.e.st.Deployment(sctx, g.in.ID)
+			if err != nil {
+				return changePoll{}, err
+			}
+			if rec.State.Final() || rec.CancelRequested {
+				return changePoll{State: changeGone, At: now}, nil
+			}
+			c, err := p.Get(sctx, id)
+			if err != nil && sctx.Err() != nil {
+				return changePoll{}, err // interrupted: not a failed poll
+			}
+			out := changePoll{State: c.State, At: now}
+			var reason string
+			switch {
+			case err != nil:
+				out.State, out.Error = changeUnanswered, manent.ClipText(err.Error(), 600)
+				reason = fmt.Sprintf("change %s: asking the ITSM failed (%s); asking again in %s", id, out.Error, poll)
+				if !failingSince.IsZero() {
+					reason += fmt.Sprintf(" (failing since %s; the deploy ends ERROR at %s)",
+						failingSince.Format(time.RFC3339), failingSince.Add(giveUp).Format(time.RFC3339))
+				}
+			case c.State == itsm.Approved, c.State == itsm.Rejected, c.State == itsm.Closed, c.State == itsm.Cancelled:
+				return out, nil
+			case c.State == itsm.Pending:
+				reason = fmt.Sprintf("change %s pending approval in the ITSM", id)
+			default:
+				out.State = manent.ClipText(c.State, 100)
+				reason = fmt.Sprintf("change %s is %q in the ITSM, a state manent does not know (it knows pending, approved, rejected, closed, cancelled): waiting for it to be approved; asking again in %s", id, out.State, poll)
+			}
+			ok, err := g.transition(sctx, manent.StateAwaitingApproval, reason)
+			if !ok && err == nil {
+				return changePoll{State: changeGone, At: now}, nil
+			}
+			return out, err
+		}, dbos.WithStepName(fmt.Sprintf("gate:change-%d", i)), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(g.e.cfg.RetryBase))
+		if err != nil {
+			return false, Result{}, err
+		}
+		switch st.State {
+		case changeGone:
+			return g.closeChangeOfGone(ctx)
+		case itsm.Approved:
+			return false, Result{}, nil
+		case itsm.Rejected:
+			return g.end(ctx, manent.StateRejected, fmt.Sprintf("change %s was rejected in the ITSM", id))
+		case itsm.Closed, itsm.Cancelled:
+			return g.end(ctx, manent.StateRejected, fmt.Sprintf("change %s was %s in the ITSM before it was approved", id, st.State))
+		case changeUnanswered:
+			if failingSince.IsZero() {
+				failingSince = st.At
+			}
+			if st.At.Sub(failingSince) >= giveUp {
+				return g.end(ctx, manent.StateError, fmt.Sprintf(
+					"change %s: asking the ITSM about it has failed since %s, for %s (itsm.give_up_after); the last error: %s",
+					id, failingSince.Format(time.RFC3339), giveUp, st.Error))
+			}
+		default:
+			failingSince = time.Time{}
+		}
+		msg, err := g.wait(ctx, poll)
+		if err != nil {
+			return false, Result{}, err
+		}
+		if msg.Kind == "cancel" {
+			return g.closeChangeOfGone(ctx)
+		}
+	}
+}
+
+// closeChangeOfGone ends the gate of a deploy that ended (or is being
+// cancelled) while it waited for its change: the change is closed by its
+// own workflow, as the deploy's announcement does — both may ask, it runs
+// once. The conclusion may have looked for a ticket before change:open
+// recorded one.
+func (g *gate) closeChangeOfGone(ctx dbos.Context) (bool, Result, error) {
+	if err := g.e.enqueueChangeClose(ctx, g.in.ID); err != nil {
+		return false, Result{}, err
+	}
+	return true, Result{State: manent.StateCancelled}, nil
+}
+
+// changeWait1 is changeWait as the previous release ran it, for the gates
+// that were polling their change when their worker was upgraded.
+func (g *gate) changeWait1(ctx dbos.Context, p itsm.Provider, ch itsm.Change) (bool, Result, error) {
 	for i := 0; ; i++ {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (string, error) {
 			c, err := p.Get(sctx, ch.ID)
@@ -735,6 +861,13 @@ func (e *Engine) changePoll() time.Duration {
 		return e.cfg.ChangePoll
 	}
 	return 30 * time.Second
+}
+
+func (e *Engine) changeGiveUp() time.Duration {
+	if e.cfg.ChangeGiveUp > 0 {
+		return e.cfg.ChangeGiveUp
+	}
+	return 24 * time.Hour
 }
 
 // approveWave records a decision on the rollout wave a running deploy

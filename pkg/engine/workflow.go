@@ -831,11 +831,19 @@ func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.e.cfg.ITSM.Close(ctx, id, string(rec.State)); err != nil {
+	outcome := rec.State
+	if !outcome.Final() {
+		// Its gate saw the cancel before the deploy was concluded.
+		if !rec.CancelRequested {
+			return nil, fmt.Errorf("deploy %s has not ended (%s): its change %s is closed once it has", r.in.ID, rec.State, id)
+		}
+		outcome = manent.StateCancelled
+	}
+	if err := r.e.cfg.ITSM.Close(ctx, id, string(outcome)); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(log, "change %s closed: %s\n", id, rec.State)
-	return map[string]any{"change": id, "outcome": rec.State}, nil
+	fmt.Fprintf(log, "change %s closed: %s\n", id, outcome)
+	return map[string]any{"change": id, "outcome": outcome}, nil
 }
 
 // Prefixes of the steps the engine adds around compensable steps.

@@ -108,6 +108,10 @@ type Config struct {
 		URL      string        `mapstructure:"url"`
 		TokenEnv string        `mapstructure:"token_env"`
 		Poll     time.Duration `mapstructure:"poll"`
+		// GiveUpAfter is how long an ITSM may fail to answer the polls of
+		// a waiting deploy before it ends ERROR, and how long a failed
+		// close is tried again (0: 24h).
+		GiveUpAfter time.Duration `mapstructure:"give_up_after"`
 	} `mapstructure:"itsm"`
 	Governance struct {
 		Rules string `mapstructure:"rules"`

@@ -317,7 +317,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		MaxArtifactBytes:    cfg.Artifacts.MaxBytes,
 		ArtifactIdleTimeout: cfg.Artifacts.IdleTimeout, ArtifactTimeout: cfg.Artifacts.Timeout,
 		ArtifactFiles: func(p string) error { return sources.Allowed((&url.URL{Scheme: "file", Path: p}).String()) },
-		Plugins:       reg, Admitter: adm, ITSM: changes, ChangePoll: cfg.ITSM.Poll,
+		Plugins:       reg, Admitter: adm, ITSM: changes, ChangePoll: cfg.ITSM.Poll, ChangeGiveUp: cfg.ITSM.GiveUpAfter,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
