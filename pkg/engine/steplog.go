@@ -54,17 +54,21 @@ func (b *logBudget) take(n int) bool {
 // the deploy's budget allows); of the rest it counts the lines and bytes
 // and says so in one line at the end.
 type logWriter struct {
-	ctx     context.Context
-	st      *store.Store
-	id      string
-	step    string
-	budget  *logBudget
-	mu      sync.Mutex
-	buf     []byte // the start of an unterminated line, at most MaxLogLine
-	over    int    // bytes of that line beyond buf
-	pending []store.LogEntry
-	last    time.Time
-	live    bool // the step is shown RUNNING: flush as lines come
+	ctx  context.Context
+	st   *store.Store
+	id   string
+	step string
+	// mayWrite, when set, says whether this worker may still write to the
+	// deploy's log: a worker fenced or cut off (its deploys are another's
+	// now) drops what its step's command still writes.
+	mayWrite func() bool
+	budget   *logBudget
+	mu       sync.Mutex
+	buf      []byte // the start of an unterminated line, at most MaxLogLine
+	over     int    // bytes of that line beyond buf
+	pending  []store.LogEntry
+	last     time.Time
+	live     bool // the step is shown RUNNING: flush as lines come
 
 	keptLines, keptBytes int
 	full                 string // why nothing more is kept ("" while there is room)
@@ -152,6 +156,13 @@ func (l *logWriter) flush() {
 
 func (l *logWriter) flushLocked() {
 	if len(l.pending) == 0 {
+		return
+	}
+	if l.mayWrite != nil && !l.mayWrite() {
+		// A paused worker resumed after its deploys were taken over: the
+		// output of the attempt its lifeline stopped would land in the
+		// middle of the new attempt's log.
+		l.pending = nil
 		return
 	}
 	if err := l.st.AppendLog(l.ctx, l.id, l.step, l.pending); err == nil {

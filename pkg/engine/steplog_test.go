@@ -125,3 +125,17 @@ func TestDeployOutputLimit(t *testing.T) {
 		t.Fatalf("%d outputs kept, want %d", kept, MaxDeployOutput/MaxStepOutput)
 	}
 }
+
+// A worker that may no longer write (fenced or cut off: a paused worker
+// resumed after its deploys were taken over) drops what its step's
+// command still writes instead of adding it to the new attempt's log. (The
+// writer has no store: writing would panic.)
+func TestLogOfAFencedWorkerIsDropped(t *testing.T) {
+	l := &logWriter{budget: &logBudget{}, live: true, mayWrite: func() bool { return false }}
+	if _, err := l.Write([]byte("Terminated\n")); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.pending) != 0 {
+		t.Fatalf("pending %v, want the lines dropped", l.pending)
+	}
+}

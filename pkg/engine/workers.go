@@ -252,6 +252,13 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 	}
 }
 
+// mayWrite says whether this worker may still write what its steps do:
+// false once it is fenced or cut off (its deploys are, or may be,
+// another's).
+func (e *Engine) mayWrite() bool {
+	return e.live == nil || !(e.live.isFenced() || e.cutOffNow())
+}
+
 // deployStarted and deployEnded count the deploy workflows executing here;
 // parked wraps a durable wait (an observation time, a wave's approval):
 // nothing is half-recorded while a workflow waits there.

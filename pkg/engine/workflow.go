@@ -297,7 +297,7 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 // log lines. first: the deploy becomes PENDING with the first record.
 func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (stepOut, error) {
 	startedAt := time.Now()
-	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt}
+	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
 	stopFlush := make(chan struct{})
