@@ -23,7 +23,7 @@ import (
 )
 
 // Credentials the environment configuration gives a deploy — a target's
-// `env`, a header, a password parameter — reach the step, but no reader of
+// `env` (a password, an Authorization value), a password parameter — reach the step, but no reader of
 // the deploy sees them: not in the config step's output, the steps, the
 // event stream, a dry run or GET …/current.
 func TestEnvironmentCredentialsAreNotShownToReaders(t *testing.T) {
@@ -37,8 +37,7 @@ func TestEnvironmentCredentialsAreNotShownToReaders(t *testing.T) {
   plugin: script
   with:
     command: [sh, -c, 'test "$DB_PASSWORD" = "$(cat %s)"']
-    env: {DB_PASSWORD: %s, REGION: eu}
-    headers: {Authorization: "Bearer %s"}
+    env: {DB_PASSWORD: %s, REGION: eu, UPSTREAM_AUTHORIZATION: "Bearer %s"}
 parameters: {replicas: 2, api_token: %s}
 `, want, pw, tok, tok)
 	if err := os.WriteFile(filepath.Join(dir, "staging.yaml"), []byte(env), 0o644); err != nil {
@@ -128,7 +127,7 @@ parameters: {replicas: 2, api_token: %s}
 			}
 		}
 	}
-	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"Authorization":"[redacted]"`) {
+	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"UPSTREAM_AUTHORIZATION":"[redacted]"`) {
 		t.Errorf("the redacted settings should keep their names:\ncurrent %s\nsteps %s", shown["current"], shown["steps"])
 	}
 }

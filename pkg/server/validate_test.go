@@ -125,7 +125,7 @@ func TestRefusalsCarryPositions(t *testing.T) {
 	}
 	for path, line := range map[string]string{
 		"/target/with/deploy_url":  `9:17 target http: with.deploy_url "ftp://x" must be an absolute http(s) URL`,
-		"/target/with/headers/X-A": `10:20 target http: with.headers.X-A must be a string`,
+		"/target/with/headers/X-A": `10:20 target http: with.headers.X-A must be a string, got the number 1`,
 	} {
 		if got[path] != line {
 			t.Errorf("%s: %q, want %q (all: %v)", path, got[path], line, got)
@@ -224,5 +224,40 @@ func TestHTTPTargetRefusedWhenNothingIsAllowed(t *testing.T) {
 	if !errorsAs(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/target/with" ||
 		!strings.Contains(me.Fields[0].Message, "plugins.http_allow is empty") {
 		t.Fatalf("an http target on a server allowing no call: %v %+v, want a 422 at /target/with", err, me)
+	}
+}
+
+// A step's settings are checked as its run reads them (SPEC §11.2): a
+// timeout that is a number, not a duration, and a misspelt setting the run
+// would ignore (leaving the 10-minute default) are each refused at their
+// own place, the misspelling with the setting it resembles.
+func TestValidateRefusesStepSettingsTheRunWouldMisread(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	desc := simple(artifactFile(t), "staging", "1", `steps:
+  - name: slow
+    after: deploy
+    plugin: script
+    with: {command: ["sh", "-c", "sleep 4"], timeout: 1, timout: 1s}
+`)
+	_, err := c.Submit(context.Background(), desc, true)
+	var me *manent.Error
+	if !errorsAs(err, &me) || me.Code != manent.EInvalid {
+		t.Fatalf("dry run: %v, want a 422", err)
+	}
+	got := map[string]manent.FieldError{}
+	for _, f := range me.Fields {
+		got[f.Path] = f
+	}
+	for path, want := range map[string]string{
+		"/steps/0/with/timeout": "step slow: script: with.timeout must be a duration such as 30s or 10m, with its unit, got the number 1",
+		"/steps/0/with/timout":  `step slow: script: unknown setting with.timout (did you mean "timeout"? known: command, env, timeout)`,
+	} {
+		if f := got[path]; f.Message != want || f.Line != 10 || f.Column == 0 {
+			t.Errorf("%s: %+v, want %q at line 10", path, f, want)
+		}
+	}
+	if len(me.Fields) != 2 {
+		t.Errorf("fields %+v, want the two above", me.Fields)
 	}
 }

@@ -74,32 +74,14 @@ type config struct {
 
 func parse(with map[string]any) (config, error) {
 	c := config{timeout: DefaultTimeout, staleAfter: clusterstate.DefaultStaleAfter}
-	name, _ := with["cluster"].(string)
-	if !clusterstate.ValidClusterName(name) {
-		return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(plugin.SettingAt(with, "cluster"), "with.cluster must name a cluster (lower-case letters, digits, '-' and '.'), got %v", with["cluster"]))
+	s := plugin.ReadSettings(with, "cluster", "timeout", "stale_after")
+	if s.Require("cluster") && s.String("cluster", &c.cluster) && !clusterstate.ValidClusterName(c.cluster) {
+		s.Fail("cluster", "with.cluster %q must name a cluster (lower-case letters, digits, '-' and '.')", c.cluster)
 	}
-	c.cluster = name
-	for _, f := range []struct {
-		key string
-		dst *time.Duration
-	}{{"timeout", &c.timeout}, {"stale_after", &c.staleAfter}} {
-		v, ok := with[f.key]
-		if !ok {
-			continue
-		}
-		s, _ := v.(string)
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(f.key, "with.%s must be a positive duration such as 10m, got %v", f.key, v))
-		}
-		*f.dst = d
-	}
-	for k := range with {
-		switch k {
-		case "cluster", "timeout", "stale_after":
-		default:
-			return c, fmt.Errorf("cluster-ready: %w", plugin.Settingf(plugin.SettingPath(k), "unknown setting with.%s (known: cluster, timeout, stale_after)", k))
-		}
+	s.Duration("timeout", &c.timeout)
+	s.Duration("stale_after", &c.staleAfter)
+	if err := s.Err(); err != nil {
+		return c, fmt.Errorf("cluster-ready: %w", err)
 	}
 	return c, nil
 }

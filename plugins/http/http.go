@@ -57,7 +57,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -123,110 +122,43 @@ func parse(with map[string]any) (config, error) {
 		Method: http.MethodPost, Timeout: DefaultTimeout, PollInterval: DefaultPollInterval,
 		PollTimeout: DefaultPollTimeout, StatusField: "state", Done: []string{"done"}, Failed: []string{"failed"},
 	}
-	var errs []error
-	str := func(key string, dst *string, required bool) {
-		v, ok := with[key]
-		if !ok || v == nil {
-			if required {
-				errs = append(errs, plugin.Settingf("", "with.%s is required", key))
-			}
-			return
-		}
-		s, ok := v.(string)
-		if !ok {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must be a string", key))
-			return
-		}
-		*dst = s
-	}
-	urlKey := func(key string, dst *string, required bool) {
-		str(key, dst, required)
-		if *dst == "" {
+	s := plugin.ReadSettings(with, "percentages", "deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
+		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed")
+	urlKey := func(key string, dst *string) {
+		if !s.String(key, dst) || *dst == "" {
 			return
 		}
 		u, err := url.Parse(expand(*dst, plugin.Context{}))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s %q must be an absolute http(s) URL", key, *dst))
+			s.Fail(plugin.SettingPath(key), "with.%s %q must be an absolute http(s) URL", key, *dst)
 		}
 	}
-	urlKey("deploy_url", &c.DeployURL, true)
-	urlKey("status_url", &c.StatusURL, false)
-	urlKey("activate_url", &c.ActivateURL, false)
-	urlKey("health_url", &c.HealthURL, false)
-	urlKey("rollback_url", &c.RollbackURL, false)
-	urlKey("live_url", &c.LiveURL, false)
-	str("method", &c.Method, false)
-	c.Method = strings.ToUpper(c.Method)
-	if !slices.Contains([]string{http.MethodPost, http.MethodPut, http.MethodPatch}, c.Method) {
-		errs = append(errs, plugin.Settingf("method", "with.method %q must be POST, PUT or PATCH", c.Method))
+	if v, ok := with["deploy_url"].(string); ok && v == "" {
+		s.Fail("deploy_url", "with.deploy_url must not be empty: it is the URL each action calls")
+	} else if s.Require("deploy_url") {
+		urlKey("deploy_url", &c.DeployURL)
 	}
-	str("status_field", &c.StatusField, false)
-	for _, d := range []struct {
-		key string
-		dst *time.Duration
-	}{{"timeout", &c.Timeout}, {"poll_interval", &c.PollInterval}, {"poll_timeout", &c.PollTimeout}} {
-		key, dst := d.key, d.dst
-		var s string
-		str(key, &s, false)
-		if s == "" {
-			continue
-		}
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s %q is not a positive duration", key, s))
-			continue
-		}
-		*dst = d
-	}
-	if h, ok := with["headers"]; ok && h != nil {
-		m, ok := h.(map[string]any)
-		if !ok {
-			errs = append(errs, plugin.Settingf("headers", "with.headers must be a map of strings"))
-		}
-		c.Headers = map[string]string{}
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			s, ok := m[k].(string)
-			if !ok {
-				errs = append(errs, plugin.Settingf(plugin.SettingPath("headers", k), "with.headers.%s must be a string", k))
-				continue
-			}
-			c.Headers[k] = s
+	urlKey("status_url", &c.StatusURL)
+	urlKey("activate_url", &c.ActivateURL)
+	urlKey("health_url", &c.HealthURL)
+	urlKey("rollback_url", &c.RollbackURL)
+	urlKey("live_url", &c.LiveURL)
+	if s.String("method", &c.Method) {
+		c.Method = strings.ToUpper(c.Method)
+		if !slices.Contains([]string{http.MethodPost, http.MethodPut, http.MethodPatch}, c.Method) {
+			s.Fail("method", "with.method %q must be POST, PUT or PATCH", c.Method)
 		}
 	}
-	for _, l := range []struct {
-		key string
-		dst *[]string
-	}{{"done", &c.Done}, {"failed", &c.Failed}} {
-		key, dst := l.key, l.dst
-		v, ok := with[key]
-		if !ok || v == nil {
-			continue
-		}
-		list, ok := v.([]any)
-		if !ok {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must be a list of strings", key))
-			continue
-		}
-		*dst = nil
-		for _, e := range list {
-			*dst = append(*dst, fmt.Sprint(e))
-		}
-	}
-	if v, ok := with["percentages"]; ok && v != nil {
-		b, ok := v.(bool)
-		if !ok {
-			errs = append(errs, plugin.Settingf("percentages", "with.percentages must be true or false"))
-		}
-		c.Percentages = b
-	}
-	known := []string{"percentages", "deploy_url", "status_url", "activate_url", "health_url", "rollback_url", "live_url", "method",
-		"headers", "timeout", "poll_interval", "poll_timeout", "status_field", "done", "failed"}
-	for _, k := range slices.Sorted(maps.Keys(with)) {
-		if !slices.Contains(known, k) {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(k), "with.%s is not a setting of the http plugin", k))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	s.String("status_field", &c.StatusField)
+	s.Duration("timeout", &c.Timeout)
+	s.Duration("poll_interval", &c.PollInterval)
+	s.Duration("poll_timeout", &c.PollTimeout)
+	s.StringMap("headers", &c.Headers)
+	// A status value may be a number (200) or a boolean: compared as written.
+	s.Strings("done", true, &c.Done)
+	s.Strings("failed", true, &c.Failed)
+	s.Bool("percentages", &c.Percentages)
+	if err := s.Err(); err != nil {
 		return c, fmt.Errorf("http: %w", err)
 	}
 	return c, nil

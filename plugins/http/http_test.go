@@ -375,7 +375,7 @@ func TestValidate(t *testing.T) {
 		{"bad method", map[string]any{"deploy_url": "https://p.example/", "method": "DELETE"}, "must be POST, PUT or PATCH"},
 		{"bad duration", map[string]any{"deploy_url": "https://p.example/", "poll_timeout": "soon"}, "not a positive duration"},
 		{"headers not strings", map[string]any{"deploy_url": "https://p.example/", "headers": map[string]any{"X": 1}}, "with.headers.X must be a string"},
-		{"unknown key", map[string]any{"deploy_url": "https://p.example/", "token": "x"}, "with.token is not a setting"},
+		{"unknown key", map[string]any{"deploy_url": "https://p.example/", "token": "x"}, "unknown setting with.token (known: activate_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -145,90 +145,50 @@ type config struct {
 	Cluster string
 }
 
-var knownKeys = []string{"kubeconfig", "context", "namespace", "manifests", "image", "wait", "timeout", "cluster"}
-
 func parse(with map[string]any) (config, error) {
 	c := config{Namespace: DefaultNamespace, Manifests: DefaultManifests, Wait: true, Timeout: DefaultTimeout}
-	var errs settingProblems
-	for k := range with {
-		if !slices.Contains(knownKeys, k) {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(k), "with.%s is not a kubernetes setting (known: %s)", k, strings.Join(knownKeys, ", ")))
+	s := plugin.ReadSettings(with, "kubeconfig", "context", "namespace", "manifests", "image", "wait", "timeout", "cluster")
+	str := func(key string, dst *string) bool {
+		var v string
+		if !s.String(key, &v) {
+			return false
 		}
-	}
-	str := func(key string, dst *string) {
-		v, ok := with[key]
-		if !ok || v == nil {
-			return
+		if strings.TrimSpace(v) == "" {
+			s.Fail(plugin.SettingPath(key), "with.%s must not be empty", key)
+			return false
 		}
-		s, ok := v.(string)
-		if !ok {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must be a string", key))
-			return
-		}
-		if strings.TrimSpace(s) == "" {
-			errs = append(errs, plugin.Settingf(plugin.SettingPath(key), "with.%s must not be empty", key))
-			return
-		}
-		*dst = s
+		*dst = v
+		return true
 	}
 	str("kubeconfig", &c.Kubeconfig)
 	str("context", &c.Context)
-	str("namespace", &c.Namespace)
-	str("manifests", &c.Manifests)
-	str("image", &c.Image)
-	str("cluster", &c.Cluster)
-	if c.Cluster != "" && !clusterstate.ValidClusterName(c.Cluster) {
-		errs = append(errs, plugin.Settingf("cluster", "with.cluster %q must name a cluster as its agent reports it (lower-case letters, digits, '-' and '.')", c.Cluster))
+	if str("cluster", &c.Cluster) && !clusterstate.ValidClusterName(c.Cluster) {
+		s.Fail("cluster", "with.cluster %q must name a cluster as its agent reports it (lower-case letters, digits, '-' and '.')", c.Cluster)
 	}
-	var timeout string
-	str("timeout", &timeout)
-	if v, ok := with["wait"]; ok && v != nil {
-		b, ok := v.(bool)
-		if !ok {
-			errs = append(errs, plugin.Settingf("wait", "with.wait must be true or false"))
+	if str("namespace", &c.Namespace) {
+		if bad := validation.IsDNS1123Label(c.Namespace); len(bad) > 0 {
+			s.Fail("namespace", "with.namespace %q is not a namespace name: %s", c.Namespace, strings.Join(bad, "; "))
 		}
-		c.Wait = b
 	}
-	if bad := validation.IsDNS1123Label(c.Namespace); len(bad) > 0 {
-		errs = append(errs, plugin.Settingf("namespace", "with.namespace %q is not a namespace name: %s", c.Namespace, strings.Join(bad, "; ")))
+	if str("manifests", &c.Manifests) {
+		m := filepath.ToSlash(c.Manifests)
+		if strings.HasPrefix(m, "/") || slices.Contains(strings.Split(m, "/"), "..") {
+			s.Fail("manifests", "with.manifests %q must be a relative path inside the artifact", c.Manifests)
+		}
 	}
-	m := filepath.ToSlash(c.Manifests)
-	if strings.HasPrefix(m, "/") || slices.Contains(strings.Split(m, "/"), "..") {
-		errs = append(errs, plugin.Settingf("manifests", "with.manifests %q must be a relative path inside the artifact", c.Manifests))
-	}
-	if c.Image != "" {
+	if str("image", &c.Image) {
 		last := c.Image[strings.LastIndexByte(c.Image, '/')+1:]
 		if strings.ContainsAny(last, ":@") || strings.ContainsAny(c.Image, " \t") {
-			errs = append(errs, plugin.Settingf("image", "with.image %q must be a repository without tag or digest (e.g. registry.example/billing)", c.Image))
+			s.Fail("image", "with.image %q must be a repository without tag or digest (e.g. registry.example/billing)", c.Image)
 		}
 	}
-	if timeout != "" {
-		d, err := time.ParseDuration(timeout)
-		if err != nil || d <= 0 {
-			errs = append(errs, plugin.Settingf("timeout", "with.timeout %q must be a positive duration like 5m", timeout))
-		}
-		c.Timeout = d
-	}
-	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-		return c, fmt.Errorf("kubernetes: %w", errs)
+	s.Bool("wait", &c.Wait)
+	s.Duration("timeout", &c.Timeout)
+	if err := s.Err(); err != nil {
+		return c, fmt.Errorf("kubernetes: %w", err)
 	}
 	return c, nil
 }
-
-// settingProblems are what parse refused, each a plugin.SettingError (so
-// admission places each at its setting), read as one line joined by "; ".
-type settingProblems []error
-
-func (p settingProblems) Error() string {
-	parts := make([]string, len(p))
-	for i, e := range p {
-		parts[i] = e.Error()
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (p settingProblems) Unwrap() []error { return p }
 
 // Validate checks `with`: known keys, a kubeconfig this server allows, a
 // namespace name, a relative manifests path, an image repository without

@@ -24,7 +24,7 @@ func TestValidate(t *testing.T) {
 		{"defaults", map[string]any{}, ""},
 		{"full", map[string]any{"kubeconfig": "/etc/kube", "context": "prod", "namespace": "billing", "manifests": "k8s/",
 			"image": "localhost:5000/billing", "wait": false, "timeout": "90s"}, ""},
-		{"unknown key", map[string]any{"namespac": "x"}, "with.namespac is not a kubernetes setting"},
+		{"unknown key", map[string]any{"namespac": "x"}, `unknown setting with.namespac (did you mean "namespace"?`},
 		{"empty namespace", map[string]any{"namespace": ""}, "with.namespace must not be empty"},
 		{"bad namespace", map[string]any{"namespace": "Billing_Prod"}, "not a namespace name"},
 		{"empty manifests", map[string]any{"manifests": " "}, "with.manifests must not be empty"},
@@ -32,7 +32,7 @@ func TestValidate(t *testing.T) {
 		{"escaping manifests", map[string]any{"manifests": "k8s/../../x"}, "relative path inside the artifact"},
 		{"image with tag", map[string]any{"image": "registry.example/billing:1"}, "without tag or digest"},
 		{"bad timeout", map[string]any{"timeout": "soon"}, "positive duration"},
-		{"timeout not a string", map[string]any{"timeout": 300}, "with.timeout must be a string"},
+		{"timeout not a string", map[string]any{"timeout": 300}, "with.timeout must be a duration such as 30s or 10m, with its unit, got the number 300"},
 		{"wait not a bool", map[string]any{"wait": "yes"}, "with.wait must be true or false"},
 	}
 	p := New(Options{})

@@ -14,9 +14,9 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,50 +47,30 @@ type Checkpoint struct {
 }
 
 // Validate requires `dir`, an absolute path under the root, without `..`
-// and not reaching outside the root through a symbolic link.
+// and not reaching outside the root through a symbolic link, and refuses
+// any setting but `dir` and `keep_releases` (an integer of at least 2).
 func (p *Plugin) Validate(with map[string]any) error {
-	d, _ := with["dir"].(string)
+	d, _, err := settings(with)
 	if d == "" {
-		return fmt.Errorf("local: %w", plugin.Settingf("", "target.with.dir is required"))
-	}
-	if _, err := keepReleases(with); err != nil {
 		return err
 	}
-	return p.checkDir(d)
+	return errors.Join(err, p.checkDir(d))
 }
 
-// keepReleases is with.keep_releases: how many releases each deploy keeps
-// under releases/ (0, the default: all of them).
-func keepReleases(with map[string]any) (int, error) {
-	v, ok := with["keep_releases"]
-	if !ok || v == nil {
-		return 0, nil
+// settings reads `with`: the target directory ("" when it is missing or
+// not a string) and with.keep_releases, how many releases each deploy
+// keeps under releases/ (0, the default: all of them, the live release and
+// the one before it at least, for rollback).
+func settings(with map[string]any) (dir string, keep int, err error) {
+	s := plugin.ReadSettings(with, "dir", "keep_releases")
+	if s.Require("dir") {
+		s.String("dir", &dir)
 	}
-	n, ok := integer(v)
-	if !ok || n < 2 {
-		return 0, fmt.Errorf("local: %w", plugin.Settingf("keep_releases", "target.with.keep_releases must be an integer of at least 2 (the live release and the one before it, for rollback), got %v", v))
+	s.Int("keep_releases", 2, &keep)
+	if err := s.Err(); err != nil {
+		return dir, keep, fmt.Errorf("local: %w", err)
 	}
-	return n, nil
-}
-
-// integer is v as an integer, whichever way a number reached the plugin
-// (YAML gives int, JSON float64 or json.Number).
-func integer(v any) (int, bool) {
-	switch n := v.(type) {
-	case int:
-		return n, true
-	case int64:
-		return int(n), true
-	case float64:
-		if n != math.Trunc(n) || math.Abs(n) > 1<<31 {
-			return 0, false
-		}
-		return int(n), true
-	case json.Number:
-		i, err := n.Int64()
-		return int(i), err == nil && i <= 1<<31
-	}
-	return 0, false
+	return dir, keep, nil
 }
 
 // pruneReleases makes room for this deploy's release (name) under
@@ -383,7 +363,7 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		name = stagedName(pc)
 	}
 	pruneStaged(releases, ReleaseName(pc.Version), cur, name)
-	keep, err := keepReleases(pc.With)
+	_, keep, err := settings(pc.With)
 	if err != nil {
 		return nil, plugin.Permanent(err)
 	}

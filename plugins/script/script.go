@@ -58,32 +58,18 @@ type config struct {
 }
 
 func parse(with map[string]any) (config, error) {
-	var c config
-	raw, ok := with["command"].([]any)
-	if !ok || len(raw) == 0 {
-		if ss, ok := with["command"].([]string); ok && len(ss) > 0 {
-			c.Command = ss
-		} else {
-			return c, fmt.Errorf("script: %w", plugin.Settingf(plugin.SettingAt(with, "command"), "with.command must be a non-empty list of strings (argv)"))
-		}
+	c := config{Timeout: DefaultTimeout}
+	s := plugin.ReadSettings(with, "command", "env", "timeout")
+	if cmd, ok := with["command"].(string); ok {
+		s.Fail("command", "with.command must be a list of strings (argv), such as [\"sh\", \"-c\", %q]", cmd)
+	} else if s.Require("command") && s.Strings("command", false, &c.Command) && len(c.Command) == 0 {
+		s.Fail("command", "with.command must be a non-empty list of strings (argv)")
 	}
-	for i, a := range raw {
-		s, ok := a.(string)
-		if !ok {
-			return c, fmt.Errorf("script: %w", plugin.Settingf(plugin.SettingPath("command", strconv.Itoa(i)), "with.command[%d] must be a string", i))
-		}
-		c.Command = append(c.Command, s)
-	}
-	c.Timeout = DefaultTimeout
-	if t, ok := with["timeout"].(string); ok && t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 {
-			return c, fmt.Errorf("script: %w", plugin.Settingf("timeout", "with.timeout %q is not a positive duration", t))
-		}
-		c.Timeout = d
-	}
+	s.Duration("timeout", &c.Timeout)
 	// with.env is applied by plugin.StepEnv; checked here.
-	if _, err := plugin.WithEnv(with); err != nil {
+	_, err := plugin.WithEnv(with)
+	s.Add(err)
+	if err := s.Err(); err != nil {
 		return c, fmt.Errorf("script: %w", err)
 	}
 	return c, nil
