@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,6 +40,21 @@ func CallbackEvents() []string { return []string{"started", "step", "finished"} 
 // On success the descriptor has its defaults filled in: health checks expect
 // DefaultHealthExpect, and callbacks without events get CallbackEvents.
 func Parse(data []byte) (*Descriptor, error) {
+	d, err := ParseAll(data)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// ParseAll is Parse that, when the descriptor's only problems are manent's
+// rules between values the schema accepts — a step placed before or after
+// a step that does not exist, a rollback.on naming none, a repeated step
+// name — returns the descriptor too, beside Parse's error: a server can
+// then run its own checks on it (plugins and their settings) and answer
+// every problem at once (SPEC §2), merged by Merge. Such a descriptor must
+// not be run. On any other problem the descriptor is nil, as with Parse.
+func ParseAll(data []byte) (*Descriptor, error) {
 	if len(data) > MaxSize {
 		return nil, invalid(tooLarge())
 	}
@@ -77,12 +93,43 @@ func Parse(data []byte) (*Descriptor, error) {
 		reported[p] = true
 	}
 
+	shaped := len(errs.list) == 0
 	ck := &checker{tree: t, reported: reported, errs: errs}
 	ck.check(doc)
 	if len(errs.list) > 0 {
-		return nil, errs.invalid()
+		var d *Descriptor
+		if shaped && !errs.more {
+			d, _ = decode(doc)
+		}
+		return d, errs.invalid()
 	}
 	return decode(doc)
+}
+
+// Merge adds to own, the problems ParseAll found in data, more problems of
+// the same descriptor (a server's checks on it), each placed at its path in
+// data (Positions), and returns them all as one EInvalid error: sorted by
+// position, without repeats, at most 100 (the last then says how many more
+// there are). Only the first problems of more are placed when there are
+// many: past 100 the rest are counted, not explained.
+func Merge(data []byte, own *manent.Error, more []manent.FieldError) *manent.Error {
+	if len(more) == 0 || len(own.Fields) >= maxErrors {
+		return own
+	}
+	room, hidden := maxErrors-len(own.Fields), 0
+	if len(more) > room {
+		hidden = len(more) - (room - 1)
+		more = more[:room-1]
+	}
+	more = slices.Clone(more)
+	Positions(data, more)
+	e := invalid(append(slices.Clone(own.Fields), more...)...)
+	if hidden > 0 {
+		e.Fields = append(e.Fields, manent.FieldError{
+			Message: fmt.Sprintf("… and %d more problems not shown: fix these and validate again", hidden)})
+		e.Message = fmt.Sprintf("descriptor is invalid: %d errors", len(e.Fields)-1+hidden)
+	}
+	return e
 }
 
 // ParseReader reads a descriptor (at most MaxSize bytes) and parses it.

@@ -255,11 +255,41 @@ func (a *Admitter) authorize(id manent.Identity, perm auth.Permission, d *descri
 	return a.cfg.Authorizer.Authorize(id, string(perm), d.Application, d.Environment)
 }
 
-func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admission, error) {
+// Problems runs, on a descriptor with problems of its own
+// (descriptor.ParseAll), the checks that do not need it whole — artifact
+// source and callback URLs, the commit time, the environment
+// configuration, the plugins and their settings — after the permission
+// Admit checks, and returns what they find (clipped as a refusal's, not
+// bounded in number: descriptor.Merge bounds the whole). Governance, the
+// schedule and the plan wait for a valid descriptor: the plan would only
+// repeat a misplaced step, and governance decides on a deploy that can run.
+// The server adds these problems to the descriptor's own, so that one
+// answer lists them all (SPEC §2).
+func (a *Admitter) Problems(ctx context.Context, req Request) ([]manent.FieldError, error) {
 	d := req.Descriptor
-	// 3. Sources and callback URLs; how often a recurring deploy fires.
+	perm := auth.DeploymentSubmit
+	if req.DryRun {
+		perm = auth.DeploymentDryRun
+	}
+	if err := a.authorize(req.Identity, perm, d); err != nil {
+		return nil, err
+	}
+	_, problems := a.independent(ctx, d)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i := range problems {
+		problems[i].Path = manent.ClipText(problems[i].Path, maxProblemText)
+		problems[i].Message = manent.ClipText(problems[i].Message, 2*maxProblemText)
+	}
+	return problems, nil
+}
+
+// independent runs the checks that need no plan: 3 (sources, callback
+// URLs), the commit time, 4 (environment configuration) and the plugins.
+func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (envResult, []manent.FieldError) {
+	// 3. Sources and callback URLs.
 	problems := a.checkURLs(ctx, d)
-	problems = append(problems, a.checkSchedule(ctx, d)...)
 	problems = append(problems, checkCommitTime(d, time.Now())...)
 	// 4. Environment configuration, merged under the descriptor policy.
 	env := a.environment(ctx, d)
@@ -268,6 +298,14 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	if len(env.problems) == 0 {
 		problems = append(problems, a.checkPlugins(d, env.target, env.checked)...)
 	}
+	return env, problems
+}
+
+func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admission, error) {
+	d := req.Descriptor
+	// 3–4 and the plugins; how often a recurring deploy fires.
+	env, problems := a.independent(ctx, d)
+	problems = append(problems, a.checkSchedule(ctx, d)...)
 	// 6. Plan.
 	pl, err := plan.Build(d, a.cfg.Pipeline)
 	if err != nil {

@@ -40,8 +40,12 @@ JSON path and line:column in the file. A YAML syntax error has a line only
 not say the column.
 
 Without --offline the server runs every submission check (descriptor,
-permissions, sources, environment configuration, governance, plan) without
-enqueueing anything, and prints the plan and the effective (merged) deploy.
+permissions, sources, environment configuration, plugins and their
+settings, governance, plan) without enqueueing anything, and prints the
+plan and the effective (merged) deploy. The descriptor's own problems and
+those of the server's checks on it (plugins and their settings, sources,
+environment configuration) come together, ordered by position; governance
+and the plan are checked once the descriptor itself is valid.
 The plan says what a failure of each step does under the effective rollback
 policy: stop, roll back, or stop with the new release left live (a step
 after activation that is not in rollback.on). With --offline only the

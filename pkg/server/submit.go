@@ -26,6 +26,38 @@ func withPositions(body []byte, err error) {
 	}
 }
 
+// allProblems completes the refusal err of a descriptor with problems of
+// its own (descriptor.ParseAll returned it beside them) with those the
+// server's checks find on it — plugins and their settings, sources, the
+// environment configuration — so that one answer lists every problem
+// (SPEC §2), ordered by position. Only for a caller allowed to submit (or
+// dry-run) it: anyone else gets the descriptor's own problems, as before
+// it authenticates (SPEC §3 order), and learns nothing of the server's
+// configuration.
+func (s *Server) allProblems(r *http.Request, body []byte, d *descriptor.Descriptor, dryRun bool, err error) error {
+	var own *manent.Error
+	header := r.Header.Get("Authorization")
+	if d == nil || header == "" || !errors.As(err, &own) || own.Code != manent.EInvalid || r.Context().Err() != nil {
+		return err
+	}
+	p, aerr := s.cfg.Guard.Authenticate(r.Context(), header)
+	if aerr != nil {
+		return err
+	}
+	perm := PermSubmit
+	if dryRun {
+		perm = PermDryRun
+	}
+	if s.cfg.Guard.Authorize(p, perm, d.Application, d.Environment) != nil {
+		return err
+	}
+	more, perr := s.admit.Problems(r.Context(), admit.Request{Descriptor: d, Identity: p, DryRun: dryRun, RequestID: requestID(r)})
+	if perr != nil {
+		return err
+	}
+	return descriptor.Merge(body, own, more)
+}
+
 // handleSubmit runs the checks of SPEC §3 in order — the descriptor, then
 // authentication, then the rest in pkg/admit — and either enqueues the
 // deploy (202), creates a recurring schedule (201) or, with ?dry_run=true,
@@ -48,9 +80,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	// 1. Descriptor. It comes before authentication (SPEC §3 order), so an
 	// anonymous request costs one Parse: bounded by MaxBody and linear in
 	// it, at most 100 errors explained (SPEC §11.1 "Bounded work").
-	d, err := descriptor.Parse(body)
+	d, err := descriptor.ParseAll(body)
 	if err != nil {
-		writeError(w, r, s.log, err)
+		writeError(w, r, s.log, s.allProblems(r, body, d, dryRun, err))
 		return
 	}
 	if r.Context().Err() != nil {
