@@ -10,6 +10,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/cronspec"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/suggest"
 )
 
 // checker runs the rules a JSON Schema cannot express on the generic value.
@@ -272,7 +273,7 @@ func (c *checker) checkSteps(doc map[string]any) *stepSet {
 
 func unknownStep(name string, set *stepSet) string {
 	msg := fmt.Sprintf("unknown step %q", clip(name))
-	if s := manent.Suggest(name, append(slices.Clone(manent.DefaultPipeline), set.custom...)); s != "" {
+	if s := suggest.Closest(name, append(slices.Clone(manent.DefaultPipeline), set.custom...)); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return msg + "; known steps: " + knownSteps(set.custom)

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
@@ -113,7 +114,7 @@ func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schema
 			key = val
 		}
 		msg := fmt.Sprintf("unknown field %q", clip(name))
-		if s := manent.Suggest(name, propertiesAt(set, e.SchemaURL)); s != "" {
+		if s := suggest.Closest(name, propertiesAt(set, e.SchemaURL)); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		return emit(fieldError(pointer(path), key, msg))

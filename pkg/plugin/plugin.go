@@ -5,7 +5,8 @@
 // SPEC §11.1) and Procs, which runs each command in its own recorded
 // process group (SPEC §11.2).
 //
-// It imports nothing of manent. Built-in plugins live under plugins/ and are
+// It imports only pkg/suggest of manent (the "did you mean" of a mistyped
+// setting, the rule of every such error). Built-in plugins live under plugins/ and are
 // registered by cmd/ wiring, never by init().
 package plugin
 

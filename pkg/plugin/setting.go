@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/manent-io/manent/pkg/suggest"
 )
 
 // SettingError is what is wrong with one setting of a plugin's `with`.
@@ -121,7 +123,7 @@ func ReadSettings(with map[string]any, known ...string) *Settings {
 		}
 		hint := ""
 		if n++; n <= maxSuggested {
-			if close := suggest(k, sorted); close != "" {
+			if close := suggest.Closest(k, sorted); close != "" {
 				hint = fmt.Sprintf("did you mean %q? ", close)
 			}
 		}
@@ -381,46 +383,4 @@ func valueKind(v any) string {
 		return "null"
 	}
 	return fmt.Sprintf("a %T", v)
-}
-
-// suggest returns the candidate closest to s when it is close enough to be
-// a likely typo, or "" (as the descriptor's own "did you mean").
-func suggest(s string, candidates []string) string {
-	// About one edit per three characters, at most three.
-	best, bestDist := "", min(len(s)/3+1, 3)
-	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d <= bestDist && (best == "" || d < bestDist) {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b; past 64 runes two
-// different strings are simply far apart (keys are short).
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 64 || len(rb) > 64 {
-		if a == b {
-			return 0
-		}
-		return 64
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
@@ -279,7 +280,7 @@ func unknownKey(name, path string, known map[string]reflect.StructField) string 
 	if path != "" {
 		msg += " in " + path
 	}
-	if s := manent.Suggest(name, names); s != "" {
+	if s := suggest.Closest(name, names); s != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return msg + "; known keys: " + strings.Join(names, ", ")

@@ -7,8 +7,8 @@
 // heartbeats and whether a database exists), pkg/version, pkg/atomicfile
 // (the trial server's record), pkg/auth (admin new-token), pkg/server (the
 // defaults of its limits), pkg/engine (the default heartbeat, for admin
-// recover), pkg/yamlvalue and pkg/manent (placing and explaining the
-// mistakes of manent-server.yaml).
+// recover), pkg/yamlvalue, pkg/manent and pkg/suggest (placing and
+// explaining the mistakes of manent-server.yaml).
 package servercmd
 
 import (

@@ -1,10 +1,15 @@
-package manent
+// Package suggest finds the "did you mean" of a mistyped name: the one rule
+// of the descriptor's, the server configuration's and the plugins'
+// settings' errors.
+//
+// It imports only the standard library.
+package suggest
 
 import "strings"
 
-// Suggest returns the candidate closest to s when it is close enough to be a
-// likely typo, or "".
-func Suggest(s string, candidates []string) string {
+// Closest returns the candidate closest to s when it is close enough to be
+// a likely typo, or "".
+func Closest(s string, candidates []string) string {
 	// Allow about one edit per three characters, at most three.
 	best, bestDist := "", min(len(s)/3+1, 3)
 	for _, c := range candidates {
