@@ -225,19 +225,29 @@ func (c *configChecker) duration(n *yaml.Node, path string) {
 	}
 }
 
+// configKey is the key of field f in manent-server.yaml (its mapstructure
+// name, lower case, as viper reads keys); false for a field that is none.
+func configKey(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+	if name == "-" || !f.IsExported() {
+		return "", false
+	}
+	if name == "" {
+		name = f.Name
+	}
+	return strings.ToLower(name), true
+}
+
 // fields checks a mapping against the fields of struct t.
 func (c *configChecker) fields(n *yaml.Node, t reflect.Type, path string) {
 	known := map[string]reflect.StructField{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-		if name == "-" || !f.IsExported() {
+		name, ok := configKey(f)
+		if !ok {
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
-		known[strings.ToLower(name)] = f
+		known[name] = f
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -339,14 +349,10 @@ func checkConfigEnv(read []string, problems *configProblems) {
 		if t.Kind() == reflect.Struct && t != durationType {
 			for i := range t.NumField() {
 				f := t.Field(i)
-				name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
-				if name == "-" || !f.IsExported() {
+				sub, ok := configKey(f)
+				if !ok {
 					continue
 				}
-				if name == "" {
-					name = f.Name
-				}
-				sub := strings.ToLower(name)
 				if path != "" {
 					sub = path + "." + sub
 				}
