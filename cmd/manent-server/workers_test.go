@@ -253,11 +253,12 @@ func TestWorkersTakeOverKilledWorker(t *testing.T) {
 // runs the step again. Resumed (SIGCONT), the worker finds itself cut off
 // or declared dead and stops: it records nothing and runs no further step
 // of the deploy, which the other worker finished.
-func TestWorkersPausedWorkerIsFenced(t *testing.T) {
-	db := enginetest.Postgres(t)
-	dir := t.TempDir()
-	yml, effects, started, release := crashDescriptor(t, dir)
-	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2", "w3")
+// pauseRunner submits crashDescriptor's deploy yml through the first
+// worker, waits for its slow step to start, pauses (SIGSTOP) the worker
+// running it and removes the step's started file. It returns the deploy,
+// the paused worker's id and the pids of the slow step's first attempt.
+func pauseRunner(t *testing.T, ps map[string]*proc, yml, dir, started string) (*api.SubmitResult, string, []int) {
+	t.Helper()
 	c := ps["w1"].client()
 	res, err := c.Submit(context.Background(), []byte(yml), false)
 	if err != nil {
@@ -272,10 +273,19 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	if err := ps[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	stopped := time.Now()
 	if err := os.Remove(started); err != nil {
 		t.Fatal(err)
 	}
+	return res, victim, first
+}
+
+func TestWorkersPausedWorkerIsFenced(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, effects, started, release := crashDescriptor(t, dir)
+	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2", "w3")
+	res, victim, first := pauseRunner(t, ps, yml, dir, started)
+	stopped := time.Now()
 	live := other(ps, victim).client()
 	resumed := waitFile(t, started, "the slow step to run again on another worker")
 	t.Logf("takeover of a paused worker: %s after SIGSTOP (dead_after %s)", resumed.Sub(stopped).Round(10*time.Millisecond), testDeadAfter)
@@ -330,23 +340,7 @@ func TestWorkersAdminRecoverOfAPausedWorker(t *testing.T) {
 	dir := t.TempDir()
 	yml, _, started, release := crashDescriptor(t, dir)
 	ps := startWorkers(t, filepath.Join(dir, "w"), db, "w1", "w2")
-	c := ps["w1"].client()
-	res, err := c.Submit(context.Background(), []byte(yml), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFile(t, started, "the slow step to start")
-	victim := runner(t, c)
-	first := pidsIn(filepath.Join(dir, "slow-pids"))
-	if len(first) != 1 || !alivePid(first[0]) {
-		t.Fatalf("slow step pids %v, want its running shell", first)
-	}
-	if err := ps[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(started); err != nil {
-		t.Fatal(err)
-	}
+	res, victim, first := pauseRunner(t, ps, yml, dir, started)
 	rec := exec.Command(serverBin, "admin", "recover", "--executor-id", victim, "--database", db, "--data-dir", filepath.Join(dir, "admin"))
 	rec.Env = append(os.Environ(), workerEnv...)
 	out, err := rec.CombinedOutput()
