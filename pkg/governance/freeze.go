@@ -167,11 +167,25 @@ func (f *Freeze) covers(environment string, regions []string) (bool, []string) {
 	}
 	var hit []string
 	for _, r := range regions {
-		if matchAny(f.Regions, r) {
+		if matchRegion(f.Regions, r) {
 			hit = append(hit, r)
 		}
 	}
 	return len(hit) > 0, sortedSet(hit)
+}
+
+// matchRegion matches a wave's target against a freeze's region patterns
+// without regard to case or surrounding spaces: a target is free text the
+// plugin interprets, and "EU-1" or "eu-1 " must not slip past a freeze of
+// eu-1 to a plugin that reads them as the same region.
+func matchRegion(patterns []string, region string) bool {
+	region = strings.ToLower(strings.TrimSpace(region))
+	for _, p := range patterns {
+		if matchAny([]string{strings.ToLower(p)}, region) {
+			return true
+		}
+	}
+	return false
 }
 
 // freezeHit is an active freeze that concerns a deploy.

@@ -48,6 +48,9 @@ func TestActiveFreeze(t *testing.T) {
 		{"no freeze on a weekday", "2026-06-10T10:00:00Z", "prod", "eu-1", ci, "", "", false},
 		{"weekend in eu-1", "2026-03-28T12:00:00Z", "prod", "eu-1", ci, "weekend", "2026-03-30T06:00:00Z", false},
 		{"weekend not in us-1", "2026-03-28T12:00:00Z", "prod", "us-1", ci, "", "", false},
+		// A target is free text: its case and spaces do not slip past.
+		{"weekend in EU-1", "2026-03-28T12:00:00Z", "prod", "EU-1", ci, "weekend", "2026-03-30T06:00:00Z", false},
+		{"weekend in 'eu-1 '", "2026-03-28T12:00:00Z", "prod", " eu-1 ", ci, "weekend", "2026-03-30T06:00:00Z", false},
 		{"weekend for the whole environment", "2026-03-28T12:00:00Z", "prod", "", ci, "weekend", "2026-03-30T06:00:00Z", false},
 		{"weekend not in staging", "2026-03-28T12:00:00Z", "staging", "eu-1", ci, "", "", false},
 		{"sre breaks the weekend", "2026-03-28T12:00:00Z", "prod", "eu-1", sre, "weekend", "2026-03-30T06:00:00Z", true},
