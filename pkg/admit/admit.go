@@ -71,7 +71,13 @@ type Config struct {
 	// environment configuration says nothing.
 	Trial      bool
 	TargetsDir string
-	Logger     *slog.Logger
+	// Worker is this worker's executor id, recorded in each deploy it
+	// admits (plan.Input.Worker). Shared says several workers may share
+	// the database (PostgreSQL): a refusal that depends on this worker's
+	// configuration then names it, not "this server".
+	Worker string
+	Shared bool
+	Logger *slog.Logger
 }
 
 // DefaultScheduleMinInterval is schedules.min_interval when unset.
@@ -194,7 +200,7 @@ func (a *Admitter) targetCommands(d *descriptor.Descriptor, name string) string 
 	if _, err := a.cfg.Plugins.Runner(name); err != nil {
 		return ""
 	}
-	return fmt.Sprintf("target %q runs the commands its settings name: a descriptor may choose or set it only when plugins.steps lists %q on this server (it does not); ask the operators, or let the environment configuration give the target", name, name)
+	return fmt.Sprintf("target %q runs the commands its settings name: a descriptor may choose or set it only when plugins.steps lists %q on %s (it does not); ask the operators, or let the environment configuration give the target", name, name, a.here())
 }
 
 // Request is a deploy to admit.
@@ -336,7 +342,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 		Requester: req.Identity.Subject, RequesterGroups: req.Identity.Groups,
 		Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: waves, EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
-		Effective: env.effective, Waits: waits, RollbackOf: req.RollbackOf,
+		Effective: env.effective, Waits: waits, RollbackOf: req.RollbackOf, Worker: a.cfg.Worker,
 	}
 	return &Admission{Input: in, Decision: decision}, nil
 }
@@ -399,8 +405,18 @@ func (a *Admitter) ScheduleLimitError(app, env string) error {
 
 func (a *Admitter) scheduleLimitProblem(app, env string) manent.FieldError {
 	return manent.FieldError{Path: "/schedule/cron", Message: fmt.Sprintf(
-		"%s/%s has %d recurring schedules, the most this server allows (schedules.max_per_environment): delete one first (manent schedules delete <id>)",
-		app, env, a.cfg.SchedulesPerEnvironment)}
+		"%s/%s has %d recurring schedules, the most %s allows (schedules.max_per_environment): delete one first (manent schedules delete <id>)",
+		app, env, a.cfg.SchedulesPerEnvironment, a.here())}
+}
+
+// here names this server in a refusal that depends on its configuration:
+// "worker <id>" when several workers share the database, whose
+// configurations may differ, else "this server".
+func (a *Admitter) here() string {
+	if a.cfg.Shared && a.cfg.Worker != "" {
+		return "worker " + a.cfg.Worker
+	}
+	return "this server"
 }
 
 // checkSchedule refuses a recurring schedule that fires more often than
@@ -418,7 +434,7 @@ func (a *Admitter) checkSchedule(ctx context.Context, d *descriptor.Descriptor) 
 	}
 	if every, limit := spec.MinInterval(), a.cfg.ScheduleMinInterval; every < limit {
 		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf(
-			"%q fires every %s, more often than this server allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), short(limit))}}
+			"%q fires every %s, more often than %s allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), a.here(), short(limit))}}
 	}
 	// Checked again when the schedule is recorded (store.InsertSchedule);
 	// here, so that a dry run says it too.
@@ -451,14 +467,14 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 		problems = append(problems, fieldErrors(a.cfg.Callbacks.CheckAll(ctx, urls), "/callbacks")...)
 		if !a.cfg.CallbacksSigned {
 			problems = append(problems, manent.FieldError{Path: "/callbacks",
-				Message: "this server has no callback signing secret (callbacks.secret_env): callbacks would go unsigned"})
+				Message: a.here() + " has no callback signing secret (callbacks.secret_env): callbacks would go unsigned"})
 		}
 	}
 	if d.Notify != nil {
 		for i, ch := range d.Notify.Chat {
 			if !slices.Contains(a.cfg.ChatChannels, ch) {
 				problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/notify/chat/%d", i),
-					Message: fmt.Sprintf("chat channel %q is not configured on this server (known: %s)", ch, knownChannels(a.cfg.ChatChannels))})
+					Message: fmt.Sprintf("chat channel %q is not configured on %s (known: %s)", ch, a.here(), knownChannels(a.cfg.ChatChannels))})
 			}
 		}
 	}
@@ -512,7 +528,7 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 				allowed = strings.Join(a.cfg.StepPlugins, ", ")
 			}
 			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/plugin", i),
-				Message: fmt.Sprintf("step %s: plugin %q is not allowed in custom steps on this server (plugins.steps: %s)", s.Name, s.Plugin, allowed)})
+				Message: fmt.Sprintf("step %s: plugin %q is not allowed in custom steps on %s (plugins.steps: %s)", s.Name, s.Plugin, a.here(), allowed)})
 			continue
 		}
 		if reg == nil {

@@ -232,3 +232,88 @@ func TestCommitTimeInTheFutureRefused(t *testing.T) {
 		}
 	}
 }
+
+// Workers whose configurations differ (SPEC §11.3): a deploy submitted
+// through a worker whose governance wants no approval, run by one whose
+// governance wants one on prod, is refused at its config step, naming the
+// executing worker, its rule and the worker it came through — it did not
+// run unapproved. One that went through the approval is not refused; nor
+// is a change ticket it got. On one server (SQLite) the message says the
+// configuration changed since the submission.
+func TestReconfigureRefusesWaitsNotGoneThrough(t *testing.T) {
+	ctx := context.Background()
+	odd := newAdmitter(t, admit.Config{Trial: true, Worker: "w3", Shared: true})
+	adm, err := odd.a.Admit(ctx, admit.Request{Descriptor: odd.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if adm.Input.Worker != "w3" {
+		t.Fatalf("admitted input says worker %q, want w3 (the worker it was submitted through)", adm.Input.Worker)
+	}
+	rules, err := governance.ParseRules("g.yaml", []byte("approvals:\n  - {environments: [prod], count: 1, approvers: [\"group:sre\"]}\nchange:\n  - {environments: [staging]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := newAdmitter(t, admit.Config{Trial: true, Governance: rules, ChangeManagement: true, Worker: "w2", Shared: true})
+	_, err = strict.a.Reconfigure(ctx, adm.Input)
+	want := "worker w2's governance requires 1 approval(s) by group:sre for prod, which this deploy did not get when it was submitted through w3 — the workers' configurations differ (admin workers)"
+	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want a permanent refusal saying %q", err, want)
+	}
+
+	// Submitted through the strict worker: it waited for the approval.
+	own, err := strict.a.Admit(ctx, admit.Request{Descriptor: strict.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own.Input.Waits.Approvals == nil {
+		t.Fatal("the strict worker admitted the deploy without an approval wait")
+	}
+	if _, err := strict.a.Reconfigure(ctx, own.Input); err != nil {
+		t.Fatalf("a deploy that went through the approval is refused: %v", err)
+	}
+
+	// A change ticket required at start, not asked for at submission.
+	stg := odd.descriptor(t, "")
+	stg.Environment = "staging"
+	admStg, err := odd.a.Admit(ctx, admit.Request{Descriptor: stg, Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = strict.a.Reconfigure(ctx, admStg.Input)
+	if want := "worker w2's governance requires an approved change ticket for staging, which this deploy did not get when it was submitted through w3"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+
+	// One server: its own configuration changed.
+	single := newAdmitter(t, admit.Config{Trial: true})
+	adm1, err := single.a.Admit(ctx, admit.Request{Descriptor: single.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = newAdmitter(t, admit.Config{Trial: true, Governance: rules}).a.Reconfigure(ctx, adm1.Input)
+	if want := "this server's governance requires 1 approval(s) by group:sre for prod, which this deploy did not get when it was submitted — the governance configuration changed since; submit it again"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+}
+
+// A refusal that depends on the executing worker's configuration names
+// that worker when several share the database: "this server" does not say
+// which of them refused.
+func TestReconfigureNamesTheWorker(t *testing.T) {
+	ctx := context.Background()
+	trial := newAdmitter(t, admit.Config{Trial: true, Worker: "w1", Shared: true})
+	adm, err := trial.a.Admit(ctx, admit.Request{Descriptor: trial.descriptor(t, "target: {plugin: local}\nsteps:\n  - {name: smoke, after: deploy, plugin: script, with: {command: [\"true\"]}}\n"), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strict := newAdmitter(t, admit.Config{Worker: "w3", Shared: true})
+	_, err = strict.a.Reconfigure(ctx, adm.Input)
+	if want := `plugin "script" is not allowed in custom steps on worker w3 (plugins.steps: none)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want %q", err, want)
+	}
+	_, err = newAdmitter(t, admit.Config{}).a.Reconfigure(ctx, adm.Input)
+	if want := `plugin "script" is not allowed in custom steps on this server`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("one server: got %v, want %q", err, want)
+	}
+}

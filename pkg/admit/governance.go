@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*
 			waits.Change = true
 		} else {
 			problems = append(problems, manent.FieldError{Path: "/environment",
-				Message: "a change ticket is required for " + d.Environment + " but this server has no ITSM provider (itsm.url)"})
+				Message: "a change ticket is required for " + d.Environment + " but " + a.here() + " has no ITSM provider (itsm.url)"})
 		}
 	}
 	if dec.BreakGlass && dec.Freeze != nil && len(problems) == 0 && !req.DryRun {
@@ -143,7 +144,10 @@ func blockingFreeze(dec governance.Decision) *governance.FreezeInfo {
 // recheckGovernance re-applies the whole decision when the deploy starts
 // (SPEC §11.2): a freeze, a promotion no longer met or a policy that now
 // denies refuses it, permanently. Approvals and change tickets were settled
-// before the deploy was enqueued and are not asked again.
+// before the deploy was enqueued and are not asked again — but one this
+// worker's governance requires and the deploy did not wait for (it was
+// submitted through a worker configured otherwise, or before the
+// configuration changed) refuses it too (unmetWaits).
 func (a *Admitter) recheckGovernance(ctx context.Context, in plan.Input) error {
 	dec, err := a.governanceDecision(ctx, governance.Input{
 		Descriptor:  in.Descriptor,
@@ -165,7 +169,65 @@ func (a *Admitter) recheckGovernance(ctx context.Context, in plan.Input) error {
 		}
 		return plugin.Permanent(fmt.Errorf("governance refuses the deploy now: %s", strings.Join(msgs, "; ")))
 	}
-	return nil
+	return a.unmetWaits(dec, in)
+}
+
+// unmetWaits refuses a deploy, permanently, when the decision taken now
+// wants approvals or a change ticket that the deploy did not go through
+// when it was admitted (in.Waits): several workers configured otherwise
+// share the database, or the configuration changed since. Approvals count
+// when the admitted rule asked at least as many, by approvers the rule of
+// now accepts (each of its patterns is one of today's, or today's is "*").
+func (a *Admitter) unmetWaits(dec governance.Decision, in plan.Input) error {
+	var missing []string
+	if need := dec.Approvals; need != nil && need.Count > 0 && !approvalsCover(in.Waits.Approvals, need) {
+		by := "*"
+		if len(need.Approvers) > 0 {
+			by = strings.Join(need.Approvers, ", ")
+		}
+		missing = append(missing, fmt.Sprintf("%d approval(s) by %s for %s", need.Count, by, in.Environment))
+	}
+	if dec.ChangeRequired && !in.Waits.Change {
+		missing = append(missing, "an approved change ticket for "+in.Environment)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	whose, through, why := "this server's", "", " — the governance configuration changed since; submit it again"
+	if a.cfg.Shared && a.cfg.Worker != "" {
+		whose = "worker " + a.cfg.Worker + "'s"
+		switch in.Worker {
+		case "":
+		case a.cfg.Worker:
+			through = " through " + in.Worker
+			why = " — its configuration changed since; submit it again"
+		default:
+			through = " through " + in.Worker
+			why = " — the workers' configurations differ (admin workers)"
+		}
+	}
+	return plugin.Permanent(fmt.Errorf("%s governance requires %s, which this deploy did not get when it was submitted%s%s",
+		whose, strings.Join(missing, " and "), through, why))
+}
+
+// approvalsCover says whether approvals collected under rule got satisfy
+// need: as many or more, by approvers need accepts.
+func approvalsCover(got *plan.ApprovalRule, need *governance.Approvals) bool {
+	if got == nil || got.Count < need.Count {
+		return false
+	}
+	if slices.Contains(need.Approvers, "*") {
+		return true
+	}
+	if len(got.Approvers) == 0 {
+		return false
+	}
+	for _, p := range got.Approvers {
+		if !slices.Contains(need.Approvers, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // Freeze returns the freeze that holds regions of the deploy now, or nil: a

@@ -146,6 +146,11 @@ type Worker struct {
 	TakenOver *time.Time `json:"taken_over_at,omitempty"`
 	// TakenOverBy is the worker that took a dead worker's deploys over.
 	TakenOverBy string `json:"taken_over_by,omitempty"`
+	// Config compares its policy-relevant configuration (governance,
+	// rbac, auth subjects, plugins.steps, allow-lists, workflow version)
+	// with the live workers': "same", "differs from w1, w2 (governance)",
+	// or "unknown" (started by an earlier version).
+	Config string `json:"config,omitempty"`
 }
 
 // WorkersResult is GET /api/v1/workers.

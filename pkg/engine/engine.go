@@ -102,6 +102,11 @@ type Config struct {
 	// "": no such lock, so a restart on PostgreSQL waits for dead_after
 	// when the previous process did not stop cleanly).
 	Seat string
+	// Settings digests this worker's policy-relevant configuration
+	// (store.WorkerConfig), recorded in its manent_workers row: a worker
+	// starting beside live workers configured otherwise warns, and
+	// Workers says which differ.
+	Settings store.WorkerConfig
 	// OnFenced is called once when this worker learns the others declared
 	// it dead, or finds itself cut off (ErrCutOff): it runs no more steps
 	// and must stop (the node exits).

@@ -655,7 +655,7 @@ const (
 func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 	p := g.e.cfg.ITSM
 	if p == nil {
-		return g.end(ctx, manent.StateError, "a change ticket is required but this server has no ITSM provider")
+		return g.end(ctx, manent.StateError, "a change ticket is required but "+g.e.here()+" has no ITSM provider (itsm.url)")
 	}
 	ch, err := dbos.RunAsStep(ctx, func(sctx context.Context) (itsm.Change, error) {
 		start := time.Now()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -285,7 +286,7 @@ func (e *Engine) StartWorker(ctx context.Context) error {
 	sent := e.live.now()
 	err := e.st.RegisterWorker(ctx, store.WorkerStart{
 		ID: e.cfg.ExecutorID, Version: version.Version, AppVersion: WorkflowVersion,
-		Instance: e.live.instance, Seat: e.cfg.Seat, DeadAfter: e.cfg.DeadAfter,
+		Instance: e.live.instance, Seat: e.cfg.Seat, DeadAfter: e.cfg.DeadAfter, Config: e.cfg.Settings,
 		Waiting: func(ago time.Duration, seat string) {
 			e.log.Warn("another process ran with this executor id recently: waiting until it has been silent for workers.dead_after before taking its place (if it is still running, this one stops)",
 				"executor_id", e.cfg.ExecutorID, "last_heartbeat_ago", ago.Round(time.Millisecond).String(), "its_seat", seat, "dead_after", e.cfg.DeadAfter.String())
@@ -295,6 +296,7 @@ func (e *Engine) StartWorker(ctx context.Context) error {
 		return err
 	}
 	e.live.started = true
+	e.warnConfigDiffers(ctx)
 	e.live.lastOK.Store(int64(sent)) // the first beat: no silence before it
 	e.beatLanded(sent)
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -485,6 +487,65 @@ func (e *Engine) stopWorker() {
 	}
 }
 
+// here names this worker in a message that depends on its configuration:
+// "worker <executor id>" when several workers share the database
+// (PostgreSQL), whose configurations may differ, else "this server".
+func (e *Engine) here() string {
+	if e.st.Postgres() {
+		return "worker " + e.cfg.ExecutorID
+	}
+	return "this server"
+}
+
+// warnConfigDiffers logs, once at start, the live workers whose
+// policy-relevant configuration differs from this one's: a deploy
+// submitted through one of them and run by this one (or the reverse) is
+// decided by two policies — its config step refuses it when this worker's
+// governance wants an approval it did not get, or a plugin this worker
+// does not allow.
+func (e *Engine) warnConfigDiffers(ctx context.Context) {
+	ws, err := e.st.Workers(ctx)
+	if err != nil {
+		e.log.Warn("compare this worker's configuration with the others'", "error", err)
+		return
+	}
+	self := store.Worker{ID: e.cfg.ExecutorID, State: store.WorkerAlive, Config: e.cfg.Settings}
+	if note := e.configNote(self, ws); note != "same" && note != "unknown" {
+		e.log.Warn("this worker's configuration differs from live workers' (governance, rbac, auth, plugins.steps, allow-lists or workflow version): deploys submitted through one worker and run by another may be refused at their config step, or decided otherwise; give every worker the same configuration (manent-server admin workers shows which differ)",
+			"executor_id", e.cfg.ExecutorID, "config", note, "config_digest", e.cfg.Settings.Digest)
+	}
+}
+
+// configNote compares w's configuration with the live workers' other than
+// w: "same", "differs from w1, w2 (governance, rbac)", or "unknown" (w was
+// started by an earlier version, which recorded none).
+func (e *Engine) configNote(w store.Worker, all []store.Worker) string {
+	if w.Config.Digest == "" {
+		return "unknown"
+	}
+	var ids, parts []string
+	for _, o := range all {
+		if o.ID == w.ID || o.State != store.WorkerAlive || o.TakenOverAt != nil || time.Since(o.LastSeen) > e.cfg.DeadAfter {
+			continue
+		}
+		d := w.Config.Differs(o.Config)
+		if len(d) == 0 {
+			continue
+		}
+		ids = append(ids, o.ID)
+		for _, p := range d {
+			if !slices.Contains(parts, p) {
+				parts = append(parts, p)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return "same"
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("differs from %s (%s)", strings.Join(ids, ", "), strings.Join(parts, ", "))
+}
+
 // Fenced is closed when this worker was declared dead.
 func (e *Engine) Fenced() <-chan struct{} { return e.live.fenced }
 
@@ -507,7 +568,7 @@ func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	}
 	out := make([]WorkerInfo, len(ws))
 	for i, w := range ws {
-		out[i] = WorkerInfo{Worker: w, Running: running[w.ID]}
+		out[i] = WorkerInfo{Worker: w, Running: running[w.ID], ConfigNote: e.configNote(w, ws)}
 	}
 	return out, nil
 }
@@ -525,6 +586,9 @@ func (e *Engine) pending(opts ...dbos.ListWorkflowsOption) ([]dbos.WorkflowStatu
 type WorkerInfo struct {
 	store.Worker
 	Running int
+	// ConfigNote compares its configuration with the live workers'
+	// (configNote).
+	ConfigNote string
 }
 
 // OrphanExecutors returns the executor ids other than this worker's under

@@ -300,11 +300,16 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
 		Pipeline: cfg.Pipeline.Steps, StepPlugins: cfg.Plugins.Steps,
 		Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
+		Worker: cfg.ExecutorID, Shared: st.Postgres(),
 		ScheduleMinInterval: cfg.Schedules.MinInterval, SchedulesPerEnvironment: cfg.Schedules.MaxPerEnvironment,
 		Logger: log.With("component", "admit"),
 	})
 	if err != nil {
 		return nil, configError(err)
+	}
+	settings, err := policyDigest(cfg, o.BootstrapToken != "")
+	if err != nil {
+		return nil, configError(fmt.Errorf("digest the configuration: %w", err))
 	}
 	var changes itsm.Provider
 	if cfg.ITSM.URL != "" {
@@ -322,6 +327,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
 		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, Seat: seat, OnFenced: o.OnFenced, Lease: procs.Lease,
+		Settings:  settings,
 		Artifacts: egress.New(cfg.ArtifactPolicy()), Health: egress.New(cfg.HealthPolicy()),
 		Logger: log,
 	})

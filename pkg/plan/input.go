@@ -43,6 +43,10 @@ type Input struct {
 	Effective json.RawMessage `json:"effective,omitempty"`
 	// RollbackOf is the deploy a rollback goes back from (SPEC §11.5).
 	RollbackOf string `json:"rollback_of,omitempty"`
+	// Worker is the worker (executor id) that admitted the deploy: the
+	// config step, run by any worker, names it when their configurations
+	// differ ("" before this field existed).
+	Worker string `json:"worker,omitempty"`
 }
 
 // Requesting returns the identity that submitted the deploy.

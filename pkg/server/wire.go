@@ -50,6 +50,7 @@ func wireWorker(w engine.WorkerInfo) api.Worker {
 	return api.Worker{
 		ID: w.ID, State: w.State, LastSeen: w.LastSeen, Running: w.Running,
 		StartedAt: w.StartedAt, Version: w.Version, TakenOver: w.TakenOverAt, TakenOverBy: w.TakenOverBy,
+		Config: w.ConfigNote,
 	}
 }
 

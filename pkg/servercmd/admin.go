@@ -248,7 +248,11 @@ func newWorkersCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comm
 state (alive, leaving, dead), when each was last seen, and how many deploys
 run on it. A dead worker's running deploys are taken over by a live worker
 within workers.dead_after + 15 s (PostgreSQL); a count on a dead worker is
-what still waits for that.`,
+what still waits for that. CONFIG compares each worker's policy-relevant
+configuration (governance, rbac, auth subjects, plugins.steps, allow-lists,
+workflow version) with the live workers': "same", or "differs from w1
+(governance)" — give every worker the same configuration, or a deploy
+submitted through one may be refused at its config step on another.`,
 		Example: `  manent-server admin workers --config /etc/manent/manent-server.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -267,10 +271,10 @@ what still waits for that.`,
 				return err
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tRUNNING\tVERSION\tTAKEN OVER BY")
+			fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tRUNNING\tVERSION\tCONFIG\tTAKEN OVER BY")
 			for _, w := range ws {
 				ago := time.Since(w.LastSeen).Round(time.Second)
-				fmt.Fprintf(tw, "%s\t%s\t%s (%s ago)\t%d\t%s\t%s\n", w.ID, w.State, w.LastSeen.Format(time.RFC3339), ago, w.Running, w.Version, w.TakenOverBy)
+				fmt.Fprintf(tw, "%s\t%s\t%s (%s ago)\t%d\t%s\t%s\t%s\n", w.ID, w.State, w.LastSeen.Format(time.RFC3339), ago, w.Running, w.Version, w.ConfigNote, w.TakenOverBy)
 			}
 			return tw.Flush()
 		},

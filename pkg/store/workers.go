@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -34,6 +36,42 @@ type Worker struct {
 	// or after its claimer died mid-recovery (the claim is then stale).
 	ClaimedBy    string
 	ClaimedUntil *time.Time
+	// Config is the worker's policy-relevant configuration as it recorded
+	// it when it started (zero: a row of an earlier version).
+	Config WorkerConfig
+}
+
+// WorkerConfig digests a worker's policy-relevant configuration: Digest
+// the whole, Parts each part by name ("governance", "rbac", …). Two
+// workers with one Digest decide alike.
+type WorkerConfig struct {
+	Digest string
+	Parts  map[string]string
+}
+
+// Differs returns the parts of c that other has otherwise (a part only one
+// of them has counts), sorted; nil when the digests agree or either is
+// unknown.
+func (c WorkerConfig) Differs(other WorkerConfig) []string {
+	if c.Digest == "" || other.Digest == "" || c.Digest == other.Digest {
+		return nil
+	}
+	var out []string
+	for k, v := range c.Parts {
+		if other.Parts[k] != v {
+			out = append(out, k)
+		}
+	}
+	for k := range other.Parts {
+		if _, ok := c.Parts[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"configuration"}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ErrWorkerDead is returned by Heartbeat when the others declared this
@@ -62,6 +100,8 @@ type WorkerStart struct {
 	// DeadAfter is workers.dead_after: on PostgreSQL a row of another
 	// seat that beat more recently may belong to a live process.
 	DeadAfter time.Duration
+	// Config is its policy-relevant configuration (Worker.Config).
+	Config WorkerConfig
 	// Waiting, when set, is told once that the start waits for the row's
 	// previous process to fall silent: how long ago it beat, and its seat.
 	Waiting func(beatAgo time.Duration, seat string)
@@ -100,7 +140,19 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 	// The previous process's place is free unless it may be alive: on
 	// SQLite the database's file lock proves it is not.
 	free := "TRUE"
-	args := []any{id, w.Version, w.AppVersion, w.Instance, w.Seat, w.DeadAfter.Milliseconds()}
+	var parts any // NULL when unknown
+	if w.Config.Parts != nil {
+		b, err := json.Marshal(w.Config.Parts)
+		if err != nil {
+			return fmt.Errorf("register worker %s: %w", id, err)
+		}
+		parts = string(b)
+	}
+	var digest any
+	if w.Config.Digest != "" {
+		digest = w.Config.Digest
+	}
+	args := []any{id, w.Version, w.AppVersion, w.Instance, w.Seat, w.DeadAfter.Milliseconds(), digest, parts}
 	if s.postgres {
 		free = `(manent_workers.state <> 'alive'
 			OR manent_workers.last_seen_ms < ` + s.nowMs() + ` - CASE WHEN manent_workers.dead_after_ms > ? THEN manent_workers.dead_after_ms ELSE ? END
@@ -110,11 +162,12 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 	wait := 50 * time.Millisecond
 	var seen *int64 // the previous process's last beat when first seen alive
 	for {
-		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version, instance, seat, dead_after_ms)
-		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?, ?, ?, ?)
+		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version, instance, seat, dead_after_ms, config_digest, config_parts)
+		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = 'alive', last_seen_ms = excluded.last_seen_ms,
 			started_at_ms = excluded.started_at_ms, version = excluded.version, app_version = excluded.app_version,
 			instance = excluded.instance, seat = excluded.seat, dead_after_ms = excluded.dead_after_ms,
+			config_digest = excluded.config_digest, config_parts = excluded.config_parts,
 			taken_over_ms = NULL, taken_over_by = NULL,
 			claim = NULL, claimed_by = NULL, claimed_ms = NULL, claim_until_ms = NULL
 		WHERE NOT (`+s.claimLive()+`) AND `+free), args...)
@@ -381,7 +434,7 @@ func (s *Store) TakeOver(ctx context.Context, id, by string, claimFor time.Durat
 // Workers lists every worker that ever registered, by id.
 func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, state, last_seen_ms, started_at_ms, version, app_version, taken_over_ms, taken_over_by,
-			claimed_by, claim_until_ms
+			claimed_by, claim_until_ms, config_digest, config_parts
 		FROM manent_workers ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -392,9 +445,13 @@ func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 		var w Worker
 		var seen, started int64
 		var over, until sql.NullInt64
-		var by, claimedBy sql.NullString
-		if err := rows.Scan(&w.ID, &w.State, &seen, &started, &w.Version, &w.AppVersion, &over, &by, &claimedBy, &until); err != nil {
+		var by, claimedBy, digest, parts sql.NullString
+		if err := rows.Scan(&w.ID, &w.State, &seen, &started, &w.Version, &w.AppVersion, &over, &by, &claimedBy, &until, &digest, &parts); err != nil {
 			return nil, err
+		}
+		w.Config.Digest = digest.String
+		if parts.Valid && json.Unmarshal([]byte(parts.String), &w.Config.Parts) != nil {
+			w.Config.Parts = nil // unreadable: the digest alone compares
 		}
 		w.LastSeen, w.StartedAt = time.UnixMilli(seen).UTC(), time.UnixMilli(started).UTC()
 		if over.Valid {
