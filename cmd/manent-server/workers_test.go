@@ -47,12 +47,18 @@ var workerEnv = []string{
 // launch starts manent-server as executor id without waiting for it.
 func launch(t *testing.T, dir, db, id string) (*proc, <-chan string) {
 	t.Helper()
+	return launchEnv(t, dir, db, id)
+}
+
+// launchEnv is launch with more environment variables (MANENT_WORKERS_SLOTS=1).
+func launchEnv(t *testing.T, dir, db, id string, env ...string) (*proc, <-chan string) {
+	t.Helper()
 	data := filepath.Join(dir, id)
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--database", db, "--executor-id", id)
-	cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), workerEnv...)
+	cmd.Env = append(append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), workerEnv...), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -699,6 +705,82 @@ steps:
 	for _, id := range deploys {
 		if got[id] != 1 {
 			t.Errorf("the step of %s ran %d times, want once", id, got[id])
+		}
+	}
+}
+
+// A deploy taken over from a killed worker goes back to the queue; while
+// no worker has a free slot (the other runs a deploy of another
+// environment and has one slot), status and activity say it waits for one
+// — it was shown running its interrupted step, which ran nowhere.
+func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, _, started, release := crashDescriptor(t, dir)
+	started2 := started + "-other"
+	yml2 := strings.ReplaceAll(strings.ReplaceAll(yml, started, started2), "environment: test", "environment: other")
+	wdir := filepath.Join(dir, "w")
+	ps := map[string]*proc{}
+	for _, id := range []string{"w1", "w2"} {
+		p, addrc := launchEnv(t, wdir, db, id, "MANENT_WORKERS_SLOTS=1")
+		p.listen(t, addrc, filepath.Join(wdir, id, "server.log"))
+		ps[id] = p
+	}
+	c := ps["w2"].client()
+	var ids []string
+	for _, y := range []string{yml, yml2} {
+		res, err := c.Submit(context.Background(), []byte(y), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	waitFile(t, started, "the first deploy's slow step to start")
+	waitFile(t, started2, "the second deploy's slow step to start")
+	if err := ps["w1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-ps["w1"].done
+	want := "waiting for a free worker slot (taken over from w1)"
+	var queued *manent.Deployment
+	enginetest.Eventually(t, testDeadAfter+30*time.Second, func() bool {
+		for _, id := range ids {
+			d, err := c.Deployment(context.Background(), id)
+			if err == nil && strings.Contains(d.Reason, want) {
+				queued = d
+				return true
+			}
+		}
+		return false
+	}, "a deploy taken over from w1 to say it waits for a free worker slot")
+	if !queued.Queued || queued.State != manent.StatePending {
+		t.Errorf("taken-over deploy: state %s, queued %v; want PENDING and queued", queued.State, queued.Queued)
+	}
+	act, err := c.Activity(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, g := range act.Environments {
+		for _, it := range g.Items {
+			if it.ID != queued.ID {
+				continue
+			}
+			found = true
+			if why := it.Why(); strings.Contains(why, "running") || !strings.Contains(why, want) || !it.Queued {
+				t.Errorf("activity of the taken-over deploy: %q (queued %v), want it waiting for a free worker slot, not running", why, it.Queued)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("activity does not list %s", queued.ID)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if d := waitFinal(t, c, id); d.State != manent.StateSuccess {
+			t.Fatalf("%s: %s (%s), want SUCCESS", id, d.State, d.Error)
 		}
 	}
 }

@@ -88,6 +88,9 @@ type ActivityItem struct {
 	// Step is the step a running deploy is in, and StepAttempts its attempt.
 	Step         string `json:"step,omitempty"`
 	StepAttempts int    `json:"step_attempts,omitempty"`
+	// Queued is set on a PENDING deploy back in the queue, taken over from
+	// a worker that died or left (manent.Deployment.Queued): no step runs.
+	Queued bool `json:"queued,omitempty"`
 }
 
 // Why says what the deploy does or waits for, as `manent activity` and the
@@ -95,7 +98,7 @@ type ActivityItem struct {
 // deploy (attempt 2)") followed by its reason if it has one, else the
 // reason a waiting deploy waits.
 func (it ActivityItem) Why() string {
-	if it.State != manent.StatePending {
+	if it.State != manent.StatePending || it.Queued {
 		return it.Reason
 	}
 	line := "running"

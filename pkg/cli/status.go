@@ -95,6 +95,9 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	}
 	f.AddStyled("State", s.State(string(d.State)))
 	switch {
+	case d.State == manent.StatePending && d.Queued:
+		// Taken over from a worker: back in the queue, no step runs.
+		f.Add("Waiting for", d.Reason)
 	case d.State == manent.StatePending:
 		f.Add("Running", runningStepLine(d.Steps, now))
 		if d.Reason != "" {

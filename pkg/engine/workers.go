@@ -647,6 +647,26 @@ func (e *Engine) Adopt(ctx context.Context, id string) ([]string, error) {
 	return recovered, err
 }
 
+// Requeued returns, for each deploy that DBOS holds back in the deploy
+// queue (ENQUEUED) after it ran — taken over from a worker that died or
+// left, whose executor id recovery keeps — that worker. Such a deploy is
+// PENDING in manent's tables, its interrupted step listed running, while
+// no step of it runs: it waits for a free worker slot. Deploys that never
+// ran are not asked for (their state is ENQUEUED already); the caller
+// looks up only its PENDING ones.
+func (e *Engine) Requeued(ctx context.Context) (map[string]string, error) {
+	ws, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow), dbos.WithFilterStatus(dbos.WorkflowStatusEnqueued),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+	if err != nil {
+		return nil, fmt.Errorf("list queued deploys: %w", err)
+	}
+	out := make(map[string]string, len(ws))
+	for _, w := range ws {
+		out[w.ID] = w.ExecutorID
+	}
+	return out, nil
+}
+
 // OnDeadWorkers returns, for each running (PENDING) deploy whose worker is
 // dead or silent for DeadAfter and not yet taken over, that worker: the
 // deploy waits for a takeover (SPEC §11.3).

@@ -24,7 +24,12 @@ type Deployment struct {
 	// Decision is the governance decision saved at submission.
 	Decision *Decision `json:"decision"`
 	// Reason says why a waiting deploy waits (empty when it does not).
-	Reason         string `json:"reason,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Queued is set on a PENDING deploy that is back in the queue, taken
+	// over from a worker that died or left: no step of it runs now (its
+	// steps show the attempt that was cut short), and Reason says it waits
+	// for a free worker slot.
+	Queued         bool   `json:"queued,omitempty"`
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
 	// RollbackOf is set on a deploy made by `manent rollback`: the id of
 	// the deploy whose release was current when it was submitted, the one

@@ -35,6 +35,10 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Warn("deploys on dead workers", "error", err)
 	}
+	requeued, err := s.requeued(r.Context(), recs)
+	if err != nil {
+		s.log.Warn("deploys taken back to the queue", "error", err)
+	}
 	groups := map[string][]api.ActivityItem{}
 	for _, rec := range recs {
 		if !scope.has(rec.Application, rec.Environment) || s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) != nil {
@@ -65,6 +69,10 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 			}
 			if wk, ok := stalled[rec.ID]; ok {
 				it.Reason = s.deadWorkerReason(wk)
+			}
+			if from, ok := requeued[rec.ID]; ok {
+				it.Queued, it.Step, it.StepAttempts = true, "", 0
+				it.Reason = requeuedReason(rec.Application, rec.Environment, from, rec.CancelRequested)
 			}
 		}
 		groups[rec.Environment] = append(groups[rec.Environment], it)
@@ -231,6 +239,12 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 				d.Reason = s.deadWorkerReason(wk)
 			}
 		}
+		if requeued, err := s.eng.Requeued(ctx); err == nil {
+			if from, ok := requeued[d.ID]; ok {
+				d.Queued = true
+				d.Reason = requeuedReason(d.Application, d.Environment, from, cancelRequested)
+			}
+		}
 		return
 	}
 	if d.State != manent.StateEnqueued || d.Reason != "" {
@@ -244,6 +258,28 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 	if sl, ok := queueSlots(line)[d.ID]; ok {
 		d.Reason = sl.reason
 	}
+}
+
+// requeued returns the deploys of recs that run (PENDING) in manent's
+// tables but wait in the deploy queue (Engine.Requeued), each with the
+// worker they were taken over from; nil when none of recs runs.
+func (s *Server) requeued(ctx context.Context, recs []store.Record) (map[string]string, error) {
+	if !slices.ContainsFunc(recs, func(r store.Record) bool { return r.State == manent.StatePending }) {
+		return nil, nil
+	}
+	return s.eng.Requeued(ctx)
+}
+
+// requeuedReason says a running deploy taken over from worker from waits
+// in the queue for a free worker slot: it is first in its
+// application/environment (it holds the partition), and its interrupted
+// step runs again from the start once a worker takes it.
+func requeuedReason(app, env, from string, cancelRequested bool) string {
+	r := fmt.Sprintf("queued: 1st in %s/%s, waiting for a free worker slot (taken over from %s)", app, env, from)
+	if cancelRequested {
+		r += "; cancel requested: the deploy ends CANCELLED at its next step"
+	}
+	return r
 }
 
 // waitedForApproval says whether deploy r waited for approvals or a change
