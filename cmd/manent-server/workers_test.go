@@ -784,3 +784,51 @@ func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
 		}
 	}
 }
+
+// A waiting deploy whose gate ran on a worker that died says so until the
+// gate resumes elsewhere: its reason, written by that gate, goes stale
+// (DELAYED "schedule.at …" after that time passed; AWAITING_APPROVAL
+// "approvals 0/1" after an approval). Only a running deploy said so.
+func TestWorkersWaitingDeployOnADeadWorker(t *testing.T) {
+	db := enginetest.Postgres(t)
+	dir := t.TempDir()
+	yml, _, _, release := crashDescriptor(t, dir)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wdir := filepath.Join(dir, "w")
+	ps := startWorkers(t, wdir, db, "w1")
+	at := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+	res, err := ps["w1"].client().Submit(context.Background(), []byte(yml+"schedule: {at: "+at+"}\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != manent.StateDelayed {
+		t.Fatalf("state %s, want DELAYED", res.State)
+	}
+	// Its gate runs on w1, the only worker; w2 joins, then w1 dies.
+	for id, p := range startWorkers(t, wdir, db, "w2") {
+		ps[id] = p
+	}
+	if err := ps["w1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-ps["w1"].done
+	c := ps["w2"].client()
+	want := "its gate ran on worker w1, silent for "
+	var reason string
+	enginetest.Eventually(t, testDeadAfter+30*time.Second, func() bool {
+		d, err := c.Deployment(context.Background(), res.ID)
+		if err != nil {
+			return false
+		}
+		reason = d.Reason
+		return d.State == manent.StateDelayed && strings.Contains(d.Reason, want)
+	}, "the delayed deploy to say its gate's worker is silent (reason %q)", reason)
+	if !strings.Contains(reason, "it resumes on another worker within workers.dead_after") {
+		t.Errorf("reason %q does not say what happens next", reason)
+	}
+	if d := waitFinal(t, c, res.ID); d.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s), want SUCCESS once its gate is taken over", d.State, d.Error)
+	}
+}

@@ -671,6 +671,31 @@ func (e *Engine) Requeued(ctx context.Context) (map[string]string, error) {
 // dead or silent for DeadAfter and not yet taken over, that worker: the
 // deploy waits for a takeover (SPEC §11.3).
 func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, error) {
+	return e.onSilentWorkers(ctx, DeployWorkflow, e.cfg.DeadAfter)
+}
+
+// GatesOnSilentWorkers returns, for each waiting deploy (DELAYED,
+// WAITING_DEPENDENCY, AWAITING_APPROVAL) whose gate runs on a worker not
+// taken over yet that is dead, leaving, or silent for longer than two
+// heartbeats, that worker. Nothing updates such a deploy's reason until
+// another worker resumes its gate: what it says ("approvals 0/1", the
+// start time) may be stale.
+func (e *Engine) GatesOnSilentWorkers(ctx context.Context) (map[string]store.Worker, error) {
+	gates, err := e.onSilentWorkers(ctx, GateWorkflow, min(2*e.cfg.Heartbeat, e.cfg.DeadAfter))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]store.Worker, len(gates))
+	for id, w := range gates {
+		out[strings.TrimSuffix(id, ".gate")] = w
+	}
+	return out, nil
+}
+
+// onSilentWorkers maps each running (PENDING) workflow named name whose
+// worker is not taken over yet and is dead, leaving or silent for longer
+// than silent, to that worker.
+func (e *Engine) onSilentWorkers(ctx context.Context, name string, silent time.Duration) (map[string]store.Worker, error) {
 	ws, err := e.st.Workers(ctx)
 	if err != nil {
 		return nil, err
@@ -681,8 +706,9 @@ func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, er
 	// database's lock.
 	sqlite := !e.st.Postgres()
 	for _, w := range ws {
-		dead := w.State != store.WorkerAlive || time.Since(w.LastSeen) > e.cfg.DeadAfter || (sqlite && w.ID != e.cfg.ExecutorID)
-		if w.TakenOverAt == nil && dead {
+		dead := w.State != store.WorkerAlive || time.Since(w.LastSeen) > silent || (sqlite && w.ID != e.cfg.ExecutorID)
+		// A gate here is not waited on: this worker answers.
+		if w.TakenOverAt == nil && dead && (name == DeployWorkflow || w.ID != e.cfg.ExecutorID) {
 			gone[w.ID] = w
 			ids = append(ids, w.ID)
 		}
@@ -690,9 +716,9 @@ func (e *Engine) OnDeadWorkers(ctx context.Context) (map[string]store.Worker, er
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	pending, err := e.pending(dbos.WithFilterName(DeployWorkflow), dbos.WithFilterExecutorIDs(ids...))
+	pending, err := e.pending(dbos.WithFilterName(name), dbos.WithFilterExecutorIDs(ids...))
 	if err != nil {
-		return nil, fmt.Errorf("list deploys on dead workers: %w", err)
+		return nil, fmt.Errorf("list workflows on dead workers: %w", err)
 	}
 	out := map[string]store.Worker{}
 	for _, p := range pending {

@@ -39,6 +39,12 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.log.Warn("deploys taken back to the queue", "error", err)
 	}
+	var gates map[string]store.Worker
+	if slices.ContainsFunc(recs, func(r store.Record) bool { return gated(r.State) }) {
+		if gates, err = s.eng.GatesOnSilentWorkers(r.Context()); err != nil {
+			s.log.Warn("waiting deploys on dead workers", "error", err)
+		}
+	}
 	groups := map[string][]api.ActivityItem{}
 	for _, rec := range recs {
 		if !scope.has(rec.Application, rec.Environment) || s.cfg.Guard.Authorize(p, PermRead, rec.Application, rec.Environment) != nil {
@@ -74,6 +80,9 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 				it.Queued, it.Step, it.StepAttempts = true, "", 0
 				it.Reason = requeuedReason(rec.Application, rec.Environment, from, rec.CancelRequested)
 			}
+		}
+		if wk, ok := gates[rec.ID]; ok && gated(rec.State) {
+			it.Reason = s.gateWorkerReason(wk, it.Reason)
 		}
 		groups[rec.Environment] = append(groups[rec.Environment], it)
 	}
@@ -247,6 +256,14 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 		}
 		return
 	}
+	if gated(d.State) {
+		if gates, err := s.eng.GatesOnSilentWorkers(ctx); err == nil {
+			if wk, ok := gates[d.ID]; ok {
+				d.Reason = s.gateWorkerReason(wk, d.Reason)
+			}
+		}
+		return
+	}
 	if d.State != manent.StateEnqueued || d.Reason != "" {
 		return
 	}
@@ -258,6 +275,36 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 	if sl, ok := queueSlots(line)[d.ID]; ok {
 		d.Reason = sl.reason
 	}
+}
+
+// gated says a deploy in state st waits in its gate workflow.
+func gated(st manent.State) bool {
+	return st == manent.StateDelayed || st == manent.StateWaitingDependency || st == manent.StateAwaitingApproval
+}
+
+// gateWorkerReason says a waiting deploy's gate ran on worker w, which is
+// silent or gone: nothing updates its reason (was, written by that gate)
+// until another worker resumes the gate.
+func (s *Server) gateWorkerReason(w store.Worker, was string) string {
+	ago := time.Since(w.LastSeen)
+	if ago < 10*time.Second {
+		ago = ago.Round(100 * time.Millisecond)
+	} else {
+		ago = ago.Round(time.Second)
+	}
+	silent := "silent for " + ago.String()
+	if w.State != store.WorkerAlive {
+		silent = w.State
+	}
+	then := "it resumes on another worker within workers.dead_after"
+	if !s.st.Postgres() {
+		then = "this server resumes it when it starts again"
+	}
+	r := fmt.Sprintf("its gate ran on worker %s, %s: %s", w.ID, silent, then)
+	if was != "" {
+		r += " (last recorded: " + was + ")"
+	}
+	return r
 }
 
 // requeued returns the deploys of recs that run (PENDING) in manent's
