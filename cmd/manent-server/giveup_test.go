@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -130,6 +131,22 @@ callbacks: [{url: "%s/hook", events: [finished]}]
 	}
 	if s := stepByName(d, "warm-up"); s.State != manent.StepError {
 		t.Errorf("warm-up %s, want ERROR (the step it gave up in)", s.State)
+	}
+	// Its log says what happened at each start: resumed once, then given
+	// up — not "resumption 2 of at most 1" of a step that did not run.
+	logs, err := p.client().Logs(ctx, v2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, l := range logs.Lines {
+		if l.Step == "warm-up" && (strings.Contains(l.Text, "resum") || strings.Contains(l.Text, "given up") || strings.Contains(l.Text, "gives up")) {
+			said = append(said, l.Text)
+		}
+	}
+	if len(said) != 2 || !strings.Contains(said[0], "step resumed on giveup-worker after its worker stopped (resumption 1 of at most 1)") ||
+		strings.Contains(said[1], "resumed on") || !strings.Contains(said[1], "MAX_RECOVERY_ATTEMPTS_EXCEEDED") {
+		t.Errorf("warm-up's log about its resumptions: %q; want one resumption, then the deploy given up", said)
 	}
 	if cur, err := os.Readlink(filepath.Join(target, "current")); err != nil || filepath.Base(cur) != "1" {
 		t.Fatalf("current -> %q (%v): want release 1 live again", cur, err)

@@ -390,9 +390,14 @@ func (r *run) giveUp(ctx context.Context, step string) (int, bool) {
 	if err != nil || n == 0 {
 		return n, false
 	}
-	if err := r.e.st.AppendLog(ctx, r.in.ID, step, []store.LogEntry{{Time: time.Now(), Text: fmt.Sprintf(
-		"step resumed on %s after its worker stopped (resumption %d of at most %d)",
-		r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)}}); err != nil {
+	text := fmt.Sprintf("step resumed on %s after its worker stopped (resumption %d of at most %d)",
+		r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)
+	if n > r.e.cfg.MaxRecoveryAttempts {
+		// It is not run again: say so, not "resumption n of at most m".
+		text = fmt.Sprintf("step not run again on %s: its worker stopped during it %d times, more than workers.max_recovery_attempts (%d); the deploy is given up here and ends MAX_RECOVERY_ATTEMPTS_EXCEEDED (compensated when rollback is enabled)",
+			r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)
+	}
+	if err := r.e.st.AppendLog(ctx, r.in.ID, step, []store.LogEntry{{Time: time.Now(), Text: text}}); err != nil {
 		r.e.log.Warn("log a step's resumption", "deploy", r.in.ID, "step", step, "error", err)
 	}
 	return n, n > r.e.cfg.MaxRecoveryAttempts
