@@ -122,11 +122,13 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 		msg = terr.Error()
 		e.log.Warn("schedule tick refused", "schedule", sc.ID, "tick", at, "error", terr)
 	}
+	if terr != nil {
+		// No deploy: the schedule names none (its last error says why),
+		// and the earlier ticks stay — nothing newer is there to run.
+		return "", e.st.ScheduleTicked(c, sc.ID, at, "", msg)
+	}
 	if err := e.st.ScheduleTicked(c, sc.ID, at, id, msg); err != nil {
 		return "", err
-	}
-	if terr != nil {
-		return id, nil // nothing newer to run: the earlier ticks stay
 	}
 	return id, e.supersede(c, sc.ID, id, at)
 }

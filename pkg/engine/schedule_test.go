@@ -276,3 +276,24 @@ func TestTickSkipsTheRepeatedHour(t *testing.T) {
 	// The next day's 02:30 runs.
 	f.tick(sc.ID, cest.Add(25*time.Hour))
 }
+
+// A refused tick creates no deploy, and the schedule names none as its
+// last: it named the id the tick would have had, which status answered
+// "not found"; the last error says why.
+func TestRefusedTickNamesNoDeploy(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	url, _ := f.artifact("app", "x")
+	id := f.schedule(descriptorYAML("web", "prod", "1", url, "", "steps:\n  - {name: odd, after: deploy, plugin: nope}\n"))
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	got, err := f.eng.Tick(context.Background(), id, at)
+	if err != nil || got != "" {
+		t.Fatalf("refused tick: %q %v, want no deploy", got, err)
+	}
+	sc, err := f.st.GetSchedule(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.LastDeploy != "" || sc.LastError == "" {
+		t.Fatalf("schedule after a refused tick: last deploy %q, last error %q; want none and why", sc.LastDeploy, sc.LastError)
+	}
+}
