@@ -24,10 +24,11 @@ type streams struct {
 	copy  []func()
 	done  sync.WaitGroup
 	// running counts the output copies not ended, waiting those of them
-	// waiting for the command's next bytes, read the bytes they got: the
-	// copy of a slow writer (the step's log, written to the database)
-	// makes no progress without waiting, and is not cut.
-	running, waiting, read atomic.Int64
+	// waiting for the command's next bytes, entered the reads they began,
+	// read the bytes they got: the copy of a slow writer (the step's log,
+	// written to the database) makes no progress without waiting, and is
+	// not cut.
+	running, waiting, entered, read atomic.Int64
 }
 
 // drainMax bounds how long wait lets the copies run after the command
@@ -124,6 +125,7 @@ type countingReader struct {
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
+	c.s.entered.Add(1)
 	c.s.waiting.Add(1)
 	n, err := c.r.Read(p)
 	c.s.waiting.Add(-1)
@@ -148,7 +150,7 @@ func (s *streams) wait(d time.Duration) bool {
 	defer t.Stop()
 	limit := time.NewTimer(drainMax)
 	defer limit.Stop()
-	last := s.read.Load()
+	last, lastEntered := s.read.Load(), s.entered.Load()
 wait:
 	for {
 		select {
@@ -157,12 +159,14 @@ wait:
 			return true
 		case <-t.C:
 			// Cut only copies that waited for the command's output the
-			// whole period: none that is still writing what it read.
-			if n := s.read.Load(); n == last && s.waiting.Load() == s.running.Load() {
+			// whole period — in the same read, with nothing read since
+			// the last tick: none that is writing what it read, or has
+			// just come back to read more.
+			n, e := s.read.Load(), s.entered.Load()
+			if n == last && e == lastEntered && s.waiting.Load() == s.running.Load() {
 				break wait
-			} else {
-				last = n
 			}
+			last, lastEntered = n, e
 		case <-limit.C:
 			break wait
 		}
