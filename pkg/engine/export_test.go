@@ -24,3 +24,6 @@ func (e *Engine) WorkflowStatus(id string) (dbos.WorkflowStatusType, error) {
 
 // StepFailure is stepFailure, for tests.
 func StepFailure(err error) string { return stepFailure(err) }
+
+// SweepWorkDirs is what the sweeper runs at start and hourly.
+func (e *Engine) SweepWorkDirs(ctx context.Context) { e.sweepWorkDirs(ctx) }

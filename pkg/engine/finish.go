@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -359,7 +361,38 @@ func (e *Engine) runSweeper(ctx context.Context) {
 				if err := e.st.PruneIdempotency(ctx); err != nil && ctx.Err() == nil {
 					e.log.Warn("prune idempotency keys", "error", err)
 				}
+				e.sweepWorkDirs(ctx)
 			}
+		}
+	}
+}
+
+// sweepWorkDirs removes the work directories (downloaded artifacts) this
+// worker holds for deploys that ended or are gone: those of deploys taken
+// over by another worker when this one died, whose cleanup step ran
+// there. A deploy not final keeps its directory (it may resume here).
+func (e *Engine) sweepWorkDirs(ctx context.Context) {
+	entries, err := os.ReadDir(filepath.Join(e.cfg.DataDir, "work"))
+	if err != nil {
+		return // none yet
+	}
+	for _, de := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		id := de.Name()
+		if !de.IsDir() || !strings.HasPrefix(id, "dpl_") {
+			continue
+		}
+		rec, err := e.st.Deployment(ctx, id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err == nil && !rec.State.Final() {
+			continue
+		}
+		if err := e.removeWorkDir(id); err != nil {
+			e.log.Warn("remove the work directory of an ended deploy", "deploy", id, "error", err)
 		}
 	}
 }

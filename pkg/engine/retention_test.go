@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/notify"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -253,4 +256,30 @@ func TestRetentionKeepsRunningDeliveries(t *testing.T) {
 			t.Fatalf("deliveries after retention: %+v", ds)
 		}
 	})
+}
+
+// The work directories a worker holds for deploys that ended elsewhere
+// (taken over when it died: their cleanup step ran on another worker) or
+// are gone are removed by its sweeper; a deploy not final keeps its own.
+func TestWorkDirsOfEndedDeploysAreRemoved(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "x")
+	done := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""))
+	if rec := f.wait(done, 30*time.Second); rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	waiting := f.submit(descriptorYAML("pay", "qa", "1", url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}}}))
+	f.waitState(waiting, manent.StateAwaitingApproval)
+	gone := manent.NewDeploymentID()
+	for _, id := range []string{done, waiting, gone} {
+		if err := os.MkdirAll(filepath.Join(f.eng.WorkDir(id), "artifact"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.eng.SweepWorkDirs(context.Background())
+	for id, keep := range map[string]bool{done: false, gone: false, waiting: true} {
+		if _, err := os.Stat(f.eng.WorkDir(id)); (err == nil) != keep {
+			t.Errorf("work directory of %s: %v, want kept %v", id, err, keep)
+		}
+	}
 }
