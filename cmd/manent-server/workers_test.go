@@ -709,6 +709,11 @@ steps:
 	}
 }
 
+// lazyWorkers prints the workers c lists, when a failure message is made.
+type lazyWorkers struct{ c *api.Client }
+
+func (l lazyWorkers) String() string { return fmt.Sprint(workersByID(l.c)) }
+
 // A deploy taken over from a killed worker goes back to the queue; while
 // no worker has a free slot (the other runs a deploy of another
 // environment and has one slot), status and activity say it waits for one
@@ -743,16 +748,22 @@ func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
 	<-ps["w1"].done
 	want := "waiting for a free worker slot (taken over from w1)"
 	var queued *manent.Deployment
+	seen := map[string]string{} // what each deploy last said, for a failure
 	enginetest.Eventually(t, testDeadAfter+30*time.Second, func() bool {
 		for _, id := range ids {
 			d, err := c.Deployment(context.Background(), id)
-			if err == nil && strings.Contains(d.Reason, want) {
+			if err != nil {
+				seen[id] = err.Error()
+				continue
+			}
+			seen[id] = fmt.Sprintf("%s queued=%v reason=%q", d.State, d.Queued, d.Reason)
+			if strings.Contains(d.Reason, want) {
 				queued = d
 				return true
 			}
 		}
 		return false
-	}, "a deploy taken over from w1 to say it waits for a free worker slot")
+	}, "a deploy taken over from w1 to say it waits for a free worker slot (last seen: %v; workers: %v)", seen, lazyWorkers{c})
 	if !queued.Queued || queued.State != manent.StatePending {
 		t.Errorf("taken-over deploy: state %s, queued %v; want PENDING and queued", queued.State, queued.Queued)
 	}
