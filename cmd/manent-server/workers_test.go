@@ -714,6 +714,16 @@ type lazyWorkers struct{ c *api.Client }
 
 func (l lazyWorkers) String() string { return fmt.Sprint(workersByID(l.c)) }
 
+// lazyTail prints the last 40 lines of a file, when a failure message is
+// made.
+type lazyTail struct{ path string }
+
+func (l lazyTail) String() string {
+	b, _ := os.ReadFile(l.path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
+}
+
 // A deploy taken over from a killed worker goes back to the queue; while
 // no worker has a free slot (the other runs a deploy of another
 // environment and has one slot), status and activity say it waits for one
@@ -763,7 +773,7 @@ func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
 			}
 		}
 		return false
-	}, "a deploy taken over from w1 to say it waits for a free worker slot (last seen: %v; workers: %v)", seen, lazyWorkers{c})
+	}, "a deploy taken over from w1 to say it waits for a free worker slot (last seen: %v; workers: %v)\nw2's log:\n%v", seen, lazyWorkers{c}, lazyTail{filepath.Join(wdir, "w2", "server.log")})
 	if !queued.Queued || queued.State != manent.StatePending {
 		t.Errorf("taken-over deploy: state %s, queued %v; want PENDING and queued", queued.State, queued.Queued)
 	}

@@ -580,3 +580,32 @@ printf '"}}\n'
 		t.Fatalf("no log line of step big says its output was not kept: %+v", logs)
 	}
 }
+
+// workers.slots bounds the deploys one worker runs at once, over every
+// environment: deploys submitted back to back (each enqueue wakes the
+// queue) never run two at a time on a one-slot worker. DBOS counted a
+// started workflow as running only once its goroutine ran, so the next
+// poll could claim one more.
+func TestSlotsBoundTheDeploysRunningAtOnce(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		url, _ := f.artifact("v1", "x")
+		lock, overlap := filepath.Join(f.dir, "running"), filepath.Join(f.dir, "overlap")
+		// mkdir is atomic: it fails when another deploy's step holds the lock.
+		step := fmt.Sprintf(`steps:
+  - {name: hold, after: qa, plugin: script, with: {command: [sh, -c, "mkdir %s || echo overlap >> %s; sleep 0.2; rmdir %s"]}}
+`, lock, overlap, lock)
+		var ids []string
+		for i := range 6 {
+			ids = append(ids, f.submit(descriptorYAML("shop", fmt.Sprintf("env-%d", i), "1", url, "", step)))
+		}
+		for _, id := range ids {
+			if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+				t.Fatalf("deploy %s: %s (%s)", id, rec.State, rec.Error)
+			}
+		}
+		if b, err := os.ReadFile(overlap); err == nil {
+			t.Fatalf("a one-slot worker ran deploys at once: %d overlaps", strings.Count(string(b), "overlap"))
+		}
+	})
+}

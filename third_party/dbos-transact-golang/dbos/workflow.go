@@ -1884,26 +1884,30 @@ func (c *dbosContext) executeWorkflow(fn WorkflowFunc, input any, exec workflowE
 		close(outcomeChan)
 	}
 
+	// The execution counts as active before this returns, not once its
+	// goroutine runs: the queue runner's next poll counts this worker's
+	// running workflows (WorkerConcurrency), and one started but not yet
+	// counted let it claim more than its limit. [manent patch: active at start]
+	removeActive := func() {}
+	if c.activeExecutions != nil {
+		key := executionKey{workflowID: workflowID, ownerXID: exec.ownerXID}
+		c.activeExecutions.Store(key, activeWorkflowEntry{workflowID: workflowID, shardKey: exec.shardKey, queueName: exec.queueName, queuePartitionKey: exec.queuePartitionKey, cancel: cancelWorkflow})
+		var removeOnce sync.Once
+		removeActive = func() {
+			removeOnce.Do(func() {
+				c.activeExecutions.Delete(key)
+				// A queued workflow that ends frees a slot of its queue (and
+				// partition): let the next one start now. [manent patch: wake on local enqueue]
+				if exec.queueName != "" && c.queueRunner != nil {
+					c.queueRunner.wake(exec.queueName)
+				}
+			})
+		}
+	}
+
 	c.workflowsWg.Add(1)
 	go func() {
 		defer c.workflowsWg.Done()
-
-		removeActive := func() {}
-		if c.activeExecutions != nil {
-			key := executionKey{workflowID: workflowID, ownerXID: exec.ownerXID}
-			c.activeExecutions.Store(key, activeWorkflowEntry{workflowID: workflowID, shardKey: exec.shardKey, queueName: exec.queueName, queuePartitionKey: exec.queuePartitionKey, cancel: cancelWorkflow})
-			var removeOnce sync.Once
-			removeActive = func() {
-				removeOnce.Do(func() {
-					c.activeExecutions.Delete(key)
-					// A queued workflow that ends frees a slot of its queue (and
-					// partition): let the next one start now. [manent patch: wake on local enqueue]
-					if exec.queueName != "" && c.queueRunner != nil {
-						c.queueRunner.wake(exec.queueName)
-					}
-				})
-			}
-		}
 		defer removeActive()
 
 		var result any
