@@ -654,9 +654,16 @@ func (e *Engine) Adopt(ctx context.Context, id string) ([]string, error) {
 // no step of it runs: it waits for a free worker slot. Deploys that never
 // ran are not asked for (their state is ENQUEUED already); the caller
 // looks up only its PENDING ones.
-func (e *Engine) Requeued(ctx context.Context) (map[string]string, error) {
-	ws, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterName(DeployWorkflow), dbos.WithFilterStatus(dbos.WorkflowStatusEnqueued),
-		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+//
+// ids, when given, narrows the question to those deploys (one status page
+// asks about one deploy, not the whole queue).
+func (e *Engine) Requeued(ctx context.Context, ids ...string) (map[string]string, error) {
+	opts := []dbos.ListWorkflowsOption{dbos.WithFilterName(DeployWorkflow), dbos.WithFilterStatus(dbos.WorkflowStatusEnqueued),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false)}
+	if len(ids) > 0 {
+		opts = append(opts, dbos.WithFilterWorkflowIDs(ids...))
+	}
+	ws, err := dbos.ListWorkflows(e.dbos, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("list queued deploys: %w", err)
 	}

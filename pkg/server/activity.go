@@ -248,7 +248,7 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 				d.Reason = s.deadWorkerReason(wk)
 			}
 		}
-		if requeued, err := s.eng.Requeued(ctx); err == nil {
+		if requeued, err := s.eng.Requeued(ctx, d.ID); err == nil {
 			if from, ok := requeued[d.ID]; ok {
 				d.Queued = true
 				d.Reason = requeuedReason(d.Application, d.Environment, from, cancelRequested)
