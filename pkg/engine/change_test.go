@@ -345,3 +345,47 @@ func TestStepFailureReadBack(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// strictCloseITSM is the reference ITSM answering 409 to closing a change
+// that is already closed, as ServiceNow-like ITSMs do.
+type strictCloseITSM struct{ ref *reference.Server }
+
+func (s strictCloseITSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if id, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/changes/"), "/close"); ok && r.Method == http.MethodPost {
+		if c, found := s.ref.Get(id); found && (c.State == itsm.Closed || c.State == itsm.Cancelled) {
+			http.Error(w, `{"error": "change is closed"}`, http.StatusConflict)
+			return
+		}
+	}
+	s.ref.ServeHTTP(w, r)
+}
+
+// QA: a change closed in the ITSM before it was approved ended its deploy
+// REJECTED, then closing it got the ITSM's 409 and change:close ended
+// ERROR, its log telling the operator to close by hand a change that was
+// closed. A close refused for a change the ITSM shows closed is done.
+func TestChangeAlreadyClosedInTheITSM(t *testing.T) {
+	ref := reference.New()
+	f := changeFixture(t, strictCloseITSM{ref})
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "CHG0001 pending") }, "the deploy to wait for change CHG0001")
+	ref.Set("CHG0001", "cancelled")
+	f.waitState(id, manent.StateRejected)
+	var d *manent.Deployment
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d = f.state(id)
+		st := d.Steps[len(d.Steps)-1]
+		return st.Name == manent.StepChangeClose && (st.State == manent.StepSuccess || st.State == manent.StepError)
+	}, "change:close to end; the deploy is %s", stateOf{&d})
+	if st := d.Steps[len(d.Steps)-1]; st.State != manent.StepSuccess {
+		t.Errorf("change:close %s (%s), want SUCCESS: the change is closed in the ITSM", st.State, st.Error)
+	}
+	logs, err := f.st.Logs(context.Background(), id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := fmt.Sprint(logs); !strings.Contains(text, "CHG0001 was already closed in the ITSM") || strings.Contains(text, "close it there") {
+		t.Errorf("change:close log %s, want it to say the change was already closed, not to close it by hand", text)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 	"github.com/manent-io/manent/pkg/plan"
@@ -840,7 +841,15 @@ func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
 		outcome = manent.StateCancelled
 	}
 	if err := r.e.cfg.ITSM.Close(ctx, id, string(outcome)); err != nil {
-		return nil, err
+		// Closed already: by hand, by the ITSM before it was approved (the
+		// deploy ended REJECTED), or by an earlier attempt whose answer was
+		// lost. ITSMs refuse to close it again (often a 409).
+		c, gerr := r.e.cfg.ITSM.Get(ctx, id)
+		if gerr != nil || (c.State != itsm.Closed && c.State != itsm.Cancelled) {
+			return nil, err
+		}
+		fmt.Fprintf(log, "change %s was already closed in the ITSM (%s); closing it again was refused: %v\n", id, c.State, err)
+		return map[string]any{"change": id, "outcome": outcome, "already": c.State}, nil
 	}
 	fmt.Fprintf(log, "change %s closed: %s\n", id, outcome)
 	return map[string]any{"change": id, "outcome": outcome}, nil
