@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -752,6 +753,14 @@ func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
 	}
 	waitFile(t, started, "the first deploy's slow step to start")
 	waitFile(t, started2, "the second deploy's slow step to start")
+	// Both slow steps are listed RUNNING (after startRecordDelay) before w1
+	// dies.
+	for _, id := range ids {
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			d, err := c.Deployment(context.Background(), id)
+			return err == nil && slices.ContainsFunc(d.Steps, func(s manent.Step) bool { return s.Name == "slow" && s.State == manent.StepRunning })
+		}, "the slow step of %s to be listed RUNNING", id)
+	}
 	if err := ps["w1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -776,6 +785,26 @@ func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
 	}, "a deploy taken over from w1 to say it waits for a free worker slot (last seen: %v; workers: %v)\nw2's log:\n%v", seen, lazyWorkers{c}, lazyTail{filepath.Join(wdir, "w2", "server.log")})
 	if !queued.Queued || queued.State != manent.StatePending {
 		t.Errorf("taken-over deploy: state %s, queued %v; want PENDING and queued", queued.State, queued.Queued)
+	}
+	// Its interrupted step runs nowhere: status and steps list it pending,
+	// saying why (it was listed RUNNING).
+	steps, err := c.Steps(context.Background(), queued.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, list := range map[string][]manent.Step{"status": queued.Steps, "steps": steps} {
+		interrupted := 0
+		for _, st := range list {
+			if st.State == manent.StepRunning {
+				t.Errorf("%s lists step %s RUNNING on a deploy waiting in the queue", what, st.Name)
+			}
+			if st.State == manent.StepPending && strings.Contains(st.Error, "interrupted on w1") {
+				interrupted++
+			}
+		}
+		if interrupted != 1 {
+			t.Errorf("%s lists %d steps saying they were interrupted on w1, want 1: %+v", what, interrupted, list)
+		}
 	}
 	act, err := c.Activity(context.Background())
 	if err != nil {

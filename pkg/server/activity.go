@@ -252,6 +252,7 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 			if from, ok := requeued[d.ID]; ok {
 				d.Queued = true
 				d.Reason = requeuedReason(d.Application, d.Environment, from, cancelRequested)
+				interruptedSteps(d.Steps, from)
 			}
 		}
 		return
@@ -315,6 +316,20 @@ func (s *Server) requeued(ctx context.Context, recs []store.Record) (map[string]
 		return nil, nil
 	}
 	return s.eng.Requeued(ctx)
+}
+
+// interruptedSteps lists the steps a deploy taken over from worker from
+// was running there as pending again, saying so: its workflow waits in the
+// queue, and they run again from the start once a worker takes it (their
+// rows stay RUNNING until then).
+func interruptedSteps(steps []manent.Step, from string) {
+	for i := range steps {
+		if steps[i].State != manent.StepRunning {
+			continue
+		}
+		steps[i].State, steps[i].StartedAt = manent.StepPending, nil
+		steps[i].Error = fmt.Sprintf("interrupted on %s (taken over); runs again from the start once a worker takes the deploy", from)
+	}
 }
 
 // requeuedReason says a running deploy taken over from worker from waits

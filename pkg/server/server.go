@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -237,6 +238,13 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 	rec, ok := s.deployment(w, r, PermRead)
 	if !ok {
 		return
+	}
+	if rec.State == manent.StatePending && slices.ContainsFunc(rec.Steps, func(st manent.Step) bool { return st.State == manent.StepRunning }) {
+		if requeued, err := s.eng.Requeued(r.Context(), rec.ID); err == nil {
+			if from, ok := requeued[rec.ID]; ok {
+				interruptedSteps(rec.Steps, from) // activity.go
+			}
+		}
 	}
 	writeJSON(w, http.StatusOK, api.StepsResult{Steps: rec.Steps})
 }
