@@ -98,7 +98,7 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input) 
 	}
 	for _, r := range succ {
 		in.Inventory.Successes = append(in.Inventory.Successes, governance.Success{Application: r.Application,
-			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt})
+			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt, SHA256: r.ArtifactSHA256})
 	}
 	if cur, err := a.cfg.Store.Current(ctx, d.Application, d.Environment); err == nil {
 		in.Inventory.Current = cur
@@ -208,6 +208,32 @@ func (a *Admitter) unmetWaits(dec governance.Decision, in plan.Input) error {
 	}
 	return plugin.Permanent(fmt.Errorf("%s governance requires %s, which this deploy did not get when it was submitted%s%s",
 		whose, strings.Join(missing, " and "), through, why))
+}
+
+// Promoted checks promotion again once the deploy's artifact is
+// downloaded and its digest known, when the descriptor did not state it:
+// the policy decides with that digest, so the same version rebuilt (another
+// artifact than the one that succeeded where promotion requires) is
+// refused, permanently, before anything is deployed.
+func (a *Admitter) Promoted(ctx context.Context, in plan.Input, sha256 string) error {
+	if a.cfg.Governance == nil || in.Descriptor == nil || in.Descriptor.Artifact.SHA256 != "" || sha256 == "" {
+		return nil
+	}
+	d := *in.Descriptor
+	d.Artifact.SHA256 = sha256
+	dec, err := a.governanceDecision(ctx, governance.Input{
+		Descriptor:  &d,
+		Identity:    in.Requesting(),
+		Environment: governance.Environment{Name: in.Environment, Regions: plan.FreezeRegions(in.Waves)},
+		Now:         time.Now().UTC(),
+	})
+	if err != nil {
+		return fmt.Errorf("governance: %w", err)
+	}
+	if len(dec.MissingPromotions) == 0 {
+		return nil
+	}
+	return plugin.Permanent(fmt.Errorf("governance refuses the downloaded artifact (sha256 %s): %s", sha256, strings.Join(dec.Deny, "; ")))
 }
 
 // approvalsCover says whether approvals collected under rule got satisfy

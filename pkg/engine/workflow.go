@@ -735,6 +735,9 @@ func (r *run) artifacts(ctx context.Context, log *logWriter) (any, error) {
 		return nil, err
 	}
 	fmt.Fprintf(log, "downloaded %s (%d bytes, sha256 %s)\n", plugin.RedactURL(a.URL), f.Size, f.SHA256)
+	if err := r.e.cfg.Admitter.Promoted(ctx, r.in, f.SHA256); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 

@@ -57,6 +57,10 @@ type Success struct {
 	Version      string     `json:"version"`
 	DeploymentID string     `json:"deployment_id,omitempty"`
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	// SHA256 is the digest of the artifact it deployed, when known.
+	// Promotion asks for the same artifact, not only the same version,
+	// when the deploy's digest is known too.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // normalized returns in with the defaults filled (environment name, now)

@@ -372,13 +372,22 @@ func (r *Rules) Decide(ctx context.Context, in Input) (Decision, error) {
 		d.BreakGlass = true
 	}
 
+	var notRun []string
 	for _, req := range r.PromotionRequires(env) {
-		if !succeeded(in.Inventory.Successes, app, version, req) {
+		ok, other := promoted(in.Inventory.Successes, app, version, req, in.Descriptor.Artifact.SHA256)
+		switch {
+		case ok:
+		case other != "":
 			d.MissingPromotions = append(d.MissingPromotions, req)
+			d.Deny = append(d.Deny, otherArtifactReason(env, app, version, req, other, in.Descriptor.Artifact.SHA256))
+		default:
+			d.MissingPromotions = append(d.MissingPromotions, req)
+			notRun = append(notRun, req)
 		}
 	}
-	if len(d.MissingPromotions) > 0 {
-		d.Deny = append(d.Deny, promotionReason(env, app, version, d.MissingPromotions))
+	if len(notRun) > 0 {
+		slices.Sort(notRun)
+		d.Deny = append(d.Deny, promotionReason(env, app, version, notRun))
 	}
 
 	for _, a := range r.Approvals {
@@ -401,10 +410,27 @@ func (r *Rules) Decide(ctx context.Context, in Input) (Decision, error) {
 	return d, nil
 }
 
-func succeeded(successes []Success, app, version, env string) bool {
-	return slices.ContainsFunc(successes, func(s Success) bool {
-		return s.Application == app && s.Version == version && s.Environment == env
-	})
+// promoted reports whether app version succeeded in env — with the
+// artifact of digest when both its digest and the success's are known.
+// When it did only with another artifact, other is that artifact's digest.
+func promoted(successes []Success, app, version, env, digest string) (ok bool, other string) {
+	for _, s := range successes {
+		if s.Application != app || s.Version != version || s.Environment != env {
+			continue
+		}
+		if digest == "" || s.SHA256 == "" || strings.EqualFold(s.SHA256, digest) {
+			return true, ""
+		}
+		other = s.SHA256
+	}
+	return false, other
+}
+
+// otherArtifactReason is the deny reason for a version that succeeded in
+// required only with another artifact (the same version rebuilt).
+func otherArtifactReason(env, app, version, required, succeeded, digest string) string {
+	return fmt.Sprintf("promotion to %s requires the artifact of %s %s that succeeded in %s (sha256 %s), not sha256 %s",
+		env, app, version, required, strings.ToLower(succeeded), strings.ToLower(digest))
 }
 
 // promotionReason is the deny reason for missing promotions (sorted), e.g.

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,8 +99,39 @@ func TestPromotionRequires(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ci, res.ID, manent.StateSuccess)
-	if _, err := ci.Submit(ctx, simple(art, "prod", "2.0", ""), false); err != nil {
+	good, err := ci.Submit(ctx, simple(art, "prod", "2.0", ""), false)
+	if err != nil {
 		t.Fatalf("prod after staging: %v %v", err, errFields(err))
+	}
+	waitFor(t, ci, good.ID, manent.StateSuccess)
+
+	// QA: version 2.0 rebuilt (another artifact at the same URL) went to
+	// prod on the strength of the first build's success in staging.
+	// Stated in the descriptor, its digest is refused at submission;
+	// unstated, once downloaded, before anything is deployed.
+	s1, s2 := sha256.Sum256([]byte("x")), sha256.Sum256([]byte("rebuilt"))
+	digest, rebuilt := hex.EncodeToString(s1[:]), hex.EncodeToString(s2[:])
+	want := fmt.Sprintf("requires the artifact of billing 2.0 that succeeded in staging (sha256 %s), not sha256 %s", digest, rebuilt)
+	_, err = ci.Submit(ctx, []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: \"2.0\"\nartifact: {url: %q, sha256: %s}\n", art, rebuilt)), false)
+	if got := fmt.Sprint(err, errFields(err)); !strings.Contains(got, want) {
+		t.Fatalf("prod with a stated digest of another artifact: %s, want %q", got, want)
+	}
+	path := strings.TrimPrefix(art, "file://")
+	if err := os.WriteFile(path, []byte("rebuilt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err = ci.Submit(ctx, simple(art, "prod", "2.0", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := waitFor(t, ci, res.ID, manent.StateError)
+	if !strings.Contains(d.Error, want) {
+		t.Fatalf("prod with a rebuilt artifact: error %q, want %q", d.Error, want)
+	}
+	for _, st := range d.Steps {
+		if st.Name == manent.StepDeploy && st.State != manent.StepPending && st.State != manent.StepSkipped {
+			t.Fatalf("step deploy %s: the rebuilt artifact was deployed", st.State)
+		}
 	}
 }
 

@@ -285,7 +285,23 @@ missing_promotions contains env if {
 	not succeeded(env)
 }
 
+# The same artifact, when the deploy's digest and the success's are known:
+# the same version rebuilt is not promoted.
 succeeded(env) if {
+	some s in input.inventory.successes
+	s.application == application
+	s.version == version
+	s.environment == env
+	same_artifact(s)
+}
+
+same_artifact(s) if not input.descriptor.artifact.sha256
+same_artifact(s) if not s.sha256
+same_artifact(s) if lower(s.sha256) == lower(input.descriptor.artifact.sha256)
+
+# Environments where the version succeeded with another artifact only.
+other_artifact[env] := lower(s.sha256) if {
+	some env in missing_promotions
 	some s in input.inventory.successes
 	s.application == application
 	s.version == version
@@ -293,8 +309,14 @@ succeeded(env) if {
 }
 
 deny contains msg if {
-	count(missing_promotions) > 0
-	msg := sprintf("promotion to %s requires %s %s to succeed first in: %s", [environment, application, version, concat(", ", sort(missing_promotions))])
+	not_run := {env | some env in missing_promotions; not other_artifact[env]}
+	count(not_run) > 0
+	msg := sprintf("promotion to %s requires %s %s to succeed first in: %s", [environment, application, version, concat(", ", sort(not_run))])
+}
+
+deny contains msg if {
+	some env, digest in other_artifact
+	msg := sprintf("promotion to %s requires the artifact of %s %s that succeeded in %s (sha256 %s), not sha256 %s", [environment, application, version, env, digest, lower(input.descriptor.artifact.sha256)])
 }
 
 # -------------------------------------------------------------- approvals
