@@ -245,8 +245,27 @@ func normalizeServer(s string) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", &UsageError{
-			Err:  fmt.Errorf("invalid server address %q: want http(s)://host[:port]", s),
-			Hint: "set it with --server, MANENT_SERVER or server: in the config file",
+			Err:  fmt.Errorf("invalid server address %q: want http(s)://host[:port]", redactUserinfo(s)),
+			Hint: "hint: set it with --server, MANENT_SERVER or server: in the config file",
+		}
+	}
+	// What to pass instead: the address without what is refused below.
+	bare := strings.TrimRight(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
+	if u.User != nil {
+		// The client authenticates with a bearer token; a user and
+		// password here would be sent as Basic credentials when no token
+		// is, and printed in every error that names the server.
+		return "", &UsageError{
+			Err:  fmt.Errorf("invalid server address %q: a base URL has no user or password: manent authenticates with a token", redactUserinfo(s)),
+			Hint: "hint: pass " + bare + ", and the token with --token, MANENT_TOKEN or 'manent login'",
+		}
+	}
+	if u.RawQuery != "" || u.ForceQuery || strings.Contains(s, "#") {
+		// The client appends /api/v1/… to the base: it would land in the
+		// query or the fragment, and every request would go to the base.
+		return "", &UsageError{
+			Err:  fmt.Errorf("invalid server address %q: a base URL has no query (?…) or fragment (#…): the CLI adds /api/v1/… after it", s),
+			Hint: "hint: pass " + bare,
 		}
 	}
 	s = strings.TrimRight(s, "/")
@@ -261,6 +280,31 @@ func normalizeServer(s string) (string, error) {
 		s = strings.TrimRight(trimmed, "/")
 	}
 	return s, nil
+}
+
+// redactUserinfo returns the address s with the password of its userinfo
+// (scheme://user:password@host…) replaced by "xxxxx", as url.URL.Redacted
+// does, for an address that may not parse. The userinfo ends at the last
+// "@" before the first "/" after the scheme.
+func redactUserinfo(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	authority, path, _ := strings.Cut(rest, "/")
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return s
+	}
+	user, _, hasPassword := strings.Cut(authority[:at], ":")
+	if !hasPassword {
+		return s
+	}
+	out := scheme + "://" + user + ":xxxxx" + authority[at:]
+	if len(authority) < len(rest) {
+		out += "/" + path
+	}
+	return out
 }
 
 // isDefaultServer reports whether server is the local trial server.

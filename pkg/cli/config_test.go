@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -139,6 +141,42 @@ func TestServerAPIPath(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("normalizeServer(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// A base URL with a query, a fragment or a user and password is refused
+// with the address to pass instead, and the password is never printed:
+// the CLI adds /api/v1/… after the base, which would land in the query or
+// the fragment, and it authenticates with a token, not the URL's userinfo.
+func TestServerAddressRefused(t *testing.T) {
+	tests := []struct {
+		in, wantErr, wantHint string
+	}{
+		{"https://x/?a=b", `invalid server address "https://x/?a=b": a base URL has no query (?…) or fragment (#…): the CLI adds /api/v1/… after it`, "hint: pass https://x"},
+		{"https://x/manent?", `invalid server address "https://x/manent?": a base URL has no query`, "hint: pass https://x/manent"},
+		{"https://x/#f", `invalid server address "https://x/#f": a base URL has no query (?…) or fragment (#…)`, "hint: pass https://x"},
+		{"x:8080#", `invalid server address "http://x:8080#": a base URL has no query`, "hint: pass http://x:8080"},
+		{"https://user:s3cret@x", `invalid server address "https://user:xxxxx@x": a base URL has no user or password: manent authenticates with a token`, "hint: pass https://x, and the token with --token, MANENT_TOKEN or 'manent login'"},
+		{"https://user@x/p?q=s3cret", `invalid server address "https://user@x/p?q=s3cret": a base URL has no user`, "hint: pass https://x/p, and the token"},
+		{"ftp://user:s3cret@x", `invalid server address "ftp://user:xxxxx@x": want http(s)://host[:port]`, "hint: set it with --server"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := normalizeServer(tt.in)
+			var usage *UsageError
+			if !errors.As(err, &usage) {
+				t.Fatalf("normalizeServer(%q) = %q, %v; want a usage error", tt.in, got, err)
+			}
+			if msg := usage.Error(); !strings.HasPrefix(msg, tt.wantErr) {
+				t.Errorf("error %q, want it to begin %q", msg, tt.wantErr)
+			}
+			if !strings.HasPrefix(usage.Hint, tt.wantHint) {
+				t.Errorf("hint %q, want it to begin %q", usage.Hint, tt.wantHint)
+			}
+			if strings.Contains(usage.Error()+usage.Hint, "s3cret@") || strings.Contains(usage.Error()+usage.Hint, ":s3cret") {
+				t.Errorf("the password is printed: %q / %q", usage.Error(), usage.Hint)
+			}
+		})
 	}
 }
 

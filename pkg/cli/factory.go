@@ -71,7 +71,7 @@ func NewFactory(inv Invocation) *Factory {
 	}
 
 	fs := pflag.NewFlagSet("global", pflag.ContinueOnError)
-	fs.String("server", "", "manent-server base URL, http(s)://host[:port] without "+APIPath+" (env MANENT_SERVER; default "+DefaultServer+")")
+	fs.String("server", "", "manent-server base URL, http(s)://host[:port][/prefix], without "+APIPath+", a query, a fragment or a user:password (env MANENT_SERVER; default "+DefaultServer+")")
 	fs.String("token", "", "bearer token (env MANENT_TOKEN)")
 	fs.String("config", "", "CLI config file (env MANENT_CONFIG; default $XDG_CONFIG_HOME/manent/config.yaml)")
 	fs.String("context", "", "named context of the config file to use (env MANENT_CONTEXT; see 'manent context')")
