@@ -256,7 +256,7 @@ func TestReconfigureRefusesWaitsNotGoneThrough(t *testing.T) {
 	}
 	strict := newAdmitter(t, admit.Config{Trial: true, Governance: rules, ChangeManagement: true, Worker: "w2", Shared: true})
 	_, err = strict.a.Reconfigure(ctx, adm.Input)
-	want := "worker w2's governance requires 1 approval(s) by group:sre for prod, which this deploy did not get when it was submitted through w3 — the workers' configurations differ (admin workers)"
+	want := "worker w2's governance requires 1 approval by group:sre for prod, which this deploy did not get when it was submitted through w3 — the workers' configurations differ (admin workers)"
 	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want a permanent refusal saying %q", err, want)
 	}
@@ -292,7 +292,7 @@ func TestReconfigureRefusesWaitsNotGoneThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = newAdmitter(t, admit.Config{Trial: true, Governance: rules}).a.Reconfigure(ctx, adm1.Input)
-	if want := "this server's governance requires 1 approval(s) by group:sre for prod, which this deploy did not get when it was submitted — the governance configuration changed since; submit it again"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "this server's governance requires 1 approval by group:sre for prod, which this deploy did not get when it was submitted — the governance configuration changed since; submit it again"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want %q", err, want)
 	}
 }

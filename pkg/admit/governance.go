@@ -185,7 +185,7 @@ func (a *Admitter) unmetWaits(dec governance.Decision, in plan.Input) error {
 		if len(need.Approvers) > 0 {
 			by = strings.Join(need.Approvers, ", ")
 		}
-		missing = append(missing, fmt.Sprintf("%d approval(s) by %s for %s", need.Count, by, in.Environment))
+		missing = append(missing, fmt.Sprintf("%s by %s for %s", manent.Plural(need.Count, "approval"), by, in.Environment))
 	}
 	if dec.ChangeRequired && !in.Waits.Change {
 		missing = append(missing, "an approved change ticket for "+in.Environment)

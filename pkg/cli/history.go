@@ -508,10 +508,10 @@ func renderDORA(s *IOStreams, res *api.DORA) error {
 	}
 	f := s.NewFields()
 	f.Add("Scope", fmt.Sprintf("%s, last %s", scope, res.Window))
-	f.Add("Deployment frequency", fmt.Sprintf("%s, %s per day", plural(res.DeploymentFrequency.Deploys, "deploy"),
+	f.Add("Deployment frequency", fmt.Sprintf("%s, %s per day", manent.Plural(res.DeploymentFrequency.Deploys, "deploy"),
 		strconv.FormatFloat(res.DeploymentFrequency.PerDay, 'f', -1, 64)))
 	lead := fmt.Sprintf("median %s, p90 %s (%s)", secondsOrDash(res.LeadTimeSeconds.Median),
-		secondsOrDash(res.LeadTimeSeconds.P90), plural(res.LeadTimeSeconds.Samples, "sample"))
+		secondsOrDash(res.LeadTimeSeconds.P90), manent.Plural(res.LeadTimeSeconds.Samples, "sample"))
 	if res.LeadTimeSeconds.Samples == 0 && res.DeploymentFrequency.Deploys > 0 {
 		// The usual reason, which the numbers alone do not tell.
 		lead += ": no SUCCESS deploy gave source.committed_at"
@@ -522,7 +522,7 @@ func renderDORA(s *IOStreams, res *api.DORA) error {
 		rate = percent(*r)
 	}
 	f.Add("Change failure rate", fmt.Sprintf("%s (%d failed of %d)", rate, res.ChangeFailureRate.Failed, res.ChangeFailureRate.Total))
-	f.Add("Time to restore", fmt.Sprintf("median %s (%s)", secondsOrDash(res.TimeToRestoreSeconds.Median), plural(res.TimeToRestoreSeconds.Samples, "sample")))
+	f.Add("Time to restore", fmt.Sprintf("median %s (%s)", secondsOrDash(res.TimeToRestoreSeconds.Median), manent.Plural(res.TimeToRestoreSeconds.Samples, "sample")))
 	return f.RenderTo(s.Out)
 }
 
@@ -531,14 +531,6 @@ func renderDORA(s *IOStreams, res *api.DORA) error {
 // 0.5 is "50%".
 func percent(r float64) string {
 	return strings.TrimSuffix(strconv.FormatFloat(r*100, 'f', 1, 64), ".0") + "%"
-}
-
-// plural is "1 deploy", "2 deploys".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 func orAll(s string) string {

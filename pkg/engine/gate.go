@@ -328,7 +328,7 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 		case st.Approved:
 			return false, Result{}, nil
 		case st.Remaining <= 0:
-			return g.end(ctx, manent.StateExpired, fmt.Sprintf("approvals expired at %s without %d approval(s)", deadline.Format(time.RFC3339), rule.Count))
+			return g.end(ctx, manent.StateExpired, fmt.Sprintf("approvals expired at %s without %s", deadline.Format(time.RFC3339), manent.Plural(rule.Count, "approval")))
 		}
 		msg, err := g.wait(ctx, st.Remaining)
 		if err != nil {
@@ -525,9 +525,9 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	}
 	if rejection(as) == "" && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
 		if in.Waits.Change {
-			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and waits for its change ticket in the ITSM: reject the change there, or cancel the deploy", id, in.Waits.Approvals.Count)
+			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %s and waits for its change ticket in the ITSM: reject the change there, or cancel the deploy", id, manent.Plural(in.Waits.Approvals.Count, "approval"))
 		}
-		return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %d approval(s) and is on its way to the queue: cancel it to stop it", id, in.Waits.Approvals.Count)
+		return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %s and is on its way to the queue: cancel it to stop it", id, manent.Plural(in.Waits.Approvals.Count, "approval"))
 	}
 	if a.Time.IsZero() {
 		a.Time = time.Now().UTC()

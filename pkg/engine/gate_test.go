@@ -222,6 +222,9 @@ func TestRejectedAndExpired(t *testing.T) {
 
 	id = f.submit(descriptorYAML("pay", "prod", "2", url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: 2 * time.Second}}))
 	d = f.waitState(id, manent.StateExpired)
+	if !strings.HasSuffix(d.Error, " without 1 approval") {
+		t.Errorf("error %q, want it to end \"without 1 approval\"", d.Error)
+	}
 	noStepRan(t, d)
 }
 
@@ -326,7 +329,7 @@ func TestRejectionDuringTheOrderWait(t *testing.T) {
 	}
 	f.waitState(a, manent.StateSuccess)
 	d := f.waitState(b, manent.StateRejected)
-	if manent.ErrorCode(refusal) != manent.EConflict || !strings.Contains(manent.ErrorMessage(refusal), "cancel it to stop it") {
+	if manent.ErrorCode(refusal) != manent.EConflict || !strings.Contains(manent.ErrorMessage(refusal), "already has its 1 approval and is on its way to the queue: cancel it to stop it") {
 		t.Errorf("a rejection after the approvals were complete: %v, want a 409 saying to cancel", refusal)
 	}
 	if !strings.Contains(d.Error, "rejected by token:carol: raced") {

@@ -3,6 +3,7 @@ package manent
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -86,6 +87,16 @@ func ErrorMessage(err error) string {
 		return e.Error()
 	}
 	return "internal error"
+}
+
+// Plural says a count with its noun for a message: "1 deploy", "0
+// deploys", "2 approvals" — never "deploy(s)". noun is the singular of a
+// noun whose plural takes an "s".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // ClipText cuts s to at most max bytes, at a rune boundary, marking the

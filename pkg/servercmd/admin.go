@@ -16,6 +16,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -87,7 +88,7 @@ On SQLite a server does it at start for every other executor id.`,
 			if err != nil {
 				return fmt.Errorf("recover: %w", err)
 			}
-			fmt.Fprintf(stdout, "%d deploy(s) of %v handed back to the queue\n", len(ids), executors)
+			fmt.Fprintf(stdout, "%s of %s handed back to the queue\n", manent.Plural(len(ids), "deploy"), strings.Join(executors, ", "))
 			for _, id := range ids {
 				fmt.Fprintln(stdout, id)
 			}
@@ -229,9 +230,9 @@ no manent database where it looked (it creates none) or the flags are wrong.`,
 				fmt.Fprintf(stdout, "row %d: %s\n", p.Seq, p.Problem)
 			}
 			if len(problems) > 0 {
-				return fmt.Errorf("the audit log was tampered with: %d problem(s) in %d rows", len(problems), n)
+				return fmt.Errorf("the audit log was tampered with: %s in %s", manent.Plural(len(problems), "problem"), manent.Plural(int(n), "row"))
 			}
-			fmt.Fprintf(stdout, "audit log intact: %d rows\n", n)
+			fmt.Fprintf(stdout, "audit log intact: %s\n", manent.Plural(int(n), "row"))
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -100,10 +101,20 @@ func TestAdminOnAServersDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close(time.Second)
+	// What each prints counts in words: "0 deploys", "1 row", never
+	// "deploy(s)" or a Go slice.
+	want := map[string]*regexp.Regexp{
+		"verify-audit": regexp.MustCompile(`^audit log intact: (1 row|(0|[2-9]|\d\d+) rows)\n$`),
+		"workers":      regexp.MustCompile(`(?s).`),
+		"recover":      regexp.MustCompile(`^0 deploys of worker-9 handed back to the queue\n$`),
+	}
 	for _, task := range adminDBTasks {
 		var stdout, stderr bytes.Buffer
 		if code := Run(context.Background(), append(append([]string{}, task...), "--data-dir", data), &stdout, &stderr, nil); code != 0 {
 			t.Errorf("%q: exit %d: %s", task, code, stderr.String())
+		}
+		if re := want[task[1]]; !re.MatchString(stdout.String()) {
+			t.Errorf("%q printed %q, want %s", task, stdout.String(), re)
 		}
 	}
 }
