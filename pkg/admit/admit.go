@@ -19,6 +19,7 @@ import (
 	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
+	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
@@ -301,9 +302,14 @@ func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (e
 	env := a.environment(ctx, d)
 	problems = append(problems, env.problems...)
 	// The plugins the deploy names must exist and accept their settings.
+	// The target is the environment's as much as the descriptor's: with
+	// problems in the environment it is not known. The custom steps are
+	// the descriptor's alone: checked anyway, so that a mistyped plugin
+	// is not hidden until the environment's problems are fixed.
 	if len(env.problems) == 0 {
-		problems = append(problems, a.checkPlugins(d, env.target, env.checked)...)
+		problems = append(problems, a.checkTarget(d, env.target, env.checked)...)
 	}
+	problems = append(problems, a.checkSteps(d)...)
 	return env, problems
 }
 
@@ -486,6 +492,11 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 // only the plugins of plugins.steps (SPEC §11.1). Without the environment's
 // answer (checked false) a missing target is left to the config step.
 func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
+	return append(a.checkTarget(d, target, checked), a.checkSteps(d)...)
+}
+
+// checkTarget is checkPlugins for the target.
+func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
 	reg := a.cfg.Plugins
 	var problems []manent.FieldError
 	switch {
@@ -518,6 +529,15 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 		problems = append(problems, manent.FieldError{Path: "/target",
 			Message: "no target: the descriptor names none and the environment configuration gives none"})
 	}
+	return problems
+}
+
+// checkSteps is checkPlugins for the custom steps. A plugin custom steps
+// may not use is refused with a "did you mean" among those they may when
+// it is no registered step plugin (a typo of one).
+func (a *Admitter) checkSteps(d *descriptor.Descriptor) []manent.FieldError {
+	reg := a.cfg.Plugins
+	var problems []manent.FieldError
 	for i, s := range d.Steps {
 		if s.Plugin == "" {
 			continue
@@ -527,8 +547,14 @@ func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Targ
 			if len(a.cfg.StepPlugins) > 0 {
 				allowed = strings.Join(a.cfg.StepPlugins, ", ")
 			}
+			hint := ""
+			if _, err := reg.Runner(s.Plugin); reg == nil || err != nil {
+				if close := suggest.Closest(s.Plugin, a.cfg.StepPlugins); close != "" {
+					hint = fmt.Sprintf("did you mean %q? ", close)
+				}
+			}
 			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/steps/%d/plugin", i),
-				Message: fmt.Sprintf("step %s: plugin %q is not allowed in custom steps on %s (plugins.steps: %s)", s.Name, s.Plugin, a.here(), allowed)})
+				Message: fmt.Sprintf("step %s: plugin %q is not allowed in custom steps on %s (%splugins.steps: %s)", s.Name, s.Plugin, a.here(), hint, allowed)})
 			continue
 		}
 		if reg == nil {

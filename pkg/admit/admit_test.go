@@ -119,6 +119,53 @@ func TestUnknownPluginsRefused(t *testing.T) {
 	}
 }
 
+// A mistyped plugin gets a "did you mean", as a mistyped step or setting
+// does, and is reported with the other problems of the descriptor (a bad
+// setting of another step), not instead of them; so is a mistyped name
+// among the plugins custom steps may use on a server that is no trial.
+func TestMistypedPluginSuggested(t *testing.T) {
+	problems := func(f *fixture, extra string) map[string]string {
+		t.Helper()
+		_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra), Identity: ci})
+		var me *manent.Error
+		if !errors.As(err, &me) || me.Code != manent.EInvalid {
+			t.Fatalf("got %v, want a 422", err)
+		}
+		paths := map[string]string{}
+		for _, fe := range me.Fields {
+			paths[fe.Path] = fe.Message
+		}
+		return paths
+	}
+	trial := newAdmitter(t, admit.Config{Trial: true})
+	got := problems(trial, "target: {plugin: locl}\nsteps:\n  - {name: smoke, after: deploy, plugin: scirpt}\n  - {name: ok, after: deploy, plugin: script, with: {command: 7}}\n")
+	want := map[string]string{
+		"/target/plugin":        `unknown target plugin "locl" (did you mean "local"? known: local, script)`,
+		"/steps/0/plugin":       `step smoke: unknown step plugin "scirpt" (did you mean "script"? known: script)`,
+		"/steps/1/with/command": "step ok: script: with.command",
+	}
+	for path, msg := range want {
+		if !strings.HasPrefix(got[path], msg) {
+			t.Errorf("%s: %q, want it to begin %q", path, got[path], msg)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("problems %v, want those at %v only", got, want)
+	}
+
+	strict := newAdmitter(t, admit.Config{StepPlugins: []string{"script"}})
+	got = problems(strict, "target: {plugin: local}\nsteps:\n  - {name: smoke, after: deploy, plugin: scirpt}\n")
+	if msg := `step smoke: plugin "scirpt" is not allowed in custom steps on this server (did you mean "script"? plugins.steps: script)`; got["/steps/0/plugin"] != msg {
+		t.Errorf("/steps/0/plugin: %q, want %q (all: %v)", got["/steps/0/plugin"], msg, got)
+	}
+	// A problem of the environment (here: no target at all) leaves the
+	// target unchecked, not the steps: the mistyped plugin was hidden.
+	got = problems(strict, "steps:\n  - {name: smoke, after: deploy, plugin: scirpt}\n")
+	if !strings.HasPrefix(got["/target"], "no target") || !strings.Contains(got["/steps/0/plugin"], `did you mean "script"?`) || len(got) != 2 {
+		t.Errorf("problems %v, want /target (no target) and /steps/0/plugin (did you mean) together", got)
+	}
+}
+
 // validate and the run share one computation: what admission decides (the
 // trial target and rollback enabled) is what the config step runs with.
 func TestReconfigureAgreesWithAdmission(t *testing.T) {

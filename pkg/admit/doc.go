@@ -12,5 +12,6 @@
 //
 // It imports descriptor, pkg/manent, pkg/plan, pkg/envconfig,
 // pkg/governance, pkg/plugin, pkg/urlpolicy, pkg/cronspec, pkg/auth (the
-// permissions) and pkg/store.
+// permissions), pkg/store and pkg/suggest (the "did you mean" of a
+// mistyped plugin).
 package admit

@@ -19,6 +19,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/manent-io/manent/pkg/suggest"
 )
 
 // Context is what a plugin is told about the deploy and step it acts for.
@@ -169,7 +171,7 @@ func (r *Registry) Target(name string) (Target, error) {
 	defer r.mu.RUnlock()
 	t, ok := r.targets[name]
 	if !ok {
-		return nil, Permanent(fmt.Errorf("unknown target plugin %q (known: %s)", name, known(r.targets)))
+		return nil, Permanent(fmt.Errorf("unknown target plugin %q (%sknown: %s)", name, didYouMean(name, r.targets), known(r.targets)))
 	}
 	return t, nil
 }
@@ -180,9 +182,18 @@ func (r *Registry) Runner(name string) (Runner, error) {
 	defer r.mu.RUnlock()
 	s, ok := r.runners[name]
 	if !ok {
-		return nil, Permanent(fmt.Errorf("unknown step plugin %q (known: %s)", name, known(r.runners)))
+		return nil, Permanent(fmt.Errorf("unknown step plugin %q (%sknown: %s)", name, didYouMean(name, r.runners), known(r.runners)))
 	}
 	return s, nil
+}
+
+// didYouMean is `did you mean "x"? ` when a name of m is close to name (a
+// typo), else "".
+func didYouMean[V any](name string, m map[string]V) string {
+	if close := suggest.Closest(name, keys(m)); close != "" {
+		return fmt.Sprintf("did you mean %q? ", close)
+	}
+	return ""
 }
 
 // known lists the names of m for an error message, sorted.
