@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/servertest"
 )
 
 // watching runs `manent activity --watch args...` against srv until stop
 // is called, which cancels it (as Ctrl-C does) and returns its exit code.
-func watching(t *testing.T, srv *servertest.Server, args ...string) (out, errOut *syncBuffer, stop func() int) {
+func watching(t *testing.T, srv *servertest.Server, args ...string) (out, errOut *enginetest.SyncBuffer, stop func() int) {
 	t.Helper()
-	out, errOut = &syncBuffer{}, &syncBuffer{}
+	out, errOut = &enginetest.SyncBuffer{}, &enginetest.SyncBuffer{}
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
@@ -48,7 +49,7 @@ func watching(t *testing.T, srv *servertest.Server, args ...string) (out, errOut
 }
 
 // waitOutput waits (at most 15 s) until out matches re.
-func waitOutput(t *testing.T, out *syncBuffer, re string) {
+func waitOutput(t *testing.T, out *enginetest.SyncBuffer, re string) {
 	t.Helper()
 	rx := regexp.MustCompile(re)
 	deadline := time.After(15 * time.Second)

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,12 +8,12 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/plugins/builtin"
@@ -99,24 +98,6 @@ func (r *restartable) stop(graceful bool) {
 	r.node = nil
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // waitFor polls cond until it holds or 60 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -168,10 +149,10 @@ steps:
 	env := map[string]string{"MANENT_SERVER": srv.url(), "MANENT_TOKEN": servertest.DefaultToken}
 	type result struct {
 		code           int
-		stdout, stderr *syncBuffer
+		stdout, stderr *enginetest.SyncBuffer
 	}
-	run := func(args ...string) (*syncBuffer, chan result) {
-		stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	run := func(args ...string) (*enginetest.SyncBuffer, chan result) {
+		stdout, stderr := &enginetest.SyncBuffer{}, &enginetest.SyncBuffer{}
 		done := make(chan result, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/servercmd"
 	"github.com/manent-io/manent/plugins/builtin"
 )
@@ -28,7 +29,7 @@ func trialServer(t *testing.T, xdg string) (url, stdout, dataDir string) {
 	t.Setenv("MANENT_BOOTSTRAP_TOKEN", "")
 	dataDir = filepath.Join(t.TempDir(), "manent-data")
 	ctx, cancel := context.WithCancel(context.Background())
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &enginetest.SyncBuffer{}, &enginetest.SyncBuffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- servercmd.Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, out, errOut, builtin.Register)

@@ -1,6 +1,8 @@
 // Package enginetest gives tests a real database — a SQLite file in a temp
 // dir, and a fresh PostgreSQL database when MANENT_TEST_POSTGRES names a
-// server — so every engine and server test runs on both.
+// server — so every engine and server test runs on both; and the few
+// helpers tests across the module share: Eventually (a wait on a
+// condition) and SyncBuffer (output read while it is written).
 //
 // It imports nothing of this module.
 package enginetest

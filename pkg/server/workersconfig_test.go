@@ -1,37 +1,17 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/servertest"
 )
-
-// syncBuffer is a log sink the server writes from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // Workers on one PostgreSQL database whose policy-relevant configurations
 // differ are told apart (docs/operations.md "One server or several
@@ -47,11 +27,11 @@ func TestWorkersConfigurationsDiffer(t *testing.T) {
 	}
 	governed := servertest.WithConfig(func(c *node.Config) { c.Governance.Rules = rules })
 	w1 := servertest.Start(t, servertest.WithDatabase(db), servertest.WithExecutorID("w1"), governed)
-	var log3 syncBuffer
+	var log3 enginetest.SyncBuffer
 	servertest.Start(t, servertest.WithDatabase(db), servertest.WithExecutorID("w3"),
 		servertest.WithConfig(func(c *node.Config) { c.Plugins.Steps = []string{} }),
 		servertest.WithLogger(slog.New(slog.NewJSONHandler(&log3, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	var log2 syncBuffer
+	var log2 enginetest.SyncBuffer
 	servertest.Start(t, servertest.WithDatabase(db), servertest.WithExecutorID("w2"), governed,
 		servertest.WithLogger(slog.New(slog.NewJSONHandler(&log2, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 

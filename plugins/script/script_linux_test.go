@@ -9,33 +9,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/plugins/script"
 )
 
-// syncBuffer is a deploy log the test reads while the command writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func pctx(t *testing.T, log *syncBuffer, with map[string]any) plugin.Context {
+func pctx(t *testing.T, log *enginetest.SyncBuffer, with map[string]any) plugin.Context {
 	dir := t.TempDir()
 	return plugin.Context{DeployID: "dpl_test", Application: "billing", Environment: "prod", Version: "1.2",
 		Step: "smoke", WorkDir: dir, Artifact: filepath.Join(dir, "app.tgz"), With: with, Log: log}
@@ -97,7 +79,7 @@ func TestEnvironmentStartsEmpty(t *testing.T) {
 	t.Setenv("OVERRIDDEN", "from-server")
 	t.Setenv("LANG", "C.UTF-8")
 	t.Setenv("TZ", "Europe/Paris")
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	p := script.New(script.Options{PassEnv: []string{"PASSED", "OVERRIDDEN", "UNSET_VAR"}})
 	pc := pctx(t, &log, map[string]any{
 		// The shell's own environment as it was given to it.
@@ -157,7 +139,7 @@ func TestWithEnvChecked(t *testing.T) {
 // A cancelled step (cancel, worker shutdown) kills the whole process group
 // of its command, not only the command: nothing it started survives.
 func TestCancelKillsTheGroup(t *testing.T) {
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	bg := filepath.Join(t.TempDir(), "bg")
 	p := script.New(script.Options{})
 	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c", `sleep 300 & echo $! > `+bg+`; wait`)})
@@ -177,7 +159,7 @@ func TestCancelKillsTheGroup(t *testing.T) {
 
 // A step that times out is killed with its whole process group.
 func TestTimeoutKillsTheGroup(t *testing.T) {
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	bg := filepath.Join(t.TempDir(), "bg")
 	p := script.New(script.Options{})
 	pc := pctx(t, &log, map[string]any{"timeout": "300ms",
@@ -196,7 +178,7 @@ func TestTimeoutKillsTheGroup(t *testing.T) {
 // A step's processes do not outlive it: what the command left running in
 // its group when it exited is killed.
 func TestLeftoversKilled(t *testing.T) {
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	bg := filepath.Join(t.TempDir(), "bg")
 	p := script.New(script.Options{})
 	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c", `sleep 300 >/dev/null 2>&1 & echo $! > `+bg)})
@@ -213,7 +195,7 @@ func TestLeftoversKilled(t *testing.T) {
 // A command killed by a signal (by someone else than manent: the OOM killer,
 // an operator) says so and names the signal, not "exited with status -1".
 func TestKilledBySignalSaysSo(t *testing.T) {
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	p := script.New(script.Options{})
 	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c", `kill -KILL $$`)})
 	_, err := p.Run(context.Background(), pc)
@@ -226,7 +208,7 @@ func TestKilledBySignalSaysSo(t *testing.T) {
 // without a redirection) succeeds at once: the child is killed with the
 // step, and the step's output is kept — not "WaitDelay expired" after 5 s.
 func TestLeftoverHoldingTheOutputKilled(t *testing.T) {
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	bg := filepath.Join(t.TempDir(), "bg")
 	p := script.New(script.Options{})
 	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c", `sleep 300 & echo $! > `+bg+`; echo started`)})
@@ -251,7 +233,7 @@ func TestEscapedProcessHoldingTheOutput(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("no setsid here")
 	}
-	var log syncBuffer
+	var log enginetest.SyncBuffer
 	bg := filepath.Join(t.TempDir(), "bg")
 	p := script.New(script.Options{Procs: plugin.NewProcs("", 100*time.Millisecond)})
 	pc := pctx(t, &log, map[string]any{"command": command("sh", "-c",
