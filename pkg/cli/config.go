@@ -251,12 +251,27 @@ func normalizeServer(s string) (string, error) {
 	}
 	// What to pass instead: the address without what is refused below.
 	bare := strings.TrimRight(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
+	// What is quoted: a query may hold a token (?token=…) and the
+	// userinfo a password; errors end up in CI logs.
+	shown := u.Scheme + "://" + u.Host + u.EscapedPath()
+	if u.User != nil {
+		shown = u.Scheme + "://" + u.User.Username() + "@" + u.Host + u.EscapedPath()
+		if _, ok := u.User.Password(); ok {
+			shown = u.Scheme + "://" + u.User.Username() + ":xxxxx@" + u.Host + u.EscapedPath()
+		}
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		shown += "?…"
+	}
+	if strings.Contains(s, "#") {
+		shown += "#…"
+	}
 	if u.User != nil {
 		// The client authenticates with a bearer token; a user and
 		// password here would be sent as Basic credentials when no token
 		// is, and printed in every error that names the server.
 		return "", &UsageError{
-			Err:  fmt.Errorf("invalid server address %q: a base URL has no user or password: manent authenticates with a token", redactUserinfo(s)),
+			Err:  fmt.Errorf("invalid server address %q: a base URL has no user or password: manent authenticates with a token", shown),
 			Hint: "hint: pass " + bare + ", and the token with --token, MANENT_TOKEN or 'manent login'",
 		}
 	}
@@ -264,7 +279,7 @@ func normalizeServer(s string) (string, error) {
 		// The client appends /api/v1/… to the base: it would land in the
 		// query or the fragment, and every request would go to the base.
 		return "", &UsageError{
-			Err:  fmt.Errorf("invalid server address %q: a base URL has no query (?…) or fragment (#…): the CLI adds /api/v1/… after it", s),
+			Err:  fmt.Errorf("invalid server address %q: a base URL has no query (?…) or fragment (#…): the CLI adds /api/v1/… after it", shown),
 			Hint: "hint: pass " + bare,
 		}
 	}

@@ -152,12 +152,12 @@ func TestServerAddressRefused(t *testing.T) {
 	tests := []struct {
 		in, wantErr, wantHint string
 	}{
-		{"https://x/?a=b", `invalid server address "https://x/?a=b": a base URL has no query (?…) or fragment (#…): the CLI adds /api/v1/… after it`, "hint: pass https://x"},
-		{"https://x/manent?", `invalid server address "https://x/manent?": a base URL has no query`, "hint: pass https://x/manent"},
-		{"https://x/#f", `invalid server address "https://x/#f": a base URL has no query (?…) or fragment (#…)`, "hint: pass https://x"},
-		{"x:8080#", `invalid server address "http://x:8080#": a base URL has no query`, "hint: pass http://x:8080"},
+		{"https://x/?token=s3cret", `invalid server address "https://x/?…": a base URL has no query (?…) or fragment (#…): the CLI adds /api/v1/… after it`, "hint: pass https://x"},
+		{"https://x/manent?", `invalid server address "https://x/manent?…": a base URL has no query`, "hint: pass https://x/manent"},
+		{"https://x/#f", `invalid server address "https://x/#…": a base URL has no query (?…) or fragment (#…)`, "hint: pass https://x"},
+		{"x:8080#", `invalid server address "http://x:8080#…": a base URL has no query`, "hint: pass http://x:8080"},
 		{"https://user:s3cret@x", `invalid server address "https://user:xxxxx@x": a base URL has no user or password: manent authenticates with a token`, "hint: pass https://x, and the token with --token, MANENT_TOKEN or 'manent login'"},
-		{"https://user@x/p?q=s3cret", `invalid server address "https://user@x/p?q=s3cret": a base URL has no user`, "hint: pass https://x/p, and the token"},
+		{"https://user@x/p?q=s3cret", `invalid server address "https://user@x/p?…": a base URL has no user`, "hint: pass https://x/p, and the token"},
 		{"ftp://user:s3cret@x", `invalid server address "ftp://user:xxxxx@x": want http(s)://host[:port]`, "hint: set it with --server"},
 	}
 	for _, tt := range tests {
@@ -173,8 +173,8 @@ func TestServerAddressRefused(t *testing.T) {
 			if !strings.HasPrefix(usage.Hint, tt.wantHint) {
 				t.Errorf("hint %q, want it to begin %q", usage.Hint, tt.wantHint)
 			}
-			if strings.Contains(usage.Error()+usage.Hint, "s3cret@") || strings.Contains(usage.Error()+usage.Hint, ":s3cret") {
-				t.Errorf("the password is printed: %q / %q", usage.Error(), usage.Hint)
+			if strings.Contains(usage.Error()+usage.Hint, "s3cret") {
+				t.Errorf("the password or the query is printed: %q / %q", usage.Error(), usage.Hint)
 			}
 		})
 	}
