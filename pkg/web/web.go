@@ -145,9 +145,23 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /clusters/{cluster}", h.page("cluster", h.pageCluster))
 	h.mux.HandleFunc("GET /schedules", h.page("schedules", h.pageSchedules))
 	h.mux.HandleFunc("GET /audit", h.page("audit", h.pageAudit))
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h.renderError(w, r, nil, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
-	})
+	h.mux.HandleFunc("/", h.handleNotFound)
+}
+
+// handleNotFound answers an address with no page: 404, with the
+// navigation for a signed-in user. The message never repeats the address —
+// a link to the real server must not make it show an attacker's words.
+func (h *Handler) handleNotFound(w http.ResponseWriter, r *http.Request) {
+	v, err := h.signedIn(r)
+	if err != nil && !errors.Is(err, errNoSession) {
+		h.uncheckedSession(w, r, err)
+		return
+	}
+	msg := "There is no page at this address. Check the link, or sign in and start from the activity page."
+	if v != nil {
+		msg = "There is no page at this address. Check the link, or start from a page of the navigation above."
+	}
+	h.renderError(w, r, v, http.StatusNotFound, msg)
 }
 
 // ServeHTTP serves the UI with its security headers.
