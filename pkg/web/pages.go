@@ -256,14 +256,83 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *viewer, err er
 	h.renderError(w, r, v, http.StatusInternalServerError, "Something went wrong on the server; its log says what.")
 }
 
+// activityPage is how many deploys of one environment the activity page
+// shows at once: 10,000 waiting deploys made a 6 MB page, reloaded whole
+// at every event.
+const activityPage = 50
+
+// activityView is the activity page: every environment's first
+// activityPage deploys, or one environment's (?environment=) from the
+// deploy ?from= on.
+type activityView struct {
+	// Environment is the one environment shown, "" for all.
+	Environment string
+	Groups      []activityGroup
+	// PageSize is activityPage, for the pager's links.
+	PageSize int
+}
+
+// activityGroup is the deploys shown of one environment.
+type activityGroup struct {
+	Environment string
+	Items       []api.ActivityItem
+	// Total is how many run or wait there; First and Last number the
+	// ones shown (from 1); Prev and Next link to the pages around them.
+	Total, First, Last int
+	Prev, Next         string
+}
+
 func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
+	env := r.URL.Query().Get("environment")
+	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
+	path := "/api/v1/activity"
+	if env != "" {
+		path += "?" + url.Values{"environment": {env}}.Encode()
+	}
 	var res api.ActivityResult
-	if err := h.call(r, v, http.MethodGet, "/api/v1/activity", nil, &res); err != nil {
+	if err := h.call(r, v, http.MethodGet, path, nil, &res); err != nil {
 		return err
 	}
-	p.Title, p.Data = "Activity", res
+	av := activityView{Environment: env, PageSize: activityPage}
+	for _, g := range res.Environments {
+		if env != "" && g.Environment != env {
+			continue
+		}
+		av.Groups = append(av.Groups, pageActivityGroup(g, from, env != ""))
+	}
+	// The environment asked for is not repeated: only names the API
+	// answered with are shown.
+	p.Title, p.Data = "Activity", av
 	p.Stream, p.Live = "/events", true
 	return nil
+}
+
+// pageActivityGroup cuts one page of g's deploys, from its deploy from
+// (counted from 0) when paged, else from its first.
+func pageActivityGroup(g api.ActivityGroup, from int, paged bool) activityGroup {
+	n := len(g.Items)
+	if !paged || from < 0 {
+		from = 0
+	}
+	if from >= n && n > 0 {
+		from = (n - 1) / activityPage * activityPage
+	}
+	end := min(from+activityPage, n)
+	out := activityGroup{Environment: g.Environment, Items: g.Items[from:end], Total: n, First: from + 1, Last: end}
+	link := func(at int) string {
+		q := url.Values{"environment": {g.Environment}}
+		if at > 0 {
+			q.Set("from", strconv.Itoa(at))
+		}
+		return "/?" + q.Encode()
+	}
+	if from > 0 {
+		out.Prev = link(max(from-activityPage, 0))
+	}
+	if end < n {
+		out.Next = link(end)
+	}
+	return out
 }
 
 // deployView is the deploy page.
