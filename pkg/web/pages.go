@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -354,6 +355,21 @@ type deployView struct {
 	CanCancel   bool
 	Approved    bool // the viewer has approved already
 	Approvals   int  // approvals recorded
+	// Deliveries are the deploy's callbacks and chat messages, as
+	// `manent status` lists them.
+	Deliveries []delivery
+}
+
+// delivery is one callback or chat message of a deploy (the API's
+// deliveries; the URL comes without its query, which may hold a token).
+type delivery struct {
+	Event    string            `json:"event"`
+	Step     string            `json:"step"`
+	URL      string            `json:"url"`
+	Channel  string            `json:"channel"`
+	State    string            `json:"state"`
+	Error    string            `json:"error"`
+	Attempts []json.RawMessage `json:"attempts"`
 }
 
 func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
@@ -377,6 +393,11 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 		return err
 	}
 	dv.D = d
+	if len(d.Deliveries) > 0 {
+		if err := json.Unmarshal(d.Deliveries, &dv.Deliveries); err != nil {
+			h.log.Warn("web: a deploy's deliveries", "deployment", d.ID, "error", err)
+		}
+	}
 	for _, a := range d.Approvals {
 		if a.Verdict == "approve" {
 			dv.Approvals++
