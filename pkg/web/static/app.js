@@ -116,22 +116,58 @@
     }, 150);
   }
 
+  // Log lines are added in batches, at most every 50 ms, with one layout
+  // read each: one per line froze the tab when a step wrote thousands at
+  // once. The page keeps the last MAX_LINES (the API's page, MaxLogPage)
+  // and says where the rest is.
+  var MAX_LINES = 10000;
+  var pending = [];
+  var flushTimer = null;
+
   function appendLine(seq, d) {
     if (seq <= lastLog) { return; }
     lastLog = seq;
+    pending.push([seq, d]);
+    if (pending.length > MAX_LINES) { pending.shift(); dropped(); }
+    if (!flushTimer) { flushTimer = setTimeout(flush, 50); }
+  }
+
+  function dropped() {
+    var note = document.getElementById('log-dropped');
+    if (note) { note.hidden = false; }
+  }
+
+  function flush() {
+    flushTimer = null;
+    var batch = pending;
+    pending = [];
     var atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 8;
-    var line = document.createElement('span');
-    line.className = 'line';
-    line.setAttribute('data-seq', String(seq));
-    if (d.step) {
-      var s = document.createElement('span');
-      s.className = 'ls';
-      s.textContent = d.step;
-      line.appendChild(s);
+    var frag = document.createDocumentFragment();
+    for (var i = 0; i < batch.length; i++) {
+      var d = batch[i][1];
+      var line = document.createElement('span');
+      line.className = 'line';
+      line.setAttribute('data-seq', String(batch[i][0]));
+      if (d.step) {
+        var s = document.createElement('span');
+        s.className = 'ls';
+        s.textContent = d.step;
+        line.appendChild(s);
+      }
+      line.appendChild(document.createTextNode(d.text));
+      frag.appendChild(line);
+      frag.appendChild(document.createTextNode('\n'));
     }
-    line.appendChild(document.createTextNode(d.text));
-    log.appendChild(line);
-    log.appendChild(document.createTextNode('\n'));
+    log.appendChild(frag);
+    var extra = log.children.length - MAX_LINES;
+    if (extra > 0) {
+      var range = document.createRange();
+      range.setStartBefore(log.firstChild);
+      range.setEndAfter(log.children[extra - 1]);
+      range.deleteContents();
+      if (log.firstChild && log.firstChild.nodeType === 3) { log.removeChild(log.firstChild); }
+      dropped();
+    }
     var empty = document.getElementById('log-empty');
     if (empty) { empty.remove(); }
     if (atBottom) { log.scrollTop = log.scrollHeight; }
