@@ -51,11 +51,19 @@ type uiServer struct {
 	DataDir string
 	dir     string
 	cfg     *node.Config
+	wrap    func(http.Handler) http.Handler
 }
 
 // startUI runs a real server (SQLite file, engine, API and UI on loopback)
 // with the identities above.
 func startUI(t testing.TB, mutate ...func(*node.Config)) *uiServer {
+	t.Helper()
+	return startUIWrapped(t, nil, mutate...)
+}
+
+// startUIWrapped is startUI with wrap (when not nil) around the server's
+// handler: a test's view of what the browser asks.
+func startUIWrapped(t testing.TB, wrap func(http.Handler) http.Handler, mutate ...func(*node.Config)) *uiServer {
 	t.Helper()
 	dir := t.TempDir()
 	gov := filepath.Join(dir, "governance.yaml")
@@ -69,7 +77,7 @@ func startUI(t testing.TB, mutate ...func(*node.Config)) *uiServer {
 	for _, m := range mutate {
 		m(cfg)
 	}
-	s := &uiServer{DataDir: cfg.DataDir, dir: dir, cfg: cfg}
+	s := &uiServer{DataDir: cfg.DataDir, dir: dir, cfg: cfg, wrap: wrap}
 	s.start(t, "127.0.0.1:0")
 	s.URL = s.HTTP.URL
 	t.Cleanup(s.stop)
@@ -93,7 +101,11 @@ func (s *uiServer) start(t testing.TB, addr string) {
 		n.Close(5 * time.Second)
 		t.Fatal(err)
 	}
-	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: n.API}}
+	var h http.Handler = n.API
+	if s.wrap != nil {
+		h = s.wrap(h)
+	}
+	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
 	hs.Start()
 	s.Node, s.Store, s.HTTP = n, n.Store, hs
 }

@@ -89,31 +89,51 @@
     status('Your session has ended. Reload to sign in again.');
   }
 
+  // refresh reloads the #live region: 150 ms after an event, one reload
+  // at a time, and no sooner after the last one than it took — a busy
+  // server answering slowly is asked less often, not kept busy by every
+  // open tab. Events meanwhile make one more reload.
+  var loading = false;
+  var again = false;
+  var took = 0;
+
   function refresh() {
-    if (!live || timer) { return; }
-    timer = setTimeout(function () {
-      timer = null;
-      fetch(location.pathname + location.search, { headers: { 'X-Manent-Fragment': '1' }, credentials: 'same-origin' })
-        .then(function (r) {
-          if (r.redirected || r.status === 401) { sessionEnded(); return null; }
-          return r.ok ? r.text() : null;
-        })
-        .then(function (html) {
-          if (html === null || html === undefined) { return; }
-          var active = document.activeElement;
-          var activeID = active && live.contains(active) ? active.id : '';
-          var comment = document.getElementById('comment');
-          var kept = comment ? comment.value : '';
-          live.innerHTML = html;
-          var c2 = document.getElementById('comment');
-          if (c2 && kept) { c2.value = kept; }
-          if (activeID) {
-            var again = document.getElementById(activeID);
-            if (again) { again.focus(); }
-          }
-        })
-        .catch(function () { /* the stream's error handler reports the connection */ });
-    }, 150);
+    if (!live) { return; }
+    if (loading) { again = true; return; }
+    if (timer) { return; }
+    timer = setTimeout(load, Math.max(150, took));
+  }
+
+  function load() {
+    timer = null;
+    loading = true;
+    var t0 = Date.now();
+    var done = function () {
+      loading = false;
+      took = Date.now() - t0;
+      if (again) { again = false; refresh(); }
+    };
+    fetch(location.pathname + location.search, { headers: { 'X-Manent-Fragment': '1' }, credentials: 'same-origin' })
+      .then(function (r) {
+        if (r.redirected || r.status === 401) { sessionEnded(); return null; }
+        return r.ok ? r.text() : null;
+      })
+      .then(function (html) {
+        if (html === null || html === undefined) { return; }
+        var active = document.activeElement;
+        var activeID = active && live.contains(active) ? active.id : '';
+        var comment = document.getElementById('comment');
+        var kept = comment ? comment.value : '';
+        live.innerHTML = html;
+        var c2 = document.getElementById('comment');
+        if (c2 && kept) { c2.value = kept; }
+        if (activeID) {
+          var el = document.getElementById(activeID);
+          if (el) { el.focus(); }
+        }
+      })
+      .catch(function () { /* the stream's error handler reports the connection */ })
+      .then(done);
   }
 
   // Log lines are added in batches, at most every 50 ms, with one layout
