@@ -64,6 +64,9 @@ type ActivityResult struct {
 type ActivityGroup struct {
 	Environment string         `json:"environment"`
 	Items       []ActivityItem `json:"items"`
+	// Total is how many deploys run or wait there: more than Items when
+	// ?limit= or ?from= cut them.
+	Total int `json:"total"`
 }
 
 // ActivityItem is one running or waiting deploy and why it waits.
@@ -116,8 +119,18 @@ func (it ActivityItem) Why() string {
 
 // Activity returns everything running or waiting now.
 func (c *Client) Activity(ctx context.Context) (*ActivityResult, error) {
+	return c.ActivityQuery(ctx, nil)
+}
+
+// ActivityQuery is Activity narrowed by q: application, environment, and
+// limit and from to page through each environment's deploys.
+func (c *Client) ActivityQuery(ctx context.Context, q url.Values) (*ActivityResult, error) {
 	var out ActivityResult
-	err := c.do(ctx, http.MethodGet, "/api/v1/activity", "", nil, &out)
+	path := "/api/v1/activity"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	err := c.do(ctx, http.MethodGet, path, "", nil, &out)
 	return &out, err
 }
 

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,20 +19,52 @@ import (
 	"github.com/manent-io/manent/pkg/store"
 )
 
+// maxActivityLimit bounds ?limit= of GET /api/v1/activity.
+const maxActivityLimit = 10_000
+
 // handleActivity serves GET /api/v1/activity: every deploy running or
 // waiting now that the caller may read (?application= and ?environment=
-// narrow it), grouped by environment, each with why it waits.
+// narrow it), grouped by environment, each with why it waits; ?limit=
+// and ?from= cut each environment's list to a page (the web page shows 50
+// of thousands), total counting them all.
 func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 	p, scope, ok := s.authenticateScope(w, r)
 	if !ok {
 		return
 	}
-	recs, err := s.st.Unfinished(r.Context())
+	from, limit := 0, 0
+	for _, q := range []struct {
+		name     string
+		dst      *int
+		min, max int
+		want     string
+	}{
+		{"from", &from, 0, math.MaxInt32, "the number of deploys of each environment to skip (0 or more)"},
+		{"limit", &limit, 1, maxActivityLimit, fmt.Sprintf("how many deploys of each environment to list (1 to %d)", maxActivityLimit)},
+	} {
+		v := r.URL.Query().Get(q.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < q.min || n > q.max {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "%s must be %s, got %q", q.name, q.want, manent.ClipText(v, 40)))
+			return
+		}
+		*q.dst = n
+	}
+	recs, err := s.st.UnfinishedBrief(r.Context())
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	slots := queueSlots(recs)
+	// The brief records have no saved input: the rare deploy queued
+	// behind a newer one is read whole, to tell whether it waited for an
+	// approval.
+	slots := queueSlots(recs, func(rec store.Record) bool {
+		full, err := s.st.Deployment(r.Context(), rec.ID)
+		return err == nil && waitedForApproval(*full)
+	})
 	stalled, err := s.eng.OnDeadWorkers(r.Context())
 	if err != nil {
 		s.log.Warn("deploys on dead workers", "error", err)
@@ -96,7 +130,12 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 				a.CreatedAt.Compare(b.CreatedAt),
 			)
 		})
-		out.Environments = append(out.Environments, api.ActivityGroup{Environment: env, Items: items})
+		g := api.ActivityGroup{Environment: env, Items: items, Total: len(items)}
+		g.Items = g.Items[min(from, len(items)):]
+		if limit > 0 && len(g.Items) > limit {
+			g.Items = g.Items[:limit]
+		}
+		out.Environments = append(out.Environments, g)
 	}
 	slices.SortFunc(out.Environments, func(a, b api.ActivityGroup) int { return cmp.Compare(a.Environment, b.Environment) })
 	writeJSON(w, http.StatusOK, out)
@@ -141,8 +180,13 @@ type queueSlot struct {
 
 // queueSlots places every ENQUEUED deploy of recs in the line of its
 // application/environment (one deploy at a time per partition): running
-// deploys first, then the queued ones by submission.
-func queueSlots(recs []store.Record) map[string]queueSlot {
+// deploys first, then the queued ones by submission. waited says whether
+// a deploy waited for an approval or a change ticket, for one whose saved
+// input recs lack (store.UnfinishedBrief); nil: recs have it.
+func queueSlots(recs []store.Record, waited func(store.Record) bool) map[string]queueSlot {
+	if waited == nil {
+		waited = waitedForApproval
+	}
 	type partition struct{ app, env string }
 	lines := map[partition][]store.Record{}
 	var order []partition
@@ -174,7 +218,7 @@ func queueSlots(recs []store.Record) map[string]queueSlot {
 			if i > 0 {
 				sl.ahead, sl.aheadState = line[i-1].ID, line[i-1].State
 				sl.reason = fmt.Sprintf("queued: %s in %s/%s, behind %s (%s)", ordinal(i+1), k.app, k.env, sl.ahead, sl.aheadState)
-				if ahead := line[i-1]; ahead.CreatedAt.After(r.CreatedAt) && waitedForApproval(r) {
+				if ahead := line[i-1]; ahead.CreatedAt.After(r.CreatedAt) && waited(r) {
 					sl.reason += fmt.Sprintf(", submitted after this deploy: if it succeeds, this one ends ERROR at its config step rather than put %s back over %s",
 						r.Version, ahead.Version)
 				}
@@ -273,7 +317,7 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 		s.log.Warn("queue position", "deploy", d.ID, "error", err)
 		return
 	}
-	if sl, ok := queueSlots(line)[d.ID]; ok {
+	if sl, ok := queueSlots(line, nil)[d.ID]; ok {
 		d.Reason = sl.reason
 	}
 }

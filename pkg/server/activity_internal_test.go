@@ -61,7 +61,7 @@ func TestQueueSlots(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := queueSlots(tt.recs)
+			got := queueSlots(tt.recs, nil)
 			if len(got) != len(tt.want) {
 				t.Errorf("got %d slots %v, want %d", len(got), got, len(tt.want))
 			}

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -690,6 +692,63 @@ func TestLogsAfter(t *testing.T) {
 		status, body, _ := do(t, "GET", base+"?after="+bad, f.srv.Token, "")
 		if status != 422 || !strings.Contains(problem(t, body).Detail, "after must be") {
 			t.Errorf("after=%s: %d %s, want 422 naming after", bad, status, body)
+		}
+	}
+}
+
+// QA: the activity of 10,000 waiting deploys was one 4.8 MB answer, which
+// the web page asked for whole to show 50. ?limit= cuts each environment
+// to that many from ?from= (counted from 0, in the activity's order), and
+// total says how many there are; a bad value is a 422 naming it.
+func TestActivityPaged(t *testing.T) {
+	f := newFlow(t)
+	ctx := context.Background()
+	gate := f.gate("gate")
+	t.Cleanup(func() { f.open(gate) })
+	running := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
+	f.waitLog(running, "waiting for the gate")
+	var queued []string
+	for range 4 {
+		queued = append(queued, f.submit(f.descriptor("billing", "prod", "", nil)))
+	}
+	f.submit(f.descriptor("web", "staging", "", nil))
+	got, err := f.client.ActivityQuery(ctx, url.Values{"limit": {"2"}, "from": {"1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prod *api.ActivityGroup
+	for i := range got.Environments {
+		if got.Environments[i].Environment == "prod" {
+			prod = &got.Environments[i]
+		}
+	}
+	if prod == nil {
+		t.Fatalf("activity %+v: no prod", got)
+	}
+	var ids []string
+	for _, it := range prod.Items {
+		ids = append(ids, it.ID)
+	}
+	if strings.Join(ids, ",") != strings.Join(queued[:2], ",") || prod.Total != 5 {
+		t.Errorf("prod page from 1, limit 2: %v of %d, want %v of 5", ids, prod.Total, queued[:2])
+	}
+	if prod.Items[0].QueuePosition != 2 || !strings.Contains(prod.Items[0].Reason, "2nd in billing/prod") {
+		t.Errorf("first item of the page: position %d, %q; want its place in the whole queue", prod.Items[0].QueuePosition, prod.Items[0].Reason)
+	}
+	all, err := f.client.Activity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range all.Environments {
+		if g.Total != len(g.Items) {
+			t.Errorf("unpaged %s: total %d, %d items", g.Environment, g.Total, len(g.Items))
+		}
+	}
+	for _, q := range []url.Values{{"limit": {"0"}}, {"limit": {"x"}}, {"limit": {"100001"}}, {"from": {"-1"}}, {"from": {"1e3"}}} {
+		_, err := f.client.ActivityQuery(ctx, q)
+		var me *manent.Error
+		if !errors.As(err, &me) || me.Code != manent.EInvalid {
+			t.Errorf("activity ?%s: %v, want a 422", q.Encode(), err)
 		}
 	}
 }

@@ -231,6 +231,19 @@ func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
 	return scanRecords(rows)
 }
 
+// UnfinishedBrief is Unfinished without each deployment's decision and
+// saved input (Record.Decision nil, Record.Input empty): what lists of
+// thousands of waiting deploys show needs neither, and the input (the
+// whole descriptor and plan) is most of a row.
+func (s *Store) UnfinishedBrief(ctx context.Context) ([]Record, error) {
+	cols := strings.Replace(deploymentColumns, "decision, input,", "NULL, '',", 1)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT `+cols+` FROM manent_deployments WHERE state IN (`+unfinishedStates()+`) ORDER BY created_at`)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(rows)
+}
+
 // UnfinishedWithPrefix returns the deployments not in a final state whose
 // id starts with prefix (the ticks of a schedule: "<schedule id>@"), oldest
 // first.

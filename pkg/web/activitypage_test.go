@@ -77,6 +77,7 @@ func TestActivityPages(t *testing.T) {
 		{path: "/?environment=call%20555-0100", cards: 0, not: []string{"555-0100"}},
 		{path: "/?environment=prod&from=-3", cards: 50},
 		{path: "/?environment=prod&from=x", cards: 50},
+		{path: "/?environment=prod&from=500", cards: 20, want: []string{"101–120 of 120"}},
 	}
 	for _, tt := range tests {
 		p := b.get(tt.path)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"path"
@@ -285,21 +286,40 @@ type activityGroup struct {
 
 func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
 	env := r.URL.Query().Get("environment")
-	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
-	path := "/api/v1/activity"
-	if env != "" {
-		path += "?" + url.Values{"environment": {env}}.Encode()
+	from, err := strconv.Atoi(r.URL.Query().Get("from"))
+	if err != nil || from < 0 || from > math.MaxInt32 || env == "" {
+		from = 0
 	}
-	var res api.ActivityResult
-	if err := h.call(r, v, http.MethodGet, path, nil, &res); err != nil {
+	// The API cuts the page (?limit=, ?from=): the whole list of 10,000
+	// waiting deploys is 4.8 MB to encode and decode at every reload.
+	ask := func(from int) (api.ActivityResult, error) {
+		q := url.Values{"limit": {strconv.Itoa(activityPage)}}
+		if env != "" {
+			q.Set("environment", env)
+			q.Set("from", strconv.Itoa(from))
+		}
+		var res api.ActivityResult
+		err := h.call(r, v, http.MethodGet, "/api/v1/activity?"+q.Encode(), nil, &res)
+		return res, err
+	}
+	res, err := ask(from)
+	if err != nil {
 		return err
+	}
+	// Past the end (the list got shorter since the link was made): its
+	// last page.
+	if env != "" && from > 0 && len(res.Environments) == 1 && len(res.Environments[0].Items) == 0 && res.Environments[0].Total > 0 {
+		from = (res.Environments[0].Total - 1) / activityPage * activityPage
+		if res, err = ask(from); err != nil {
+			return err
+		}
 	}
 	av := activityView{Environment: env, PageSize: activityPage}
 	for _, g := range res.Environments {
 		if env != "" && g.Environment != env {
 			continue
 		}
-		av.Groups = append(av.Groups, pageActivityGroup(g, from, env != ""))
+		av.Groups = append(av.Groups, pageActivityGroup(g, from))
 	}
 	// The environment asked for is not repeated: only names the API
 	// answered with are shown.
@@ -308,18 +328,11 @@ func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer
 	return nil
 }
 
-// pageActivityGroup cuts one page of g's deploys, from its deploy from
-// (counted from 0) when paged, else from its first.
-func pageActivityGroup(g api.ActivityGroup, from int, paged bool) activityGroup {
-	n := len(g.Items)
-	if !paged || from < 0 {
-		from = 0
-	}
-	if from >= n && n > 0 {
-		from = (n - 1) / activityPage * activityPage
-	}
-	end := min(from+activityPage, n)
-	out := activityGroup{Environment: g.Environment, Items: g.Items[from:end], Total: n, First: from + 1, Last: end}
+// pageActivityGroup is one page of g's deploys, which the API cut from
+// its deploy from (counted from 0).
+func pageActivityGroup(g api.ActivityGroup, from int) activityGroup {
+	n, end := g.Total, from+len(g.Items)
+	out := activityGroup{Environment: g.Environment, Items: g.Items, Total: n, First: from + 1, Last: end}
 	link := func(at int) string {
 		q := url.Values{"environment": {g.Environment}}
 		if at > 0 {
