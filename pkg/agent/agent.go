@@ -110,7 +110,8 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // Once runs one cycle: read the cluster, post the snapshot. Each half is
-// bounded by the interval (at least 10 s) so a hung call cannot stall the agent.
+// bounded by the interval (at least 10 s) so a hung call cannot stall the
+// agent. A snapshot over the server's limits is not sent (checkSize).
 func (a *Agent) Once(ctx context.Context) error {
 	budget := max(a.cfg.Interval, 10*time.Second)
 	rctx, cancel := context.WithTimeout(ctx, budget)
@@ -118,6 +119,9 @@ func (a *Agent) Once(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		return fmt.Errorf("read the cluster: %w", err)
+	}
+	if err := checkSize(snap); err != nil {
+		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()

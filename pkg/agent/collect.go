@@ -29,8 +29,9 @@ const messageLimit = 256
 
 // Collect reads, read-only, every pod and workload labelled
 // manent.io/deploy-id in namespace ("" for all) and returns the snapshot,
-// sorted by namespace and name. Each workload's kstatus is computed on the
-// object as the API returned it.
+// sorted by namespace and name, its texts cut as the server keeps them
+// (clusterstate.Bound). Each workload's kstatus is computed on the object
+// as the API returned it.
 func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster string, now time.Time) (*clusterstate.Snapshot, error) {
 	snap := &clusterstate.Snapshot{Cluster: cluster, Time: now.UTC(), Pods: []clusterstate.Pod{}, Workloads: []clusterstate.Workload{}}
 	opts := metav1.ListOptions{LabelSelector: clusterstate.LabelDeployID, Limit: pageSize}
@@ -128,6 +129,9 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 	}
 	sort.Slice(snap.Pods, func(i, j int) bool { return snap.Pods[i].Key() < snap.Pods[j].Key() })
 	sort.Slice(snap.Workloads, func(i, j int) bool { return snap.Workloads[i].Key() < snap.Workloads[j].Key() })
+	// The server keeps no more of each text than this: cut here, one pod
+	// with a 1 MB image name must not push the snapshot over its limit.
+	clusterstate.Bound(snap)
 	return snap, nil
 }
 

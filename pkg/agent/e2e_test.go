@@ -334,3 +334,88 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// TestE2EOddObjectsDoNotBlindTheCluster: a tenant of one namespace creates
+// pods the API server accepts but no one would write — a 1 MB image name,
+// hundreds of containers. Pods with a 1 MB image no longer push the
+// snapshot over the server's 16 MiB (the agent cuts every text as the
+// server would keep it), so the cluster keeps reporting; when what remains
+// is still too large, the agent sends nothing and says which namespace
+// holds the bulk, instead of the server's bare 413 every cycle.
+func TestE2EOddObjectsDoNotBlindTheCluster(t *testing.T) {
+	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
+	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, kubeAPI.Token), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "e2e-manent-token"
+	client, _ := manentServer(t, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	lbl := labels("dpl_x", "1.0")
+	pod := func(ns, name string, containers int, image string) {
+		t.Helper()
+		spec := corev1.PodSpec{}
+		for i := range containers {
+			spec.Containers = append(spec.Containers, corev1.Container{Name: fmt.Sprintf("c%d", i), Image: image})
+		}
+		_, err := kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl}, Spec: spec}, metav1.CreateOptions{})
+		must(err)
+	}
+	for _, ns := range []string{"shop", "tenant", "crowd"} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		must(err)
+		_, err = kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		must(err)
+	}
+	pod("shop", "billing-1", 1, "registry.example/billing:1.0")
+	huge := "registry.example/" + strings.Repeat("a", 1_000_000) + ":1"
+	for i := range 17 { // 17 MB of images: over 16 MiB as read
+		pod("tenant", fmt.Sprintf("fat-%d", i), 1, huge)
+	}
+	a, err := agent.New(agent.Config{Cluster: "odd", Kube: kube, Server: client})
+	must(err)
+	if err := a.Once(ctx); err != nil {
+		t.Fatalf("one namespace's odd pods stopped the cluster's report: %v", err)
+	}
+	st, err := client.ClusterStatus(ctx, "odd")
+	must(err)
+	if len(st.Pods) != 18 {
+		t.Fatalf("the server holds %d pods, want 18", len(st.Pods))
+	}
+	for _, p := range st.Pods {
+		if n := len(p.Containers[0].Image); n > 4100 {
+			t.Errorf("pod %s/%s: image of %d bytes reported, want it cut to 4 KiB", p.Namespace, p.Name, n)
+		}
+	}
+
+	// Still too large once cut: 14 pods of 300 containers with 4 KiB images.
+	long := "registry.example/" + strings.Repeat("b", 4200) + ":1"
+	for i := range 14 {
+		pod("crowd", fmt.Sprintf("crowded-%d", i), 300, long)
+	}
+	err = a.Once(ctx)
+	if err == nil {
+		t.Fatal("a snapshot over 16 MiB was reported")
+	}
+	for _, want := range []string{"over the server's limit", "crowd (14 pods"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	st2, err := client.ClusterStatus(ctx, "odd")
+	must(err)
+	if !st2.LastReportAt.Equal(st.LastReportAt) {
+		t.Errorf("the server's state changed (%s, was %s): the agent must not post what it knows will be refused", st2.LastReportAt, st.LastReportAt)
+	}
+}
