@@ -77,7 +77,8 @@ const maxClockSkew = 5 * time.Minute
 // body that is not a snapshot or names no cluster; 403 without agent.report
 // on that cluster; 413 beyond 50,000 objects; 422 for any problem in the
 // snapshot (all listed) or a time more than 5 minutes ahead; 409 for a
-// snapshot older than the one applied.
+// snapshot older than the one applied less than a minute ago
+// (store.SnapshotOrderWindow).
 // Nothing is applied unless everything passes, and then the cluster's rows
 // are replaced in one transaction.
 func (s *Server) handleAgentReport(w http.ResponseWriter, r *http.Request) {

@@ -23,11 +23,21 @@ type IngestResult struct {
 	Deleted  int `json:"deleted"`
 }
 
+// SnapshotOrderWindow is how long after the last accepted report a
+// snapshot read before it is refused. Within it, an older snapshot is a
+// second agent under the same name or a delayed request; past it, the
+// cluster was silent and the snapshot comes from an agent whose clock is
+// behind the last one's (rescheduled onto a late node, its clock stepped
+// back), which would otherwise be refused until its clock caught up.
+const SnapshotOrderWindow = time.Minute
+
 // ReplaceSnapshot makes snap the cluster's whole reported state, in one
 // transaction: objects absent from it are deleted, changed ones rewritten,
 // unchanged ones left alone; the cluster's last_report_at becomes
 // receivedAt. A snapshot read before the last one applied is refused
-// (EConflict) and changes nothing. snap must have passed clusterstate.Validate.
+// (EConflict) and changes nothing, unless the last one was received
+// SnapshotOrderWindow or more before receivedAt. snap must have passed
+// clusterstate.Validate.
 func (s *Store) ReplaceSnapshot(ctx context.Context, snap *clusterstate.Snapshot, receivedAt time.Time) (IngestResult, error) {
 	var res IngestResult
 	pods := make([]objectRow, len(snap.Pods))
@@ -56,13 +66,17 @@ func (s *Store) ReplaceSnapshot(ctx context.Context, snap *clusterstate.Snapshot
 		if s.postgres {
 			lock = " FOR UPDATE" // reports of one cluster apply one at a time
 		}
-		var prev string
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT reported_at FROM manent_clusters WHERE name = ?`+lock), snap.Cluster).Scan(&prev); err != nil {
+		var prev, prevAt string
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT reported_at, last_report_at FROM manent_clusters WHERE name = ?`+lock), snap.Cluster).Scan(&prev, &prevAt); err != nil {
 			return fmt.Errorf("read cluster: %w", err)
 		}
-		if t := parseTime(sql.NullString{String: prev, Valid: true}); t != nil && snap.Time.Before(*t) {
-			return manent.Errorf(manent.EConflict, "snapshot of cluster %s read at %s is older than the one applied (read at %s)",
-				snap.Cluster, snap.Time.UTC().Format(time.RFC3339Nano), t.Format(time.RFC3339Nano))
+		t := parseTime(sql.NullString{String: prev, Valid: true})
+		at := parseTime(sql.NullString{String: prevAt, Valid: true})
+		if t != nil && snap.Time.Before(*t) && (at == nil || receivedAt.Sub(*at) < SnapshotOrderWindow) {
+			return manent.Errorf(manent.EConflict, "snapshot of cluster %s read at %s is older than the one applied (read at %s): "+
+				"another agent reports as cluster %s (run one per cluster name), or this agent's clock is behind the last one's "+
+				"(a snapshot is taken whatever its time once the cluster has been silent for %s)",
+				snap.Cluster, snap.Time.UTC().Format(time.RFC3339Nano), t.Format(time.RFC3339Nano), snap.Cluster, SnapshotOrderWindow)
 		}
 		for _, t := range []struct {
 			table objectTable
