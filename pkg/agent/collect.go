@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,7 +40,7 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 	err := paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := kube.CoreV1().Pods(namespace).List(ctx, o)
 		if err != nil {
-			return "", fmt.Errorf("list pods: %w", err)
+			return "", listError("pods", namespace, err)
 		}
 		for i := range l.Items {
 			if l.Items[i].Labels[clusterstate.LabelDeployID] != "" {
@@ -55,7 +56,7 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := apps.Deployments(namespace).List(ctx, o)
 		if err != nil {
-			return "", fmt.Errorf("list deployments: %w", err)
+			return "", listError("deployments", namespace, err)
 		}
 		for i := range l.Items {
 			d := &l.Items[i]
@@ -81,7 +82,7 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := apps.StatefulSets(namespace).List(ctx, o)
 		if err != nil {
-			return "", fmt.Errorf("list statefulsets: %w", err)
+			return "", listError("statefulsets", namespace, err)
 		}
 		for i := range l.Items {
 			s := &l.Items[i]
@@ -107,7 +108,7 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := apps.DaemonSets(namespace).List(ctx, o)
 		if err != nil {
-			return "", fmt.Errorf("list daemonsets: %w", err)
+			return "", listError("daemonsets", namespace, err)
 		}
 		for i := range l.Items {
 			d := &l.Items[i]
@@ -133,6 +134,22 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 	// with a 1 MB image name must not push the snapshot over its limit.
 	clusterstate.Bound(snap)
 	return snap, nil
+}
+
+// listError says which list failed; when the API server forbids it, also
+// what to grant: the agent's identity lacking a permission is a setup
+// mistake the API server's words do not explain.
+func listError(resource, namespace string, err error) error {
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("list %s: %w", resource, err)
+	}
+	where, fix := "in all namespaces", "the ClusterRole of deploy/agent/rbac.yaml bound to it, or run the agent with --namespace NS and a Role in NS"
+	if namespace != "" {
+		where = "in namespace " + namespace
+		fix = "a Role in namespace " + namespace + " bound to it, or the ClusterRole of deploy/agent/rbac.yaml"
+	}
+	return fmt.Errorf("the agent's Kubernetes identity may not list %s %s: grant it get and list on pods, deployments, statefulsets and daemonsets (%s): %w",
+		resource, where, fix, err)
 }
 
 // paginate calls list with continue tokens until the last page, at most

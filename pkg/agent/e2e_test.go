@@ -419,3 +419,70 @@ func TestE2EOddObjectsDoNotBlindTheCluster(t *testing.T) {
 		t.Errorf("the server's state changed (%s, was %s): the agent must not post what it knows will be refused", st2.LastReportAt, st.LastReportAt)
 	}
 }
+
+// TestE2EForbiddenSaysWhatToGrant: an agent whose Kubernetes identity lacks
+// a permission (here: daemonsets, or any namespace but its own) fails every
+// cycle; its error says what to grant, not only the API server's refusal.
+func TestE2EForbiddenSaysWhatToGrant(t *testing.T) {
+	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
+	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, kubeAPI.Token), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
+	must(err)
+	_, err = kube.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{})
+	must(err)
+	_, err = kube.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "agent"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets"}, Verbs: []string{"get", "list"}},
+	}}, metav1.CreateOptions{})
+	must(err)
+	_, err = kube.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "agent"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "agent", Namespace: "shop"}}}, metav1.CreateOptions{})
+	must(err)
+	tr, err := kube.CoreV1().ServiceAccounts("shop").CreateToken(ctx, "agent",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	must(err)
+	limited, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, tr.Status.Token), func(string) string { return "" })
+	must(err)
+	lkube, err := kubernetes.NewForConfig(limited)
+	must(err)
+
+	for _, tc := range []struct {
+		namespace string
+		want      []string
+	}{
+		{"", []string{"may not list pods in all namespaces", "get and list on pods, deployments, statefulsets and daemonsets", "deploy/agent/rbac.yaml", "--namespace"}},
+		{"shop", []string{"may not list daemonsets in namespace shop", "get and list on pods, deployments, statefulsets and daemonsets", "a Role in namespace shop"}},
+	} {
+		rec := &recorder{}
+		a, err := agent.New(agent.Config{Cluster: "c1", Namespace: tc.namespace, Kube: lkube, Server: rec})
+		must(err)
+		err = a.Once(ctx)
+		if err == nil {
+			t.Fatalf("namespace %q: the cycle succeeded without the permissions", tc.namespace)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("namespace %q: error %q does not say %q", tc.namespace, err, want)
+			}
+		}
+		if calls, _, _ := rec.state(); calls != 0 {
+			t.Errorf("namespace %q: a partial snapshot was posted", tc.namespace)
+		}
+	}
+}
