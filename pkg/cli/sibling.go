@@ -119,6 +119,7 @@ func runSibling(ctx context.Context, f *Factory, cmd *cobra.Command, name string
 	// sibling has exited, the copies get a bounded time to finish (an
 	// input that never ends must not hold manent).
 	c.WaitDelay = 5 * time.Second
+	defer tieToParent(c)()
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("run %s: %w", name, err)
 	}
