@@ -673,5 +673,20 @@ func TestClustersList(t *testing.T) {
 		if status, body, _ := do(t, "GET", srv.URL+"/api/v1/clusters", "", ""); status != http.StatusUnauthorized {
 			t.Errorf("no token: %d %s, want 401", status, body)
 		}
+
+		// QA: a reader asking for the status of a cluster with nothing it
+		// may read was told it "may not agent.report" — a permission to
+		// send snapshots, not to read. It is a 404 saying what it may
+		// read, the same whether the cluster reported or not (the list
+		// does not show it either).
+		for _, tt := range []struct{ token, cluster string }{{"reader-token", "c2"}, {"reader-token", "nowhere"}, {"nobody-token", "c1"}} {
+			status, body, _ := do(t, "GET", srv.URL+"/api/v1/clusters/"+tt.cluster+"/status", tt.token, "")
+			if status != http.StatusNotFound || strings.Contains(string(body), "agent.report") || !strings.Contains(string(body), "deployment.read") {
+				t.Errorf("%s, status of %s: %d %s; want 404 naming deployment.read, not agent.report", tt.token, tt.cluster, status, body)
+			}
+		}
+		if status, body, _ := do(t, "GET", srv.URL+"/api/v1/clusters/c1/status", "reader-token", ""); status != http.StatusOK {
+			t.Errorf("reader, status of c1: %d %s, want 200", status, body)
+		}
 	})
 }
