@@ -144,22 +144,33 @@ func (d Delivery) validate() error {
 }
 
 // DeliveryID returns the id of the delivery of the event named key of a
-// deploy to receiver: "<deployID>.<key>.<receiver>", with characters other
-// than letters, digits and "._:-" replaced by "_". key must name the event
-// the same way whenever it is produced again (a step replayed after a
-// crash): "started", "step.deploy", "step.deploy.eu-1", "finished".
+// deploy to receiver: "<deployID>.<key>.<receiver>", each byte of key and
+// receiver other than a letter, digit or one of "._:-" written as %XX
+// ("deploy[eu 1]" → "deploy%5Beu%201%5D"). The escape is one-to-one: two
+// events never share an id (with "_" for every such byte, the waves
+// "eu 1" and "eu_1" did, and DBOS, keeping one workflow per id, never
+// sent the second's callbacks). key must name the event the same way
+// whenever it is produced again (a step replayed after a crash):
+// "started", "step.deploy", "step.deploy[eu-1]", "finished".
 func DeliveryID(deployID, key, receiver string) string {
 	return deployID + "." + idSafe(key) + "." + idSafe(receiver)
 }
 
+// idSafe escapes s for a delivery id (DeliveryID).
 func idSafe(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == ':', r == '-':
-			return r
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == ':', c == '-':
+			b.WriteByte(c)
+		default:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
 		}
-		return '_'
-	}, s)
+	}
+	return b.String()
 }
 
 // Fanout returns the deliveries of one event of a deploy: one per callback

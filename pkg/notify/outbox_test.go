@@ -399,7 +399,7 @@ func TestDeliveryBackoff(t *testing.T) {
 }
 
 func TestDeliveryIDAndFanout(t *testing.T) {
-	if got := notify.DeliveryID("dpl_1", "step.rollback:deploy", "chat-deploys prod/x"); got != "dpl_1.step.rollback:deploy.chat-deploys_prod_x" {
+	if got := notify.DeliveryID("dpl_1", "step.rollback:deploy", "chat-deploys prod/x"); got != "dpl_1.step.rollback:deploy.chat-deploys%20prod%2Fx" {
 		t.Fatalf("DeliveryID = %q", got)
 	}
 	ev := sampleEvent(notify.EventStep)
@@ -411,6 +411,34 @@ func TestDeliveryIDAndFanout(t *testing.T) {
 	want := []string{"dpl_01TEST.step.deploy.cb0=a", "dpl_01TEST.step.deploy.cb2=c"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Fanout = %v, want %v (no chat for step events)", got, want)
+	}
+}
+
+// TestDeliveryIDIsOnePerEvent: two events of a deploy never share a
+// webhook-id. A shared one is one delivery (DBOS keeps the first workflow
+// of an id): the waves "eu 1" and "eu_1" are distinct steps, and the
+// second's callbacks were never sent. Names written only in letters,
+// digits and "._:-" keep the id they always had.
+func TestDeliveryIDIsOnePerEvent(t *testing.T) {
+	distinct := []struct{ a, b [2]string }{
+		{[2]string{"step.deploy[eu 1]", "cb0"}, [2]string{"step.deploy[eu_1]", "cb0"}},
+		{[2]string{"step.deploy[eu/1]", "cb0"}, [2]string{"step.deploy[eu 1]", "cb0"}},
+		{[2]string{"step.deploy[canary]", "cb0"}, [2]string{"step.deploy_canary_", "cb0"}},
+		{[2]string{"step.health-gate[a%20b]", "cb0"}, [2]string{"step.health-gate[a b]", "cb0"}},
+		{[2]string{"started", "chat-deploys prod"}, [2]string{"started", "chat-deploys_prod"}},
+		{[2]string{"step.deploy[é]", "cb0"}, [2]string{"step.deploy[è]", "cb0"}},
+	}
+	for _, c := range distinct {
+		a := notify.DeliveryID("dpl_1", c.a[0], c.a[1])
+		b := notify.DeliveryID("dpl_1", c.b[0], c.b[1])
+		if a == b {
+			t.Errorf("events %q/%q and %q/%q share the webhook-id %q", c.a[0], c.a[1], c.b[0], c.b[1], a)
+		}
+	}
+	for _, key := range []string{"started", "finished", "step.deploy", "step.smoke_test", "step.rollback:deploy", "step.checkpoint:deploy"} {
+		if got, want := notify.DeliveryID("dpl_1", key, "cb3"), "dpl_1."+key+".cb3"; got != want {
+			t.Errorf("DeliveryID(%q) = %q, want %q (unchanged)", key, got, want)
+		}
 	}
 }
 
