@@ -48,6 +48,14 @@ var eventTypes = map[string]bool{
 	store.EventRollout: true, store.EventApproval: true, store.EventDone: true,
 }
 
+// replayPageBytes bounds the data of the stored events a stream reads at
+// once to replay a deploy's history. A stream holds its page while its
+// client reads it, and an event may weigh about 100 kB (a 16 KiB log line
+// of control characters, stored JSON-escaped): 500 of them were 48 MB per
+// stream, so the 200 streams one read-only identity may open could take
+// gigabytes.
+const replayPageBytes = 1 << 20
+
 // maxEchoed bounds how much of a bad parameter an error quotes back: a
 // 1 MiB header is not answered with a 1 MiB problem.
 const maxEchoed = 64
@@ -123,10 +131,10 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 
 	wanted := func(typ string) bool { return types == nil || types[typ] }
 	done := false
-	// fill writes the stored events after last.
+	// fill writes the stored events after last, a bounded page at a time.
 	fill := func() bool {
 		for {
-			evs, err := s.st.Events(sub.ctx, rec.ID, last, nil, 500)
+			evs, full, err := s.st.EventsUpTo(sub.ctx, rec.ID, last, nil, 500, replayPageBytes)
 			if err != nil {
 				if sub.ctx.Err() == nil {
 					s.log.Warn("event stream: read events", "deploy", rec.ID, "error", err)
@@ -142,7 +150,7 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 					done = true
 				}
 			}
-			if len(evs) < 500 || done {
+			if !full || done || sw.err != nil {
 				return sw.err == nil
 			}
 		}

@@ -228,6 +228,16 @@ func logEvents(step string, lines []LogEntry) []newEvent {
 
 // Events returns a deploy's events with seq > after, in order, at most limit (0: all).
 func (s *Store) Events(ctx context.Context, id string, after int64, types []string, limit int) ([]Event, error) {
+	evs, _, err := s.EventsUpTo(ctx, id, after, types, limit, 0)
+	return evs, err
+}
+
+// EventsUpTo is Events that also stops once the events read hold maxBytes
+// of data (0: no bound; the first event is returned whatever its size):
+// a page of a history whose events may each weigh about 100 kB (a 16 KiB
+// log line of control characters, stored JSON-escaped). full reports that
+// it stopped at limit or maxBytes: more events may follow.
+func (s *Store) EventsUpTo(ctx context.Context, id string, after int64, types []string, limit, maxBytes int) (evs []Event, full bool, err error) {
 	query := `SELECT deployment_id, seq, type, time, data FROM manent_events WHERE deployment_id = ? AND seq > ?`
 	args := []any{id, after}
 	if len(types) > 0 {
@@ -247,23 +257,27 @@ func (s *Store) Events(ctx context.Context, id string, after int64, types []stri
 	}
 	rows, err := s.rdb.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer rows.Close()
 	var out []Event
+	size := 0
 	for rows.Next() {
 		var e Event
 		var at, data string
 		if err := rows.Scan(&e.DeploymentID, &e.Seq, &e.Type, &at, &data); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
 			e.Time = *t
 		}
 		e.Data = json.RawMessage(data)
 		out = append(out, e)
+		if size += len(data); maxBytes > 0 && size >= maxBytes {
+			return out, true, rows.Err()
+		}
 	}
-	return out, rows.Err()
+	return out, limit > 0 && len(out) == limit, rows.Err()
 }
 
 // Logs returns a deploy's log lines.

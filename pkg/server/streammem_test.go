@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// A stream replays a deploy's history a bounded page at a time, whatever
+// its events weigh. A log line is at most 16 KiB, but a line of NUL bytes
+// is stored JSON-escaped, six times longer; a page of 500 such events was
+// about 48 MB, held by each stream while its client did not read: 20
+// never-reading streams of one read-only token took a server from 280 MB
+// to 1.4 GB, and the 200 one identity may open would take 11 GB.
+func TestStreamReplayHoldsABoundedPage(t *testing.T) {
+	// Streams stay blocked on their stalled clients for the whole test.
+	server.SetStreamTiming(t, 0, 0, time.Minute, 0)
+	f := newFlow(t)
+	gate := f.gate("gate")
+	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
+	f.waitLog(id, "waiting for the gate")
+	defer f.open(gate)
+
+	nul := strings.Repeat("\x00", 16<<10)
+	var lines []store.LogEntry
+	for range 300 {
+		lines = append(lines, store.LogEntry{Time: time.Now(), Text: nul})
+	}
+	if err := f.srv.Store.AppendLog(context.Background(), id, "work", lines); err != nil {
+		t.Fatal(err)
+	}
+
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+
+	// Clients that read the start of the history, up to the first event's
+	// id (its page is read by then), and then nothing more.
+	const streams = 8
+	u := strings.TrimPrefix(f.srv.URL, "http://")
+	for i := range streams {
+		conn, err := (&net.Dialer{Control: smallReceiveBuffer}).Dial("tcp", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET /api/v1/deployments/%s/events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nAccept: text/event-stream\r\n\r\n", id, u, f.srv.Token)
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("\nid: ")) {
+			n, err := conn.Read(buf)
+			if err != nil {
+				t.Fatalf("stream %d: %v after %q", i, err, got)
+			}
+			got = append(got, buf[:n]...)
+		}
+	}
+
+	grown := int64(heap()) - int64(before)
+	t.Logf("%d stalled streams replaying 300 lines of 16 KiB NULs hold %.1f MB", streams, float64(grown)/1e6)
+	if most := int64(streams * 4 << 20); grown > most {
+		t.Fatalf("%d stalled streams hold %.1f MB, want at most %.1f MB (4 MiB each): each holds a whole page of the history",
+			streams, float64(grown)/1e6, float64(most)/1e6)
+	}
+}
