@@ -64,13 +64,14 @@ type LogsResult struct {
 	Lines []manent.LogLine `json:"lines"`
 	State manent.State     `json:"state"`
 	// NextAfter, when set, is the ?after= of the next page: the log goes
-	// on past this one (MaxLogPage lines or MaxLogPageBytes of text).
+	// on past this one (MaxLogPage lines or MaxLogPageBytes of text as JSON).
 	NextAfter int64 `json:"next_after,omitempty"`
 }
 
 // The most one page of GET /api/v1/deployments/{id}/logs holds: ?limit=
-// lines (default and most MaxLogPage), and no more lines once their text
-// passes MaxLogPageBytes.
+// lines (default and most MaxLogPage), and no more lines once their text,
+// as JSON (a control character is six bytes, "\u0000"), passes
+// MaxLogPageBytes.
 const (
 	MaxLogPage      = 10_000
 	MaxLogPageBytes = 4 << 20

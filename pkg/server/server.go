@@ -278,34 +278,56 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	// Read in chunks, so that a page of long lines stops at
 	// MaxLogPageBytes without reading its limit first; one line more than
-	// the page says whether the log goes on.
+	// the page says whether the log goes on. A line counts for what its
+	// text weighs in JSON: 16 KiB of control characters is about 100 kB.
 	res := api.LogsResult{Lines: []manent.LogLine{}, State: rec.State}
 	size := 0
 	for {
-		chunk, err := s.st.Logs(r.Context(), rec.ID, after, min(logChunk, limit+1-len(res.Lines)))
+		chunk, full, err := s.st.LogsUpTo(r.Context(), rec.ID, after, min(logChunk, limit+1-len(res.Lines)), logChunkBytes)
 		if err != nil {
 			writeError(w, r, s.log, err)
 			return
 		}
 		for _, l := range chunk {
-			if len(res.Lines) == limit || (len(res.Lines) > 0 && size+len(l.Text) > api.MaxLogPageBytes) {
+			n := jsonTextLen(l.Text)
+			if len(res.Lines) == limit || (len(res.Lines) > 0 && size+n > api.MaxLogPageBytes) {
 				res.NextAfter = res.Lines[len(res.Lines)-1].Seq
 				writeJSON(w, http.StatusOK, res)
 				return
 			}
 			res.Lines = append(res.Lines, l)
-			size += len(l.Text)
+			size += n
 			after = l.Seq
 		}
-		if len(chunk) < logChunk {
+		if !full {
 			writeJSON(w, http.StatusOK, res)
 			return
 		}
 	}
 }
 
-// logChunk is how many log lines GET …/logs reads from the database at once.
-const logChunk = 500
+// logChunk and logChunkBytes bound what GET …/logs reads from the
+// database at once: lines, and their stored JSON.
+const (
+	logChunk      = 500
+	logChunkBytes = 1 << 20
+)
+
+// jsonTextLen is about how long s is as a JSON string: a control
+// character is six bytes ("\u0000"), and so are <, > and & (escaped for
+// HTML); " and \ are two.
+func jsonTextLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20, c == '<', c == '>', c == '&':
+			n += 5
+		case c == '"', c == '\\':
+			n++
+		}
+	}
+	return n
+}
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	rec, p, ok := s.deploymentAs(w, r, PermCancel)

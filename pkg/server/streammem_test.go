@@ -3,13 +3,17 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -74,5 +78,65 @@ func TestStreamReplayHoldsABoundedPage(t *testing.T) {
 	if most := int64(streams * 4 << 20); grown > most {
 		t.Fatalf("%d stalled streams hold %.1f MB, want at most %.1f MB (4 MiB each): each holds a whole page of the history",
 			streams, float64(grown)/1e6, float64(most)/1e6)
+	}
+}
+
+// A page of GET …/logs is bounded by what it weighs as JSON, not by its
+// text: 4 MiB of NUL bytes is 24 MiB of "\u0000", and the server held
+// that (and the 500 lines it read at once, 48 MB) for every client that
+// asked, for as long as the client took to read it.
+func TestLogsPageOfControlCharactersIsBounded(t *testing.T) {
+	f := newFlow(t)
+	gate := f.gate("gate")
+	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
+	f.waitLog(id, "waiting for the gate")
+	defer f.open(gate)
+
+	nul := strings.Repeat("\x00", 16<<10)
+	var lines []store.LogEntry
+	for range 300 {
+		lines = append(lines, store.LogEntry{Time: time.Now(), Text: nul})
+	}
+	if err := f.srv.Store.AppendLog(context.Background(), id, "work", lines); err != nil {
+		t.Fatal(err)
+	}
+	// Every line comes, page by page, each page at most about
+	// MaxLogPageBytes of JSON.
+	var after int64
+	n := 0
+	for page := 0; ; page++ {
+		req, err := http.NewRequest("GET", fmt.Sprintf("%s/api/v1/deployments/%s/logs?after=%d", f.srv.URL, id, after), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+f.srv.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("page %d: %d %v %.200s", page, resp.StatusCode, err, body)
+		}
+		if most := api.MaxLogPageBytes + 256<<10; len(body) > most {
+			t.Fatalf("page %d is %.1f MB of JSON, want at most %.1f MB (api.MaxLogPageBytes and one line)", page, float64(len(body))/1e6, float64(most)/1e6)
+		}
+		var res api.LogsResult
+		if err := json.Unmarshal(body, &res); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range res.Lines {
+			if l.Text == nul {
+				n++
+			}
+		}
+		if res.NextAfter == 0 {
+			break
+		}
+		after = res.NextAfter
+	}
+	if n != 300 {
+		t.Fatalf("the pages hold %d of the 300 lines", n)
 	}
 }

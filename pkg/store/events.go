@@ -282,17 +282,25 @@ func (s *Store) EventsUpTo(ctx context.Context, id string, after int64, types []
 
 // Logs returns a deploy's log lines.
 func (s *Store) Logs(ctx context.Context, id string, after int64, limit int) ([]manent.LogLine, error) {
-	evs, err := s.Events(ctx, id, after, []string{EventLog}, limit)
+	lines, _, err := s.LogsUpTo(ctx, id, after, limit, 0)
+	return lines, err
+}
+
+// LogsUpTo is Logs that stops, like EventsUpTo, once the lines read weigh
+// maxBytes as stored (JSON, about what they weigh in an answer); full
+// reports that more lines may follow.
+func (s *Store) LogsUpTo(ctx context.Context, id string, after int64, limit, maxBytes int) (lines []manent.LogLine, full bool, err error) {
+	evs, full, err := s.EventsUpTo(ctx, id, after, []string{EventLog}, limit, maxBytes)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := make([]manent.LogLine, 0, len(evs))
 	for _, e := range evs {
 		var d LogData
 		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return nil, fmt.Errorf("log line %d of %s: %w", e.Seq, id, err)
+			return nil, false, fmt.Errorf("log line %d of %s: %w", e.Seq, id, err)
 		}
 		out = append(out, manent.LogLine{Seq: e.Seq, Time: e.Time, Step: d.Step, Text: d.Text})
 	}
-	return out, nil
+	return out, full, nil
 }
