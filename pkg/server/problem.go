@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,20 +11,49 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
 
-// writeJSON writes v with status.
+// writeJSON writes v with status, in pieces of answerPiece bytes, each
+// given the streams' write timeout: a client that does not read for that
+// long is disconnected, and the answer (a page of log is megabytes) is
+// not held for it for good.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		b.Reset()
+		status = http.StatusInternalServerError
+		fmt.Fprintf(&b, "{\"title\": %q, \"status\": 500}\n", http.StatusText(status))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	rc := http.NewResponseController(w)
+	timeout := currentStreamTiming().WriteTimeout
+	deadlines := false
+	for p := b.Bytes(); len(p) > 0; {
+		n := min(len(p), answerPiece)
+		if rc.SetWriteDeadline(time.Now().Add(timeout)) == nil {
+			deadlines = true
+		}
+		if _, err := w.Write(p[:n]); err != nil {
+			return // the connection is failed: nothing to reset
+		}
+		p = p[n:]
+	}
+	if deadlines {
+		// The next answer on this connection gets its own.
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 }
+
+// answerPiece is how much of an answer one write (one deadline) carries.
+const answerPiece = 64 << 10
 
 // writeError maps err to a problem+json answer; only internal errors are
 // logged, and their text never reaches the client.

@@ -24,8 +24,9 @@ type streamTiming struct {
 	// Poll is how often the database is read for events other processes
 	// wrote (several workers on PostgreSQL).
 	Poll time.Duration
-	// WriteTimeout bounds one write to a client; a client that does not
-	// read for that long is disconnected.
+	// WriteTimeout bounds one write to a client, of a stream or of an
+	// answer (writeJSON); a client that does not read for that long is
+	// disconnected.
 	WriteTimeout time.Duration
 	// Buffer is how many commits' events may wait for one subscriber; a
 	// subscriber that falls further behind is cut off and resumes with

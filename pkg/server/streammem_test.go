@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -139,4 +142,39 @@ func TestLogsPageOfControlCharactersIsBounded(t *testing.T) {
 	if n != 300 {
 		t.Fatalf("the pages hold %d of the 300 lines", n)
 	}
+}
+
+// A client that does not read an answer is disconnected once a write to
+// it waits for the write timeout, as a stream's is: an answer had no
+// deadline at all, and a client that asked for a 4 MiB page of log and
+// never read it held the page, its goroutine and its connection for good.
+func TestUnreadAnswerIsDropped(t *testing.T) {
+	server.SetStreamTiming(t, 0, 0, 300*time.Millisecond, 0)
+	var logs enginetest.SyncBuffer
+	f := newFlow(t, servertest.WithLogger(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	gate := f.gate("gate")
+	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
+	f.waitLog(id, "waiting for the gate")
+	defer f.open(gate)
+	var lines []store.LogEntry
+	for range 250 {
+		lines = append(lines, store.LogEntry{Time: time.Now(), Text: strings.Repeat("x", 16<<10)})
+	}
+	if err := f.srv.Store.AppendLog(context.Background(), id, "work", lines); err != nil {
+		t.Fatal(err)
+	}
+
+	u := strings.TrimPrefix(f.srv.URL, "http://")
+	conn, err := (&net.Dialer{Control: smallReceiveBuffer}).Dial("tcp", u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	path := "/api/v1/deployments/" + id + "/logs"
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", path, u, f.srv.Token)
+	// The handler ends (the server logs each request as it ends) while
+	// the client still reads nothing.
+	enginetest.Eventually(t, 10*time.Second, func() bool {
+		return strings.Contains(logs.String(), `"path":"`+path+`"`)
+	}, "the answer to a client that does not read it to be given up")
 }
