@@ -66,8 +66,9 @@ func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc, err := s.st.GetSchedule(r.Context(), r.PathValue("id"))
+	notFound := manent.Errorf(manent.ENotFound, "schedule %s not found", r.PathValue("id"))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && sc.DeletedAt != nil) {
-		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "schedule %s not found", r.PathValue("id")))
+		writeError(w, r, s.log, notFound)
 		return
 	}
 	if err != nil {
@@ -75,6 +76,11 @@ func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.cfg.Guard.Authorize(p, PermSchedule, sc.Application, sc.Environment); err != nil {
+		// A caller who may not read its application/environment learns
+		// neither that the schedule exists nor where it deploys.
+		if s.cfg.Guard.Authorize(p, PermRead, sc.Application, sc.Environment) != nil {
+			err = notFound
+		}
 		writeError(w, r, s.log, err)
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
@@ -133,4 +134,37 @@ func TestSchedulesPerEnvironmentBounded(t *testing.T) {
 			t.Fatalf("insert within the limit: %v", err)
 		}
 	})
+}
+
+// QA: DELETE of a schedule answered 404 for an unknown id and 403 naming
+// the schedule's application and environment for a known one, to any
+// token: an oracle of schedule ids and where they deploy. A caller who
+// may not read that application/environment gets the unknown id's 404; one
+// who may read it gets the 403.
+func TestDeleteScheduleOfOthers(t *testing.T) {
+	tokens := []auth.TokenConfig{
+		{Name: "stranger", SHA256: auth.HashToken("stranger-token")},
+		{Name: "reader", SHA256: auth.HashToken("reader-token")},
+	}
+	rules := []auth.RBACRule{
+		{Subjects: []string{"token:stranger"}, Permissions: []string{"deployment.read", "deployment.submit", "schedule.manage"}, Applications: []string{"web"}, Environments: []string{"*"}},
+		{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"}, Applications: []string{"billing"}, Environments: []string{"*"}},
+	}
+	srv := newTestServer(t, enginetest.SQLite(t), tokens, rules)
+	res, err := api.NewClient(srv.URL, "admin-token", nil).Submit(context.Background(), simple(artifactFile(t), "nightly", "1", "schedule: {cron: \"0 3 * * *\"}\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, unknown, _ := do(t, "DELETE", srv.URL+"/api/v1/schedules/sch_nope", "stranger-token", "")
+	status, body, _ := do(t, "DELETE", srv.URL+"/api/v1/schedules/"+res.Schedule, "stranger-token", "")
+	if status != 404 || strings.Contains(string(body), "billing") || strings.Contains(string(body), "nightly") ||
+		string(body) != strings.ReplaceAll(string(unknown), "sch_nope", res.Schedule) {
+		t.Errorf("stranger: %d %s; want the 404 of an unknown id (%s)", status, body, unknown)
+	}
+	if status, body, _ := do(t, "DELETE", srv.URL+"/api/v1/schedules/"+res.Schedule, "reader-token", ""); status != 403 || !strings.Contains(string(body), "schedule.manage") {
+		t.Errorf("reader: %d %s; want 403 naming schedule.manage", status, body)
+	}
+	if status, body, _ := do(t, "DELETE", srv.URL+"/api/v1/schedules/"+res.Schedule, "admin-token", ""); status != 204 {
+		t.Errorf("admin: %d %s; want 204", status, body)
+	}
 }
