@@ -65,6 +65,12 @@ func parse(with map[string]any) (config, error) {
 	} else if s.Require("command") && s.Strings("command", false, &c.Command) && len(c.Command) == 0 {
 		s.Fail("command", "with.command must be a non-empty list of strings (argv)")
 	}
+	for i, arg := range c.Command {
+		if strings.ContainsRune(arg, 0) {
+			// No program argument can hold one: exec refuses it.
+			s.Fail(plugin.SettingPath("command", strconv.Itoa(i)), "with.command[%d] holds a NUL character", i)
+		}
+	}
 	s.Duration("timeout", &c.Timeout)
 	// with.env is applied by plugin.StepEnv; checked here.
 	_, err := plugin.WithEnv(with)

@@ -53,3 +53,13 @@ cat > stdin.json`}}
 		})
 	}
 }
+
+// QA: a NUL in an argument of with.command (a YAML "\0") passed validation
+// and failed at the step as "fork/exec /usr/bin/sh: invalid argument".
+// It is refused when the deploy is checked, naming the argument.
+func TestCommandWithNULRefused(t *testing.T) {
+	err := New(Options{}).Validate(map[string]any{"command": []any{"sh", "-c", "echo a\x00b"}})
+	if err == nil || !strings.Contains(err.Error(), "with.command[2] holds a NUL character") {
+		t.Fatalf("Validate: %v, want with.command[2] refused for its NUL", err)
+	}
+}
