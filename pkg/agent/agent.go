@@ -80,24 +80,47 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{cfg: cfg, log: cfg.Logger.With("cluster", cfg.Cluster)}, nil
 }
 
+// FailureLogEvery is how often a failure that goes on is logged again.
+const FailureLogEvery = 5 * time.Minute
+
 // Run reports every interval until ctx ends, then returns nil. A cycle that
 // fails (cluster or server unreachable, snapshot refused) is logged and the
 // next one starts on time: each cycle sends the whole state, so nothing is
 // lost by skipping one.
+//
+// A failure is logged when it starts, when its error changes, and then
+// every FailureLogEvery while it lasts (with since when and how many
+// cycles failed), not at every cycle: a mistake that only an operator
+// fixes (a revoked token, a missing RBAC grant) would write 720 lines an
+// hour at the default interval.
 func (a *Agent) Run(ctx context.Context) error {
-	a.log.Info("agent started", "interval", a.cfg.Interval, "namespace", nsLabel(a.cfg.Namespace))
+	a.log.Info("agent started", "interval", a.cfg.Interval.String(), "namespace", nsLabel(a.cfg.Namespace))
 	tick := time.NewTicker(a.cfg.Interval)
 	defer tick.Stop()
-	failing := false
+	var (
+		failing           bool
+		failed            int
+		lastErr           string
+		since, lastLogged time.Time
+	)
 	for {
 		err := a.Once(ctx)
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
-			a.log.Error("report failed; trying again next cycle", "error", err)
+			now := a.cfg.Now()
+			if !failing {
+				since, failed = now, 0
+			}
+			failed++
+			if !failing || err.Error() != lastErr || now.Sub(lastLogged) >= FailureLogEvery {
+				a.log.Error("report failed; trying again next cycle", "error", err,
+					"failing_since", since.UTC().Format(time.RFC3339), "failed_cycles", failed)
+				lastErr, lastLogged = err.Error(), now
+			}
 			failing = true
 		case failing:
-			a.log.Info("reporting again")
+			a.log.Info("reporting again", "failing_since", since.UTC().Format(time.RFC3339), "failed_cycles", failed)
 			failing = false
 		}
 		select {

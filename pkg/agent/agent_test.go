@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -286,5 +287,40 @@ func TestKubeConfigMissing(t *testing.T) {
 	}
 	if _, err := agent.KubeConfig(missing, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), missing) {
 		t.Fatalf("an explicit missing kubeconfig: %v, want it named", err)
+	}
+}
+
+// QA: a failure that only an operator fixes (a revoked token, a missing
+// RBAC grant) was logged at every cycle — 720 ERROR lines an hour at the
+// default interval. It is logged when it starts and changes (then every
+// FailureLogEvery), and the recovery says how many cycles failed.
+func TestRepeatedFailureLoggedOnce(t *testing.T) {
+	kube := fake.NewClientset(testPod("shop", "billing-1", labels("dpl_2", "1.2.0"), corev1.PodRunning, true))
+	rec := &recorder{down: true}
+	var logs enginetest.SyncBuffer
+	a, err := agent.New(agent.Config{Cluster: "c1", Interval: 5 * time.Millisecond, Kube: kube, Server: rec,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	enginetest.Eventually(t, 10*time.Second, func() bool { c, _, _ := rec.state(); return c >= 20 }, "20 failed posts")
+	rec.setDown(false)
+	enginetest.Eventually(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "reporting again") }, "the agent to report again")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "report failed"); n != 1 {
+		t.Errorf("%d lines of 'report failed' for one failure over 20 cycles, want 1:\n%s", n, out)
+	}
+	if !regexp.MustCompile(`reporting again.*failed_cycles=(2\d|[3-9]\d|\d{3,})`).MatchString(out) {
+		t.Errorf("the recovery does not say how many cycles failed:\n%s", out)
+	}
+	if strings.Contains(out, "interval=5000000") {
+		t.Errorf("the interval is logged in nanoseconds:\n%s", out)
 	}
 }
