@@ -45,8 +45,9 @@ workload's state with kstatus, and posts the full snapshot to
 POST /api/v1/agent/reports under --cluster. It polls; it never watches.
 
 The token (--token or MANENT_TOKEN) needs the permission agent.report on
-that cluster. Inside a cluster (KUBERNETES_SERVICE_HOST set) the agent uses
-its ServiceAccount; elsewhere --kubeconfig, $KUBECONFIG or ~/.kube/config.
+that cluster. --kubeconfig, when given, is used everywhere; otherwise,
+inside a cluster (KUBERNETES_SERVICE_HOST set) the agent uses its
+ServiceAccount, and elsewhere $KUBECONFIG or ~/.kube/config.
 
 A failed read or post is logged and tried again next cycle; the agent keeps
 going while the cluster's API server or manent-server is down. SIGTERM or
