@@ -357,7 +357,10 @@ func (h *hub) pollOnce(ctx context.Context, ids []string, global bool, since tim
 		if from < 0 {
 			continue
 		}
-		evs, err := h.st.Events(ctx, hd.ID, from, nil, 1000)
+		// About 1 MiB at a time, as a stream's replay: a deploy's
+		// events since the last poll may weigh 100 kB each (a log line of
+		// control characters); the rest follow at the next polls.
+		evs, _, err := h.st.EventsUpTo(ctx, hd.ID, from, nil, 1000, replayPageBytes)
 		if err != nil {
 			h.log.Debug("event poll", "deploy", hd.ID, "error", err)
 			continue

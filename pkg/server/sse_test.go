@@ -431,6 +431,16 @@ func TestEventsFromAnotherProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer other.Close()
+		// Heavy lines first (16 KiB of control characters, ~100 kB each as
+		// stored): the poll reads them about 1 MiB at a time, over several
+		// polls, and every one arrives, in order (checkHistory).
+		var heavy []store.LogEntry
+		for range 24 {
+			heavy = append(heavy, store.LogEntry{Time: time.Now(), Text: strings.Repeat("\x01", 16<<10)})
+		}
+		if err := other.AppendLog(context.Background(), id, "elsewhere", heavy); err != nil {
+			t.Fatal(err)
+		}
 		if err := other.AppendLog(context.Background(), id, "elsewhere", []store.LogEntry{{Time: time.Now(), Text: "written by another worker"}}); err != nil {
 			t.Fatal(err)
 		}
