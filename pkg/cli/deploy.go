@@ -21,6 +21,9 @@ type DeployOptions struct {
 	Exporter     *Exporter
 	Now          func() time.Time
 	PollInterval time.Duration
+	// FollowGrace is how long a server that stopped answering is asked
+	// again while following (DefaultFollowGrace when 0).
+	FollowGrace time.Duration
 
 	File string
 	Wait bool
@@ -34,7 +37,7 @@ type DeployOptions struct {
 
 // NewCmdDeploy builds `manent deploy`.
 func NewCmdDeploy(f *Factory, runF func(*DeployOptions) error) *cobra.Command {
-	opts := &DeployOptions{IO: f.IOStreams, Client: f.Client, ReadInput: f.ReadInput, Now: f.Now, PollInterval: f.PollInterval}
+	opts := &DeployOptions{IO: f.IOStreams, Client: f.Client, ReadInput: f.ReadInput, Now: f.Now, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
 	cmd := &cobra.Command{
 		Use:   "deploy -f <file> [--wait [--timeout <duration>]]",
 		Short: "Submit a deploy",
@@ -45,7 +48,11 @@ With --wait the command follows the deploy to its final state, printing
 state changes and finished steps on stderr, and exits 0 if it ended
 SUCCESS, 1 if it ended otherwise (printing the failed step, its error and
 the rollback outcome), 3 if --timeout elapsed first, 4 if the server is
-unreachable or answers with a server error.
+unreachable or answers with a server error. A server that stops answering
+once it has accepted the deploy (a restart, a network cut) is asked again
+for 30 s, as stderr says; past that the command exits 4 saying that the
+deploy goes on on the server: follow it with 'manent wait <id>' rather
+than submitting it again.
 
 Every submission carries an Idempotency-Key, fresh for each invocation
 unless --idempotency-key gives one. A submission that got no answer (a
@@ -155,18 +162,20 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 		fmt.Fprintf(opts.IO.ErrOut, "deploy %s submitted: %s\n", out.ID, opts.IO.State(string(out.State)))
 	}
 	return followSubmitted(ctx, client, opts.IO, opts.Exporter, opts.Now, out.ID, out.State,
-		opts.PollInterval, opts.Timeout, opts.Quiet)
+		watch{Interval: opts.PollInterval, Timeout: opts.Timeout, Grace: opts.FollowGrace}, opts.Quiet)
 }
 
 // followSubmitted is --wait after a submission (deploy, rollback): the
 // progress line on stderr (none when quiet) until the deploy id is final or
-// timeout passes, then the final result on stdout.
+// w.Timeout passes, then the final result on stdout. The server accepted the
+// deploy: it is followed across an outage from the first poll.
 func followSubmitted(ctx context.Context, client *api.Client, io *IOStreams, exp *Exporter, now func() time.Time,
-	id string, state manent.State, poll, timeout time.Duration, quiet bool) error {
+	id string, state manent.State, w watch, quiet bool) error {
 	p := newProgress(io, now)
 	p.quiet = quiet
 	p.last = string(state)
-	d, err := watchDeploy(ctx, client, id, poll, timeout, p.update)
+	w.Client, w.ID, w.Submitted, w.OnPoll, w.OnLost = client, id, true, p.update, p.lost
+	d, err := watchDeploy(ctx, w)
 	p.finish() // erase the status line before the result
 	if ExitCodeOf(err) == ExitInterrupted {
 		// Not waiting any longer does not stop the deploy.

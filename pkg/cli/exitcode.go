@@ -194,6 +194,11 @@ func errorHint(err error) string {
 	case errors.As(err, &timeout):
 		return fmt.Sprintf("the deploy goes on: follow it with 'manent wait %s'", timeout.ID)
 	}
+	var lost *LostError
+	if errors.As(err, &lost) {
+		id := safeText(lost.ID)
+		return fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
+	}
 	var notAPI *api.NotAPIAnswerError
 	if errors.As(err, &notAPI) {
 		return "hint: --server (or MANENT_SERVER) may point at something other than manent-server"

@@ -35,6 +35,9 @@ type Factory struct {
 	Now func() time.Time
 	// PollInterval is how often deploys and logs are polled when followed.
 	PollInterval time.Duration
+	// FollowGrace is how long a command following a deploy asks again a
+	// server that stopped answering before it exits 4.
+	FollowGrace time.Duration
 	// StreamHTTP returns the HTTP client for event streams: the
 	// invocation's transport with no overall timeout (a stream lasts as
 	// long as the deploy).
@@ -64,6 +67,7 @@ func NewFactory(inv Invocation) *Factory {
 		IOStreams:    NewIOStreams(inv.Stdin, inv.Stdout, inv.Stderr, inv.Getenv),
 		Now:          inv.Now,
 		PollInterval: inv.PollInterval,
+		FollowGrace:  inv.FollowGrace,
 		WorkDir:      inv.Dir,
 		Getenv:       inv.Getenv,
 		Environ:      inv.Environ,
@@ -206,6 +210,8 @@ type Invocation struct {
 	PollInterval time.Duration
 	// StreamIdle overrides DefaultStreamIdle when positive.
 	StreamIdle time.Duration
+	// FollowGrace overrides DefaultFollowGrace when positive.
+	FollowGrace time.Duration
 	// Now overrides time.Now.
 	Now func() time.Time
 }
@@ -228,6 +234,9 @@ func (inv Invocation) withDefaults() Invocation {
 	}
 	if inv.StreamIdle <= 0 {
 		inv.StreamIdle = DefaultStreamIdle
+	}
+	if inv.FollowGrace <= 0 {
+		inv.FollowGrace = DefaultFollowGrace
 	}
 	if inv.Now == nil {
 		inv.Now = time.Now

@@ -13,66 +13,122 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 )
 
-// unreachableGrace is how long following a deploy tolerates a server that
-// stopped answering (a restart, a network blip) before exiting 4.
-const unreachableGrace = 30 * time.Second
+// DefaultFollowGrace is how long following a deploy tolerates a server
+// that stopped answering (a restart, a network cut) before exiting 4.
+const DefaultFollowGrace = 30 * time.Second
 
-// watchDeploy polls deploy id every interval until it is final, calling
-// onPoll (when not nil) with every answer. A positive timeout bounds the
-// whole wait: when it elapses watchDeploy returns the last deployment seen
-// and a *TimeoutError. It is what `deploy --wait`, `wait` and `logs -f` share.
-func watchDeploy(ctx context.Context, client *api.Client, id string, interval, timeout time.Duration, onPoll func(*manent.Deployment)) (*manent.Deployment, error) {
+// watch says how to follow one deploy until it is final (watchDeploy).
+type watch struct {
+	Client *api.Client
+	ID     string
+	// Interval is the time between two polls.
+	Interval time.Duration
+	// Timeout, when positive, bounds the whole wait: when it elapses the
+	// last deployment seen is returned with a *TimeoutError.
+	Timeout time.Duration
+	// Grace is how long a server that stopped answering is asked again
+	// (DefaultFollowGrace when 0).
+	Grace time.Duration
+	// Submitted says the server has already answered for this deploy (it
+	// accepted it): a first poll that fails gets the grace too.
+	Submitted bool
+	// OnPoll, when not nil, gets every answer.
+	OnPoll func(*manent.Deployment)
+	// OnLost, when not nil, is told once per outage that the server stopped
+	// answering and is asked again for Grace.
+	OnLost func(err error, grace time.Duration)
+}
+
+// watchDeploy polls the deploy until it is final. It is what `deploy
+// --wait`, `rollback --wait`, `wait` and `logs -f` share. A server that
+// stops answering after it has answered about the deploy is asked again
+// for the grace; past it the error is a *LostError (exit 4) that says the
+// deploy goes on.
+func watchDeploy(ctx context.Context, w watch) (*manent.Deployment, error) {
 	parent := ctx
-	if timeout > 0 {
+	if w.Timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, w.Timeout)
 		defer cancel()
 	}
+	grace := w.Grace
+	if grace <= 0 {
+		grace = DefaultFollowGrace
+	}
 	var (
-		last   *manent.Deployment
-		lastOK time.Time
+		last    *manent.Deployment
+		lastOK  time.Time
+		lost    bool
+		started = time.Now()
 	)
 	timedOut := func() error {
 		state := manent.State("")
 		if last != nil {
 			state = last.State
 		}
-		return &TimeoutError{ID: id, State: state, After: timeout}
+		return &TimeoutError{ID: w.ID, State: state, After: w.Timeout}
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if timeout > 0 && parent.Err() == nil {
+			if w.Timeout > 0 && parent.Err() == nil {
 				return last, timedOut()
 			}
 			return last, ctx.Err()
 		case <-timer.C:
 		}
-		d, err := client.Deployment(ctx, id)
+		d, err := w.Client.Deployment(ctx, w.ID)
 		if err != nil {
-			if timeout > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if w.Timeout > 0 && parent.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return last, timedOut()
+			}
+			answered := last != nil || w.Submitted
+			if !answered || !transient(err) || ctx.Err() != nil {
+				return last, err
 			}
 			// A server that restarts while we wait is not a failed deploy:
 			// keep asking for a while once it has answered.
-			if last != nil && transient(err) && time.Since(lastOK) < unreachableGrace {
-				timer.Reset(max(interval, time.Second))
-				continue
+			since := lastOK
+			if since.IsZero() {
+				since = started
 			}
-			return last, err
+			if away := time.Since(since); away >= grace {
+				return last, &LostError{ID: w.ID, Away: away, Err: err}
+			}
+			if !lost && w.OnLost != nil {
+				w.OnLost(err, grace)
+			}
+			lost = true
+			timer.Reset(min(max(w.Interval, time.Second), grace/4))
+			continue
 		}
-		last, lastOK = d, time.Now()
-		if onPoll != nil {
-			onPoll(d)
+		last, lastOK, lost = d, time.Now(), false
+		if w.OnPoll != nil {
+			w.OnPoll(d)
 		}
 		if d.State.Final() {
 			return d, nil
 		}
-		timer.Reset(interval)
+		timer.Reset(w.Interval)
 	}
 }
+
+// LostError says the server stopped answering while a command followed
+// deploy ID, and had not answered again after Away (exit 4, like the error
+// it wraps). The deploy itself is durable on the server and goes on.
+type LostError struct {
+	ID   string
+	Away time.Duration
+	Err  error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("%v (no answer for %s while following deploy %s)", e.Err, formatDuration(e.Away.Round(time.Second)), e.ID)
+}
+
+func (e *LostError) Unwrap() error { return e.Err }
 
 // transient reports whether err may pass by itself: the server is
 // unreachable (restarting, a network blip) or answered 502/503/504
@@ -169,6 +225,20 @@ func (p *progress) update(d *manent.Deployment) {
 		}
 	}
 	p.st.setLocked("deploy " + safeText(d.ID) + ": " + line)
+}
+
+// lost says, once per outage, that the server stopped answering and is
+// asked again for grace; the state line is printed again when it answers.
+func (p *progress) lost(err error, grace time.Duration) {
+	if p.quiet {
+		return
+	}
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	p.st.clearLocked()
+	p.last = ""
+	fmt.Fprintf(p.w, "%s; asking again for %s (the deploy goes on on the server)\n", safeText(err.Error()), formatDuration(grace))
+	p.st.drawLocked()
 }
 
 // finish removes the status line (before the command's result is printed).

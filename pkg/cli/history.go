@@ -154,6 +154,9 @@ type RollbackOptions struct {
 	Exporter     *Exporter
 	Now          func() time.Time
 	PollInterval time.Duration
+	// FollowGrace is how long a server that stopped answering is asked
+	// again with --wait (DefaultFollowGrace when 0).
+	FollowGrace time.Duration
 
 	Application string
 	Environment string
@@ -169,7 +172,7 @@ type RollbackOptions struct {
 
 // NewCmdRollback builds `manent rollback`.
 func NewCmdRollback(f *Factory, runF func(*RollbackOptions) error) *cobra.Command {
-	opts := &RollbackOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, PollInterval: f.PollInterval}
+	opts := &RollbackOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
 	cmd := &cobra.Command{
 		Use:   "rollback <application> <environment> [--to VERSION] [--wait [-q] [--timeout <duration>]]",
 		Short: "Deploy again the release that was current before the current one",
@@ -198,8 +201,10 @@ current release under the rollback; wait for it or cancel it, then roll
 back.
 
 With --wait the command follows the new deploy like 'deploy --wait' (-q
-hides the progress on stderr) and exits 0 if it ended SUCCESS, 1 otherwise, 3 on --timeout, 4 if the server is
-unreachable.
+hides the progress on stderr) and exits 0 if it ended SUCCESS, 1
+otherwise, 3 on --timeout, 4 if the server is unreachable (a server that
+stops answering once it has accepted the rollback is asked again for 30 s;
+the deploy goes on on the server either way).
 
 Like 'deploy', a rollback carries an Idempotency-Key, fresh for each
 invocation unless --idempotency-key gives one: after a dropped connection
@@ -277,7 +282,7 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 		fmt.Fprint(opts.IO.ErrOut, line)
 	}
 	return followSubmitted(ctx, client, opts.IO, opts.Exporter, opts.Now, res.ID, res.State,
-		opts.PollInterval, opts.Timeout, opts.Quiet)
+		watch{Interval: opts.PollInterval, Timeout: opts.Timeout, Grace: opts.FollowGrace}, opts.Quiet)
 }
 
 // DiffOptions are the inputs of `manent diff`.

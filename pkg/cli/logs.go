@@ -22,6 +22,9 @@ type LogsOptions struct {
 	StreamHTTP   func() *http.Client
 	Exporter     *Exporter
 	PollInterval time.Duration
+	// FollowGrace is how long a server that stopped answering is asked
+	// again while following (DefaultFollowGrace when 0).
+	FollowGrace time.Duration
 
 	ID      string
 	Follow  bool
@@ -36,7 +39,7 @@ type LogsOptions struct {
 
 // NewCmdLogs builds `manent logs`.
 func NewCmdLogs(f *Factory, runF func(*LogsOptions) error) *cobra.Command {
-	opts := &LogsOptions{IO: f.IOStreams, Client: f.Client, StreamHTTP: f.StreamHTTP, PollInterval: f.PollInterval}
+	opts := &LogsOptions{IO: f.IOStreams, Client: f.Client, StreamHTTP: f.StreamHTTP, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
 	cmd := &cobra.Command{
 		Use:   "logs <id> [-f]",
 		Short: "Print the log of a deploy",
@@ -46,8 +49,9 @@ With -f the command follows the log as Server-Sent Events until the deploy
 is final, printing each line once (a dropped connection is resumed where it
 stopped), then exits like 'manent wait': 0 if the deploy ended SUCCESS, 1
 otherwise (with the reason on stderr), 3 if --timeout elapsed first, 4 if
-the server stays unreachable (a server restart is waited out: the stream
-resumes after the last line printed) or answers with a server error. With
+the server stays unreachable for 30 s (a server restart is waited out: the
+stream resumes after the last line printed; the deploy goes on on the
+server either way) or answers with a server error. With
 -o json each line is printed as one JSON object per line.
 
 Log text is what the deploy's steps wrote, so it is not trusted: control
@@ -154,7 +158,8 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		_, _ = watchDeploy(pctx, client, opts.ID, max(opts.PollInterval, time.Second), 0, p.update)
+		_, _ = watchDeploy(pctx, watch{Client: client, ID: opts.ID, Interval: max(opts.PollInterval, time.Second),
+			Grace: opts.FollowGrace, Submitted: true, OnPoll: p.update, OnLost: p.lost})
 	}()
 	defer func() {
 		stopPoll()
@@ -162,7 +167,7 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 		p.finish()
 	}()
 	es := &eventStream{
-		client: client, hc: opts.StreamHTTP(), url: client.EventsURL(opts.ID, true), id: opts.ID,
+		client: client, hc: opts.StreamHTTP(), url: client.EventsURL(opts.ID, true), id: opts.ID, retryFor: opts.FollowGrace,
 		onEvent: func(e api.Event) error {
 			if e.Type != api.EventLog {
 				return nil
@@ -175,10 +180,14 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 		},
 	}
 	if err := es.run(ctx); err != nil {
+		if ctx.Err() == nil && transient(err) {
+			// The server answered, then stayed away: the deploy goes on.
+			err = &LostError{ID: opts.ID, Away: es.retryFor, Err: err}
+		}
 		return timedOut(err)
 	}
 	// The deploy itself (its error and rollback) decides the exit code.
-	d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, 0, nil)
+	d, err := watchDeploy(ctx, watch{Client: client, ID: opts.ID, Interval: opts.PollInterval, Grace: opts.FollowGrace, Submitted: true})
 	if err != nil {
 		return timedOut(err)
 	}

@@ -15,6 +15,9 @@ type WaitOptions struct {
 	Client       func() (*api.Client, error)
 	Exporter     *Exporter
 	PollInterval time.Duration
+	// FollowGrace is how long a server that stopped answering is asked
+	// again while following (DefaultFollowGrace when 0).
+	FollowGrace time.Duration
 
 	ID      string
 	Timeout time.Duration
@@ -24,7 +27,7 @@ type WaitOptions struct {
 
 // NewCmdWait builds `manent wait`.
 func NewCmdWait(f *Factory, runF func(*WaitOptions) error) *cobra.Command {
-	opts := &WaitOptions{IO: f.IOStreams, Client: f.Client, PollInterval: f.PollInterval}
+	opts := &WaitOptions{IO: f.IOStreams, Client: f.Client, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
 	cmd := &cobra.Command{
 		Use:   "wait <id> [--timeout <duration>]",
 		Short: "Wait until a deploy is final",
@@ -35,8 +38,9 @@ Exit status: 0 the deploy ended SUCCESS; 1 it ended in another final state
 rollback outcome, "cancelled", "superseded by <id>" for a schedule tick a
 later tick replaced before it started, or the state); 3 --timeout elapsed
 first; 4 the server is unreachable or answers with a server error. A server
-that stops answering after it has answered once (a restart) is asked again
-for 30 s before that.`,
+that stops answering after it has answered once (a restart, a network cut)
+is asked again for 30 s before that, as stderr says; the deploy goes on on
+the server either way.`,
 		Example: `  manent wait dpl_01JABCDEF
   manent wait dpl_01JABCDEF --timeout 10m
 
@@ -67,7 +71,8 @@ func waitRun(ctx context.Context, opts *WaitOptions) error {
 	}
 	p := newProgress(opts.IO, nil)
 	p.quiet = opts.Quiet
-	d, err := watchDeploy(ctx, client, opts.ID, opts.PollInterval, opts.Timeout, p.update)
+	d, err := watchDeploy(ctx, watch{Client: client, ID: opts.ID, Interval: opts.PollInterval, Timeout: opts.Timeout,
+		Grace: opts.FollowGrace, OnPoll: p.update, OnLost: p.lost})
 	p.finish()
 	return finishFollow(opts.IO, opts.Exporter, d, err)
 }

@@ -1,0 +1,176 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/servertest"
+)
+
+// cutProxy relays requests to a real server until the network is cut: then
+// every request is dropped without an answer (a load balancer that lost its
+// backend, a server being restarted). cutAfterSubmit cuts it as soon as the
+// server has accepted a deploy, before the CLI's first poll.
+type cutProxy struct {
+	target         string
+	cutAfterSubmit bool
+	cut            atomic.Bool
+}
+
+func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.cut.Load() {
+		panic(http.ErrAbortHandler)
+	}
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if p.cutAfterSubmit && r.Method == http.MethodPost && resp.StatusCode == http.StatusAccepted {
+		p.cut.Store(true)
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+type followResult struct {
+	code           int
+	stdout, stderr *enginetest.SyncBuffer
+}
+
+// startCLI runs the CLI in-process against server, as a CI job does (no
+// terminal, MANENT_SERVER and MANENT_TOKEN in the environment).
+func startCLI(server string, grace time.Duration, args ...string) (*enginetest.SyncBuffer, chan followResult) {
+	env := map[string]string{"MANENT_SERVER": server, "MANENT_TOKEN": servertest.DefaultToken}
+	stdout, stderr := &enginetest.SyncBuffer{}, &enginetest.SyncBuffer{}
+	done := make(chan followResult, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		code := cli.Run(ctx, cli.Invocation{
+			Args: args, Stdout: stdout, Stderr: stderr,
+			Getenv:       func(k string) string { return env[k] },
+			PollInterval: 20 * time.Millisecond, FollowGrace: grace,
+		})
+		done <- followResult{code, stdout, stderr}
+	}()
+	return stderr, done
+}
+
+func writeSlowDescriptor(t *testing.T, command string) string {
+	t.Helper()
+	dir := t.TempDir()
+	art := writeArtifact(t, dir, "hello\n")
+	p := filepath.Join(dir, "deploy.yml")
+	desc := fmt.Sprintf(`apiVersion: manent/v1
+application: billing
+environment: prod
+version: 1.0.0
+artifact: {url: "file://%s"}
+steps:
+  - name: slow
+    before: activation
+    plugin: script
+    with: {command: ["sh", "-c", %q]}
+`, art, command)
+	if err := os.WriteFile(p, []byte(desc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The server accepted the deploy (202), then the network is cut before the
+// first poll: `deploy --wait` has had its answer, so it rides the outage out
+// like one later in the deploy, says so on stderr, and exits 0 when the
+// deploy ends SUCCESS once the network is back. It exited 4 after its own
+// retries of the first poll (about 3 s), the deploy running on.
+func TestDeployWaitRidesOutACutRightAfterTheSubmission(t *testing.T) {
+	srv := servertest.Start(t)
+	proxy := &cutProxy{target: srv.URL, cutAfterSubmit: true}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+
+	stderr, done := startCLI(front.URL, 30*time.Second, "deploy", "-f", writeDescriptor(t, "1.0.0"), "--wait")
+	var res followResult
+	deadline := time.After(60 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case res = <-done:
+			break wait
+		case <-deadline:
+			t.Fatalf("deploy --wait did not end; stderr:\n%s", stderr)
+		case <-tick.C:
+			if proxy.cut.Load() && strings.Contains(stderr.String(), "asking again") {
+				proxy.cut.Store(false) // the network is back
+			}
+		}
+	}
+	if res.code != 0 {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
+	if !strings.Contains(res.stdout.String(), ": SUCCESS") {
+		t.Errorf("stdout:\n%s\nwant the SUCCESS line", res.stdout)
+	}
+	if got := res.stderr.String(); !strings.Contains(got, "unreachable") || !strings.Contains(got, "the deploy goes on on the server") {
+		t.Errorf("stderr:\n%s\nwant the outage said while it lasts", got)
+	}
+}
+
+// The server stops answering in the middle of a deploy and stays away past
+// the grace: `deploy --wait` and `wait` exit 4 as before, and say that the
+// deploy goes on and how to follow it, so that a CI job that failed on it
+// is not re-run to submit the deploy a second time. They said only
+// "server … unreachable" and "check --server".
+func TestFollowingSaysTheDeployGoesOnWhenTheServerStaysAway(t *testing.T) {
+	srv := servertest.Start(t)
+	proxy := &cutProxy{target: srv.URL}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+
+	desc := writeSlowDescriptor(t, "sleep 10")
+	deployErr, deployDone := startCLI(front.URL, time.Second, "deploy", "-f", desc, "--wait")
+	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
+	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
+	waitErr, waitDone := startCLI(front.URL, time.Second, "wait", id)
+	logsErr, logsDone := startCLI(front.URL, time.Second, "logs", "-f", id)
+	waitFor(t, "wait and logs -f to see the step run", func() bool {
+		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
+	})
+	proxy.cut.Store(true)
+
+	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
+		res := <-done
+		if res.code != 4 {
+			t.Errorf("%s: exit %d, want 4\nstderr:\n%s", name, res.code, res.stderr)
+			continue
+		}
+		want := fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
+		if got := res.stderr.String(); !strings.Contains(got, want) || !regexp.MustCompile(`\(no answer for [0-9]+s while following deploy `+id+`\)`).MatchString(got) {
+			t.Errorf("%s: stderr:\n%s\nwant the error to say how long it waited and the hint\n%s", name, got, want)
+		}
+	}
+}
