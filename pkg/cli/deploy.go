@@ -45,7 +45,8 @@ func NewCmdDeploy(f *Factory, runF func(*DeployOptions) error) *cobra.Command {
 with the deploy's id and first state; from then on the deploy is durable.
 
 With --wait the command follows the deploy to its final state, printing
-state changes and finished steps on stderr, and exits 0 if it ended
+state changes and finished steps on stderr (and, when stderr is not a
+terminal, the state again after 5 minutes without a line), and exits 0 if it ended
 SUCCESS, 1 if it ended otherwise (printing the failed step, its error and
 the rollback outcome), 3 if --timeout elapsed first, 4 if the server is
 unreachable or answers with a server error. A server that stops answering

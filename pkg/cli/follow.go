@@ -171,13 +171,21 @@ type progress struct {
 	seen  map[string]bool
 	quiet bool
 	st    *statusLine
+	// printed is when the last plain line was printed (not on a terminal).
+	printed time.Time
 }
+
+// keepaliveEvery is how long progress on a stderr that is not a terminal
+// (a CI log) stays silent at most: the state line is repeated, with the time
+// waited, so that a CI that kills a job silent for 10 minutes (CircleCI's
+// no_output_timeout, Travis) does not kill one that follows a long step.
+const keepaliveEvery = 5 * time.Minute
 
 func newProgress(s *IOStreams, now func() time.Time) *progress {
 	if now == nil {
 		now = time.Now
 	}
-	return &progress{io: s, w: s.ErrOut, now: now, seen: map[string]bool{}, st: newStatusLine(s, now)}
+	return &progress{io: s, w: s.ErrOut, now: now, seen: map[string]bool{}, st: newStatusLine(s, now), printed: now()}
 }
 
 func (p *progress) update(d *manent.Deployment) {
@@ -199,6 +207,7 @@ func (p *progress) update(d *manent.Deployment) {
 		p.seen[key] = true
 		p.st.clearLocked()
 		fmt.Fprintln(p.w, "  "+stepLine(p.io, s, p.now()))
+		p.printed = p.now()
 	}
 	if d.State.Final() {
 		p.st.clearLocked()
@@ -218,12 +227,19 @@ func (p *progress) update(d *manent.Deployment) {
 	if step := runningStep(d); step != "" {
 		line += ", step " + safeText(step) + " running"
 	}
-	if line != p.last {
-		p.last = line
-		if !p.st.tty {
+	if !p.st.tty {
+		now := p.now()
+		switch {
+		case line != p.last:
 			fmt.Fprintf(p.w, "deploy %s: %s\n", safeText(d.ID), p.io.State(state)+strings.TrimPrefix(line, state))
+			p.printed = now
+		case now.Sub(p.printed) >= keepaliveEvery:
+			fmt.Fprintf(p.w, "deploy %s: %s · %s (still waiting)\n", safeText(d.ID), p.io.State(state)+strings.TrimPrefix(line, state),
+				formatDuration(now.Sub(p.st.start).Truncate(time.Second)))
+			p.printed = now
 		}
 	}
+	p.last = line
 	p.st.setLocked("deploy " + safeText(d.ID) + ": " + line)
 }
 
@@ -236,7 +252,7 @@ func (p *progress) lost(err error, grace time.Duration) {
 	p.st.mu.Lock()
 	defer p.st.mu.Unlock()
 	p.st.clearLocked()
-	p.last = ""
+	p.last, p.printed = "", p.now()
 	fmt.Fprintf(p.w, "%s; asking again for %s (the deploy goes on on the server)\n", safeText(err.Error()), formatDuration(grace))
 	p.st.drawLocked()
 }

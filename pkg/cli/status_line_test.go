@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"io"
 	"testing"
 	"time"
 
@@ -25,5 +27,32 @@ func TestRunningStepLine(t *testing.T) {
 		if got := runningStepLine(c.steps, now); got != c.want {
 			t.Errorf("got %q, want %q", got, c.want)
 		}
+	}
+}
+
+// A deploy --wait, wait or logs -f in CI (stderr not a terminal) whose
+// step runs for a long time repeats its state line every keepaliveEvery
+// while nothing else is printed, with the time waited: a CI that kills a
+// job silent for 10 minutes (CircleCI's no_output_timeout, Travis) no
+// longer kills a healthy deploy. Nothing is repeated sooner, and any line
+// printed (a finished step, a change) starts the period again.
+func TestProgressKeepsANonTerminalLogAlive(t *testing.T) {
+	var errOut bytes.Buffer
+	s := NewIOStreams(nil, io.Discard, &errOut, func(string) string { return "" })
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	now := start
+	p := newProgress(s, func() time.Time { return now })
+	running := &manent.Deployment{ID: "dpl_1", State: manent.StatePending,
+		Steps: []manent.Step{{Name: "soak", State: manent.StepRunning, StartedAt: &start}}}
+	for now.Sub(start) < 12*time.Minute {
+		p.update(running)
+		now = now.Add(30 * time.Second)
+	}
+	got := errOut.String()
+	want := "deploy dpl_1: PENDING, step soak running\n" +
+		"deploy dpl_1: PENDING, step soak running · 5m (still waiting)\n" +
+		"deploy dpl_1: PENDING, step soak running · 10m (still waiting)\n"
+	if got != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
 	}
 }
