@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +62,9 @@ dropped connection) or a 503/429 is sent again with the same key, a few
 times and honouring the server's Retry-After; the server answers a repeat
 with the first deploy, so a retry never creates a second deploy. Passing
 the same --idempotency-key again (e.g. a re-run CI job, within 24 h)
-prints the deploy of the first run.`,
+prints the deploy of the first run. A submission interrupted (Ctrl-C,
+SIGTERM) or unanswered before the server's answer prints the command, with
+the key it sent, that gets the deploy back if the server accepted it.`,
 		Example: `  manent deploy -f deploy.yml
   # deploy dpl_01JABCDEF submitted: ENQUEUED
 
@@ -121,6 +124,7 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 	}
 	res, replayed, err := client.SubmitIdempotent(ctx, data, key)
 	if err != nil {
+		sayMaybeAccepted(opts.IO, err, "deploy", fmt.Sprintf("manent deploy -f %s --idempotency-key %s", shellQuote(opts.File), key))
 		return err
 	}
 	if replayed && opts.IdempotencyKey != "" {
@@ -183,6 +187,27 @@ func followSubmitted(ctx context.Context, client *api.Client, io *IOStreams, exp
 		fmt.Fprintf(io.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", safeText(id), safeText(id))
 	}
 	return finishFollow(io, exp, d, err)
+}
+
+// sayMaybeAccepted tells, when a submission was interrupted or got no
+// answer, that the server may have accepted it, and the command (with the
+// Idempotency-Key that was sent) that answers with that deploy if it did,
+// and submits it once if it did not: a CI job re-run with it never creates
+// a second deploy.
+func sayMaybeAccepted(s *IOStreams, err error, what, again string) {
+	if ExitCodeOf(err) != ExitInterrupted && !api.IsUnreachable(err) {
+		return
+	}
+	fmt.Fprintf(s.ErrOut, "\nthe server may have accepted the %s before the answer was lost; to get it without a second one, run: %s\n",
+		what, safeText(again))
+}
+
+// shellQuote quotes an argument for a command line printed to copy.
+func shellQuote(arg string) string {
+	if arg != "" && strings.Trim(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@,+") == "" {
+		return arg
+	}
+	return "'" + strings.ReplaceAll(arg, "'", `'\''`) + "'"
 }
 
 // newIdempotencyKey returns a fresh Idempotency-Key: "manent-cli-" and 128

@@ -174,3 +174,79 @@ func TestFollowingSaysTheDeployGoesOnWhenTheServerStaysAway(t *testing.T) {
 		}
 	}
 }
+
+// holdAfterSubmit relays requests to a real server; a submission is
+// committed by the server, then its answer is held until the CLI goes away
+// (a CI job cancelled, SIGTERM, while `manent deploy` waited for the 202).
+type holdAfterSubmit struct {
+	target    string
+	committed chan struct{}
+}
+
+func (p *holdAfterSubmit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(context.Background(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if r.Method == http.MethodPost {
+		close(p.committed)
+		<-r.Context().Done()
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+// `manent deploy` interrupted (SIGINT/SIGTERM: its context ends) while it
+// waits for the server's answer: the server may have accepted the deploy,
+// so the CLI prints the Idempotency-Key it sent and the command that gets
+// that deploy back without submitting a second; run, it answers with the
+// one deploy. It exited 130 without a word, and a re-run job submitted the
+// deploy again.
+func TestDeployInterruptedWhileSubmittingNamesItsKey(t *testing.T) {
+	srv := servertest.Start(t)
+	proxy := &holdAfterSubmit{target: srv.URL, committed: make(chan struct{})}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+	desc := writeDescriptor(t, "1.0.0")
+	env := map[string]string{"MANENT_SERVER": front.URL, "MANENT_TOKEN": srv.Token}
+
+	ctx, interrupt := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, cli.Invocation{Args: []string{"deploy", "-f", desc, "--wait"}, Stderr: &stderr,
+			Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond})
+	}()
+	select {
+	case <-proxy.committed:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the submission never reached the server")
+	}
+	interrupt()
+	if code := <-done; code != 130 {
+		t.Fatalf("exit %d, want 130\nstderr:\n%s", code, stderr.String())
+	}
+	m := regexp.MustCompile(`--idempotency-key (manent-cli-[0-9a-f]{32})`).FindStringSubmatch(stderr.String())
+	if m == nil || !strings.Contains(stderr.String(), "the server may have accepted the deploy before the answer was lost; to get it without a second one, run: manent deploy -f "+desc+" --idempotency-key") {
+		t.Fatalf("stderr:\n%s\nwant the key to submit again with", stderr.String())
+	}
+
+	code, stdout, errOut := runCLI(t, map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token},
+		"deploy", "-f", desc, "--idempotency-key", m[1], "-o", "json")
+	if code != 0 || !strings.Contains(errOut, "notice: already submitted with idempotency key") {
+		t.Fatalf("again with the key: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, errOut)
+	}
+	if ids := deployIDs(t, srv); len(ids) != 1 {
+		t.Errorf("deploys %v, want one", ids)
+	}
+}

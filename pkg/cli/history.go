@@ -260,6 +260,11 @@ func rollbackRun(ctx context.Context, opts *RollbackOptions) error {
 	}
 	res, replayed, err := client.RollbackIdempotent(ctx, opts.Application, opts.Environment, api.RollbackRequest{To: opts.To}, key)
 	if err != nil {
+		again := "manent rollback " + opts.Application + " " + opts.Environment
+		if opts.To != "" {
+			again += " --to " + shellQuote(opts.To)
+		}
+		sayMaybeAccepted(opts.IO, err, "rollback", again+" --idempotency-key "+key)
 		return err
 	}
 	if replayed && opts.IdempotencyKey != "" {
