@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -313,18 +314,34 @@ const (
 	logChunkBytes = 1 << 20
 )
 
-// jsonTextLen is about how long s is as a JSON string: a control
-// character is six bytes ("\u0000"), and so are <, > and & (escaped for
-// HTML); " and \ are two.
+// jsonTextLen is how long s is as a JSON string, quotes aside, as
+// encoding/json writes it (HTML-escaped, as writeJSON does): a control
+// character, <, > and & are six bytes (\u0000), a byte that is not UTF-8
+// and U+2028/U+2029 six too (\ufffd, \u2028); \t, \n, \r, \b, \f, " and \ two.
 func jsonTextLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c < 0x20, c == '<', c == '>', c == '&':
-			n += 5
-		case c == '"', c == '\\':
-			n++
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"', c == '\\', c == '\t', c == '\n', c == '\r', c == '\b', c == '\f':
+				n += 2
+			case c < 0x20, c == '<', c == '>', c == '&':
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
 	}
 	return n
 }
