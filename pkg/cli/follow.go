@@ -245,6 +245,18 @@ func (p *progress) update(d *manent.Deployment) {
 
 // lost says, once per outage, that the server stopped answering and is
 // asked again for grace; the state line is printed again when it answers.
+// wrote notes that the command printed something else (a log line of
+// logs -f): the output is alive, and the state line is not repeated to
+// keep it so until keepaliveEvery has passed without any.
+func (p *progress) wrote() {
+	if p.quiet {
+		return
+	}
+	p.st.mu.Lock()
+	p.printed = p.now()
+	p.st.mu.Unlock()
+}
+
 func (p *progress) lost(err error, grace time.Duration) {
 	if p.quiet {
 		return

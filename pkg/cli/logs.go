@@ -176,7 +176,9 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 			if err := json.Unmarshal(e.Data, &l); err != nil {
 				return nil
 			}
-			return writeLogLine(opts, manent.LogLine{Seq: e.Seq, Time: e.Time, Step: l.Step, Text: l.Text})
+			err := writeLogLine(opts, manent.LogLine{Seq: e.Seq, Time: e.Time, Step: l.Step, Text: l.Text})
+			p.wrote()
+			return err
 		},
 	}
 	if err := es.run(ctx); err != nil {

@@ -56,3 +56,31 @@ func TestProgressKeepsANonTerminalLogAlive(t *testing.T) {
 		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// logs -f on a CI: the log lines it prints keep the job's output alive, so
+// the state line is not repeated while they flow (it was every 5 minutes,
+// among the lines); it is once they stop.
+func TestProgressQuietWhileLogLinesFlow(t *testing.T) {
+	var errOut bytes.Buffer
+	s := NewIOStreams(nil, io.Discard, &errOut, func(string) string { return "" })
+	start := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	now := start
+	p := newProgress(s, func() time.Time { return now })
+	running := &manent.Deployment{ID: "dpl_1", State: manent.StatePending,
+		Steps: []manent.Step{{Name: "soak", State: manent.StepRunning, StartedAt: &start}}}
+	for now.Sub(start) < 12*time.Minute {
+		p.update(running)
+		p.wrote() // a log line printed
+		now = now.Add(30 * time.Second)
+	}
+	for now.Sub(start) < 18*time.Minute {
+		p.update(running)
+		now = now.Add(30 * time.Second)
+	}
+	got := errOut.String()
+	want := "deploy dpl_1: PENDING, step soak running\n" +
+		"deploy dpl_1: PENDING, step soak running · 16m30s (still waiting)\n"
+	if got != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
+	}
+}
