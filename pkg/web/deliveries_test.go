@@ -38,8 +38,10 @@ func TestDeployPageShowsDeliveries(t *testing.T) {
 	var p page
 	enginetest.Eventually(t, 60*time.Second, func() bool {
 		p = b.get("/deployments/" + id)
-		return strings.Contains(p.Body, "receiver answered 404 Not Found: no such hook")
-	}, "the refused callback on the deploy page")
+		// The attempt's error is recorded a moment before the delivery
+		// is marked failed: wait for both.
+		return strings.Contains(p.Body, "receiver answered 404 Not Found: no such hook") && strings.Contains(p.Body, "state-failed")
+	}, "the refused callback on the deploy page, failed")
 	for _, want := range []string{"Callbacks and messages", "finished", recv.URL + "/hook", "failed"} {
 		if !strings.Contains(p.Body, want) {
 			t.Errorf("no %q in the deploy page:\n%s", want, p.Body)
