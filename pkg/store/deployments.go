@@ -218,13 +218,17 @@ func scanRecords(rows *sql.Rows) ([]Record, error) {
 	return out, rows.Err()
 }
 
-func unfinishedQuery() string {
-	return `SELECT ` + deploymentColumns + ` FROM manent_deployments WHERE state IN (` + unfinishedStates() + `) ORDER BY created_at`
+func unfinishedQuery(columns string) string {
+	return `SELECT ` + columns + ` FROM manent_deployments WHERE state IN (` + unfinishedStates() + `) ORDER BY created_at`
 }
+
+// briefColumns are deploymentColumns without the decision and the saved
+// input, scanned as NULL and empty (UnfinishedBrief).
+var briefColumns = strings.Replace(deploymentColumns, "decision, input,", "NULL, '',", 1)
 
 // Unfinished returns the deployments not in a final state, oldest first.
 func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
-	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery())
+	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery(deploymentColumns))
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +240,7 @@ func (s *Store) Unfinished(ctx context.Context) ([]Record, error) {
 // thousands of waiting deploys show needs neither, and the input (the
 // whole descriptor and plan) is most of a row.
 func (s *Store) UnfinishedBrief(ctx context.Context) ([]Record, error) {
-	cols := strings.Replace(deploymentColumns, "decision, input,", "NULL, '',", 1)
-	rows, err := s.rdb.QueryContext(ctx, `SELECT `+cols+` FROM manent_deployments WHERE state IN (`+unfinishedStates()+`) ORDER BY created_at`)
+	rows, err := s.rdb.QueryContext(ctx, unfinishedQuery(briefColumns))
 	if err != nil {
 		return nil, err
 	}

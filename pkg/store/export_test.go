@@ -51,7 +51,7 @@ func HotQueries() []HotQuery {
 	add("steps of a list page", false, stepsOfQuery(3), "dpl_1", "dpl_2", "dpl_3")
 	add("events", false, `SELECT deployment_id, seq, type, time, data FROM manent_events WHERE deployment_id = ? AND seq > ? ORDER BY seq`, "dpl_1", 0)
 	add("queue of an environment", false, queueQuery, "app-7", "env-1", "PENDING", "ENQUEUED", "PENDING")
-	add("unfinished (sweeper, activity)", false, unfinishedQuery())
+	add("unfinished (sweeper, activity)", false, unfinishedQuery(deploymentColumns))
 	add("promotion successes", false, successesQuery, "app-7", "1", "SUCCESS")
 	add("count by state (metrics)", true, countByStateQuery)
 	add("retention candidates", false, `SELECT id FROM manent_deployments

@@ -176,3 +176,31 @@ func TestManyEventsOneSequence(t *testing.T) {
 		}
 	})
 }
+
+// UnfinishedBrief lists what Unfinished does, without the saved inputs
+// (most of a row): the same deploys, in the same order, each input empty.
+func TestUnfinishedBriefLeavesOutTheInput(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		insertDeploy(t, st, "dpl_1")
+		insertDeploy(t, st, "dpl_2")
+		full, err := st.Unfinished(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		brief, err := st.UnfinishedBrief(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(full) != 2 || len(brief) != 2 || string(full[0].Input) != "{}" {
+			t.Fatalf("unfinished %d, brief %d (input %q), want 2 each with {} in full", len(full), len(brief), full[0].Input)
+		}
+		for i := range brief {
+			if brief[i].ID != full[i].ID || brief[i].State != full[i].State || len(brief[i].Input) != 0 || brief[i].Decision != nil {
+				t.Errorf("brief %d: %s %s input %q decision %v; want %s %s without input or decision",
+					i, brief[i].ID, brief[i].State, brief[i].Input, brief[i].Decision, full[i].ID, full[i].State)
+			}
+		}
+	})
+}
