@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
@@ -149,12 +150,7 @@ func blockingFreeze(dec governance.Decision) *governance.FreezeInfo {
 // submitted through a worker configured otherwise, or before the
 // configuration changed) refuses it too (unmetWaits).
 func (a *Admitter) recheckGovernance(ctx context.Context, in plan.Input) error {
-	dec, err := a.governanceDecision(ctx, governance.Input{
-		Descriptor:  in.Descriptor,
-		Identity:    in.Requesting(),
-		Environment: governance.Environment{Name: in.Environment, Regions: plan.FreezeRegions(in.Waves)},
-		Now:         time.Now().UTC(),
-	})
+	dec, err := a.governanceDecision(ctx, runInput(in, in.Descriptor, plan.FreezeRegions(in.Waves)))
 	if err != nil {
 		return fmt.Errorf("governance: %w", err)
 	}
@@ -221,12 +217,7 @@ func (a *Admitter) Promoted(ctx context.Context, in plan.Input, sha256 string) e
 	}
 	d := *in.Descriptor
 	d.Artifact.SHA256 = sha256
-	dec, err := a.governanceDecision(ctx, governance.Input{
-		Descriptor:  &d,
-		Identity:    in.Requesting(),
-		Environment: governance.Environment{Name: in.Environment, Regions: plan.FreezeRegions(in.Waves)},
-		Now:         time.Now().UTC(),
-	})
+	dec, err := a.governanceDecision(ctx, runInput(in, &d, plan.FreezeRegions(in.Waves)))
 	if err != nil {
 		return fmt.Errorf("governance: %w", err)
 	}
@@ -263,12 +254,7 @@ func (a *Admitter) Freeze(ctx context.Context, in plan.Input, regions []string) 
 	if a.cfg.Governance == nil || in.Descriptor == nil {
 		return nil, nil
 	}
-	dec, err := a.cfg.Governance.Decide(ctx, governance.Input{
-		Descriptor:  in.Descriptor,
-		Identity:    in.Requesting(),
-		Environment: governance.Environment{Name: in.Environment, Regions: regions},
-		Now:         time.Now().UTC(),
-	})
+	dec, err := a.cfg.Governance.Decide(ctx, runInput(in, in.Descriptor, regions))
 	if err != nil {
 		return nil, fmt.Errorf("governance: %w", err)
 	}
@@ -277,3 +263,15 @@ func (a *Admitter) Freeze(ctx context.Context, in plan.Input, regions []string) 
 
 // Governed reports whether a governance policy is configured.
 func (a *Admitter) Governed() bool { return a.cfg.Governance != nil }
+
+// runInput is the governance input for deploy in once admitted, decided
+// again now: descriptor d (its own, or one with the downloaded artifact's
+// digest), the requester, the regions concerned.
+func runInput(in plan.Input, d *descriptor.Descriptor, regions []string) governance.Input {
+	return governance.Input{
+		Descriptor:  d,
+		Identity:    in.Requesting(),
+		Environment: governance.Environment{Name: in.Environment, Regions: regions},
+		Now:         time.Now().UTC(),
+	}
+}
