@@ -253,13 +253,9 @@ func normalizeServer(s string) (string, error) {
 	bare := strings.TrimRight(u.Scheme+"://"+u.Host+u.EscapedPath(), "/")
 	// What is quoted: a query may hold a token (?token=…) and the
 	// userinfo a password; errors end up in CI logs.
-	shown := u.Scheme + "://" + u.Host + u.EscapedPath()
-	if u.User != nil {
-		shown = u.Scheme + "://" + u.User.Username() + "@" + u.Host + u.EscapedPath()
-		if _, ok := u.User.Password(); ok {
-			shown = u.Scheme + "://" + u.User.Username() + ":xxxxx@" + u.Host + u.EscapedPath()
-		}
-	}
+	bareUser := *u
+	bareUser.RawQuery, bareUser.ForceQuery, bareUser.Fragment, bareUser.RawFragment = "", false, "", ""
+	shown := bareUser.Redacted()
 	if u.RawQuery != "" || u.ForceQuery {
 		shown += "?…"
 	}
