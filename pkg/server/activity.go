@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,26 +31,15 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	from, limit := 0, 0
-	for _, q := range []struct {
-		name     string
-		dst      *int
-		min, max int
-		want     string
-	}{
-		{"from", &from, 0, math.MaxInt32, "the number of deploys of each environment to skip (0 or more)"},
-		{"limit", &limit, 1, maxActivityLimit, fmt.Sprintf("how many deploys of each environment to list (1 to %d)", maxActivityLimit)},
-	} {
-		v := r.URL.Query().Get(q.name)
-		if v == "" {
-			continue
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < q.min || n > q.max {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "%s must be %s, got %q", q.name, q.want, manent.ClipText(v, 40)))
-			return
-		}
-		*q.dst = n
+	from, err := intParam(r, "from", 0, math.MaxInt32, 0, "the number of deploys of each environment to skip (0 or more)")
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	limit, err := intParam(r, "limit", 1, maxActivityLimit, 0, fmt.Sprintf("how many deploys of each environment to list (1 to %d)", maxActivityLimit))
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	recs, err := s.st.UnfinishedBrief(r.Context())
 	if err != nil {
@@ -292,12 +280,10 @@ func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRe
 				d.Reason = s.deadWorkerReason(wk)
 			}
 		}
-		if requeued, err := s.eng.Requeued(ctx, d.ID); err == nil {
-			if from, ok := requeued[d.ID]; ok {
-				d.Queued = true
-				d.Reason = requeuedReason(d.Application, d.Environment, from, cancelRequested)
-				interruptedSteps(d.Steps, from)
-			}
+		if from, ok := s.requeuedFrom(ctx, d.ID); ok {
+			d.Queued = true
+			d.Reason = requeuedReason(d.Application, d.Environment, from, cancelRequested)
+			interruptedSteps(d.Steps, from)
 		}
 		return
 	}
@@ -360,6 +346,17 @@ func (s *Server) requeued(ctx context.Context, recs []store.Record) (map[string]
 		return nil, nil
 	}
 	return s.eng.Requeued(ctx)
+}
+
+// requeuedFrom returns the worker deploy id was taken over from when DBOS
+// holds it back in the deploy queue (Engine.Requeued).
+func (s *Server) requeuedFrom(ctx context.Context, id string) (string, bool) {
+	requeued, err := s.eng.Requeued(ctx, id)
+	if err != nil {
+		return "", false
+	}
+	from, ok := requeued[id]
+	return from, ok
 }
 
 // interruptedSteps lists the steps a deploy taken over from worker from

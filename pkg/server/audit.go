@@ -37,13 +37,10 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 			*dst = n
 		}
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > api.MaxAuditPage {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxAuditPage, v))
-			return
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = limitParam(r, api.MaxAuditPage, 0); err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	items, err := s.st.Audit(r.Context(), f)
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
@@ -59,13 +58,10 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := store.Filter{Application: app, Environment: env, Cursor: r.URL.Query().Get("cursor")}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > api.MaxPage {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxPage, v))
-			return
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = limitParam(r, api.MaxPage, 0); err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	cur, err := s.st.Current(r.Context(), app, env)
 	if err != nil {

@@ -241,10 +241,8 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rec.State == manent.StatePending && slices.ContainsFunc(rec.Steps, func(st manent.Step) bool { return st.State == manent.StepRunning }) {
-		if requeued, err := s.eng.Requeued(r.Context(), rec.ID); err == nil {
-			if from, ok := requeued[rec.ID]; ok {
-				interruptedSteps(rec.Steps, from) // activity.go
-			}
+		if from, ok := s.requeuedFrom(r.Context(), rec.ID); ok {
+			interruptedSteps(rec.Steps, from) // activity.go
 		}
 	}
 	writeJSON(w, http.StatusOK, api.StepsResult{Steps: rec.Steps})
@@ -268,14 +266,10 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	limit := api.MaxLogPage
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > api.MaxLogPage {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxLogPage, v))
-			return
-		}
-		limit = n
+	limit, err := limitParam(r, api.MaxLogPage, api.MaxLogPage)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	// Read in chunks, so that a page of long lines stops at
 	// MaxLogPageBytes without reading its limit first; one line more than
@@ -371,13 +365,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := store.Filter{Application: q.Get("application"), Environment: q.Get("environment"), Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > api.MaxPage {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "limit must be a number from 1 to %d, got %q", api.MaxPage, v))
-			return
-		}
-		f.Limit = n
+	var err error
+	if f.Limit, err = limitParam(r, api.MaxPage, 0); err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	if v := q.Get("state"); v != "" {
 		for _, part := range strings.Split(v, ",") {
