@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 )
 
@@ -112,17 +111,9 @@ func checkSchema(ctx context.Context, db *sql.DB, postgres bool, where string) e
 
 // latestMigration is the version of the last embedded migration.
 func latestMigration() (int, error) {
-	entries, err := migrations.ReadDir("migrations")
+	ms, err := embeddedMigrations()
 	if err != nil {
 		return 0, err
 	}
-	latest := 0
-	for _, e := range entries {
-		v, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
-		if err != nil {
-			return 0, fmt.Errorf("migration %s: bad name", e.Name())
-		}
-		latest = max(latest, v)
-	}
-	return latest, nil
+	return ms[len(ms)-1].version, nil
 }

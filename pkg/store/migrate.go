@@ -15,29 +15,50 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+// embeddedMigration is one embedded migration file and its version, the
+// number its name starts with.
+type embeddedMigration struct {
+	name    string
+	version int
+}
+
+// embeddedMigrations lists the embedded migrations in order of name.
+func embeddedMigrations() ([]embeddedMigration, error) {
+	entries, err := migrations.ReadDir("migrations")
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	ms := make([]embeddedMigration, len(entries))
+	for i, e := range entries {
+		v, err := strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0])
+		if err != nil {
+			return nil, fmt.Errorf("migration %s: bad name", e.Name())
+		}
+		ms[i] = embeddedMigration{name: e.Name(), version: v}
+	}
+	if len(ms) == 0 {
+		return nil, errors.New("no embedded migrations")
+	}
+	return ms, nil
+}
+
 // Migrate applies the embedded migrations not yet applied, each in its own
 // transaction, on SQLite and PostgreSQL alike.
 func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS manent_schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
 		return fmt.Errorf("create migrations table: %w", err)
 	}
-	entries, err := migrations.ReadDir("migrations")
+	ms, err := embeddedMigrations()
 	if err != nil {
 		return err
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	versions := make([]int, len(entries))
-	for i, e := range entries {
-		if versions[i], err = strconv.Atoi(strings.SplitN(e.Name(), "_", 2)[0]); err != nil {
-			return fmt.Errorf("migration %s: bad name", e.Name())
-		}
-	}
-	if err := s.refuseNewerSchema(ctx, versions[len(versions)-1]); err != nil {
+	if err := s.refuseNewerSchema(ctx, ms[len(ms)-1].version); err != nil {
 		return err
 	}
-	for i, e := range entries {
-		version := versions[i]
-		body, err := migrations.ReadFile("migrations/" + e.Name())
+	for _, m := range ms {
+		version := m.version
+		body, err := migrations.ReadFile("migrations/" + m.name)
 		if err != nil {
 			return err
 		}
@@ -51,7 +72,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			}
 			for _, stmt := range splitSQL(string(body)) {
 				if _, err := tx.ExecContext(ctx, stmt); err != nil {
-					return fmt.Errorf("%s: %w", e.Name(), err)
+					return fmt.Errorf("%s: %w", m.name, err)
 				}
 			}
 			_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_schema_migrations (version) VALUES (?)`), version)
