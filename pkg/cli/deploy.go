@@ -189,6 +189,16 @@ func followSubmitted(ctx context.Context, client *api.Client, io *IOStreams, exp
 	return finishFollow(io, exp, d, err)
 }
 
+// sayGoesOn tells, when err is an interruption of `wait` or `logs -f`
+// (Ctrl-C, a cancelled CI job), that the deploy id goes on and how to stop
+// it: the user may have meant to stop the deploy itself.
+func sayGoesOn(s *IOStreams, err error, id string) {
+	if ExitCodeOf(err) != ExitInterrupted {
+		return
+	}
+	fmt.Fprintf(s.ErrOut, "\ndeploy %s goes on (only the waiting stopped): 'manent cancel %s' stops it\n", safeText(id), safeText(id))
+}
+
 // sayMaybeAccepted tells, when a submission was interrupted or got no
 // answer, that the server may have accepted it, and the command (with the
 // Idempotency-Key that was sent) that answers with that deploy if it did,

@@ -250,3 +250,50 @@ func TestDeployInterruptedWhileSubmittingNamesItsKey(t *testing.T) {
 		t.Errorf("deploys %v, want one", ids)
 	}
 }
+
+// `manent wait` and `manent logs -f` interrupted (Ctrl-C, a CI job
+// cancelled) stop waiting, not the deploy: stderr says that it goes on and
+// how to stop it. Both exited 130 without a word, and a user who meant to
+// stop the deploy left it to run at its scheduled time.
+func TestFollowInterruptedSaysTheDeployGoesOn(t *testing.T) {
+	srv := servertest.Start(t)
+	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
+	desc := writeDescriptor(t, "1.0.0")
+	at := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	f, err := os.OpenFile(desc, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(f, "schedule: {at: %q}\n", at); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, out, errOut := runCLI(t, env, "deploy", "-f", desc)
+	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(out)
+	if code != 0 || id == "" {
+		t.Fatalf("deploy: exit %d, stdout %q\nstderr:\n%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"wait", id}, {"logs", "-f", id}} {
+		t.Run(args[0], func(t *testing.T) {
+			ctx, interrupt := context.WithCancel(context.Background())
+			defer interrupt()
+			var stderr enginetest.SyncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- cli.Run(ctx, cli.Invocation{Args: args, Stdout: io.Discard, Stderr: &stderr,
+					Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond})
+			}()
+			// Interrupted once it has shown the deploy's state.
+			enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(stderr.String(), "DELAYED") },
+				"%s to show the deploy's state; stderr:\n%s", args[0], &stderr)
+			interrupt()
+			if code := <-done; code != 130 {
+				t.Fatalf("exit %d, want 130\nstderr:\n%s", code, stderr.String())
+			}
+			want := fmt.Sprintf("deploy %s goes on (only the waiting stopped): 'manent cancel %s' stops it", id, id)
+			if !strings.Contains(stderr.String(), want) {
+				t.Fatalf("stderr:\n%s\nwant %q", stderr.String(), want)
+			}
+		})
+	}
+}

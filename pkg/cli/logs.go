@@ -51,7 +51,8 @@ stopped), then exits like 'manent wait': 0 if the deploy ended SUCCESS, 1
 otherwise (with the reason on stderr), 3 if --timeout elapsed first, 4 if
 the server stays unreachable for 30 s (a server restart is waited out: the
 stream resumes after the last line printed; the deploy goes on on the
-server either way) or answers with a server error. With
+server either way) or answers with a server error; Ctrl-C stops the
+following, not the deploy (exit 130: 'manent cancel <id>' does). With
 -o json each line is printed as one JSON object per line.
 
 Log text is what the deploy's steps wrote, so it is not trusted: control
@@ -123,7 +124,7 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 // Events) from its first line until the deploy is final, printing each line
 // once; a dropped connection is resumed with Last-Event-ID. It then exits
 // like `wait`: the deploy's outcome decides the exit code.
-func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) error {
+func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) (err error) {
 	parent := ctx
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -147,6 +148,8 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) erro
 	if _, err := client.Deployment(ctx, opts.ID); err != nil {
 		return timedOut(err)
 	}
+	// Registered first, so said after the status line is erased.
+	defer func() { sayGoesOn(opts.IO, err, opts.ID) }()
 	// The deploy's state, running step and elapsed time on stderr while
 	// the log streams (on a terminal, a status line kept below the log).
 	p := newProgress(opts.IO, nil)

@@ -40,7 +40,8 @@ later tick replaced before it started, or the state); 3 --timeout elapsed
 first; 4 the server is unreachable or answers with a server error. A server
 that stops answering after it has answered once (a restart, a network cut)
 is asked again for 30 s before that, as stderr says; the deploy goes on on
-the server either way.`,
+the server either way. Ctrl-C stops the waiting, not the deploy (exit 130):
+'manent cancel <id>' does.`,
 		Example: `  manent wait dpl_01JABCDEF
   manent wait dpl_01JABCDEF --timeout 10m
 
@@ -74,5 +75,6 @@ func waitRun(ctx context.Context, opts *WaitOptions) error {
 	d, err := watchDeploy(ctx, watch{Client: client, ID: opts.ID, Interval: opts.PollInterval, Timeout: opts.Timeout,
 		Grace: opts.FollowGrace, OnPoll: p.update, OnLost: p.lost})
 	p.finish()
+	sayGoesOn(opts.IO, err, opts.ID)
 	return finishFollow(opts.IO, opts.Exporter, d, err)
 }
