@@ -78,7 +78,7 @@ func Message(ev Event) map[string]any {
 		},
 	}
 	if d.Error != "" {
-		blocks = append(blocks, section("*Error*\n```"+esc(truncate(d.Error, maxChatText))+"```"))
+		blocks = append(blocks, section("*Error*\n```"+codeText(truncate(d.Error, maxChatText))+"```"))
 	}
 	if d.Rollback != "" {
 		blocks = append(blocks, section("*Rollback* "+esc(d.Rollback)))
@@ -122,6 +122,14 @@ func mrkdwn(text string) map[string]any {
 // esc escapes the three characters Slack's mrkdwn reserves.
 func esc(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// codeText escapes s for a ``` code block: mrkdwn has no escape for a
+// backtick, so each is followed by a zero-width space — two of the error's
+// backticks, or one before the closing fence, can no longer end the block
+// early and leave the rest of the error to be read as markup.
+func codeText(s string) string {
+	return strings.ReplaceAll(esc(s), "`", "`\u200b")
 }
 
 func truncate(s string, n int) string {

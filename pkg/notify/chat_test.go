@@ -123,3 +123,28 @@ func blockTexts(v any) []string {
 	}
 	return out
 }
+
+// An error holding backticks (a shell message quoting ```) stays inside the
+// error's code block: the block ends at its own closing fence only, so the
+// rest of the error is not formatted as Slack markup.
+func TestMessageErrorCannotCloseItsCodeBlock(t *testing.T) {
+	ev := sampleEvent(notify.EventFinished)
+	ev.Deployment.State, ev.Deployment.Error = "ERROR", "script said ```\n*bold* and _it_ `x`"
+	var errBlock string
+	for _, b := range blockTexts(notify.Message(ev)["blocks"]) {
+		if strings.HasPrefix(b, "*Error*\n") {
+			errBlock = b
+		}
+	}
+	body, ok := strings.CutPrefix(errBlock, "*Error*\n```")
+	if !ok || !strings.HasSuffix(body, "```") {
+		t.Fatalf("error block %q is not one code block", errBlock)
+	}
+	body = strings.TrimSuffix(body, "```")
+	if strings.Contains(body, "``") || strings.HasSuffix(body, "`") {
+		t.Fatalf("error block %q: the error's backticks can end the code block", errBlock)
+	}
+	if got := strings.ReplaceAll(body, "\u200b", ""); got != ev.Deployment.Error {
+		t.Fatalf("error block shows %q, want the error %q (invisible separators aside)", got, ev.Deployment.Error)
+	}
+}
