@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -98,7 +99,7 @@ On SQLite a server does it at start for every other executor id.`,
 	f := recover.Flags()
 	f.StringSliceVar(&executors, "executor-id", nil, "executor id of the dead worker (repeatable)")
 	db.add(f)
-	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr))
+	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr), newBackupCmd(stdout, stderr))
 	return admin
 }
 
@@ -236,6 +237,70 @@ no manent database where it looked (it creates none) or the flags are wrong.`,
 			return nil
 		},
 	}
+	db.add(cmd.Flags())
+	return cmd
+}
+
+func newBackupCmd(stdout, stderr io.Writer) *cobra.Command {
+	var db adminFlags
+	var to string
+	cmd := &cobra.Command{
+		Use:   "backup --to FILE",
+		Short: "Copy the SQLite database, online, to a new file",
+		Long: `Copy the server's SQLite database to FILE while the server runs: the copy
+is the database at one instant (every deploy with its steps, events, audit
+entries and DBOS checkpoints), written under a temporary name beside FILE,
+synced, then given its name — FILE is the whole copy or does not exist. It
+is private (mode 0600): it holds the audit log and the deploys' inputs.
+FILE must not exist (a backup never overwrites one), and its directory
+must. The server's image has no sqlite3: this is the way to back it up.
+
+To restore: stop the server, remove manent.db-wal and manent.db-shm from
+its data directory, put the copy in place as manent.db, start the server.
+The deploys that were running at the time of the backup resume from their
+last step recorded in it: check what they would do again first.
+
+On PostgreSQL the task exits 2: use pg_dump (manent's tables and the dbos
+schema, both needed) or continuous archiving.`,
+		Example: `  manent-server admin backup --data-dir ./manent-data --to /backup/manent-$(date +%F).db
+  kubectl exec deploy/manent -- manent-server admin backup --to /data/manent-backup.db`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return usageError{fmt.Errorf("--to is required: the new file to write the copy to")}
+			}
+			if fi, err := os.Stat(filepath.Dir(to)); err != nil || !fi.IsDir() {
+				return usageError{fmt.Errorf("--to %s: the directory %s does not exist", to, filepath.Dir(to))}
+			}
+			cfg, err := db.load(cmd.Context())
+			if err != nil {
+				return err
+			}
+			st, err := store.Open(cmd.Context(), cfg.Database)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.CheckSchema(cmd.Context(), store.Where(cfg.Database)); err != nil {
+				return err
+			}
+			start := time.Now()
+			size, err := st.Backup(cmd.Context(), to)
+			if errors.Is(err, store.ErrBackupPostgres) {
+				return usageError{err}
+			}
+			if errors.Is(err, os.ErrExist) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "backed up %s to %s: %.1f MiB in %s\n", store.Where(cfg.Database), to,
+				float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the new file to write the copy to (it must not exist)")
 	db.add(cmd.Flags())
 	return cmd
 }

@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// ErrBackupPostgres is returned by Backup on PostgreSQL, which has its own
+// tools (pg_dump, continuous archiving).
+var ErrBackupPostgres = errors.New("manent backs up SQLite databases only: back a PostgreSQL database up with pg_dump (its manent tables and the dbos schema, both needed) or continuous archiving")
+
+// Backup writes a consistent copy of the SQLite database to path while the
+// server goes on writing (VACUUM INTO: one read transaction, so the copy is
+// the database at one instant, every deploy's steps and DBOS's checkpoints
+// together). The copy is written beside path under a temporary name,
+// synced, then linked to path — path either does not exist or is the whole
+// copy, never half of one — with mode 0600 (it holds the audit log, the
+// deploys' inputs and the sessions' digests). An existing path is refused
+// (os.ErrExist), never overwritten. It returns the copy's size in bytes.
+func (s *Store) Backup(ctx context.Context, path string) (int64, error) {
+	if s.postgres {
+		return 0, ErrBackupPostgres
+	}
+	if _, err := os.Lstat(path); err == nil {
+		return 0, existsError(path)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return 0, err
+	}
+	// An empty file is one VACUUM INTO may write: made here, it has mode
+	// 0600 and a name no one else holds.
+	tmp, err := os.CreateTemp(filepath.Dir(abs), "."+filepath.Base(abs)+".partial-*")
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpName) // after the link, only the temporary name goes
+	if _, err := s.rdb.ExecContext(ctx, `VACUUM INTO ?`, tmpName); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	// VACUUM INTO does not sync what it wrote.
+	f, err := os.Open(tmpName)
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	err = f.Sync()
+	fi, serr := f.Stat()
+	f.Close()
+	if err = errors.Join(err, serr); err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	// A link, unlike a rename, never replaces a file that appeared since.
+	if err := os.Link(tmpName, abs); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return 0, existsError(path)
+		}
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	if d, err := os.Open(filepath.Dir(abs)); err == nil {
+		_ = d.Sync() // the new name is durable too
+		d.Close()
+	}
+	return fi.Size(), nil
+}
+
+// existsError refuses a backup over path; it matches os.ErrExist.
+func existsError(path string) error {
+	return fmt.Errorf("%s: %w: name a new file (a backup never overwrites one)", path, os.ErrExist)
+}
