@@ -11,6 +11,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/manent-io/manent/descriptor"
 )
@@ -25,9 +26,31 @@ import (
 // `freeze := …`, `break_glass if …`, `missing_promotions contains env if …`).
 // See docs/governance.md. It is compiled once and safe for concurrent use.
 type Rego struct {
+	// Timeout bounds one evaluation, whatever the caller's context:
+	// DefaultTimeout unless set. A policy still evaluating then is stopped
+	// and Decide fails, so the deploy is refused (fail closed) instead of
+	// holding a submission, a cron tick or a worker slot.
+	Timeout time.Duration
+
 	query  rego.PreparedEvalQuery
 	whole  bool // no decision rule: the package document is the decision
 	source string
+	rules  []ruleLines
+}
+
+// DefaultTimeout is how long a policy may take to decide. A policy decides
+// in milliseconds; one that takes seconds loops over too much data.
+const DefaultTimeout = 5 * time.Second
+
+// MaxDecisionBytes bounds the JSON of a policy's decision: it is saved with
+// the deploy and its reasons are quoted in refusals and step errors.
+const MaxDecisionBytes = 1 << 20
+
+// ruleLines is where one rule of the policy is written, to name the rule
+// a runtime error comes from.
+type ruleLines struct {
+	name        string
+	first, last int
 }
 
 // LoadRego reads and compiles a Rego policy file.
@@ -57,6 +80,10 @@ func ParseRego(name, src string) (*Rego, error) {
 	for _, r := range mod.Rules {
 		if r.Head.Ref().String() == "decision" {
 			p.whole = false
+		}
+		if r.Location != nil {
+			p.rules = append(p.rules, ruleLines{name: r.Head.Ref().String(), first: r.Location.Row,
+				last: r.Location.Row + bytes.Count(r.Location.Text, []byte("\n"))})
 		}
 	}
 	query := "data.manent.decision"
@@ -121,9 +148,19 @@ func (p *Rego) Decide(ctx context.Context, in Input) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	rs, err := p.query.Eval(ctx, rego.EvalInput(doc), rego.EvalTime(in.Now))
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ectx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	rs, err := p.query.Eval(ectx, rego.EvalInput(doc), rego.EvalTime(in.Now))
 	if err != nil {
-		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, err)
+		if ctx.Err() == nil && ectx.Err() != nil {
+			return Decision{}, fmt.Errorf("evaluate %s: the policy did not decide within %s and was stopped (%v): a rule iterates over too much (a large range, a comprehension over the whole input); make it do less work",
+				p.source, timeout, err)
+		}
+		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, p.located(err))
 	}
 	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
 		return Decision{}, fmt.Errorf("evaluate %s: data.manent.decision is undefined for this input", p.source)
@@ -131,6 +168,10 @@ func (p *Rego) Decide(ctx context.Context, in Input) (Decision, error) {
 	raw, err := json.Marshal(rs[0].Expressions[0].Value)
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, err)
+	}
+	if len(raw) > MaxDecisionBytes {
+		return Decision{}, fmt.Errorf("evaluate %s: the decision is %d bytes of JSON, more than 1 MiB: it should hold a few reasons and names (does a rule add a reason per element of a large collection?)",
+			p.source, len(raw))
 	}
 	var rd regoDecision
 	if err := json.Unmarshal(raw, &rd); err != nil {
@@ -143,6 +184,34 @@ func (p *Rego) Decide(ctx context.Context, in Input) (Decision, error) {
 	d = d.normalized()
 	d.Source = p.source
 	return d, nil
+}
+
+// ruleError is a runtime error of the policy that names the rule it comes
+// from: "strict.rego:7: rule deny: eval_builtin_error: …".
+type ruleError struct {
+	err  *topdown.Error
+	rule string
+}
+
+func (e *ruleError) Error() string {
+	return fmt.Sprintf("%s:%d: rule %s: %s: %s", e.err.Location.File, e.err.Location.Row, e.rule, e.err.Code, e.err.Message)
+}
+
+func (e *ruleError) Unwrap() error { return e.err }
+
+// located names the rule of a runtime error that has a location (OPA gives
+// only the file and line).
+func (p *Rego) located(err error) error {
+	var te *topdown.Error
+	if !errors.As(err, &te) || te.Location == nil {
+		return err
+	}
+	for _, r := range p.rules {
+		if r.first <= te.Location.Row && te.Location.Row <= r.last {
+			return &ruleError{err: te, rule: r.name}
+		}
+	}
+	return err
 }
 
 func (rd regoDecision) decision() (Decision, error) {
