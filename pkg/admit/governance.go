@@ -25,9 +25,16 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*
 	d := req.Descriptor
 	var waits plan.Waits
 	var problems []manent.FieldError
-	if d.Schedule != nil && d.Schedule.At != nil && d.Schedule.At.After(time.Now()) {
-		at := d.Schedule.At.UTC()
-		waits.At = &at
+	now := time.Now().UTC()
+	if d.Schedule != nil && d.Schedule.At != nil {
+		switch at := d.Schedule.At.UTC(); {
+		case at.After(now):
+			waits.At = &at
+		case at.Before(now.Add(-scheduleClockSkew)):
+			problems = append(problems, manent.FieldError{Path: "/schedule/at", Message: fmt.Sprintf(
+				"%s is already past (the server's clock says %s): remove schedule.at to deploy now, or give a time to come",
+				at.Format(time.RFC3339), now.Format(time.RFC3339))})
+		}
 	}
 	for i, dep := range d.After {
 		rec, err := a.cfg.Store.Deployment(ctx, dep)
@@ -46,18 +53,35 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*
 	}
 	waits.After = d.After
 
-	dec, err := a.governanceDecision(ctx, governance.Input{
+	in := governance.Input{
 		Descriptor:  d,
 		Identity:    req.Identity,
 		Environment: governance.Environment{Name: d.Environment, Regions: regions},
-		Now:         time.Now().UTC(),
-	})
+		Now:         now,
+	}
+	dec, err := a.governanceDecision(ctx, in)
+	if err == nil && waits.At != nil {
+		// The deploy starts at schedule.at at the earliest: a freeze then
+		// refuses it, one now does not.
+		in.Now = *waits.At
+		var then governance.Decision
+		if then, err = a.governanceDecision(ctx, in); err == nil {
+			dec = freezeOf(dec, then, d.Environment)
+		}
+	}
 	if err != nil {
 		a.log.Error("governance decision failed", "error", err)
 		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()})
 	}
 	out := dec.ToDecision()
-	problems = append(problems, denials(dec, d.Environment)...)
+	refusals := denials(dec, d.Environment)
+	for i, p := range refusals {
+		if waits.At != nil && p.Path == "/environment" {
+			refusals[i] = manent.FieldError{Path: "/schedule/at", Message: fmt.Sprintf("at %s, when the deploy is scheduled to start, %s: schedule it from then on",
+				waits.At.Format(time.RFC3339), strings.TrimPrefix(p.Message, "environment "))}
+		}
+	}
+	problems = append(problems, refusals...)
 	if dec.ChangeRequired {
 		if a.cfg.ChangeManagement {
 			waits.Change = true
@@ -83,6 +107,38 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*
 		out.ApprovalsExpire = dec.Approvals.Expires.D().String()
 	}
 	return out, waits, problems
+}
+
+// scheduleClockSkew is how far in the past schedule.at may be and still
+// mean "now": the submitter's clock and the server's differ a little, and
+// a pipeline takes a moment between writing the time and submitting.
+const scheduleClockSkew = 5 * time.Minute
+
+// freezeOf is now's decision with the freezes of then's (the decision at
+// the deploy's schedule.at): its freeze, break glass and freeze reasons
+// replace now's. Every other rule is now's.
+func freezeOf(now, then governance.Decision, environment string) governance.Decision {
+	out := now
+	out.Deny = nil
+	for _, r := range now.Deny {
+		if !freezeReason(r, environment) {
+			out.Deny = append(out.Deny, r)
+		}
+	}
+	for _, r := range then.Deny {
+		if freezeReason(r, environment) {
+			out.Deny = append(out.Deny, r)
+		}
+	}
+	out.Freeze, out.BreakGlass = then.Freeze, then.BreakGlass
+	out.Allowed = len(out.Deny) == 0 && blockingFreeze(out) == nil
+	return out
+}
+
+// freezeReason says whether a deny reason is a freeze's, as governance.yaml
+// words it (`prod (regions eu-1) is frozen by "weekend" until …`).
+func freezeReason(reason, environment string) bool {
+	return strings.HasPrefix(reason, environment) && strings.Contains(reason, " is frozen by \"")
 }
 
 // governanceDecision asks the decider, with what the store knows of earlier
@@ -118,7 +174,7 @@ func denials(dec governance.Decision, environment string) []manent.FieldError {
 	named := false
 	for _, reason := range dec.Deny {
 		// A freeze's own reason is said once, at /environment.
-		if f != nil && strings.HasPrefix(reason, environment) && strings.Contains(reason, " is frozen by \"") {
+		if f != nil && freezeReason(reason, environment) {
 			problems = append(problems, manent.FieldError{Path: "/environment", Message: "environment " + reason})
 			named = true
 			continue

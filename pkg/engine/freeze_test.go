@@ -68,7 +68,8 @@ func (l ladder) pick(t *testing.T, lead time.Duration) int {
 
 // A deploy accepted before a freeze that starts before it runs fails in its
 // config step, naming the freeze; nothing is deployed. (The deploy waits
-// for its schedule.at past the freeze's start.)
+// for a deploy to another environment scheduled past the freeze's start:
+// one scheduled into the freeze itself is refused at submission.)
 func TestConfigStepRechecksFreeze(t *testing.T) {
 	// Environment prod-k is frozen from rung k on; the deploy goes to the
 	// first one whose freeze has not begun a while after the node is up,
@@ -80,7 +81,8 @@ func TestConfigStepRechecksFreeze(t *testing.T) {
 	k := l.pick(t, 3*time.Second)
 	url, _ := f.artifact("v1", "x")
 	at := fmt.Sprintf("schedule: {at: %s}\n", l.at(k).Add(time.Second).Format(time.RFC3339))
-	rec := f.wait(f.submit(descriptorYAML("api", fmt.Sprintf("prod-%d", k), "1", url, "", at)), 60*time.Second)
+	dep := f.submit(descriptorYAML("api", "qa", "1", url, "", at))
+	rec := f.wait(f.submit(descriptorYAML("api", fmt.Sprintf("prod-%d", k), "1", url, "", "after: ["+dep+"]\n")), 60*time.Second)
 	if rec.State != manent.StateError || !strings.Contains(rec.Error, fmt.Sprintf(`"incident-%d"`, k)) || !strings.HasPrefix(rec.Error, `step "config" failed`) {
 		t.Fatalf("state %s error %q: want ERROR in config naming the freeze incident-%d", rec.State, rec.Error, k)
 	}

@@ -1,0 +1,82 @@
+package admit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+)
+
+// A deploy with schedule.at starts at that time: freezes are judged then,
+// not at submission. One scheduled for after a freeze is admitted during
+// it; one scheduled into a freeze is refused at submission, naming the
+// freeze, instead of waiting for its time to end ERROR at config. A time
+// already past (beyond a little clock skew) is refused: it is not "now".
+func TestScheduleAtJudgedAtItsTime(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Second)
+	at := func(d time.Duration) string {
+		return fmt.Sprintf("schedule: {at: %q}\n", now.Add(d).Format(time.RFC3339))
+	}
+	rules, err := governance.ParseRules("g.yaml", []byte(fmt.Sprintf(`freezes:
+  - {name: incident, environments: [prod], from: %s, to: %s, allow: ["token:lead"]}
+  - {name: year-end, environments: [prod], from: %s, to: %s, allow: ["token:lead"]}
+`, now.Add(-time.Hour).Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339),
+		now.Add(3*time.Hour).Format(time.RFC3339), now.Add(5*time.Hour).Format(time.RFC3339))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: rules})
+	ctx := context.Background()
+	refusal := func(extra string, id manent.Identity) map[string]string {
+		t.Helper()
+		adm, err := f.a.Admit(ctx, admit.Request{Descriptor: f.descriptor(t, extra), Identity: id})
+		var me *manent.Error
+		if err == nil {
+			t.Logf("admitted: waits %+v, decision %+v", adm.Input.Waits, adm.Decision)
+			return nil
+		}
+		if !errors.As(err, &me) || me.Code != manent.EInvalid {
+			t.Fatalf("%s: %v, want a 422 or an admission", extra, err)
+		}
+		out := map[string]string{}
+		for _, fe := range me.Fields {
+			out[fe.Path] = fe.Message
+		}
+		return out
+	}
+
+	// Scheduled after the incident freeze, during it: admitted.
+	if got := refusal(at(2*time.Hour), ci); got != nil {
+		t.Errorf("scheduled after the current freeze: refused %v, want it admitted (it starts once the freeze is over)", got)
+	}
+	// Scheduled into the year-end freeze: refused now, at /schedule/at.
+	got := refusal(at(4*time.Hour), ci)
+	want := fmt.Sprintf(`prod is frozen by "year-end" until %s`, now.Add(5*time.Hour).Format(time.RFC3339))
+	if msg := got["/schedule/at"]; !strings.Contains(msg, want) || !strings.Contains(msg, now.Add(4*time.Hour).Format(time.RFC3339)) || len(got) != 1 {
+		t.Errorf("scheduled into a freeze: problems %v, want /schedule/at alone saying %q at the scheduled time", got, want)
+	}
+	// The identity the freeze allows breaks the glass at that time.
+	if got := refusal(at(4*time.Hour), manent.Identity{Subject: "token:lead"}); got != nil {
+		t.Errorf("break glass into a scheduled freeze: refused %v", got)
+	}
+	// Not scheduled, during the incident freeze: refused as always.
+	if got := refusal("", ci); !strings.Contains(got["/environment"], `frozen by "incident"`) {
+		t.Errorf("during a freeze: problems %v, want the freeze at /environment", got)
+	}
+	// A time already past.
+	got = refusal(at(-2*time.Hour), ci)
+	if msg := got["/schedule/at"]; !strings.Contains(msg, "is already past") || !strings.Contains(msg, "remove schedule.at to deploy now") {
+		t.Errorf("schedule.at 2 h ago: problems %v, want /schedule/at refused as past", got)
+	}
+	// A minute ago is the clocks differing: it runs now, and is then frozen
+	// like any deploy submitted now.
+	if got := refusal(at(-time.Minute), ci); !strings.Contains(got["/environment"], `frozen by "incident"`) || got["/schedule/at"] != "" {
+		t.Errorf("schedule.at a minute ago: problems %v, want it judged as now (frozen by incident)", got)
+	}
+}
