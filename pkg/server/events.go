@@ -282,14 +282,13 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	sw := startStream(w, sub)
 	defer sw.close()
 
-	allowed := map[string]bool{}
-	last := map[string]int64{}
+	seen := &globalSeen{}
 	now := time.Now().UTC()
 	for _, hd := range heads {
 		h.caughtUp(hd.ID, hd.LastSeq)
-		last[hd.ID] = hd.LastSeq
-		allowed[hd.ID] = scope.has(hd.Application, hd.Environment) && s.cfg.Guard.Authorize(p, PermRead, hd.Application, hd.Environment) == nil
-		if !allowed[hd.ID] || !types[store.EventState] {
+		ok := scope.has(hd.Application, hd.Environment) && s.cfg.Guard.Authorize(p, PermRead, hd.Application, hd.Environment) == nil
+		seen.start(hd.ID, hd.LastSeq, ok)
+		if !ok || !types[store.EventState] {
 			continue
 		}
 		data, _ := json.Marshal(store.StateData{State: hd.State, Reason: hd.Reason})
@@ -298,17 +297,11 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	}
 	sw.flush()
 
-	may := func(id string) bool {
-		if ok, seen := allowed[id]; seen {
-			return ok
-		}
+	may := func(id string) (ok, known bool) {
 		hs, err := s.st.Heads(sub.ctx, []string{id}, false, time.Time{})
-		ok := err == nil && len(hs) == 1 && scope.has(hs[0].Application, hs[0].Environment) &&
+		ok = err == nil && len(hs) == 1 && scope.has(hs[0].Application, hs[0].Environment) &&
 			s.cfg.Guard.Authorize(p, PermRead, hs[0].Application, hs[0].Environment) == nil
-		if err == nil {
-			allowed[id] = ok
-		}
-		return ok
+		return ok, err == nil
 	}
 	hb := time.NewTicker(currentStreamTiming().Heartbeat)
 	defer hb.Stop()
@@ -328,8 +321,7 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		case b := <-sub.ch:
 			for more := true; more; {
 				for i, e := range b.events {
-					if e.Seq > last[e.DeploymentID] && types[e.Type] && may(e.DeploymentID) {
-						last[e.DeploymentID] = e.Seq
+					if seen.pass(e, types, may) {
 						sw.write(b.frame(i))
 					}
 				}
@@ -343,3 +335,54 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		}
 	}
 }
+
+// globalSeen is what one global stream remembers of each deploy: the last
+// event sent (an event already sent is not sent again) and whether the
+// caller may read it (asked of the store once). A deploy is forgotten
+// with its done event, its last: a stream open for weeks on a dashboard
+// held about 100 bytes for every deploy that ran meanwhile.
+type globalSeen struct {
+	last    map[string]int64
+	allowed map[string]bool
+}
+
+// start records a deploy the stream's first states covered, at seq.
+func (g *globalSeen) start(id string, seq int64, allowed bool) {
+	if g.last == nil {
+		g.last, g.allowed = map[string]int64{}, map[string]bool{}
+	}
+	g.last[id], g.allowed[id] = seq, allowed
+}
+
+// pass says whether e is sent: newer than the deploy's last event sent, of
+// a type asked for, of a deploy the caller may read (may answers for a
+// deploy not seen yet, and whether its answer holds: a failed lookup is
+// asked again at the next event).
+func (g *globalSeen) pass(e store.Event, types map[string]bool, may func(id string) (ok, known bool)) bool {
+	if g.last == nil {
+		g.last, g.allowed = map[string]int64{}, map[string]bool{}
+	}
+	id := e.DeploymentID
+	if e.Seq <= g.last[id] || !types[e.Type] {
+		return false
+	}
+	ok, seen := g.allowed[id]
+	if !seen {
+		var known bool
+		if ok, known = may(id); known {
+			g.allowed[id] = ok
+		}
+	}
+	if e.Type == store.EventDone {
+		delete(g.last, id)
+		delete(g.allowed, id)
+		return ok
+	}
+	if ok {
+		g.last[id] = e.Seq
+	}
+	return ok
+}
+
+// len is how many deploys g remembers.
+func (g *globalSeen) len() int { return len(g.allowed) }
