@@ -138,3 +138,7 @@ require (
 // DBOS Transact v1.9.0 with one upstream-ready patch (a local enqueue wakes
 // its queue's worker): see third_party/dbos-transact-golang/PATCHES.md.
 replace github.com/dbos-inc/dbos-transact-golang => ./third_party/dbos-transact-golang
+
+// gopkg.in/yaml.v3 v3.0.1 with one upstream-ready patch (a syntax error says
+// where, as a *yaml.SyntaxError): see third_party/yaml.v3/PATCHES.md.
+replace gopkg.in/yaml.v3 => ./third_party/yaml.v3
