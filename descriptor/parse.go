@@ -8,8 +8,6 @@ import (
 	"io"
 	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -290,7 +288,7 @@ func parseYAML(data []byte) (root *yaml.Node, fe *manent.FieldError) {
 		if errors.Is(err, io.EOF) {
 			return nil, &manent.FieldError{Message: "the descriptor is empty"}
 		}
-		return nil, syntaxError(err)
+		return nil, syntaxError(data, err)
 	}
 	if isEmptyDocument(&doc) {
 		return nil, &manent.FieldError{Message: "the descriptor is empty"}
@@ -309,7 +307,7 @@ func parseYAML(data []byte) (root *yaml.Node, fe *manent.FieldError) {
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, syntaxError(err)
+		return nil, syntaxError(data, err)
 	case !isEmptyDocument(&next):
 		n := next.Content[0]
 		return nil, &manent.FieldError{Line: n.Line, Column: n.Column,
@@ -327,22 +325,14 @@ func isEmptyDocument(doc *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-// syntaxError turns a YAML parser error ("yaml: line 3: did not find
-// expected key") into a FieldError with the line. gopkg.in/yaml.v3 says
-// the line only (and not always), never the column: Column stays 0, which
-// means unknown (left out of the JSON, and printed as a line alone).
-func syntaxError(err error) *manent.FieldError {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	fe := &manent.FieldError{}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, text, ok := strings.Cut(rest, ": "); ok {
-			if line, err := strconv.Atoi(num); err == nil {
-				fe.Line, msg = line, text
-			}
-		}
-	}
-	fe.Message = "invalid YAML: " + msg
-	return fe
+// syntaxError turns a YAML parser error into a FieldError at the culprit
+// — the opening bracket or quote of what is not closed, else where the
+// parser stopped — saying what to write instead (yamlvalue.ExplainSyntax).
+// A position yaml.v3 does not know is 0, which means unknown (left out of
+// the JSON, and not printed).
+func syntaxError(data []byte, err error) *manent.FieldError {
+	s := yamlvalue.ExplainSyntax(data, err)
+	return &manent.FieldError{Line: s.Line, Column: s.Column, Message: "invalid YAML: " + s.Message}
 }
 
 // decode turns the validated generic value into a Descriptor and fills in

@@ -558,6 +558,9 @@ func FuzzParse(f *testing.F) {
 		}
 	}
 	f.Add([]byte(billionLaughs()))
+	for _, tt := range syntaxErrors {
+		f.Add([]byte(tt.in))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse(data)
 		if err == nil {
@@ -575,6 +578,14 @@ func FuzzParse(f *testing.F) {
 		var e *manent.Error
 		if !errors.As(err, &e) || e.Code != manent.EInvalid || len(e.Fields) == 0 {
 			t.Fatalf("got %#v, want an EInvalid *manent.Error with field errors", err)
+		}
+		// Every position is in the input (a syntax error at its end is on
+		// the line after the last break).
+		lines := bytes.Count(data, []byte("\n")) + bytes.Count(data, []byte("\r")) + 1
+		for _, fe := range e.Fields {
+			if fe.Line < 0 || fe.Line > lines || fe.Column < 0 || (fe.Line == 0) != (fe.Column == 0) {
+				t.Fatalf("field error %+v is outside the input's %d lines", fe, lines)
+			}
 		}
 	})
 }

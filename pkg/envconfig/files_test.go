@@ -179,7 +179,18 @@ func TestFilesErrors(t *testing.T) {
 		{
 			name:  "YAML syntax",
 			files: map[string]string{"prod.yaml": "target:\n  plugin: [kubernetes\n"},
-			want:  []string{"prod.yaml:", "did not find expected ',' or ']'"},
+			want:  []string{`prod.yaml:2:11: invalid YAML: the list opened with "[" here is not closed (did not find expected ',' or ']' at line 3, column 1)`},
+		},
+		{
+			// yaml.v3's own text gives no line for a problem on line 1.
+			name:  "YAML syntax on line 1",
+			files: map[string]string{"prod.yaml": "target: *t\n"},
+			want:  []string{"prod.yaml:1:9: invalid YAML: unknown anchor 't' referenced"},
+		},
+		{
+			name:  "tab",
+			files: map[string]string{"prod.yaml": "target:\n\tplugin: local\n"},
+			want:  []string{"prod.yaml:2:1: invalid YAML: found character that cannot start any token: indent with spaces"},
 		},
 		{
 			name:  "duplicate key",

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -80,9 +79,6 @@ func (d *yamlDoc) has(path []string) bool {
 	return true
 }
 
-// yamlLine matches the position yaml.v3 puts in its messages.
-var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): `)
-
 // parseYAML converts a YAML file (the first document; an empty file is a
 // null value) to a generic value: mappings with string keys, lists,
 // strings, float64, bool and nil. Dates and times stay the text they were
@@ -131,12 +127,12 @@ func decodeNode(name string, data []byte) (root *yaml.Node, err error) {
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 		return nil, nil
 	} else if err != nil {
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	}
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, yamlError(name, err)
+		return nil, yamlError(name, data, err)
 	case len(next.Content) > 0:
 		return nil, fmt.Errorf("%s:%d: a configuration file holds one YAML document; remove the second one (after ---)", name, next.Content[0].Line)
 	}
@@ -146,11 +142,13 @@ func decodeNode(name string, data []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
-// yamlError puts the file name before yaml.v3's message and line.
-func yamlError(name string, err error) error {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s:%s: %s", name, m[1], strings.TrimPrefix(msg, m[0]))
+// yamlError is a syntax error of the file name, data, at its culprit's
+// line and column (yamlvalue.ExplainSyntax): "name:line:column: invalid
+// YAML: …", or "name: invalid YAML: …" when the parser did not say where.
+func yamlError(name string, data []byte, err error) error {
+	s := yamlvalue.ExplainSyntax(data, err)
+	if s.Line == 0 {
+		return fmt.Errorf("%s: invalid YAML: %s", name, s.Message)
 	}
-	return fmt.Errorf("%s: %s", name, strings.TrimPrefix(msg, "yaml: "))
+	return fmt.Errorf("%s:%d:%d: invalid YAML: %s", name, s.Line, s.Column, s.Message)
 }

@@ -134,7 +134,19 @@ func (p *parser) fail() {
 	} else {
 		msg = "unknown problem parsing YAML content"
 	}
-	failf("%s%s", where, msg)
+	// [manent patch: syntax error positions] The text is unchanged; the
+	// error says where, from the parser's own marks.
+	e := &SyntaxError{Problem: msg, Context: p.parser.context, msg: "yaml: " + where + msg}
+	if p.parser.error == yaml_SCANNER_ERROR || p.parser.error == yaml_PARSER_ERROR {
+		e.Line, e.Column = p.parser.problem_mark.line+1, p.parser.problem_mark.column+1
+		if e.Context != "" {
+			e.ContextLine, e.ContextColumn = p.parser.context_mark.line+1, p.parser.context_mark.column+1
+		}
+	} else if p.parser.error == yaml_NO_ERROR && p.event.typ != yaml_NO_EVENT {
+		// expect's "expected … event but got …"
+		e.Line, e.Column = p.event.start_mark.line+1, p.event.start_mark.column+1
+	}
+	fail(e)
 }
 
 func (p *parser) anchor(n *Node, anchor []byte) {
@@ -215,7 +227,9 @@ func (p *parser) alias() *Node {
 	n := p.node(AliasNode, "", "", string(p.event.anchor))
 	n.Alias = p.anchors[n.Value]
 	if n.Alias == nil {
-		failf("unknown anchor '%s' referenced", n.Value)
+		// [manent patch: syntax error positions]
+		msg := fmt.Sprintf("unknown anchor '%s' referenced", n.Value)
+		fail(&SyntaxError{Problem: msg, Line: n.Line, Column: n.Column, msg: "yaml: " + msg})
 	}
 	p.expect(yaml_ALIAS_EVENT)
 	return n

@@ -308,6 +308,31 @@ func failf(format string, args ...interface{}) {
 	panic(yamlError{fmt.Errorf("yaml: "+format, args...)})
 }
 
+// [manent patch: syntax error positions]
+//
+// A SyntaxError is returned by Unmarshal and Decoder.Decode when the input
+// is not well-formed YAML. Its text is the one this package always gave
+// ("yaml: line 3: did not find expected key"), whose line is that of the
+// enclosing construct, one less for a parser error, and left out on the
+// first line; the fields say where the parser stopped, and which construct
+// it was in.
+type SyntaxError struct {
+	// Problem says what is wrong: "did not find expected key".
+	Problem string
+	// Line and Column are where the problem was found, from 1; 0 when not
+	// known. A column counts characters, as Node.Column does.
+	Line, Column int
+	// Context names the construct being read, as "while parsing a block
+	// mapping", or is empty; ContextLine and ContextColumn are where that
+	// construct starts.
+	Context                    string
+	ContextLine, ContextColumn int
+
+	msg string
+}
+
+func (e *SyntaxError) Error() string { return e.msg }
+
 // A TypeError is returned by Unmarshal when one or more fields in
 // the YAML document cannot be properly decoded into the requested
 // types. When this error is returned, the value is still
