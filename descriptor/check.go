@@ -3,6 +3,7 @@ package descriptor
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -351,6 +352,9 @@ func (c *checker) checkHealth(doc map[string]any) {
 	}
 }
 
+// durationPattern is the schema's $defs/duration pattern.
+var durationPattern = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`)
+
 // checkDuration checks a Go duration string; zero is allowed only when
 // zeroOK.
 func (c *checker) checkDuration(m map[string]any, path []string, zeroOK bool) {
@@ -360,6 +364,9 @@ func (c *checker) checkDuration(m map[string]any, path []string, zeroOK bool) {
 	}
 	d, err := time.ParseDuration(s)
 	switch {
+	case err != nil && durationPattern.MatchString(s):
+		// Well written, but past time.Duration's range.
+		c.add(path, "duration %q is too long: the most is 2562047h (about 292 years)", s)
 	case err != nil:
 		c.add(path, "invalid duration %q: use a number and a unit, e.g. \"30s\", \"5m\", \"1h30m\"", s)
 	case d < 0 || (d == 0 && !zeroOK):

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -142,7 +143,7 @@ func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schema
 		if h := patternHint(k.Want); h != "" {
 			msg += " (" + h + ")"
 		}
-		return at(fmt.Sprintf("%s: %q", msg, clip(k.Got)))
+		return at(fmt.Sprintf("%s: %q", msg, clip(k.Got)) + notASCII(k.Want, k.Got))
 	case *kind.Format:
 		if k.Want == "date-time" {
 			return at(fmt.Sprintf("must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: %s", display(k.Got)))
@@ -212,6 +213,31 @@ func unquoted(text string, want []string) bool {
 		return slices.Contains(want, "number")
 	}
 	return (text == "true" || text == "false") && slices.Contains(want, "boolean")
+}
+
+// notASCII names the first character of text that is not ASCII, when the
+// pattern allows ASCII only (names, digests): a Cyrillic "а" looks like
+// "a" in the quoted text, and a right-to-left override is not seen at all.
+func notASCII(pattern, text string) string {
+	if !strings.HasPrefix(pattern, "^[a-z0-9]") && !strings.HasPrefix(pattern, "^[0-9a-f]") {
+		return ""
+	}
+	i := 0
+	for _, r := range text {
+		i++
+		if r <= unicode.MaxASCII {
+			continue
+		}
+		what := "which is not ASCII"
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			what += " (a lookalike of a Latin letter? retype it)"
+		case !unicode.IsGraphic(r) || unicode.Is(unicode.Cf, r) || unicode.IsSpace(r):
+			what += " (an invisible or formatting character? delete it)"
+		}
+		return fmt.Sprintf(" has %U at character %d, %s", r, i, what)
+	}
+	return ""
 }
 
 // patternHint explains the schema's patterns in words.

@@ -170,6 +170,22 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: "/artifact/url", Message: `missing required field "url"`, Line: 6, Column: 3},
 		},
 		{
+			// A Cyrillic "а" looks like "a": the message names it.
+			name: "pattern with a lookalike",
+			in:   strings.Replace(valid, "application: billing", "application: bill\u0456ng", 1),
+			want: manent.FieldError{Path: "/application", Message: `must match ^[a-z0-9][a-z0-9-]{0,62}$ (lowercase letters, digits and "-", starting with a letter or digit, at most 63 characters): "billіng" has U+0456 at character 5, which is not ASCII (a lookalike of a Latin letter? retype it)`, Line: 2, Column: 14},
+		},
+		{
+			name: "pattern with an invisible character",
+			in:   strings.Replace(valid, "application: billing", "application: billing\u202e", 1),
+			want: manent.FieldError{Path: "/application", Message: `must match ^[a-z0-9][a-z0-9-]{0,62}$ (lowercase letters, digits and "-", starting with a letter or digit, at most 63 characters): "billing\u202e" has U+202E at character 8, which is not ASCII (an invisible or formatting character? delete it)`, Line: 2, Column: 14},
+		},
+		{
+			name: "duration out of range",
+			in:   valid + "health:\n  - url: http://billing.example/\n    timeout: 3000000h\n",
+			want: manent.FieldError{Path: "/health/0/timeout", Message: `duration "3000000h" is too long: the most is 2562047h (about 292 years)`, Line: 8, Column: 14},
+		},
+		{
 			name: "pattern",
 			in:   strings.Replace(valid, "application: billing", "application: Billing", 1),
 			want: manent.FieldError{Path: "/application", Message: `must match ^[a-z0-9][a-z0-9-]{0,62}$ (lowercase letters, digits and "-", starting with a letter or digit, at most 63 characters): "Billing"`, Line: 2, Column: 14},
