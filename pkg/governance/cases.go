@@ -166,7 +166,7 @@ func LoadCases(path string) ([]Case, error) {
 func ParseCases(name string, data []byte) ([]Case, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlLoadError(name, err)
+		return nil, yamlLoadError(name, data, err)
 	}
 	le := &LoadError{File: name}
 	bad := func(line int, path, msg string) {

@@ -20,6 +20,9 @@ type LoadError struct {
 type Problem struct {
 	// Line is 1-based; 0 when unknown.
 	Line int
+	// Column is 1-based, in characters; 0 when unknown (a YAML syntax
+	// error has one).
+	Column int
 	// Path locates the value in the document, e.g. "freezes[1].recurring.to";
 	// empty when unknown.
 	Path    string
@@ -44,6 +47,9 @@ func (e *LoadError) format(p Problem) string {
 	b.WriteString(e.File)
 	if p.Line > 0 {
 		fmt.Fprintf(&b, ":%d", p.Line)
+		if p.Column > 0 {
+			fmt.Fprintf(&b, ":%d", p.Column)
+		}
 	}
 	b.WriteString(": ")
 	if p.Path != "" {

@@ -26,7 +26,7 @@ func TestParseRulesErrors(t *testing.T) {
 		{
 			name: "syntax error",
 			yaml: "freezes:\n  - {name: x\n",
-			want: []string{"g.yaml:1: did not find expected ',' or '}'"},
+			want: []string{`g.yaml:2:5: the mapping opened with "{" here is not closed`},
 		},
 		{
 			name: "freeze mistakes",

@@ -114,13 +114,13 @@ func LoadRules(path string) (*Rules, error) {
 func ParseRules(name string, data []byte) (*Rules, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlLoadError(name, err)
+		return nil, yamlLoadError(name, data, err)
 	}
 	var file rulesFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlLoadError(name, err)
+		return nil, yamlLoadError(name, data, err)
 	}
 	c := &checker{root: &root}
 	rules := c.rules(file)
@@ -135,9 +135,15 @@ var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 var unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
 
 // yamlLoadError turns a yaml.v3 syntax or type error into a *LoadError.
-func yamlLoadError(name string, err error) error {
+func yamlLoadError(name string, data []byte, err error) error {
 	var msgs []string
 	var te *yaml.TypeError
+	var se *yaml.SyntaxError
+	if errors.As(err, &se) {
+		// At the culprit's line and column, as descriptors' errors.
+		s := yamlvalue.ExplainSyntax(data, err)
+		return &LoadError{File: name, Problems: []Problem{{Line: s.Line, Column: s.Column, Message: s.Message}}}
+	}
 	if errors.As(err, &te) {
 		msgs = te.Errors
 	} else {

@@ -119,14 +119,12 @@ var durationType = reflect.TypeFor[time.Duration]()
 func checkConfigYAML(file string, data []byte, problems *configProblems) map[string]*yaml.Node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if rest, ok := strings.CutPrefix(msg, "line "); ok {
-			if line, text, ok := strings.Cut(rest, ": "); ok {
-				problems.add(nil, "%s:%s: invalid YAML: %s", file, line, text)
-				return nil
-			}
+		// At the culprit's line and column, as descriptors' errors.
+		if s := yamlvalue.ExplainSyntax(data, err); s.Line > 0 {
+			problems.add(nil, "%s:%d:%d: invalid YAML: %s", file, s.Line, s.Column, s.Message)
+		} else {
+			problems.add(nil, "%s: invalid YAML: %s", file, s.Message)
 		}
-		problems.add(nil, "%s: invalid YAML: %s", file, msg)
 		return nil
 	}
 	c := &configChecker{problems: problems, at: map[string]*yaml.Node{}}

@@ -49,7 +49,9 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 		{"slots below 1", "workers: {slots: 0}\n",
 			nil, []string{`manent-server.yaml:1:18: workers.slots: must be at least 1`}},
 		{"YAML syntax", "listen: 127.0.0.1:0\nworkers: {slots: 2\n",
-			nil, []string{`manent-server.yaml:1: invalid YAML: did not find expected`}},
+			nil, []string{`manent-server.yaml:2:10: invalid YAML: the mapping opened with "{" here is not closed`}},
+		{"a tab", "listen: 127.0.0.1:0\nworkers:\n\tslots: 2\n",
+			nil, []string{`manent-server.yaml:3:1: invalid YAML: `, `indent with spaces`}},
 		{"every mistake at once", "artifact: {}\nworkers:\n  slots: four\n  heartbet: 5s\nlisten: 17103\n",
 			nil, []string{
 				"4 problems in manent-server.yaml:\n",
