@@ -567,17 +567,21 @@ func envInt(t *testing.T, name string, def int) int {
 type hookCounter struct {
 	mu       sync.Mutex
 	finished map[string]map[string]bool
+	state    map[string]string // the state the last `finished` of a deploy said
 	n        int
 }
 
-func newHookCounter() *hookCounter { return &hookCounter{finished: map[string]map[string]bool{}} }
+func newHookCounter() *hookCounter {
+	return &hookCounter{finished: map[string]map[string]bool{}, state: map[string]string{}}
+}
 
 func (h *hookCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	var ev struct {
 		Type       string `json:"type"`
 		Deployment struct {
-			ID string `json:"id"`
+			ID    string `json:"id"`
+			State string `json:"state"`
 		} `json:"deployment"`
 	}
 	if json.Unmarshal(b, &ev) == nil && ev.Type == "finished" {
@@ -587,6 +591,7 @@ func (h *hookCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.finished[ev.Deployment.ID] = map[string]bool{}
 		}
 		h.finished[ev.Deployment.ID][r.Header.Get("webhook-id")] = true
+		h.state[ev.Deployment.ID] = ev.Deployment.State
 		h.mu.Unlock()
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -602,6 +607,12 @@ func (h *hookCounter) finishedIDs(id string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.finished[id])
+}
+
+func (h *hookCounter) stateOf(id string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state[id]
 }
 
 func (h *hookCounter) total() int {

@@ -277,12 +277,22 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 				}
 			}
 			if cancel {
-				return stepOut{Cancelled: true}, nil
+				// A step its worker stopped in (a crash, a kill, a
+				// shutdown, a takeover) ran, perhaps in part: it runs again
+				// to its end, as a running step is never cut short
+				// (SPEC §5); the cancel stops the deploy at the next step.
+				again, err := r.interrupted(sctx, ps.Name)
+				if err != nil {
+					return stepOut{}, err
+				}
+				if !again {
+					return stepOut{Cancelled: true}, nil
+				}
 			}
 		}
 		// The first step makes the deploy PENDING, in the transaction
 		// that shows the step running or ended.
-		return r.attempt(sctx, ps.Name, fn, ps.Name == manent.StepConfig)
+		return r.attempt(sctx, ps.Name, fn, ps.Name == manent.StepConfig, r.changesTarget(ps))
 	},
 		dbos.WithStepName(ps.Name),
 		dbos.WithStepMaxRetries(ps.MaxRetries),
@@ -293,16 +303,44 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	)
 }
 
+// interrupted reports whether step name is shown RUNNING when an
+// execution of the deploy is about to run it: its worker stopped during it
+// (the step's end is never recorded while it runs here). The cancelled
+// deploy then runs it again to its end, and its log says why.
+func (r *run) interrupted(ctx context.Context, name string) (bool, error) {
+	st, err := r.e.st.Step(ctx, r.in.ID, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil || st.State != manent.StepRunning {
+		return false, err
+	}
+	err = r.e.st.AppendLog(ctx, r.in.ID, name, []store.LogEntry{{Time: time.Now(),
+		Text: "the deploy was cancelled while this step ran on a worker that stopped: it runs again to its end, as a running step is never cut short; the deploy stops after it"}})
+	return true, err
+}
+
+// changesTarget reports whether step ps acts outside the deploy's work
+// directory — deploy, activation, their checkpoints and rollbacks, custom
+// steps. Such a step is shown RUNNING before its action goes out, not
+// after startRecordDelay: a worker that dies within that delay must not
+// leave a step whose action went out shown PENDING (then SKIPPED), nor
+// one a cancel would not run again to its end (interrupted).
+func (r *run) changesTarget(ps manent.PlanStep) bool {
+	return ps.Plugin != "" || compensable(baseStep(ps.Name))
+}
+
 // attempt runs one attempt of a step and records it: RUNNING once it has
-// run for startRecordDelay, then its end with its output or error and its
-// log lines. first: the deploy becomes PENDING with the first record.
-func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (stepOut, error) {
+// run for startRecordDelay (at once when eager), then its end with its
+// output or error and its log lines. first: the deploy becomes PENDING
+// with the first record.
+func (r *run) attempt(ctx context.Context, name string, fn action, first, eager bool) (stepOut, error) {
 	startedAt := time.Now()
 	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
 	stopFlush := make(chan struct{})
-	timer := time.AfterFunc(startRecordDelay, func() {
+	start := func() {
 		defer close(recorded)
 		if first {
 			if _, err := r.e.st.SetState(ctx, r.in.ID, manent.StatePending, ""); err != nil {
@@ -327,7 +365,13 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 				}
 			}
 		}()
-	})
+	}
+	var timer *time.Timer
+	if eager {
+		start()
+	} else {
+		timer = time.AfterFunc(startRecordDelay, start)
+	}
 	out, err := r.prepareWorkDir(ctx, name, log)
 	if err == nil {
 		// The last check before the action goes out: a worker paused (or
@@ -338,7 +382,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first bool) (
 	if err == nil {
 		out, err = fn(ctx, log)
 	}
-	if !timer.Stop() {
+	if timer == nil || !timer.Stop() {
 		<-recorded
 	}
 	close(stopFlush)
