@@ -338,3 +338,31 @@ func TestCancelDuringObservation(t *testing.T) {
 		}
 	})
 }
+
+// A rollback that fails part way leaves the waves it did not reach on the
+// release: the second wave's activation was undone, its deploy's rollback
+// failed, the first wave was never compensated. The inventory names the
+// failed deploy as what runs (it ran the release only before the undo of
+// the second wave's activation made it look undone).
+func TestRolloutRollbackFailedLeavesFirstWaveLive(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	ctx := context.Background()
+	url, _ := f.artifact("v1", "one")
+	cmd := `case "$MANENT_STEP" in "health-gate[two]"|"rollback:deploy[two]") exit 1;; esac`
+	yml := descriptorYAML("api", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: one, targets: [eu-1]}\n    - {name: two, targets: [eu-2]}\n") +
+		"rollback: {enabled: true, on: [post-test]}\nmax_retries: 0\n" + scriptTarget(cmd)
+	id := f.submit(yml)
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateError || rec.Rollback != manent.RollbackFailed {
+		t.Fatalf("state %s rollback %q (%s), want ERROR with rollback failed", rec.State, rec.Rollback, rec.Error)
+	}
+	for n, want := range map[string]manent.StepState{"rollback:activation[two]": manent.StepSuccess, "rollback:deploy[two]": manent.StepError} {
+		if s := step(t, rec, n); s.State != want {
+			t.Errorf("%s = %s, want %s", n, s.State, want)
+		}
+	}
+	cur, err := f.st.Current(ctx, "api", "prod")
+	if err != nil || cur == nil || cur.DeploymentID != id {
+		t.Errorf("current = %+v, %v: wave one still runs deploy %s, whose rollback failed before reaching it", cur, err, id)
+	}
+}

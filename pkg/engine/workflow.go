@@ -88,7 +88,9 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 
 	failed, cancelled, abandoned := "", false, false
 	var started []string // compensable steps that started, in order
-	activated := false   // an activation completed: the release is live
+	// activated counts the activations that completed and were not
+	// compensated: while one is left, the release is live (on that wave).
+	activated := 0
 	waveSeen := map[string]bool{}
 	for _, u := range units {
 		ps := u.step
@@ -178,7 +180,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 			r.applyConfig(out.Output)
 		}
 		if baseStep(ps.Name) == manent.StepActivation {
-			activated = true
+			activated++
 		}
 	}
 
@@ -212,8 +214,8 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				rollback = manent.RollbackFailed
 				break
 			}
-			if baseStep(started[i]) == manent.StepActivation {
-				activated = false
+			if baseStep(started[i]) == manent.StepActivation && r.outputs[started[i]] != nil {
+				activated--
 			}
 		}
 	}
@@ -229,7 +231,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		if err := e.admitStep(sctx); err != nil {
 			return Result{}, err
 		}
-		return r.finish(sctx, ending{failed: failed, cancelled: cancelled, abandoned: abandoned, rollback: rollback, live: activated})
+		return r.finish(sctx, ending{failed: failed, cancelled: cancelled, abandoned: abandoned, rollback: rollback, live: activated > 0})
 	}, dbos.WithStepName("manent:finish"), dbos.WithStepMaxRetries(10), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 	if err != nil {
 		return Result{}, err
