@@ -197,7 +197,8 @@ func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, ga
 }
 
 // settleWaves gives a final state to the waves a deploy that did not
-// succeed left in progress (deploying, observing, awaiting approval): its
+// succeed left in progress (deploying, observing, awaiting approval, or
+// shown rolled back by an undo whose step did not succeed): its
 // deploy failed and was not rolled back (rollback off, or the rollback
 // failed), or it was cancelled. Without it `status` would show such a wave
 // deploying for ever.
@@ -222,6 +223,14 @@ func (r *run) settleWaves(ctx context.Context, res Result) {
 	for _, ws := range recorded {
 		switch ws.State {
 		case WaveDeploying, WaveObserving, WaveApproval:
+		case WaveRolledBack:
+			// The undo says so before its step's end is saved: a worker
+			// that died between the two, then an undo run again that
+			// failed, left the wave shown undone while it runs the
+			// release.
+			if r.undone[waveStepName(manent.StepDeploy, ws.Name)] {
+				continue
+			}
 		default:
 			continue
 		}

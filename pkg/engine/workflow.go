@@ -51,6 +51,8 @@ type run struct {
 	in      plan.Input
 	outputs map[string]json.RawMessage
 	waves   map[string]*plan.Wave // step name → its rollout wave
+	// undone holds the compensated steps whose rollback succeeded.
+	undone map[string]bool
 	// dispatchChecked: this execution already asked giveUp.
 	dispatchChecked bool
 	// cancelSeen is the deploy's cancel flag as the commit of the step
@@ -214,6 +216,10 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				rollback = manent.RollbackFailed
 				break
 			}
+			if r.undone == nil {
+				r.undone = map[string]bool{}
+			}
+			r.undone[started[i]] = true
 			if baseStep(started[i]) == manent.StepActivation && r.outputs[started[i]] != nil {
 				activated--
 			}
