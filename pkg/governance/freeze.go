@@ -123,6 +123,19 @@ func (r *Recurring) active(now time.Time) (bool, time.Time) {
 	days := (mins + (to-m+period)%period) / minutesPerDay
 	y, mo, d := local.Date()
 	reopens := time.Date(y, mo, d+days, r.to.minute/60, r.to.minute%60, 0, 0, r.Location)
+	// A wall-clock time the clocks skip (they went forward) is never shown:
+	// the window ends at the jump. time.Date gives an instant on either
+	// side of it, 30 to 60 minutes off; the jump is where its zone starts
+	// (an instant after it) or ends (before it).
+	want := time.Date(y, mo, d+days, r.to.minute/60, r.to.minute%60, 0, 0, time.UTC)
+	if shown := wallClock(reopens.In(r.Location)); !shown.Equal(want) {
+		start, end := reopens.In(r.Location).ZoneBounds()
+		if shown.After(want) {
+			reopens = start
+		} else {
+			reopens = end
+		}
+	}
 	// A wall-clock time the clocks pass twice (they went back) is reached
 	// first at its earlier instant, when the window above already ends:
 	// time.Date may give the later one.
@@ -134,6 +147,12 @@ func (r *Recurring) active(now time.Time) (bool, time.Time) {
 		}
 	}
 	return true, reopens.UTC()
+}
+
+// wallClock is t's wall-clock time written as if it were UTC.
+func wallClock(t time.Time) time.Time {
+	y, mo, d := t.Date()
+	return time.Date(y, mo, d, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
 }
 
 // Active reports whether the window is open at now and, if so, when it

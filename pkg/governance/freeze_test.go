@@ -82,6 +82,8 @@ func TestRecurringWindows(t *testing.T) {
   - {name: lunch, recurring: {from: "12:00", to: "13:30"}}
   - {name: midweek, recurring: {timezone: Australia/Sydney, from: "Wed 09:00", to: "Thu 09:00"}}
   - {name: late, recurring: {timezone: Europe/Rome, from: "22:00", to: "02:30"}}
+  - {name: spring, recurring: {timezone: Europe/Rome, from: "Sat 22:00", to: "Sun 02:30"}}
+  - {name: springNY, recurring: {timezone: America/New_York, from: "Sat 23:00", to: "Sun 02:15"}}
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +129,16 @@ func TestRecurringWindows(t *testing.T) {
 		{"late", "2026-10-25T00:29:00Z", true, "2026-10-25T00:30:00Z"},
 		{"late", "2026-10-25T00:30:00Z", false, ""},                    // 02:30 CEST
 		{"late", "2026-10-25T01:00:00Z", true, "2026-10-25T01:30:00Z"}, // 02:00 CET, the hour again
+		// Ending at 02:30 the night the clocks go forward (02:00 CET is
+		// 03:00 CEST): 02:30 is never shown, the window ends at the jump.
+		// QA: it said 03:30 CEST (01:30Z), 30 minutes after it ended.
+		{"late", "2026-03-28T21:00:00Z", true, "2026-03-29T01:00:00Z"},   // 22:00 CET
+		{"late", "2026-03-29T00:59:00Z", true, "2026-03-29T01:00:00Z"},   // 01:59 CET
+		{"late", "2026-03-29T01:00:00Z", false, ""},                      // 03:00 CEST
+		{"spring", "2026-03-28T21:00:00Z", true, "2026-03-29T01:00:00Z"}, // Sat 22:00 CET
+		{"spring", "2026-03-29T01:00:00Z", false, ""},
+		{"spring", "2026-04-04T21:00:00Z", true, "2026-04-05T00:30:00Z"},   // a week later: 02:30 CEST
+		{"springNY", "2026-03-08T06:59:00Z", true, "2026-03-08T07:00:00Z"}, // 01:59 EST; 02:15 is skipped
 	}
 	for _, tt := range tests {
 		t.Run(tt.freeze+" "+tt.now, func(t *testing.T) {

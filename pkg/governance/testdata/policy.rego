@@ -211,11 +211,17 @@ week_offset(c, tz) := day_index[time.weekday([now, tz])] * 1440 if c.day >= 0
 # local_to_utc turns a wall-clock time in tz (written as if it were UTC)
 # into the instant, like Go's time.Date: correct across DST changes. A time
 # the clocks pass twice (they went back) is its first instant still to
-# come, as in the YAML rules.
+# come, as in the YAML rules. A time the clocks skip (they went forward) is
+# never shown: it is the jump, the first minute whose wall clock is past it
+# (the guess lies within 3 hours after it, or before it).
 local_to_utc(wall, tz) := min(earlier) if {
 	later := local_guess(wall, tz)
 	earlier := {e | some back in [3600000000000, 1800000000000]; e := later - back; e > now; wall_of(e, tz) == wall}
 	count(earlier) > 0
+} else := min(after) if {
+	guess := local_guess(wall, tz)
+	wall_of(guess, tz) != wall
+	after := {i | some k in numbers.range(-180, 180); i := guess + (k * 60000000000); wall_of(i, tz) > wall}
 } else := local_guess(wall, tz)
 
 local_guess(wall, tz) := wall - utc_offset(wall - utc_offset(wall, tz), tz)
