@@ -14,6 +14,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -119,25 +120,60 @@ func (h *HTTP) do(ctx context.Context, method, path string, body any, out any) (
 	resp, err := h.httpClient().Do(req)
 	if err != nil {
 		if egress.IsRefused(err) {
-			return nil, plugin.Permanent(fmt.Errorf("itsm: %w", err))
+			return nil, plugin.Permanent(h.redact(fmt.Errorf("itsm: %w", err)))
 		}
-		return nil, fmt.Errorf("itsm: %w", err)
+		return nil, h.redact(fmt.Errorf("itsm: %w", err))
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode >= 300 {
-		err := fmt.Errorf("itsm: %s %s: HTTP %d: %s", method, path, resp.StatusCode, manent.ClipText(strings.TrimSpace(string(b)), 500))
-		if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != 408 && resp.StatusCode != 429 {
+	// At most maxAnswer is read: a larger answer is an error, not a
+	// truncated body read as JSON.
+	b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+	quoted := func(n int) string { return manent.ClipText(strings.TrimSpace(string(b)), n) }
+	switch {
+	case len(b) > maxAnswer:
+		return nil, h.redact(fmt.Errorf("itsm: %s %s: HTTP %d with an answer of more than 1 MiB (not read): %s", method, path, resp.StatusCode, quoted(200)))
+	case rerr != nil && resp.StatusCode < 300:
+		return nil, h.redact(fmt.Errorf("itsm: %s %s: HTTP %d, then reading the answer failed after %d bytes: %v", method, path, resp.StatusCode, len(b), rerr))
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		// The client follows no redirect: the ITSM (or a proxy, a login
+		// page) sent manent elsewhere, which only the operator can judge.
+		return nil, plugin.Permanent(h.redact(fmt.Errorf("itsm: %s %s: HTTP %d redirected to %s; manent follows no redirect from the ITSM: set itsm.url to the address that answers the protocol (docs/itsm.md)",
+			method, path, resp.StatusCode, manent.ClipText(resp.Header.Get("Location"), 300))))
+	case resp.StatusCode >= 400:
+		msg := fmt.Sprintf("itsm: %s %s: HTTP %d: %s", method, path, resp.StatusCode, quoted(500))
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			msg += " (Retry-After: " + manent.ClipText(ra, 40) + ")"
+		}
+		err := h.redact(errors.New(msg))
+		if resp.StatusCode < 500 && resp.StatusCode != 408 && resp.StatusCode != 429 {
 			return nil, plugin.Permanent(err)
 		}
 		return nil, err
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
-			return b, fmt.Errorf("itsm: decode %s: %w", path, err)
+			ct := resp.Header.Get("Content-Type")
+			if ct == "" {
+				ct = "no Content-Type"
+			}
+			return b, h.redact(fmt.Errorf("itsm: %s %s: HTTP %d with an answer that is not the JSON of the protocol (%s; %s): %s",
+				method, path, resp.StatusCode, manent.ClipText(ct, 80), err, quoted(300)))
 		}
 	}
 	return b, nil
+}
+
+// maxAnswer is the largest answer read from an ITSM.
+const maxAnswer = 1 << 20
+
+// redact removes the ITSM token from err's text (an ITSM's error page may
+// echo the request's headers); err is returned as it is when it holds no
+// token.
+func (h *HTTP) redact(err error) error {
+	if h.Token == "" || !strings.Contains(err.Error(), h.Token) {
+		return err
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), h.Token, "[redacted]"))
 }
 
 // Open opens (or, for the same deploy, returns) a change. An answer
@@ -154,8 +190,8 @@ func (h *HTTP) Open(ctx context.Context, r Request) (Change, error) {
 		if c.ID != "" {
 			what = fmt.Sprintf("a change id of %d bytes (at most %d)", len(c.ID), MaxID)
 		}
-		return Change{}, plugin.Permanent(fmt.Errorf(`itsm: POST /changes answered %s: %s; the ITSM must answer {"id": "<change id>", "state": "pending"} (docs/itsm.md)`,
-			what, manent.ClipText(strings.TrimSpace(string(b)), 200)))
+		return Change{}, plugin.Permanent(h.redact(fmt.Errorf(`itsm: POST /changes answered %s: %s; the ITSM must answer {"id": "<change id>", "state": "pending"} (docs/itsm.md)`,
+			what, manent.ClipText(strings.TrimSpace(string(b)), 200))))
 	}
 	return c, nil
 }

@@ -30,3 +30,83 @@ func TestOpenWithoutAnID(t *testing.T) {
 		t.Errorf("error %q (permanent %v), want a permanent protocol error quoting the answer", err, plugin.IsPermanent(err))
 	}
 }
+
+// QA: a hostile or broken ITSM. Each answer gives a precise error (what the
+// ITSM answered, what manent expected), is permanent only when trying again
+// cannot help, reads at most 1 MiB, follows no redirect, and never quotes
+// the ITSM token, even when the ITSM echoes it.
+func TestHostileAnswers(t *testing.T) {
+	const token = "s3cr3t-itsm-token"
+	tests := []struct {
+		name      string
+		handler   http.HandlerFunc
+		want      []string
+		permanent bool
+	}{
+		{"an HTML error page echoing the request", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte("<html><body>upstream failed; you sent " + r.Header.Get("Authorization") + "</body></html>"))
+		}, []string{"HTTP 502", "upstream failed", "[redacted]"}, false},
+		{"HTML with 200", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = w.Write([]byte("<html>login page</html>"))
+		}, []string{"not the JSON", "text/html", "<html>login page"}, false},
+		{"truncated JSON", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{"id": "CHG1", "sta`))
+		}, []string{"not the JSON", `{"id": "CHG1", "sta`}, false},
+		{"wrong types", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(`{"id": 12, "state": ["pending"]}`))
+		}, []string{"not the JSON", "id"}, false},
+		{"100 MiB", func(w http.ResponseWriter, r *http.Request) {
+			chunk := []byte(`{"id": "` + strings.Repeat("x", 1<<16))
+			for range 1600 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}, []string{"more than 1 MiB"}, false},
+		{"cut mid-body", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte(`{"id": "CHG1",`))
+			http.NewResponseController(w).Flush()
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		}, []string{"reading the answer", "unexpected EOF"}, false},
+		{"a redirect to the metadata service", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/", http.StatusFound)
+		}, []string{"HTTP 302", "redirected to http://169.254.169.254/latest/meta-data/", "follows no redirect", "itsm.url"}, true},
+		{"429 with Retry-After", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "120")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}, []string{"HTTP 429", "Retry-After: 120"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(tt.handler)
+			defer srv.Close()
+			h := &itsm.HTTP{URL: srv.URL, Token: token} // the egress client
+			_, err := h.Get(context.Background(), "CHG1")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q, want it to contain %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, token) {
+				t.Errorf("error %q quotes the ITSM token", msg)
+			}
+			if len(msg) > 2000 {
+				t.Errorf("error of %d bytes", len(msg))
+			}
+			if plugin.IsPermanent(err) != tt.permanent {
+				t.Errorf("permanent %v, want %v: %s", plugin.IsPermanent(err), tt.permanent, msg)
+			}
+		})
+	}
+}
