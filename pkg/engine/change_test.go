@@ -389,3 +389,95 @@ func TestChangeAlreadyClosedInTheITSM(t *testing.T) {
 		t.Errorf("change:close log %s, want it to say the change was already closed, not to close it by hand", text)
 	}
 }
+
+// lostOpenITSM is the reference ITSM that opens the change asked for, then
+// drops the connection before answering, while lose is set: every answer
+// to POST /changes is lost.
+type lostOpenITSM struct {
+	ref   *reference.Server
+	lose  atomic.Bool
+	opens atomic.Int32
+}
+
+func (l *lostOpenITSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/changes" {
+		l.opens.Add(1)
+		if l.lose.Load() {
+			l.ref.ServeHTTP(httptest.NewRecorder(), r)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+	}
+	l.ref.ServeHTTP(w, r)
+}
+
+// QA: an ITSM that opened the change but whose answer was lost on every
+// attempt (a proxy timing out, a connection reset) left the change open in
+// the ITSM for good: the deploy ended ERROR at change:open without a change
+// id, so nothing closed it. The deploy's error says a change may exist and
+// that manent closes it; the change-close workflow asks the ITSM again with
+// the same Idempotency-Key, which answers the same change, and closes it
+// ERROR — no second change is opened.
+func TestChangeOpenedButEveryAnswerLost(t *testing.T) {
+	l := &lostOpenITSM{ref: reference.New()}
+	l.lose.Store(true)
+	f := changeFixture(t, l, func(c *node.Config) { c.Workers.RetryBase = 10 * time.Millisecond })
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	d := f.waitState(id, manent.StateError)
+	if !strings.Contains(d.Error, "change:open") || !strings.Contains(d.Error, "may have opened") {
+		t.Errorf("error %q, want change:open's failure and that the ITSM may have opened a change", d.Error)
+	}
+	if c, ok := l.ref.Get("CHG0001"); !ok || c.State != itsm.Pending {
+		t.Fatalf("CHG0001 %+v %v: the ITSM was to have opened it", c, ok)
+	}
+	l.lose.Store(false)
+	var c itsm.Change
+	enginetest.Eventually(t, 30*time.Second, func() bool { c, _ = l.ref.Get("CHG0001"); return c.State == itsm.Closed },
+		"the change opened for the failed deploy to be closed; it is %+v", &c)
+	if c.Outcome != string(manent.StateError) {
+		t.Errorf("change closed with %q, want ERROR", c.Outcome)
+	}
+	if c2, ok := l.ref.Get("CHG0002"); ok {
+		t.Errorf("a second change was opened: %+v", c2)
+	}
+	logs, err := f.st.Logs(context.Background(), id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := fmt.Sprint(logs); !strings.Contains(text, "CHG0001") || !strings.Contains(text, "Idempotency-Key") {
+		t.Errorf("change:close log %s, want it to say how CHG0001 was found", text)
+	}
+}
+
+// A change:open the ITSM refused (a 4xx) opened nothing: the change-close
+// workflow does not ask the ITSM again (it would open a change to close it).
+func TestChangeOpenRefusedIsNotLookedUp(t *testing.T) {
+	var opens atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/changes" {
+			opens.Add(1)
+		}
+		http.Error(w, `{"error": "forbidden"}`, http.StatusForbidden)
+	})
+	f := changeFixture(t, h)
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	d := f.waitState(id, manent.StateError)
+	if strings.Contains(d.Error, "may have opened") {
+		t.Errorf("error %q: a refused open opened nothing", d.Error)
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		st, err := f.eng.WorkflowStatus(id + ".finish")
+		return err == nil && st == dbos.WorkflowStatusSuccess
+	}, "the conclusion to be announced")
+	if _, err := f.eng.WorkflowStatus(id + ".change-close"); err == nil {
+		t.Errorf("a change-close workflow runs for a deploy whose change the ITSM refused to open")
+	}
+	if n := opens.Load(); n != 1 {
+		t.Errorf("%d opens, want 1 (a 403 is not retried, nor looked up)", n)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -659,15 +660,22 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 	}
 	ch, err := dbos.RunAsStep(ctx, func(sctx context.Context) (itsm.Change, error) {
 		start := time.Now()
-		if _, err := g.e.st.StepStarted(sctx, g.in.ID, StepChangeOpen, start); err != nil {
+		prev, err := g.e.st.StepStarted(sctx, g.in.ID, StepChangeOpen, start)
+		if err != nil {
 			return itsm.Change{}, err
 		}
-		c, err := p.Open(sctx, itsm.Request{DeployID: g.in.ID, Application: g.in.Application, Environment: g.in.Environment,
-			Version: g.in.Version, Requester: g.in.Requester,
-			Summary: fmt.Sprintf("deploy %s %s to %s (%s)", g.in.Application, g.in.Version, g.in.Environment, g.in.ID)})
+		c, err := p.Open(sctx, changeRequest(g.in))
 		end := store.StepEnd{State: manent.StepSuccess, Output: c, StartedAt: start, Counted: true}
 		if err != nil {
-			end.State, end.Output, end.Error = manent.StepError, nil, err.Error()
+			end.State, end.Output = manent.StepError, nil
+			// An attempt whose answer was lost may have opened the change:
+			// the mark stays for the attempts after it, and the
+			// change-close workflow looks the change up.
+			if maybeOpened(prev) || mayHaveReached(err) {
+				end.Output = changeOpenFailed{MaybeOpened: true}
+				err = fmt.Errorf("%w; the ITSM may have opened a change for this deploy: manent asks for it again (same Idempotency-Key) and closes it once the ITSM answers", err)
+			}
+			end.Error = err.Error()
 		}
 		if _, serr := g.e.st.StepFinished(sctx, g.in.ID, StepChangeOpen, end); serr != nil {
 			return c, serr
@@ -691,6 +699,35 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 		return g.changeWait1(ctx, p, ch)
 	}
 	return g.changeWait(ctx, p, ch.ID)
+}
+
+// changeRequest is the change deploy in asks the ITSM for; the same for
+// every attempt and for the change-close workflow's look-up.
+func changeRequest(in plan.Input) itsm.Request {
+	return itsm.Request{DeployID: in.ID, Application: in.Application, Environment: in.Environment,
+		Version: in.Version, Requester: in.Requester,
+		Summary: fmt.Sprintf("deploy %s %s to %s (%s)", in.Application, in.Version, in.Environment, in.ID)}
+}
+
+// changeOpenFailed is the output of a change:open that failed after a
+// request may have reached the ITSM and opened the change, its answer lost
+// (a timeout, a connection cut, a 5xx, an unreadable answer).
+type changeOpenFailed struct {
+	MaybeOpened bool `json:"maybe_opened"`
+}
+
+// maybeOpened reports whether change:open st is marked changeOpenFailed.
+func maybeOpened(st manent.Step) bool {
+	var o changeOpenFailed
+	return st.State != manent.StepSuccess && json.Unmarshal(st.Output, &o) == nil && o.MaybeOpened
+}
+
+// mayHaveReached reports whether a failed open may have opened the change:
+// not when the ITSM refused it (a 4xx, a protocol error: permanent), nor
+// when the connection was never made.
+func mayHaveReached(err error) bool {
+	var op *net.OpError
+	return !plugin.IsPermanent(err) && !(errors.As(err, &op) && op.Op == "dial")
 }
 
 // Gate outcomes of a change poll that are not ITSM states.

@@ -879,9 +879,25 @@ func (r *run) boundOutput(res plugin.Result, log *logWriter) any {
 
 // closeChange closes the deploy's ITSM change with its outcome.
 func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
-	id := r.e.changeID(ctx, r.in.ID)
-	if id == "" || r.e.cfg.ITSM == nil {
+	if r.e.cfg.ITSM == nil {
 		return map[string]any{"change": ""}, nil
+	}
+	id := r.e.changeID(ctx, r.in.ID)
+	var foundBy string
+	if id == "" {
+		st, err := r.e.st.Step(ctx, r.in.ID, StepChangeOpen)
+		if err != nil || !maybeOpened(st) {
+			return map[string]any{"change": ""}, nil
+		}
+		// change:open's answers were lost: the ITSM answers the same
+		// change for the same Idempotency-Key (opening it now if no
+		// attempt reached it, to be closed at once).
+		c, err := r.e.cfg.ITSM.Open(ctx, changeRequest(r.in))
+		if err != nil {
+			return nil, fmt.Errorf("look up the change change:open may have opened (POST /changes again, Idempotency-Key %s): %w", r.in.ID, err)
+		}
+		id, foundBy = c.ID, "Idempotency-Key"
+		fmt.Fprintf(log, "change:open's answers were lost; asked again with the same Idempotency-Key (%s), the ITSM answers change %s (%s): closing it\n", r.in.ID, id, c.State)
 	}
 	rec, err := r.e.st.Deployment(ctx, r.in.ID)
 	if err != nil {
@@ -904,10 +920,22 @@ func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
 			return nil, err
 		}
 		fmt.Fprintf(log, "change %s was already closed in the ITSM (%s); closing it again was refused: %v\n", id, c.State, err)
-		return map[string]any{"change": id, "outcome": outcome, "already": c.State}, nil
+		return changeClosed(id, outcome, foundBy, c.State), nil
 	}
 	fmt.Fprintf(log, "change %s closed: %s\n", id, outcome)
-	return map[string]any{"change": id, "outcome": outcome}, nil
+	return changeClosed(id, outcome, foundBy, ""), nil
+}
+
+// changeClosed is change:close's output.
+func changeClosed(id string, outcome manent.State, foundBy, already string) map[string]any {
+	out := map[string]any{"change": id, "outcome": outcome}
+	if foundBy != "" {
+		out["found_by"] = foundBy
+	}
+	if already != "" {
+		out["already"] = already
+	}
+	return out
 }
 
 // Prefixes of the steps the engine adds around compensable steps.
