@@ -17,6 +17,10 @@ func (e *Engine) Tick(ctx context.Context, schedule string, at time.Time) (strin
 // (nil: none).
 func SetGateEnqueueHook(f func(id string)) { gateEnqueueHook = f }
 
+// SetGateExpireHook sets a function run before a gate ends its deploy
+// EXPIRED (nil: none).
+func SetGateExpireHook(f func(id string)) { gateExpireHook = f }
+
 // WorkflowStatus returns the DBOS status of workflow id.
 func (e *Engine) WorkflowStatus(id string) (dbos.WorkflowStatusType, error) {
 	return e.workflowStatus(id)

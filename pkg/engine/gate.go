@@ -329,7 +329,33 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 		case st.Approved:
 			return false, Result{}, nil
 		case st.Remaining <= 0:
-			return g.end(ctx, manent.StateExpired, fmt.Sprintf("approvals expired at %s without %s", deadline.Format(time.RFC3339), manent.Plural(rule.Count, "approval")))
+			if gateExpireHook != nil {
+				gateExpireHook(g.in.ID)
+			}
+			msg := fmt.Sprintf("approvals expired at %s without %s", deadline.Format(time.RFC3339), manent.Plural(rule.Count, "approval"))
+			expired, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+				err := g.e.conclude(sctx, g.in.ID, store.Outcome{State: manent.StateExpired, Error: msg}, conclusion{also: func(tx *sql.Tx) error {
+					// Under the deploy's row lock (the UPDATE above), as
+					// AddApproval records a verdict: one recorded since
+					// the count decides, once more.
+					as, err := g.e.st.ApprovalsTx(sctx, tx, g.in.ID)
+					if err != nil {
+						return err
+					}
+					if rejection(as) != "" || CountApprovals(as, digest) >= rule.Count {
+						return errDecidedAtExpiry
+					}
+					return nil
+				}})
+				if errors.Is(err, errDecidedAtExpiry) {
+					return false, nil
+				}
+				return err == nil, err
+			}, dbos.WithStepName("gate:end"), dbos.WithStepMaxRetries(5))
+			if err != nil || expired {
+				return true, Result{State: manent.StateExpired, Error: msg}, err
+			}
+			continue
 		}
 		msg, err := g.wait(ctx, st.Remaining)
 		if err != nil {
@@ -341,9 +367,13 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 	}
 }
 
+// errDecidedAtExpiry stops the expiry of a deploy whose verdicts were
+// recorded as its approval window ended: the gate counts them again.
+var errDecidedAtExpiry = errors.New("decided as the approvals expired")
+
 // gateEnqueueHook, when set (tests), runs before a gate enqueues its
-// deploy.
-var gateEnqueueHook func(id string)
+// deploy; gateExpireHook before it ends its deploy EXPIRED.
+var gateEnqueueHook, gateExpireHook func(id string)
 
 // orderPoll is how often an approved deploy checks whether the older ones
 // it lets go first are queued; orderWait is how long it waits for them.

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -387,4 +389,101 @@ func TestRejectionJustBeforeTheQueue(t *testing.T) {
 			t.Errorf("b's verdicts: %+v %v, want only the approval", as, err)
 		}
 	})
+}
+
+// QA: an approval that arrived as the deploy's approval window expired —
+// after the gate counted none, before it ended the deploy — was accepted
+// (200, recorded, an `approval` event) and the deploy then ended EXPIRED
+// "without 1 approval". The gate decides the expiry in the transaction
+// that ends the deploy, under its row lock: a verdict recorded before is
+// counted (here the deploy runs), one after is refused (409).
+func TestApprovalAsTheWindowExpires(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v1", "x")
+		var approveErr error
+		var once sync.Once
+		approved := make(chan struct{})
+		engine.SetGateExpireHook(func(id string) {
+			once.Do(func() {
+				_, approveErr = f.eng.Approve(context.Background(), id, manent.Identity{Subject: "token:ops"}, manent.Approval{Verdict: "approve"})
+				close(approved)
+			})
+		})
+		t.Cleanup(func() { engine.SetGateExpireHook(nil) })
+		id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: time.Second}}))
+		select {
+		case <-approved:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the approval window never expired")
+		}
+		var d *manent.Deployment
+		enginetest.Eventually(t, 30*time.Second, func() bool { d = f.state(id); return d.State.Final() }, "the deploy to end")
+		switch {
+		case approveErr == nil && d.State != manent.StateSuccess:
+			t.Errorf("the approval was accepted and the deploy ended %s (%s), want it to run", d.State, d.Error)
+		case approveErr != nil && (d.State != manent.StateExpired || manent.ErrorCode(approveErr) != manent.EConflict):
+			t.Errorf("approval %v and the deploy %s, want a 409 and EXPIRED", approveErr, d.State)
+		}
+	})
+}
+
+// Verdicts racing on two workers sharing PostgreSQL: three approvals and a
+// rejection of a deploy needing one approval, sent at once through both
+// engines. Exactly one outcome: an accepted rejection ends it REJECTED
+// (nothing ran), else it runs once; every accepted verdict is recorded
+// once with one `approval` event, a refused one not at all.
+func TestVerdictsRaceOnTwoWorkers(t *testing.T) {
+	db := enginetest.Postgres(t)
+	f1 := newFixture(t, db, 2)
+	f2 := newFixture(t, db, 2, func(c *node.Config) { c.ExecutorID = "test-2" })
+	url, _ := f1.artifact("v1", "x")
+	for round := range 3 {
+		id := f1.submit(descriptorYAML("pay", "prod", fmt.Sprint(round+1), url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: time.Hour}}))
+		f1.waitState(id, manent.StateAwaitingApproval)
+		verdicts := []string{"approve", "reject", "approve", "approve"}
+		errs := make([]error, len(verdicts))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, v := range verdicts {
+			eng := f1.eng
+			if i%2 == 1 {
+				eng = f2.eng
+			}
+			wg.Go(func() {
+				<-start
+				_, errs[i] = eng.Approve(context.Background(), id, manent.Identity{Subject: fmt.Sprintf("token:u%d", i)}, manent.Approval{Verdict: v})
+			})
+		}
+		close(start)
+		wg.Wait()
+		var d *manent.Deployment
+		enginetest.Eventually(t, 30*time.Second, func() bool { d = f2.state(id); return d.State.Final() }, "deploy %s to end", id)
+		accepted, rejected := 0, false
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				accepted++
+				rejected = rejected || verdicts[i] == "reject"
+			case manent.ErrorCode(err) != manent.EConflict:
+				t.Errorf("verdict %d (%s): %v, want accepted or 409", i, verdicts[i], err)
+			}
+		}
+		if rejected && d.State != manent.StateRejected || !rejected && d.State != manent.StateSuccess {
+			t.Errorf("round %d: accepted %d verdicts (a rejection: %v), the deploy %s (%s)", round, accepted, rejected, d.State, d.Error)
+		}
+		as, err := f1.st.Approvals(context.Background(), id)
+		if err != nil || len(as) != accepted {
+			t.Errorf("round %d: recorded %+v (%v), want the %d accepted", round, as, err, accepted)
+		}
+		evs, err := f1.st.Events(context.Background(), id, 0, []string{store.EventApproval}, 100)
+		if err != nil || len(evs) != accepted {
+			t.Errorf("round %d: %d approval events (%v), want %d", round, len(evs), err, accepted)
+		}
+		for _, s := range d.Steps {
+			if s.Name == manent.StepDeploy && s.Attempts > 1 {
+				t.Errorf("round %d: deploy step ran %d times", round, s.Attempts)
+			}
+		}
+	}
 }
