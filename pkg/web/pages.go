@@ -39,9 +39,11 @@ type pageData struct {
 	Live   bool
 	Log    bool
 	Data   any
-	// Status is the HTTP status of an error page.
+	// Status is the HTTP status of an error page; Message is its text,
+	// or Parts when it quotes what the request asked for (an API error).
 	Status  int
 	Message string
+	Parts   []msgPart
 }
 
 // pageFunc fills a page for the signed-in viewer.
@@ -251,7 +253,11 @@ func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *viewer, err error) {
 	var ae *apiError
 	if errors.As(err, &ae) {
-		h.renderError(w, r, v, ae.Status, ae.Detail)
+		p := &pageData{Title: http.StatusText(ae.Status), Status: ae.Status, Parts: asData(ae.Detail, supplied(r))}
+		if v != nil {
+			p.User, p.CSRF, p.CanAudit = &v.Identity, v.sess.CSRF, h.can(v, auth.AuditRead, "", "")
+		}
+		h.render(w, r, "error", ae.Status, p)
 		return
 	}
 	h.log.Error("web: page", "path", r.URL.Path, "error", err)
@@ -483,32 +489,28 @@ func (h *Handler) pageEnvironments(w http.ResponseWriter, r *http.Request, v *vi
 // historyView is the history of one application/environment.
 type historyView struct {
 	Application, Environment string
-	Items                    []manent.Deployment
+	Items                    []api.HistoryEntry
 	Current                  string
 	Next                     string
 }
 
 func (h *Handler) pageHistory(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
 	app, env := r.PathValue("application"), r.PathValue("environment")
-	q := url.Values{"application": {app}, "environment": {env}, "limit": {"50"}}
+	// The history route checks the names (a link's "x has been rolled
+	// back…" is refused, not shown as the page's heading) and RBAC on them.
+	q := url.Values{"limit": {"50"}}
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		q.Set("cursor", c)
 	}
-	var list api.ListResult
-	if err := h.call(r, v, http.MethodGet, "/api/v1/deployments?"+q.Encode(), nil, &list); err != nil {
+	var res api.HistoryResult
+	if err := h.call(r, v, http.MethodGet, "/api/v1/environments/"+url.PathEscape(app)+"/"+url.PathEscape(env)+"/history?"+q.Encode(), nil, &res); err != nil {
 		return err
 	}
-	var inv api.InventoryResult
-	if err := h.call(r, v, http.MethodGet, "/api/v1/inventory?"+url.Values{"application": {app}, "environment": {env}}.Encode(), nil, &inv); err != nil {
-		return err
+	hv := historyView{Application: res.Application, Environment: res.Environment, Items: res.Items, Next: res.NextCursor}
+	if res.Current != nil {
+		hv.Current = res.Current.DeploymentID
 	}
-	hv := historyView{Application: app, Environment: env, Items: list.Items, Next: list.NextCursor}
-	for _, e := range inv.Items {
-		if e.Current != nil {
-			hv.Current = e.Current.DeploymentID
-		}
-	}
-	p.Title, p.Nav, p.Data = app+" in "+env, "environments", hv
+	p.Title, p.Nav, p.Data = hv.Application+" in "+hv.Environment, "environments", hv
 	return nil
 }
 

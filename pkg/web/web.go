@@ -255,6 +255,14 @@ func (h *Handler) call(r *http.Request, v *viewer, method, path string, body any
 		if msg == "" {
 			msg = p.Title
 		}
+		// The fields say what is wrong (which name, by which rule).
+		for i, f := range p.Errors {
+			if i == maxFieldErrors {
+				msg += fmt.Sprintf("; and %d more", len(p.Errors)-i)
+				break
+			}
+			msg += "; " + strings.TrimPrefix(f.Path+": ", ": ") + f.Message
+		}
 		return &apiError{Status: rec.status, Detail: msg}
 	}
 	if out != nil {
@@ -264,6 +272,10 @@ func (h *Handler) call(r *http.Request, v *viewer, method, path string, body any
 	}
 	return nil
 }
+
+// maxFieldErrors bounds the field errors of an API answer an error page
+// lists.
+const maxFieldErrors = 5
 
 // recorder is the in-process ResponseWriter of call.
 type recorder struct {
