@@ -18,6 +18,10 @@ type Problem struct {
 	Errors []manent.FieldError `json:"errors,omitempty"`
 }
 
+// MaxComment is the longest approval or rejection comment the API takes,
+// in bytes.
+const MaxComment = 4096
+
 // SubmitResult answers POST /api/v1/deployments: {"id","state"} for a deploy
 // (202), a schedule id for a recurring one (201). A dry run (validate) fills
 // Valid, Errors, Plan and Effective instead.

@@ -450,7 +450,13 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 		return nil, err
 	}
 	if waves, err := e.st.Rollout(ctx, id); err == nil {
-		r.Rollout = RolloutStatus(r.Input, waves)
+		var decided map[string][]manent.Approval
+		if len(waves) > 0 { // a wave is decided on only once it waited
+			if decided, err = e.st.AllWaveApprovals(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		r.Rollout = RolloutStatus(r.Input, waves, decided)
 	}
 	if saved, kept, err := e.st.SavedDeliveries(ctx, id); err == nil && kept {
 		if len(saved) > 2 { // not "[]"

@@ -518,7 +518,7 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 		return nil, err
 	}
 	if rec.State == manent.StatePending {
-		if wave := e.currentWaveApproval(ctx, id); wave != "" {
+		if wave := e.WaitingWave(ctx, id); wave != "" {
 			return e.approveWave(ctx, rec, in, wave, by, a)
 		}
 	}

@@ -242,8 +242,10 @@ func (r *run) settleWaves(ctx context.Context, res Result) {
 	}
 }
 
-// RolloutStatus overlays the recorded wave states on the deploy's waves.
-func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent.WaveStatus {
+// RolloutStatus overlays the recorded wave states on the deploy's waves,
+// with each wave's approval rule and the decisions recorded on it
+// (decided, by wave name).
+func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus, decided map[string][]manent.Approval) []manent.WaveStatus {
 	var in plan.Input
 	if json.Unmarshal(input, &in) != nil || len(in.Waves) == 0 {
 		return recorded
@@ -262,6 +264,10 @@ func RolloutStatus(input json.RawMessage, recorded []manent.WaveStatus) []manent
 			st.Observe = w.Observe.String()
 		}
 		st.ObserveLeftSeconds = int(st.ObserveLeft(time.Now()).Round(time.Second).Seconds())
+		if w.Approval {
+			st.ApprovalsRequired = waveRule(in).Count
+			st.Approvals = decided[w.Name]
+		}
 		out = append(out, st)
 	}
 	return out
@@ -332,11 +338,12 @@ type waveApprovalStatus struct {
 	Remaining time.Duration `json:"remaining"`
 }
 
-// waveRule is the approval rule of a wave: the deploy's approval rule when
-// it has one, else one approval by anyone allowed to approve, within 24 h.
-func (r *run) waveRule() plan.ApprovalRule {
+// waveRule is the approval rule of a wave of in: the deploy's approval
+// rule when it has one, else one approval by anyone allowed to approve,
+// within 24 h.
+func waveRule(in plan.Input) plan.ApprovalRule {
 	rule := plan.ApprovalRule{Count: 1, Expires: 24 * time.Hour}
-	if a := r.in.Waits.Approvals; a != nil {
+	if a := in.Waits.Approvals; a != nil {
 		rule = *a
 		if rule.Count < 1 {
 			rule.Count = 1
@@ -353,7 +360,7 @@ func (r *run) waveRule() plan.ApprovalRule {
 // expiry fails the deploy at that wave: the started waves are compensated.
 func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 	name := WaveApprovalPrefix + "[" + w.Name + "]"
-	rule := r.waveRule()
+	rule := waveRule(r.in)
 	deadline, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Time, error) {
 		at := time.Now()
 		_, err := r.e.st.StepStarted(sctx, r.in.ID, name, at)
@@ -425,9 +432,9 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 // errWaveCancelled is what waitWaveApproval answers for a cancelled deploy.
 const errWaveCancelled = "\x00cancelled"
 
-// currentWaveApproval returns the wave a running deploy waits on for
-// approval ("" when none).
-func (e *Engine) currentWaveApproval(ctx context.Context, id string) string {
+// WaitingWave returns the wave a running deploy waits on for approval (""
+// when none).
+func (e *Engine) WaitingWave(ctx context.Context, id string) string {
 	steps, err := e.st.Steps(ctx, id)
 	if err != nil {
 		return ""

@@ -66,6 +66,11 @@ type WaveStatus struct {
 	// while it has not run (Message says why it failed).
 	Gate string     `json:"gate,omitempty"`
 	Time *time.Time `json:"time,omitempty"`
+	// ApprovalsRequired is how many approvals the wave needs before it
+	// starts (a wave with approval: true), 0 for a wave that needs none;
+	// Approvals are the decisions recorded on it so far, oldest first.
+	ApprovalsRequired int        `json:"approvals_required,omitempty"`
+	Approvals         []Approval `json:"approvals,omitempty"`
 }
 
 // ObserveLeft is the observation time left at now while the wave is

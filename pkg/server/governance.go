@@ -5,13 +5,21 @@ import (
 	"strings"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // ApproveRequest is the body of POST …/approve and …/reject.
 type ApproveRequest struct {
 	Comment    string `json:"comment"`
 	PlanDigest string `json:"plan_digest"`
+	// Wave, when present, pins what the verdict is for: the name of the
+	// rollout wave the deploy must be waiting on, or "" for the deploy's
+	// own approval. Absent, the verdict goes to whatever the deploy waits
+	// for. A page rendered while one thing waited must not decide on the
+	// next (the web UI always sends it).
+	Wave *string `json:"wave"`
 }
 
 func (s *Server) handleApprove(verdict string) http.HandlerFunc {
@@ -36,6 +44,13 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 			writeError(w, r, s.log, err)
 			return
 		}
+		if req.Wave != nil {
+			if err := s.waitsFor(r, rec, *req.Wave); err != nil {
+				s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "refused", refusal(err))
+				writeError(w, r, s.log, err)
+				return
+			}
+		}
 		after, err := s.eng.Approve(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
 			Comment: req.Comment, PlanDigest: req.PlanDigest})
 		if err != nil {
@@ -48,15 +63,35 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 	}
 }
 
+// waitsFor refuses a verdict pinned to wave ("" for the deploy's own
+// approval) when the deploy waits for something else.
+func (s *Server) waitsFor(r *http.Request, rec *store.Record, wave string) error {
+	waiting := ""
+	if rec.State == manent.StatePending {
+		waiting = s.eng.WaitingWave(r.Context(), rec.ID)
+	}
+	switch {
+	case wave == "" && waiting != "":
+		return manent.Errorf(manent.EConflict, "deploy %s no longer waits for its own approval: wave %s waits for its approval now; read the deploy again and decide on the wave", rec.ID, waiting)
+	case wave != "" && waiting != wave:
+		now := "it waits for no wave's approval (" + string(rec.State) + ")"
+		if waiting != "" {
+			now = "wave " + waiting + " waits now"
+		}
+		return manent.Errorf(manent.EConflict, "deploy %s does not wait for the approval of wave %s: %s; read the deploy again and decide on what waits", rec.ID, quote(manent.ClipText(wave, maxEchoed)), now)
+	}
+	return nil
+}
+
 // MaxComment is the longest approval or rejection comment, in bytes.
-const MaxComment = 4096
+const MaxComment = api.MaxComment
 
 // checkComment refuses a comment longer than MaxComment, or holding a
 // control character other than a line break or a tab: it is stored in the
 // audit log and shown to every reader of the deploy.
 func checkComment(c string) error {
 	if len(c) > MaxComment {
-		return manent.Errorf(manent.EInvalid, "comment is %d bytes, at most %d", len(c), MaxComment)
+		return manent.Errorf(manent.EInvalid, "comment is %d bytes, at most %d (a character other than ASCII takes 2 to 4): shorten it", len(c), MaxComment)
 	}
 	for i, line := range strings.Split(c, "\n") {
 		if _, at, what, bad := descriptor.FirstControl(strings.ReplaceAll(line, "\t", " ")); bad {

@@ -129,6 +129,29 @@ func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.A
 	})
 }
 
+// AllWaveApprovals returns the decisions on every wave of a deploy, by
+// wave, each wave's oldest first.
+func (s *Store) AllWaveApprovals(ctx context.Context, id string) (map[string][]manent.Approval, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT wave, identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? ORDER BY time`), id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]manent.Approval{}
+	for rows.Next() {
+		var wave, at string
+		var a manent.Approval
+		if err := rows.Scan(&wave, &a.Identity, &a.Verdict, &a.Comment, &at); err != nil {
+			return nil, err
+		}
+		if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
+			a.Time = *t
+		}
+		out[wave] = append(out[wave], a)
+	}
+	return out, rows.Err()
+}
+
 // WaveApprovals returns the decisions on one wave, oldest first.
 func (s *Store) WaveApprovals(ctx context.Context, id, wave string) ([]manent.Approval, error) {
 	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? ORDER BY time`), id, wave)

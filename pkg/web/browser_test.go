@@ -236,10 +236,13 @@ func TestBrowser(t *testing.T) {
 	// does the test, until its deadline.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(bob, 10*time.Second)
-		err := chromedp.Do(ctx,
-			chromedp.Clear(chromedp.ID("comment")),
-			chromedp.SendKeys(chromedp.ID("comment"), "looks good"),
-			chromedp.Click(chromedp.ID("approve")))
+		// The comment is a textarea: chromedp.Clear refuses an empty one.
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById('comment').value = ''; true`))
+		if err == nil {
+			err = chromedp.Do(ctx,
+				chromedp.SendKeys(chromedp.ID("comment"), "looks good"),
+				chromedp.Click(chromedp.ID("approve")))
+		}
 		cancel()
 		if err == nil {
 			break

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -374,6 +375,22 @@ type deployView struct {
 	CanCancel   bool
 	Approved    bool // the viewer has approved already
 	Approvals   int  // approvals recorded
+	// MayNotApprove: the viewer does not hold deployment.approve on the
+	// deploy's application/environment (the page says so while it waits).
+	MayNotApprove bool
+	// Wave is the rollout wave waiting for its approval (nil: none), with
+	// WaveApprovals counted on it; CanApproveWave offers its buttons, and
+	// WaveApproved says the viewer approved it already.
+	Wave            *manent.WaveStatus
+	WaveApprovals   int
+	CanApproveWave  bool
+	WaveApproved    bool
+	WaveNotApprover bool
+	// Approvers says who may decide: the governance rule's approvers, or
+	// anyone who may approve here.
+	Approvers string
+	// MaxComment is the longest comment the API takes, in bytes.
+	MaxComment int
 	// Deliveries are the deploy's callbacks and chat messages, as
 	// `manent status` lists them.
 	Deliveries []delivery
@@ -435,6 +452,34 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 		// An identity decides once: a Reject now would be refused (409).
 		dv.CanApprove = false
 	}
+	dv.MayNotApprove = !h.can(v, auth.DeploymentApprove, d.Application, d.Environment)
+	dv.Approvers = "anyone who may approve deploys of " + d.Application + " in " + d.Environment + " (deployment.approve), except the submitter"
+	if d.Decision != nil && len(d.Decision.Approvers) > 0 && !slices.Contains(d.Decision.Approvers, "*") {
+		dv.Approvers = strings.Join(d.Decision.Approvers, ", ")
+	}
+	dv.MaxComment = api.MaxComment
+	if d.State == manent.StatePending {
+		for i := range d.Rollout {
+			if d.Rollout[i].State == waveAwaitingApproval {
+				dv.Wave = &d.Rollout[i]
+			}
+		}
+	}
+	if w := dv.Wave; w != nil {
+		for _, a := range w.Approvals {
+			if a.Verdict == "approve" {
+				dv.WaveApprovals++
+			}
+			if a.Identity == v.Identity.Subject {
+				dv.WaveApproved = true // an identity decides once on a wave
+			}
+		}
+		// The engine refuses the submitter, an identity outside the rule's
+		// approvers and a second verdict (approveWave): no buttons then,
+		// and the page says why.
+		dv.WaveNotApprover = d.Decision != nil && len(d.Decision.Approvers) > 0 && !v.Identity.Matches(d.Decision.Approvers)
+		dv.CanApproveWave = !dv.Submitter && !dv.MayNotApprove && !dv.WaveApproved && !dv.WaveNotApprover
+	}
 	dv.CanCancel = !d.State.Final() && h.can(v, auth.DeploymentCancel, d.Application, d.Environment)
 	p.Title = fmt.Sprintf("%s %s → %s", d.Application, d.Version, d.Environment)
 	p.Data = dv
@@ -444,6 +489,10 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 	}
 	return nil
 }
+
+// waveAwaitingApproval is the state of a rollout wave that waits for its
+// approval (engine.WaveApproval).
+const waveAwaitingApproval = "awaiting-approval"
 
 // handleAction serves the approve, reject and cancel buttons: CSRF first,
 // then the API decides (RBAC, approvers, state) exactly as for the CLI.
@@ -466,7 +515,11 @@ func (h *Handler) handleAction(action string) http.HandlerFunc {
 		id := r.PathValue("id")
 		var body any
 		if action != "cancel" {
-			body = map[string]string{"comment": r.PostForm.Get("comment"), "plan_digest": r.PostForm.Get("plan_digest")}
+			// wave pins the verdict to what the page showed waiting: the
+			// wave named, or ("") the deploy's own approval — never to
+			// what waits by the time the form is posted.
+			body = map[string]string{"comment": r.PostForm.Get("comment"), "plan_digest": r.PostForm.Get("plan_digest"),
+				"wave": r.PostForm.Get("wave")}
 		}
 		if err := h.call(r, v, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+action, body, nil); err != nil {
 			h.fail(w, r, v, err)

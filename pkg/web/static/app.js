@@ -122,11 +122,17 @@
         if (html === null || html === undefined) { return; }
         var active = document.activeElement;
         var activeID = active && live.contains(active) ? active.id : '';
-        var comment = document.getElementById('comment');
-        var kept = comment ? comment.value : '';
+        // A comment being written survives the reload (both forms').
+        var kept = {};
+        ['comment', 'wave-comment'].forEach(function (id) {
+          var c = document.getElementById(id);
+          if (c && c.value) { kept[id] = c.value; }
+        });
         live.innerHTML = html;
-        var c2 = document.getElementById('comment');
-        if (c2 && kept) { c2.value = kept; }
+        Object.keys(kept).forEach(function (id) {
+          var c = document.getElementById(id);
+          if (c) { c.value = kept[id]; }
+        });
         if (activeID) {
           var el = document.getElementById(activeID);
           if (el) { el.focus(); }
