@@ -72,3 +72,48 @@ func TestBrowserWaveApproval(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// In a real browser: a log line's SGR colours show as colours, in the
+// lines the page was rendered with and in those the stream appends; other
+// escape sequences (a hyperlink, a screen clear) and the step's markup
+// show as nothing and as text. The API keeps the bytes as written.
+func TestBrowserLogColours(t *testing.T) {
+	exe := findBrowser(t)
+	s := startUI(t)
+	gate := s.gate(t, "colour-gate")
+	id := s.submit(t, "alice-token", waveDeploy(t, "staging", "5.0", gate))
+	s.waitState(t, id, manent.StatePending)
+	bob := newChrome(t, exe)
+	signIn(t, bob, s.URL, "bob-token")
+	run(t, bob, "open the deploy", chromedp.Navigate(s.URL+"/deployments/"+id), chromedp.WaitVisible(chromedp.ID("log")))
+	waitJS(t, bob, "the rendered line in bold red", `(function () {
+		var r = document.querySelector('#log .ansi-bold.ansi-fg-1');
+		return !!r && r.textContent === 'red 5.0' && getComputedStyle(r).fontWeight === '700';
+	}())`)
+	open(t, gate)
+	waitJS(t, bob, "the appended line in green", `(function () {
+		var g = document.querySelector('#log .ansi-fg-2');
+		return !!g && g.textContent === 'green 5.0';
+	}())`)
+	text := value(t, bob, "the log's text", chromedp.Evaluate[string](`document.getElementById('log').textContent`))
+	if strings.ContainsRune(text, 0x1b) || strings.Contains(text, "[0m") || strings.Contains(text, "evil.example") {
+		t.Errorf("escape sequences show in the log: %q", text)
+	}
+	if !strings.Contains(text, "plain <b>x</b>") || !strings.Contains(text, " link end") {
+		t.Errorf("the lines' text is not all there: %q", text)
+	}
+	if n := value(t, bob, "elements of the step", chromedp.Evaluate[int](`document.querySelectorAll('#log b, #log a').length`)); n != 0 {
+		t.Errorf("the step's markup made %d elements", n)
+	}
+	res, err := s.client("admin-token").Logs(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := false
+	for _, l := range res.Lines {
+		raw = raw || strings.Contains(l.Text, "\x1b[1;31mred 5.0\x1b[0m")
+	}
+	if !raw {
+		t.Errorf("the API's lines are not as written: %+v", res.Lines)
+	}
+}

@@ -110,6 +110,7 @@ var funcs = template.FuncMap{
 	"failing":   func(p clusterstate.Pod) []string { return p.Failures() },
 	"final":     func(s manent.State) bool { return s.Final() },
 	"why":       api.ActivityItem.Why,
+	"ansi":      ansiSpans,
 }
 
 // ago prints how long ago t was by the CLI's rule (reltime.Format: "2m

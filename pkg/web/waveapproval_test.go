@@ -23,7 +23,7 @@ func waveDeploy(t testing.TB, env, version, gate string) []byte {
 	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	script := fmt.Sprintf(`printf '\033[1;31mred %s\033[0m plain <b>x</b>\n'; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; printf '\033[32mgreen %s\033[0m\n'`, version, gate, version)
+	script := fmt.Sprintf(`printf '\033[1;31mred %s\033[0m plain <b>x</b>\n'; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; printf '\033[32mgreen %s\033[0m \033]8;;https://evil.example/\033\\link\033]8;;\033\\\033[2J end\n'`, version, gate, version)
 	return []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: %s\nversion: %q\nartifact: {url: %q}\n"+
 		"steps:\n  - {name: prepare, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}\n"+
 		"rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n",

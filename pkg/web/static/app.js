@@ -180,7 +180,7 @@
         s.textContent = d.step;
         line.appendChild(s);
       }
-      line.appendChild(document.createTextNode(d.text));
+      appendColoured(line, String(d.text || ''));
       frag.appendChild(line);
       frag.appendChild(document.createTextNode('\n'));
     }
@@ -197,6 +197,94 @@
     var empty = document.getElementById('log-empty');
     if (empty) { empty.remove(); }
     if (atBottom) { log.scrollTop = log.scrollHeight; }
+  }
+
+  // appendColoured adds a log line's text to el with its SGR colours as
+  // classes and every other escape sequence dropped: ansiSpans in
+  // ansi.go, the same rules (the text is set as text, never as markup).
+  var MAX_SPANS = 256;
+  function sgrClass(s) {
+    var c = [];
+    if (s.bold) { c.push('ansi-bold'); }
+    if (s.dim) { c.push('ansi-dim'); }
+    if (s.italic) { c.push('ansi-italic'); }
+    if (s.underline) { c.push('ansi-underline'); }
+    if (s.fg) { c.push('ansi-fg-' + (s.fg - 1)); }
+    if (s.bg) { c.push('ansi-bg-' + (s.bg - 1)); }
+    return c.join(' ');
+  }
+  function sgrApply(s, params) {
+    var ps = params.split(/[;:]/).filter(function (p) { return p !== ''; });
+    if (ps.length === 0) { return {}; }
+    for (var i = 0; i < ps.length; i++) {
+      var n = ps[i].length > 3 || !/^\d+$/.test(ps[i]) ? -1 : parseInt(ps[i], 10);
+      if (n === 0) { s = {}; }
+      else if (n === 1) { s.bold = true; }
+      else if (n === 2) { s.dim = true; }
+      else if (n === 3) { s.italic = true; }
+      else if (n === 4) { s.underline = true; }
+      else if (n === 22) { s.bold = false; s.dim = false; }
+      else if (n === 23) { s.italic = false; }
+      else if (n === 24) { s.underline = false; }
+      else if (n >= 30 && n <= 37) { s.fg = n - 30 + 1; }
+      else if (n >= 90 && n <= 97) { s.fg = n - 90 + 9; }
+      else if (n === 39) { s.fg = 0; }
+      else if (n >= 40 && n <= 47) { s.bg = n - 40 + 1; }
+      else if (n >= 100 && n <= 107) { s.bg = n - 100 + 9; }
+      else if (n === 49) { s.bg = 0; }
+      else if (n === 38 || n === 48) {
+        var m = i + 1 < ps.length ? ps[i + 1] : '';
+        if (m === '5') { i += 2; } else if (m === '2') { i += 4; }
+      }
+    }
+    return s;
+  }
+  function appendColoured(el, text) {
+    if (text.indexOf('\x1b') < 0) { el.appendChild(document.createTextNode(text)); return; }
+    var runs = [], buf = '', cls = '', want = '', s = {}, i = 0, n = text.length;
+    function write(t) {
+      if (want !== cls && runs.length < MAX_SPANS - 1) {
+        if (buf) { runs.push([cls, buf]); buf = ''; }
+        cls = want;
+      }
+      buf += t;
+    }
+    while (i < n) {
+      var j = text.indexOf('\x1b', i);
+      if (j !== i) { write(text.slice(i, j < 0 ? n : j)); i = j < 0 ? n : j; continue; }
+      i++;
+      if (i >= n) { break; }
+      var c = text.charCodeAt(i);
+      if (c === 0x5b) { // CSI
+        i++;
+        var start = i;
+        while (i < n && text.charCodeAt(i) >= 0x30 && text.charCodeAt(i) <= 0x3f) { i++; }
+        var params = text.slice(start, i);
+        while (i < n && text.charCodeAt(i) >= 0x20 && text.charCodeAt(i) <= 0x2f) { i++; }
+        if (i < n && text.charCodeAt(i) >= 0x40 && text.charCodeAt(i) <= 0x7e) {
+          if (text.charAt(i) === 'm' && start + params.length === i) { s = sgrApply(s, params); want = sgrClass(s); }
+          i++;
+        }
+      } else if (']P_^X'.indexOf(text.charAt(i)) >= 0) { // OSC, DCS, APC, PM, SOS
+        i++;
+        while (i < n) {
+          if (text.charCodeAt(i) === 7) { i++; break; }
+          if (text.charCodeAt(i) === 0x1b && text.charAt(i + 1) === '\\') { i += 2; break; }
+          i++;
+        }
+      } else {
+        if (c >= 0x20 && c <= 0x2f && i + 1 < n) { i++; }
+        i++;
+      }
+    }
+    if (buf) { runs.push([cls, buf]); }
+    for (var k = 0; k < runs.length; k++) {
+      if (!runs[k][0]) { el.appendChild(document.createTextNode(runs[k][1])); continue; }
+      var sp = document.createElement('span');
+      sp.className = runs[k][0];
+      sp.textContent = runs[k][1];
+      el.appendChild(sp);
+    }
   }
 
   function url() {
