@@ -41,3 +41,26 @@ func TestNamePatternIsTheSchemas(t *testing.T) {
 		}
 	}
 }
+
+// MaxVersion is the schema's maxLength of version, and VersionProblem
+// agrees with what Parse accepts.
+func TestVersionProblemIsTheSchemas(t *testing.T) {
+	var doc struct {
+		Properties map[string]struct {
+			MaxLength int `json:"maxLength"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(Schema(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := MaxVersion, doc.Properties["version"].MaxLength; got != want {
+		t.Errorf("MaxVersion is %d, the schema's maxLength of version %d", got, want)
+	}
+	for _, v := range []string{"1", "1.4.2", "1 – hotfix", "é", strings.Repeat("é", 256),
+		"", strings.Repeat("v", 257), "1\n", "1\x1b[2J", "a\u202eb", "\t1"} {
+		_, err := Parse([]byte(fmt.Sprintf("apiVersion: manent/v1\napplication: a\nenvironment: b\nversion: %q\nartifact: {url: \"https://a.example/b.tgz\"}\n", v)))
+		if parsed, problem := err == nil, VersionProblem(v); parsed != (problem == "") {
+			t.Errorf("VersionProblem(%.20q) = %q, but Parse says %v", v, problem, err)
+		}
+	}
+}

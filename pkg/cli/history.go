@@ -180,7 +180,8 @@ func NewCmdRollback(f *Factory, runF func(*RollbackOptions) error) *cobra.Comman
 with: by default the release that was current before the current one (the
 latest SUCCESS deploy of another version), or with --to the latest SUCCESS
 deploy of VERSION (an empty --to, such as --to "$UNSET", is a usage error,
-exit 2, not the default). The new deploy goes through every submission check
+exit 2, not the default; so is one no version can be, with a control
+character or more than 256 characters). The new deploy goes through every submission check
 (permissions as for a deploy, sources, environment configuration,
 governance: freezes, promotion, approvals, change management) and records
 rollback_of: the id of the current release's deploy, shown by 'status',
@@ -228,6 +229,9 @@ the repeat with the deploy the first request created, never a second one.`,
 				// Given but empty (--to "", a variable that is not set):
 				// not the same as leaving --to out.
 				return usageErrorf("--to needs a version (e.g. --to 1.3.0), got an empty one; leave --to out to roll back to the release before the current one")
+			}
+			if problem := descriptor.VersionProblem(opts.To); opts.To != "" && problem != "" {
+				return usageErrorf("--to %s is not a version: %s", strconv.Quote(truncate(opts.To, 64)), problem)
 			}
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")

@@ -130,6 +130,14 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// A "to" no deploy's version can be is refused before it is looked
+	// for: the 409 of an unknown version (and its audit entry, kept for
+	// good) would otherwise echo it whole, escape sequences and all.
+	if problem := descriptor.VersionProblem(req.To); req.To != "" && problem != "" {
+		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid rollback request",
+			Fields: []manent.FieldError{{Path: "/to", Message: fmt.Sprintf("%s is not a version: %s", quote(manent.ClipText(req.To, maxEchoed)), problem)}}})
+		return
+	}
 	// Idempotency-Key (SPEC §11.1), as for a submission: a repeat gets the
 	// first answer (the same deploy) before anything is computed again.
 	key, err := idempotencyKey(r)

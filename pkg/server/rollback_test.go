@@ -318,3 +318,44 @@ func TestEnvironmentRoutesCheckNames(t *testing.T) {
 		t.Errorf("a valid name: %d %s", code, body)
 	}
 }
+
+// A "to" no descriptor's version can be (a control character, more than
+// 256 characters, a 1 MiB body) is a 422 at /to that quotes it clipped,
+// not a 409 echoing it whole — escape sequences and all — in the answer
+// and in the audit log, where it stays.
+func TestRollbackToMustBeAVersion(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+	}
+	for _, to := range []string{"1\x1b[2J", "1\n2", strings.Repeat("v", 257), strings.Repeat("\x1b[31m", 100_000)} {
+		_, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: to})
+		var me *manent.Error
+		if !errorsAs(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/to" {
+			t.Fatalf("to %.20q: %v %+v, want a 422 at /to", to, err, me)
+		}
+		if strings.ContainsAny(me.Message+me.Fields[0].Message, "\x1b\n") || len(me.Fields[0].Message) > 300 {
+			t.Errorf("to %.20q: message %q, want it quoted and clipped", to, me.Fields[0].Message)
+		}
+	}
+	entries, err := srv.Store.Audit(ctx, store.AuditFilter{Action: "deployment.rollback"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if len(e.Detail) > 1000 || strings.Contains(e.Detail, "\x1b") {
+			t.Errorf("audit detail of %d bytes %.80q: want no raw or whole hostile version", len(e.Detail), e.Detail)
+		}
+	}
+	// A version with spaces or unicode is one: its refusal is the 409.
+	if _, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: "1 – hotfix"}); manent.ErrorCode(err) != manent.EConflict {
+		t.Fatalf("to an unknown version: %v, want a 409", err)
+	}
+}
