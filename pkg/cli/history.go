@@ -179,7 +179,8 @@ func NewCmdRollback(f *Factory, runF func(*RollbackOptions) error) *cobra.Comman
 		Long: `Submit a new deploy of an earlier release with the descriptor it was deployed
 with: by default the release that was current before the current one (the
 latest SUCCESS deploy of another version), or with --to the latest SUCCESS
-deploy of VERSION (an empty --to, such as --to "$UNSET", is a usage error,
+deploy of VERSION — also when the current release is a failed deploy of
+VERSION that stayed live (an empty --to, such as --to "$UNSET", is a usage error,
 exit 2, not the default; so is one no version can be, with a control
 character or more than 256 characters). The new deploy goes through every submission check
 (permissions as for a deploy, sources, environment configuration,

@@ -175,13 +175,17 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 				target, cur.Version, cur.DeploymentID))
 			return
 		}
-	case req.To == cur.Version:
-		refuse(manent.Errorf(manent.EConflict, "version %s is already the current release of %s (%s)", req.To, target, cur.DeploymentID))
-		return
 	default:
 		from, err = s.st.LatestSuccess(r.Context(), app, env, req.To)
 		if err == nil && from == nil {
 			refuse(manent.Errorf(manent.EConflict, "version %s never ended SUCCESS in %s: there is nothing to roll back to", req.To, target))
+			return
+		}
+		// Only the deploy that is the current release is "already" it: a
+		// current release of the same version that failed and stayed live
+		// goes back to that version's last SUCCESS.
+		if err == nil && from.ID == cur.DeploymentID {
+			refuse(manent.Errorf(manent.EConflict, "version %s is already the current release of %s (%s)", req.To, target, cur.DeploymentID))
 			return
 		}
 	}

@@ -359,3 +359,52 @@ func TestRollbackToMustBeAVersion(t *testing.T) {
 		t.Fatalf("to an unknown version: %v, want a 409", err)
 	}
 }
+
+// A current release that failed and stayed live (rollback disabled, a step
+// after activation failed) is not "already" its version: rollback --to
+// that version goes back to its last SUCCESS deploy — the way out of a
+// failed redeploy of the same version. A healthy current release is still
+// refused, and a version that never succeeded still is too.
+func TestRollbackToTheVersionOfAFailedCurrentRelease(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	fail := "rollback: {enabled: false}\nsteps:\n  - {name: boom, after: activation, plugin: script, with: {command: [sh, -c, 'exit 1']}}\n"
+	var ids []string
+	for _, c := range []struct{ v, extra string }{{"1", ""}, {"2", ""}, {"2", "parameters: {again: true}\n"}} {
+		res, err := ci.Submit(ctx, simple(art, "staging", c.v, c.extra), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+		ids = append(ids, res.ID)
+	}
+	if _, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: "2"}); manent.ErrorCode(err) != manent.EConflict ||
+		!strings.Contains(manent.ErrorMessage(err), "version 2 is already the current release of billing/staging ("+ids[2]+")") {
+		t.Fatalf("rollback --to the healthy current version: %v, want a 409", err)
+	}
+	res, err := ci.Submit(ctx, simple(art, "staging", "2", fail), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, res.ID, manent.StateError)
+	if cur, err := ci.Current(ctx, "billing", "staging"); err != nil || cur.Release.DeploymentID != res.ID {
+		t.Fatalf("current %+v %v: want the failed live deploy %s", cur, err, res.ID)
+	}
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: "2"})
+	if err != nil || rb.Version != "2" || rb.From != ids[2] || rb.RollbackOf != res.ID {
+		t.Fatalf("rollback --to 2 over the failed 2: %+v %v, want version 2 from %s, rollback_of %s", rb, err, ids[2], res.ID)
+	}
+	waitFor(t, ci, rb.ID, manent.StateSuccess)
+	// A failed current version that never succeeded has nothing to go back to.
+	res, err = ci.Submit(ctx, simple(art, "staging", "3", fail), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, res.ID, manent.StateError)
+	if _, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: "3"}); manent.ErrorCode(err) != manent.EConflict ||
+		!strings.Contains(manent.ErrorMessage(err), "version 3 never ended SUCCESS in billing/staging") {
+		t.Fatalf("rollback --to 3 that never succeeded: %v, want a 409", err)
+	}
+}
