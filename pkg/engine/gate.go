@@ -586,6 +586,13 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 // Rejecting it is still possible; whoever wants that release back submits
 // it again, through every check.
 func (e *Engine) notStale(ctx context.Context, rec *store.Record) error {
+	cur, err := e.outdatedRollback(ctx, rec.ID, rec.Application, rec.Environment, rec.RollbackOf)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		return manent.Errorf(manent.EConflict, "%s", outdatedRollbackError(rec.ID, rec.Version, rec.Application, rec.Environment, rec.RollbackOf, "approving it", *cur))
+	}
 	newer, err := e.newerCurrent(ctx, rec)
 	if err != nil || newer == nil {
 		return err
@@ -594,6 +601,33 @@ func (e *Engine) notStale(ctx context.Context, rec *store.Record) error {
 		"deploy %s (%s) was submitted before %s, which made %s %s/%s's current release: approving it would put %s back over %s. Reject it, and submit %s again if it should replace %s",
 		rec.ID, rec.Version, newer.ID, newer.Version, rec.Application, rec.Environment,
 		rec.Version, newer.Version, rec.Version, newer.Version)
+}
+
+// outdatedRollback returns the current release of a rollback's
+// environment (SPEC §11.5) when it is no longer the release the rollback
+// goes back from (rollback_of): another deploy became current since the
+// rollback was submitted — while it waited for its approval or its change
+// ticket, or finished between its submission checks and its queueing.
+// Running the rollback would replace that release, which nobody asked it
+// to replace. nil for a deploy that is no rollback, or one still in time.
+func (e *Engine) outdatedRollback(ctx context.Context, id, application, environment, rollbackOf string) (*manent.Release, error) {
+	if rollbackOf == "" {
+		return nil, nil
+	}
+	cur, err := e.st.Current(ctx, application, environment)
+	if err != nil || cur == nil || cur.DeploymentID == "" || cur.DeploymentID == rollbackOf || cur.DeploymentID == id {
+		return nil, err
+	}
+	return cur, nil
+}
+
+// outdatedRollbackError explains outdatedRollback's refusal; doing is
+// "approving it" or "running it".
+func outdatedRollbackError(id, version, application, environment, rollbackOf, doing string, cur manent.Release) string {
+	return fmt.Sprintf("rollback %s (%s) goes back from %s, but %s (%s) has become %s/%s's current release since: %s would replace %s, which it was not asked to replace. "+
+		"Reject or cancel it, and run manent rollback %s %s again (or manent rollback %s %s --to %s) if %s should go",
+		id, version, rollbackOf, cur.DeploymentID, cur.Version, application, environment, doing, cur.Version,
+		application, environment, application, environment, version, cur.Version)
 }
 
 // notOvertaken is notStale when an approved deploy starts: approved while

@@ -678,6 +678,12 @@ func (c configOutput) shown() any {
 // deploy again with the submission's own code (admit.Reconfigure): the
 // merge, the plugins and the whole governance decision.
 func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
+	// A rollback first: its own explanation, whoever was submitted first.
+	if cur, err := r.e.outdatedRollback(ctx, r.in.ID, r.in.Application, r.in.Environment, r.in.RollbackOf); err != nil {
+		return nil, err
+	} else if cur != nil {
+		return nil, plugin.Permanent(errors.New(outdatedRollbackError(r.in.ID, r.in.Version, r.in.Application, r.in.Environment, r.in.RollbackOf, "running it", *cur)))
+	}
 	if err := r.e.notOvertaken(ctx, r.in); err != nil {
 		return nil, err
 	}

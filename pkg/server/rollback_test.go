@@ -408,3 +408,89 @@ func TestRollbackToTheVersionOfAFailedCurrentRelease(t *testing.T) {
 		t.Fatalf("rollback --to 3 that never succeeded: %v, want a 409", err)
 	}
 }
+
+// A rollback goes back from one release (rollback_of). When another deploy
+// becomes the current release while the rollback waits for its approval,
+// the rollback would replace a release nobody asked it to replace: its
+// approval is refused (409 naming both), and one approved before that
+// ends ERROR at its config step, before it deploys anything.
+func TestRollbackOutdatedByANewRelease(t *testing.T) {
+	srv, client := govServer(t, "approvals:\n  - {environments: [staging], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n")
+	ci, alice := client("ci-token"), client("alice-token")
+	ctx := context.Background()
+	art := artifactFile(t)
+	approve := func(id string) error {
+		d := waitFor(t, ci, id, manent.StateAwaitingApproval)
+		_, err := alice.Approve(ctx, id, "ok", d.PlanDigest)
+		return err
+	}
+	var ids []string
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := approve(res.ID); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+		ids = append(ids, res.ID)
+	}
+	_ = srv
+
+	// Version 3 waits for its approval, so does the rollback from 2; 3 is
+	// approved and goes through: the rollback's approval is refused.
+	v3, err := ci.Submit(ctx, simple(art, "staging", "3", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil || rb.RollbackOf != ids[1] || rb.Version != "1" {
+		t.Fatalf("rollback: %+v %v", rb, err)
+	}
+	if err := approve(v3.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, v3.ID, manent.StateSuccess)
+	err = approve(rb.ID)
+	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(manent.ErrorMessage(err), v3.ID) ||
+		!strings.Contains(manent.ErrorMessage(err), "rollback "+rb.ID) {
+		t.Fatalf("approving the rollback from %s after %s became current: %v, want a 409 naming both", ids[1], v3.ID, err)
+	}
+	if _, err := alice.Reject(ctx, rb.ID, "outdated"); err != nil {
+		t.Fatalf("reject the outdated rollback: %v", err)
+	}
+
+	// Approved while an older deploy, approved before it, still runs: the
+	// approval is taken (the current release is still the one it goes
+	// back from), and the rollback ends ERROR at config once that deploy
+	// is current.
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	v4, err := ci.Submit(ctx, []byte(strings.Replace(gatedDescriptor(art, "staging", gate), `version: "1"`, `version: "4"`, 1)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb2, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil || rb2.RollbackOf != v3.ID {
+		t.Fatalf("second rollback: %+v %v", rb2, err)
+	}
+	if err := approve(v4.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitStepRunning(t, ci, v4.ID, "gate")
+	if err := approve(rb2.ID); err != nil {
+		t.Fatalf("approve the rollback while %s runs: %v", v4.ID, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, v4.ID, manent.StateSuccess)
+	d := waitFor(t, ci, rb2.ID, manent.StateError)
+	if !strings.Contains(d.Error, `step "config" failed: rollback `+rb2.ID) || !strings.Contains(d.Error, v4.ID) || !strings.Contains(d.Error, "manent rollback billing staging") {
+		t.Fatalf("outdated rollback error %q: want it to end at config naming %s and how to roll back again", d.Error, v4.ID)
+	}
+	if cur, err := ci.Current(ctx, "billing", "staging"); err != nil || cur.Release.DeploymentID != v4.ID {
+		t.Fatalf("current %+v %v: want %s still", cur, err, v4.ID)
+	}
+}
