@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
@@ -111,6 +112,22 @@ func (s *Server) handleCurrent(w http.ResponseWriter, r *http.Request) {
 func deployAhead(target string, a store.InFlight) error {
 	return manent.Errorf(manent.EConflict, "deploy %s (version %s) is %s on %s: it runs before a rollback submitted now and would change the current release under it; wait for it (manent wait %s) or cancel it (manent cancel %s), then roll back",
 		a.ID, a.Version, a.State, target, a.ID, a.ID)
+}
+
+// reusedRefused says, of the checks' refusal of a rollback, whose
+// descriptor they refused: the caller sent none, and the problems' paths
+// point into the old deploy's descriptor, checked against today's
+// configuration and rules.
+func reusedRefused(err error, from *store.Record) error {
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid {
+		return err
+	}
+	out := *me
+	out.Message = fmt.Sprintf("the descriptor of deploy %s (version %s), which the rollback deploys again, was refused by today's checks: %s; "+
+		"to go back to %s, fix these in its deploy.yml and submit it with manent deploy",
+		from.ID, from.Version, strings.TrimPrefix(me.Message, "the deploy was refused: "), from.Version)
+	return &out
 }
 
 func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
@@ -227,6 +244,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	d.Schedule, d.After = nil, nil
 	adm, err := s.admit.Admit(r.Context(), admit.Request{Descriptor: &d, Identity: p, RequestID: requestID(r), RollbackOf: cur.DeploymentID})
 	if err != nil {
+		err = reusedRefused(err, from)
 		if manent.ErrorCode(err) != manent.EForbidden {
 			s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", refusal(err))
 		}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
@@ -492,5 +494,54 @@ func TestRollbackOutdatedByANewRelease(t *testing.T) {
 	}
 	if cur, err := ci.Current(ctx, "billing", "staging"); err != nil || cur.Release.DeploymentID != v4.ID {
 		t.Fatalf("current %+v %v: want %s still", cur, err, v4.ID)
+	}
+}
+
+// A rollback runs today's checks on an old descriptor: when they refuse it
+// (here the environment no longer lets a descriptor set a parameter it
+// sets), the 422 says which deploy's descriptor was refused and what to do,
+// not only "the deploy was refused" of a descriptor the caller never sent.
+func TestRollbackRefusalNamesTheReusedDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	targets := filepath.Join(dir, "targets")
+	policy := func(allowed string) {
+		env := fmt.Sprintf("target: {plugin: local, with: {dir: %q}}\ndescriptor_policy: {parameters: [%s]}\n", targets, allowed)
+		if err := os.WriteFile(filepath.Join(dir, "staging.yaml"), []byte(env), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policy("replicas, debug")
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
+		configured(c)
+		c.Environments = envconfig.Settings{Provider: "files", Dir: dir}
+		c.Plugins.Local.Root = targets
+	})
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	var first string
+	for _, v := range []string{"1", "2"} {
+		extra := ""
+		if v == "1" {
+			extra = "parameters: {debug: true}\n"
+		}
+		res, err := c.Submit(ctx, simple(art, "staging", v, extra), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c, res.ID, manent.StateSuccess)
+		if first == "" {
+			first = res.ID
+		}
+	}
+	policy("replicas")
+	_, err := c.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	var me *manent.Error
+	if !errorsAs(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/parameters/debug" {
+		t.Fatalf("rollback under the new policy: %v %+v, want a 422 at /parameters/debug", err, me)
+	}
+	if want := "the descriptor of deploy " + first + " (version 1), which the rollback deploys again, was refused by today's checks: 1 problem"; !strings.HasPrefix(me.Message, want) ||
+		!strings.Contains(me.Message, "manent deploy") {
+		t.Fatalf("message %q, want it to start %q and say how to go on", me.Message, want)
 	}
 }
