@@ -148,6 +148,12 @@ func TestDORAGolden(t *testing.T) {
 			{"?window=30", "admin-token", http.StatusUnprocessableEntity},
 			{"?window=0d", "admin-token", http.StatusUnprocessableEntity},
 			{"?window=99999w", "admin-token", http.StatusUnprocessableEntity},
+			{"?window=-1d", "admin-token", http.StatusUnprocessableEntity},
+			{"?window=1.5d", "admin-token", http.StatusUnprocessableEntity},
+			{"?window=10000d", "admin-token", http.StatusUnprocessableEntity},
+			// A filter no descriptor may match is no environment without deploys.
+			{"?application=Billing", "admin-token", http.StatusUnprocessableEntity},
+			{"?application=billing&environment=prod%0A", "admin-token", http.StatusUnprocessableEntity},
 			{"?application=billing&environment=prod", "stg-token", http.StatusForbidden},
 			{"", "", http.StatusUnauthorized},
 		} {

@@ -35,15 +35,8 @@ func (s *Server) environmentAs(w http.ResponseWriter, r *http.Request, perm stri
 	app, env = r.PathValue("application"), r.PathValue("environment")
 	// A name no descriptor may have (a typo's "Billing") is a 422 naming
 	// the rule, not an empty history of an environment that cannot exist.
-	var bad []manent.FieldError
-	for _, n := range []struct{ field, v string }{{"application", app}, {"environment", env}} {
-		if !descriptor.ValidName(n.v) {
-			bad = append(bad, manent.FieldError{Path: "/" + n.field,
-				Message: fmt.Sprintf("%s is not a valid %s name: %s", quote(manent.ClipText(n.v, maxEchoed)), n.field, descriptor.NameRule)})
-		}
-	}
-	if len(bad) > 0 {
-		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid application/environment in the path", Fields: bad})
+	if err := invalidNames("in the path", app, env, false); err != nil {
+		writeError(w, r, s.log, err)
 		return "", "", p, false
 	}
 	if err := s.cfg.Guard.Authorize(p, perm, app, env); err != nil {
@@ -51,6 +44,23 @@ func (s *Server) environmentAs(w http.ResponseWriter, r *http.Request, perm stri
 		return "", "", p, false
 	}
 	return app, env, p, true
+}
+
+// invalidNames is the 422 of an application or environment name no
+// descriptor may have, nil when both are valid; with optional, an empty
+// one is an absent filter.
+func invalidNames(where, app, env string, optional bool) error {
+	var bad []manent.FieldError
+	for _, n := range []struct{ field, v string }{{"application", app}, {"environment", env}} {
+		if !descriptor.ValidName(n.v) && (n.v != "" || !optional) {
+			bad = append(bad, manent.FieldError{Path: "/" + n.field,
+				Message: fmt.Sprintf("%s is not a valid %s name: %s", quote(manent.ClipText(n.v, maxEchoed)), n.field, descriptor.NameRule)})
+		}
+	}
+	if len(bad) > 0 {
+		return &manent.Error{Code: manent.EInvalid, Message: "invalid application/environment " + where, Fields: bad}
+	}
+	return nil
 }
 
 func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
