@@ -614,8 +614,29 @@ func (c *Client) Reject(ctx context.Context, id, comment string) (*manent.Deploy
 	return c.decide(ctx, id, "reject", comment, "")
 }
 
+// ApproveWave approves the rollout wave of a deploy waiting for its
+// approval; refused (409) when the deploy waits for something else.
+func (c *Client) ApproveWave(ctx context.Context, id, wave, comment string) (*manent.Deployment, error) {
+	return c.decideWave(ctx, id, "approve", &wave, comment, "")
+}
+
+// RejectWave rejects the rollout wave of a deploy waiting for its
+// approval; refused (409) when the deploy waits for something else.
+func (c *Client) RejectWave(ctx context.Context, id, wave, comment string) (*manent.Deployment, error) {
+	return c.decideWave(ctx, id, "reject", &wave, comment, "")
+}
+
 func (c *Client) decide(ctx context.Context, id, verdict, comment, planDigest string) (*manent.Deployment, error) {
-	body, _ := json.Marshal(map[string]string{"comment": comment, "plan_digest": planDigest})
+	return c.decideWave(ctx, id, verdict, nil, comment, planDigest)
+}
+
+// decideWave posts a verdict; wave, when set, pins it to that wave.
+func (c *Client) decideWave(ctx context.Context, id, verdict string, wave *string, comment, planDigest string) (*manent.Deployment, error) {
+	body, _ := json.Marshal(struct {
+		Comment    string  `json:"comment"`
+		PlanDigest string  `json:"plan_digest"`
+		Wave       *string `json:"wave,omitempty"`
+	}{comment, planDigest, wave})
 	var out manent.Deployment
 	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+verdict, "application/json", body, &out)
 	return &out, err

@@ -18,7 +18,9 @@ type ApproveOptions struct {
 	ID         string
 	Comment    string
 	PlanDigest string
-	Reject     bool
+	// Wave pins the verdict to a rollout wave waiting for its approval.
+	Wave   string
+	Reject bool
 }
 
 // NewCmdApprove builds `manent approve`.
@@ -45,9 +47,16 @@ environment's current release cannot be approved (it would put an older
 release back): reject it. When enough approvals are in, the deploy is
 enqueued with the same id; if a deploy submitted after it succeeds while
 it waits in the queue, it ends ERROR at its config step instead of
-running.`,
+running.
+
+A rollout wave with approval: true waits, once the deploy runs, for its
+own approvals: --wave NAME decides on that wave, and is refused (exit 1)
+when the deploy waits for anything else by then, so a verdict meant for
+the deploy never counts for a wave, nor one meant for a wave for the next.
+Without --wave the verdict goes to whatever the deploy waits for.`,
 		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
-  manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"`,
+  manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"
+  manent approve dpl_01JABCDEF --wave rest --comment "canary is healthy"`,
 		Args: exactArgs(1, "deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
@@ -62,11 +71,17 @@ running.`,
 		cmd.Use = "reject <id>"
 		cmd.Short = "Reject a deploy waiting for approvals"
 		cmd.Long = `Reject a deploy in AWAITING_APPROVAL: it ends REJECTED and nothing runs.
-The submitter cannot reject their own deploy (cancel it instead).`
-		cmd.Example = `  manent reject dpl_01JABCDEF --comment "not during the sale"`
+The submitter cannot reject their own deploy (cancel it instead).
+
+--wave NAME rejects a rollout wave waiting for its approval: the deploy
+fails at that wave and the waves already started are compensated. It is
+refused (exit 1) when the deploy waits for anything else by then.`
+		cmd.Example = `  manent reject dpl_01JABCDEF --comment "not during the sale"
+  manent reject dpl_01JABCDEF --wave rest --comment "canary error rate is up"`
 	} else {
 		cmd.Flags().StringVar(&opts.PlanDigest, "plan-digest", "", "the plan digest you reviewed; refused if the plan changed")
 	}
+	cmd.Flags().StringVar(&opts.Wave, "wave", "", "decide on this rollout wave, refused if the deploy waits for anything else")
 	cmd.Flags().StringVar(&opts.Comment, "comment", "", "a comment recorded with the decision (at most 4096 bytes; line breaks and tabs, no other control characters)")
 	return cmd
 }
@@ -78,11 +93,20 @@ func approveRun(ctx context.Context, opts *ApproveOptions) error {
 	}
 	verb := "approved"
 	var call func() (any, error)
-	if opts.Reject {
+	switch {
+	case opts.Reject && opts.Wave != "":
+		verb = "rejected"
+		call = func() (any, error) { return client.RejectWave(ctx, opts.ID, opts.Wave, opts.Comment) }
+	case opts.Reject:
 		verb = "rejected"
 		call = func() (any, error) { return client.Reject(ctx, opts.ID, opts.Comment) }
-	} else {
+	case opts.Wave != "":
+		call = func() (any, error) { return client.ApproveWave(ctx, opts.ID, opts.Wave, opts.Comment) }
+	default:
 		call = func() (any, error) { return client.Approve(ctx, opts.ID, opts.Comment, opts.PlanDigest) }
+	}
+	if opts.Wave != "" && opts.PlanDigest != "" {
+		return usageErrorf("--plan-digest is for the deploy's own approval, not a wave's: leave it out with --wave")
 	}
 	d, err := call()
 	if err != nil {
@@ -91,6 +115,10 @@ func approveRun(ctx context.Context, opts *ApproveOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, d)
 	}
-	_, err = fmt.Fprintf(opts.IO.Out, "deploy %s %s\n", opts.ID, verb)
+	what := "deploy " + safeText(opts.ID)
+	if opts.Wave != "" {
+		what = "wave " + safeText(opts.Wave) + " of deploy " + safeText(opts.ID)
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "%s %s\n", what, verb)
 	return err
 }

@@ -122,6 +122,15 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 		}
 		f.Add("Approval", line)
 	}
+	for _, wv := range d.Rollout {
+		for _, a := range wv.Approvals {
+			line := a.Identity + " " + verdictDone(a.Verdict) + " wave " + wv.Name
+			if a.Comment != "" {
+				line += ": " + a.Comment
+			}
+			f.Add("Approval", line)
+		}
+	}
 	if err := f.RenderTo(w); err != nil {
 		return err
 	}

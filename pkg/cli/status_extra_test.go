@@ -19,7 +19,8 @@ func TestStatusShowsRolloutApprovalsDeliveries(t *testing.T) {
 		Reason:    "wave rest awaits approval 0/1, expires at 2026-12-03T10:00:00Z",
 		CreatedAt: now, Approvals: []manent.Approval{{Identity: "token:bob", Verdict: "approve", Comment: "ok"}},
 		Rollout: []manent.WaveStatus{{Name: "canary", Targets: []string{"eu-1"}, State: "healthy", Gate: "passed", Observe: "5m0s"},
-			{Name: "rest", Targets: []string{"eu-2", "us-1"}, State: "awaiting-approval", Message: "wave rest awaits approval 0/1"},
+			{Name: "rest", Targets: []string{"eu-2", "us-1"}, State: "awaiting-approval", Message: "wave rest awaits approval 1/2",
+				ApprovalsRequired: 2, Approvals: []manent.Approval{{Identity: "token:carol", Verdict: "approve", Comment: "canary looks fine"}}},
 			{Name: "34%", Percent: 34, State: "observing", Observe: "10m0s", ObserveUntil: &until},
 			{Name: "100%", Percent: 100, State: "rolled-back", Gate: "failed", Message: "deploy dpl_1 failed on cluster eu"}},
 	}
@@ -33,7 +34,7 @@ func TestStatusShowsRolloutApprovalsDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
-	for _, want := range []string{"wave rest awaits approval 0/1", "token:bob approved: ok", "canary", "eu-2,us-1", "awaiting-approval",
+	for _, want := range []string{"wave rest awaits approval 0/1", "token:bob approved: ok", "token:carol approved wave rest: canary looks fine", "canary", "eu-2,us-1", "awaiting-approval",
 		"https://ci.example/hook", "chat deploys", "HTTP 404",
 		"OBSERVE", "GATE", "4m30s left", "34%", "passed", "failed", "5m0s"} {
 		if !strings.Contains(got, want) {
