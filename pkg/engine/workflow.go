@@ -729,7 +729,7 @@ func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *
 	}
 	ev := notify.Event{Type: typ, Timestamp: time.Now().UTC(), Deployment: notify.DeploymentRef{
 		ID: r.in.ID, Application: r.in.Application, Environment: r.in.Environment, Version: r.in.Version,
-		State: state, Error: errText, Rollback: rollback,
+		State: state, Error: errText, Rollback: rollback, RollbackOf: r.in.RollbackOf,
 	}}
 	if st != nil {
 		ev.Step = &notify.StepRef{Name: st.Name, State: st.State, Attempts: st.Attempts, Error: st.Error,

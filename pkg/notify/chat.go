@@ -84,6 +84,9 @@ func Message(ev Event) map[string]any {
 		blocks = append(blocks, section("*Rollback* "+esc(d.Rollback)))
 	}
 	ctxLine := "Deploy `" + esc(d.ID) + "`"
+	if d.RollbackOf != "" {
+		ctxLine += " · rollback of `" + esc(d.RollbackOf) + "`"
+	}
 	if !ev.Timestamp.IsZero() {
 		ctxLine += " · " + ev.Timestamp.UTC().Format(time.RFC3339)
 	}

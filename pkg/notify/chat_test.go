@@ -39,6 +39,15 @@ func TestMessage(t *testing.T) {
 			notBlocks: []string{"*Error*", "*Rollback*"},
 		},
 		{
+			name: "a rollback",
+			ev: func() notify.Event {
+				ev := finished(manent.StateSuccess, "", "")
+				ev.Deployment.RollbackOf = "dpl_01PREV"
+				return ev
+			}(),
+			wantBlocks: []string{"Deploy `dpl_01TEST` · rollback of `dpl_01PREV` · "},
+		},
+		{
 			name:       "error with rollback",
 			ev:         finished(manent.StateError, `step "post-test" failed: <healthz> returned 503 & more`, "completed"),
 			wantText:   []string{":x:", "*ERROR*", `step "post-test" failed: &lt;healthz&gt; returned 503 &amp; more`, "(rollback completed)"},

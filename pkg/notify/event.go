@@ -48,6 +48,10 @@ type DeploymentRef struct {
 	Error string `json:"error"`
 	// Rollback is "completed", "failed" or "" (SPEC §4).
 	Rollback string `json:"rollback"`
+	// RollbackOf is set on a deploy made by `manent rollback`: the deploy
+	// it goes back from (its callbacks go to the URLs of the descriptor it
+	// reuses, perhaps an old pipeline's, which can tell it from this).
+	RollbackOf string `json:"rollback_of,omitempty"`
 }
 
 // StepRef is the step a `step` event is about.
