@@ -23,9 +23,11 @@
 //
 // URLs may hold {deploy_id}, {application}, {environment}, {version} and
 // {step}, and within a rollout wave (SPEC §11.6) {wave}, {wave_index},
-// {targets} (comma-separated) and {percent}, replaced path-escaped
-// (outside a rollout the wave placeholders are empty; {percent} is 100
-// except in a percentage wave).
+// {targets} (comma-separated) and {percent}, each replaced by its value
+// escaped as one opaque piece of the URL (escapeValue: a version "1&env=dev"
+// adds no query parameter, ".." climbs no path level; outside a rollout the
+// wave placeholders are empty; {percent} is 100 except in a percentage
+// wave).
 // The JSON body carries `rollout: {wave, index, targets, percent}` within
 // a wave.
 //
@@ -197,16 +199,40 @@ func expand(raw string, pc plugin.Context) string {
 		}
 	}
 	return strings.NewReplacer(
-		"{deploy_id}", url.PathEscape(pc.DeployID),
-		"{application}", url.PathEscape(pc.Application),
-		"{environment}", url.PathEscape(pc.Environment),
-		"{version}", url.PathEscape(pc.Version),
-		"{step}", url.PathEscape(pc.Step),
-		"{wave}", url.PathEscape(wave),
+		"{deploy_id}", escapeValue(pc.DeployID),
+		"{application}", escapeValue(pc.Application),
+		"{environment}", escapeValue(pc.Environment),
+		"{version}", escapeValue(pc.Version),
+		"{step}", escapeValue(pc.Step),
+		"{wave}", escapeValue(wave),
 		"{wave_index}", index,
-		"{targets}", url.PathEscape(targets),
+		"{targets}", escapeValue(targets),
 		"{percent}", percent,
 	).Replace(raw)
+}
+
+// escapeValue makes v one opaque piece of a URL, in a path segment or a
+// query alike: every byte but letters, digits, '-', '_', '.' and '~' is
+// %-escaped ('&', '=', '+', ';', '@', ':', '$' and '/' too, which a path
+// escape keeps), and a value "." or ".." is escaped whole, so a version
+// cannot add a query parameter ("1&env=dev") or climb a path level ("..").
+func escapeValue(v string) string {
+	if v == "." || v == ".." {
+		return strings.Repeat("%2E", len(v))
+	}
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
 }
 
 // request is the JSON body of every call.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +20,10 @@ import (
 // call is one request the fake platform saw.
 type call struct {
 	Method, Path, Query string
-	Header              http.Header
-	Body                map[string]any
+	// RawPath is the path as sent, escapes kept.
+	RawPath string
+	Header  http.Header
+	Body    map[string]any
 }
 
 // platform is a fake deploy API: handlers by "METHOD /path", each seeing
@@ -38,7 +41,7 @@ func newPlatform(t *testing.T, handlers map[string]func(w http.ResponseWriter, r
 	p := &platform{handlers: handlers, counts: map[string]int{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, _ := io.ReadAll(r.Body)
-		c := call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone()}
+		c := call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, RawPath: r.URL.EscapedPath(), Header: r.Header.Clone()}
 		_ = json.Unmarshal(data, &c.Body)
 		key := r.Method + " " + r.URL.Path
 		p.mu.Lock()
@@ -495,5 +498,40 @@ func TestDisabledRefusesAtValidate(t *testing.T) {
 	err := httpplugin.Disabled().Validate(map[string]any{"deploy_url": "https://p.example/deploys"})
 	if err == nil || !strings.Contains(err.Error(), "plugins.http_allow is empty") {
 		t.Fatalf("Validate on a server allowing no call: %v", err)
+	}
+}
+
+// A value put into a URL cannot change its shape: a version "1&env=prod"
+// in a query adds no parameter, a version ".." in a path climbs no level,
+// and a value holding a placeholder is not expanded again.
+func TestPlaceholdersCannotReshapeTheURL(t *testing.T) {
+	p := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){})
+	with := map[string]any{"deploy_url": p.srv.URL + "/apps/{application}/releases/{version}/deploy?v={version}&env={environment}"}
+	pl := httpplugin.New(p.srv.Client())
+	for _, version := range []string{"1&env=dev", "..", ".", "{deploy_id}", "a/../../b", "1+2=3;x@y:z$"} {
+		pc := pctx(with)
+		pc.Version = version
+		_, _ = pl.Deploy(context.Background(), pc)
+	}
+	calls := p.seen()
+	if len(calls) != 6 {
+		t.Fatalf("calls: %+v", calls)
+	}
+	for i, want := range []struct{ rawPath, version string }{
+		{"/apps/billing/releases/1%26env%3Ddev/deploy", "1&env=dev"},
+		{"/apps/billing/releases/%2E%2E/deploy", ".."},
+		{"/apps/billing/releases/%2E/deploy", "."},
+		{"/apps/billing/releases/%7Bdeploy_id%7D/deploy", "{deploy_id}"},
+		{"/apps/billing/releases/a%2F..%2F..%2Fb/deploy", "a/../../b"},
+		{"/apps/billing/releases/1%2B2%3D3%3Bx%40y%3Az%24/deploy", "1+2=3;x@y:z$"},
+	} {
+		c := calls[i]
+		q, err := url.ParseQuery(c.Query)
+		if err != nil {
+			t.Fatalf("call %d: query %q: %v", i, c.Query, err)
+		}
+		if c.RawPath != want.rawPath || len(q) != 2 || q.Get("v") != want.version || q.Get("env") != "prod" {
+			t.Errorf("version %q: called %s?%s (query %v); want %s?v=<the version>&env=prod", want.version, c.RawPath, c.Query, q, want.rawPath)
+		}
 	}
 }
