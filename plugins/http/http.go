@@ -59,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -155,7 +156,18 @@ func parse(with map[string]any) (config, error) {
 	s.Duration("timeout", &c.Timeout)
 	s.Duration("poll_interval", &c.PollInterval)
 	s.Duration("poll_timeout", &c.PollTimeout)
-	s.StringMap("headers", &c.Headers)
+	if s.StringMap("headers", &c.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(c.Headers)) {
+			switch {
+			case !validHeaderName(k):
+				s.Fail(plugin.SettingPath("headers", k), "with.headers %q is not a header name (letters, digits and !#$%%&'*+-.^_`|~, no space or colon)", k)
+			case slices.Contains(reservedHeaders, http.CanonicalHeaderKey(k)):
+				s.Fail(plugin.SettingPath("headers", k), "with.headers.%s is set by manent or the HTTP client (%s), not by the descriptor: remove it", k, strings.Join(reservedHeaders, ", "))
+			case strings.ContainsFunc(c.Headers[k], func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
+				s.Fail(plugin.SettingPath("headers", k), "with.headers.%s holds a line break or another control character: a header value is one line", k)
+			}
+		}
+	}
 	// A status value may be a number (200) or a boolean: compared as written.
 	s.Strings("done", true, &c.Done)
 	s.Strings("failed", true, &c.Failed)
@@ -164,6 +176,26 @@ func parse(with map[string]any) (config, error) {
 		return c, fmt.Errorf("http: %w", err)
 	}
 	return c, nil
+}
+
+// reservedHeaders are the headers manent (Idempotency-Key) or net/http
+// (Host, Content-Length, Transfer-Encoding, Connection) set on every call:
+// with.headers cannot set them.
+var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Idempotency-Key"}
+
+// validHeaderName reports whether k is an HTTP header name (an RFC 9110
+// token).
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks `with`.

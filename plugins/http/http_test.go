@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -533,5 +534,46 @@ func TestPlaceholdersCannotReshapeTheURL(t *testing.T) {
 		if c.RawPath != want.rawPath || len(q) != 2 || q.Get("v") != want.version || q.Get("env") != "prod" {
 			t.Errorf("version %q: called %s?%s (query %v); want %s?v=<the version>&env=prod", want.version, c.RawPath, c.Query, q, want.rawPath)
 		}
+	}
+}
+
+// A header that cannot be sent as written is refused at validation, at its
+// own setting: a value with a line break (which would start a header of
+// its own), a name that is no token, and the headers manent or the HTTP
+// transport set (Host, Content-Length, Transfer-Encoding, Connection,
+// Idempotency-Key), which the call would otherwise drop without a word.
+// Before, validation passed and every attempt of the deploy step failed,
+// retried, with "net/http: invalid header field value".
+func TestHeadersThatCannotBeSentAreRefused(t *testing.T) {
+	pf := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){"POST /deploys": jsonAnswer(200, nil)})
+	for _, tc := range []struct {
+		name, value, want string
+	}{
+		{"X-A", "v\r\nX-Injected: 1", `with.headers.X-A holds a line break or another control character`},
+		{"X-B", "v\x00", `with.headers.X-B holds a line break or another control character`},
+		{"Bad Name", "v", `with.headers "Bad Name" is not a header name`},
+		{"X-C:", "v", `with.headers "X-C:" is not a header name`},
+		{"host", "other.example", `with.headers.host is set by manent or the HTTP client`},
+		{"Idempotency-Key", "k", `with.headers.Idempotency-Key is set by manent or the HTTP client`},
+		{"Content-Length", "1", `with.headers.Content-Length is set by manent or the HTTP client`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			with := withBase(pf.srv.URL, map[string]any{"headers": map[string]any{tc.name: tc.value, "X-Fine": "ok\tstill ok"}})
+			err := httpplugin.New(nil).Validate(with)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate: %v, want an error containing %q", err, tc.want)
+			}
+			var se *plugin.SettingError
+			if !errors.As(err, &se) || se.Path != "headers/"+tc.name {
+				t.Errorf("Validate: %v, want it at headers/%s", err, tc.name)
+			}
+			_, err = httpplugin.New(pf.srv.Client()).Deploy(context.Background(), pctx(with))
+			if !plugin.IsPermanent(err) {
+				t.Errorf("Deploy: %v, want a permanent error", err)
+			}
+		})
+	}
+	if n := len(pf.seen()); n != 0 {
+		t.Errorf("the platform got %d calls", n)
 	}
 }
