@@ -37,8 +37,8 @@
 // body. Otherwise submission refuses them (422): the platform would
 // deploy everything at once.
 //
-// Outcomes: a 2xx is success; a 4xx other than 408 and 429 is a permanent
-// error (plugin.Permanent: the step fails at once); a 5xx, 408, 429, a
+// Outcomes: a 2xx is success; a 3xx (not followed) or a 4xx other than
+// 408 and 429 is a permanent error (plugin.Permanent: the step fails at once); a 5xx, 408, 429, a
 // timeout or a connection failure is retryable. A status document in a
 // failed state is permanent: the platform said no. Every call carries
 // `Idempotency-Key: <deploy id>:<step>`, so a retried or recovered step does
@@ -46,7 +46,7 @@
 //
 // Calls go through the pkg/egress client given to New: a URL or address
 // that `plugins.http_allow` refuses is a permanent error, and redirects are
-// not followed (a 3xx is an answer like any other non-2xx).
+// not followed (a 3xx is a permanent error naming where it leads).
 //
 // The package name avoids shadowing net/http; the directory is plugins/http.
 // It imports pkg/egress and pkg/plugin.
@@ -341,6 +341,16 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return a, nil
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// Not followed (the egress client follows none): a retry would be
+		// redirected again.
+		where := "nowhere (no Location)"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			where = redact(resolve(target, loc))
+		}
+		return a, plugin.Permanent(fmt.Errorf("http: %s %s answered %d %s: it redirects to %s, and manent follows no redirect: set %s to the URL it should call",
+			method, redact(target), resp.StatusCode, http.StatusText(resp.StatusCode), where, settingOf(c, rawURL)))
+	}
 	err = fmt.Errorf("http: %s %s answered %d %s%s", method, redact(target), resp.StatusCode,
 		http.StatusText(resp.StatusCode), snippet(data))
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout &&
@@ -348,6 +358,19 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 		return a, plugin.Permanent(err)
 	}
 	return a, err
+}
+
+// settingOf names the setting rawURL comes from, for messages.
+func settingOf(c config, rawURL string) string {
+	for _, k := range []struct{ key, url string }{
+		{"deploy_url", c.DeployURL}, {"activate_url", c.ActivateURL}, {"rollback_url", c.RollbackURL},
+		{"health_url", c.HealthURL}, {"live_url", c.LiveURL}, {"status_url", c.StatusURL},
+	} {
+		if k.url != "" && k.url == rawURL {
+			return "with." + k.key
+		}
+	}
+	return "the platform's status URL (its Location or status_url answer)"
 }
 
 // act makes an action's call, then polls its status until it settles.

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 	httpplugin "github.com/manent-io/manent/plugins/http"
 )
 
@@ -575,5 +577,33 @@ func TestHeadersThatCannotBeSentAreRefused(t *testing.T) {
 	}
 	if n := len(pf.seen()); n != 0 {
 		t.Errorf("the platform got %d calls", n)
+	}
+}
+
+// A redirect is an answer no retry changes (manent follows none, so it
+// never reaches 169.254.169.254 through one): the step fails at once and
+// says where the platform pointed and what to set instead. It was retried
+// as a 5xx would be, saying only "answered 302 Found".
+func TestRedirectIsPermanentAndSaysWhere(t *testing.T) {
+	pf := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){
+		"POST /deploys": func(w http.ResponseWriter, r *http.Request, _ int) {
+			http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/iam?token=s3cr3t", http.StatusTemporaryRedirect)
+		},
+	})
+	client := egress.New(egress.Policy{Outbound: urlpolicy.Outbound{Use: "http plugin call", Key: "plugins.http_allow", Allow: []string{pf.srv.URL + "/**"}}})
+	_, err := httpplugin.New(client).Deploy(context.Background(), pctx(withBase(pf.srv.URL, nil)))
+	if !plugin.IsPermanent(err) {
+		t.Errorf("Deploy: %v, want a permanent error", err)
+	}
+	for _, want := range []string{"307", "redirects to http://169.254.169.254/latest/meta-data/iam", "manent follows no redirect", "with.deploy_url"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Deploy: %v, want it to say %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("Deploy: %v quotes the Location's query", err)
+	}
+	if n := len(pf.seen()); n != 1 {
+		t.Errorf("%d calls, want 1", n)
 	}
 }
