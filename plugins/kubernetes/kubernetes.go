@@ -30,8 +30,10 @@
 //     failing early — naming up to five pods — when one reports failure or a
 //     pod of the deploy has a failing container (SPEC §9);
 //   - health is the same check, read once;
-//   - rollback:deploy re-applies the checkpointed objects and deletes the
-//     ones that were absent and carry this deploy's id; rollback:activation
+//   - rollback:deploy re-applies the checkpointed objects — but for the
+//     fields another field manager alone owns now, which stay as it set
+//     them and are named (fields.go) — and deletes the ones that were
+//     absent and carry this deploy's id; rollback:activation
 //     has nothing to undo (activation only waited).
 //
 // Readiness is read from the API server with the agent's reader
@@ -562,8 +564,12 @@ func (p *Plugin) HealthGate(ctx context.Context, pc plugin.Context) (plugin.Resu
 }
 
 // RollbackDeploy returns the manifests' objects to the checkpoint: each
-// recorded object is applied again as it was (forced), and each that was
-// absent is deleted if it carries this deploy's manent.io/deploy-id.
+// recorded object is applied again as it was (forced) — but for the
+// fields another field manager alone owns now (an autoscaler's replicas, a
+// kubectl edit), which stay as they are and are named in the log and in
+// left_as_changed when they differ from the checkpoint (fields.go) — and
+// each that was absent is deleted if it carries this deploy's
+// manent.io/deploy-id.
 // Namespaces and CustomResourceDefinitions are never deleted (that would
 // delete everything in them), nor Secrets restored (their content is not
 // checkpointed).
@@ -585,6 +591,7 @@ func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoi
 	}
 	log := logOf(pc)
 	restored, deleted, kept := []Ref{}, []Ref{}, []Ref{}
+	changed := []string{} // fields left as another manager set them
 	// Restore first (in apply order), then delete what is new (in reverse).
 	for _, o := range cp.Objects {
 		if o.Absent || o.Secret || o.Object == nil {
@@ -594,6 +601,20 @@ func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoi
 		ri, err := cl.resource(u, c.Namespace)
 		if err != nil {
 			return nil, classify(fmt.Errorf("kubernetes: %w", err))
+		}
+		// Fields another manager alone owns now stay as it set them.
+		cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err): // deleted since: applied whole
+		case err != nil:
+			return nil, classify(fmt.Errorf("kubernetes: get %s: %w", refOf(u), err))
+		default:
+			obj, theirs := withoutForeignFields(o.Object, cur)
+			u = &unstructured.Unstructured{Object: obj}
+			for _, f := range theirs {
+				changed = append(changed, fmt.Sprintf("%s %s", refOf(u), f))
+				fmt.Fprintf(log, "left %s %s as it is: changed since the deploy by another manager, not by manent\n", refOf(u), f)
+			}
 		}
 		if err := apply(ctx, ri, u); err != nil {
 			return nil, fmt.Errorf("kubernetes: restore: %w", err)
@@ -653,7 +674,11 @@ func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoi
 		deleted = append(deleted, ref)
 		fmt.Fprintf(log, "deleted %s: absent before the deploy\n", ref)
 	}
-	return plugin.Result{"restored": restored, "deleted": deleted, "kept": kept}, nil
+	res := plugin.Result{"restored": restored, "deleted": deleted, "kept": kept}
+	if len(changed) > 0 {
+		res["left_as_changed"] = changed
+	}
+	return res, nil
 }
 
 // RollbackActivation has nothing to undo: activation only waited for
