@@ -12,14 +12,15 @@ import (
 )
 
 // A rollback re-applies a checkpointed object. Applying all of it, forced,
-// would take back every field someone else changed since the deploy — the
-// replicas an autoscaler set (scaled down in the middle of an incident),
-// a fix made with kubectl edit — and make manent the field's only manager,
-// so that the next deploy whose manifests leave replicas out would reset
-// them to 1. The rollback leaves out of what it applies each field that
-// another manager alone owns now (server-side apply's managedFields) and
-// says which of them differ from the checkpoint: those stay as the other
-// manager set them. A field manent owns, alone or with others, goes back.
+// would take back the replica count someone else set since the deploy —
+// an autoscaler, kubectl scale or edit during an incident: scaled down in
+// the middle of it — and make manent the field's only manager, so that the
+// next deploy whose manifests leave replicas out would reset them to 1.
+// The rollback leaves spec.replicas out of what it applies when another
+// manager alone owns it now (server-side apply's managedFields), and says
+// so when it differs from the checkpoint. Every other field goes back to
+// the checkpoint, hand-made changes included: a rollback puts the previous
+// release back, and the inventory names that release as what runs.
 
 // foreignField is a field of the checkpoint a rollback leaves as it is.
 type foreignField struct {
@@ -43,9 +44,9 @@ func clip(s string) string {
 	return s
 }
 
-// withoutForeignFields returns the checkpointed object obj without the
-// fields that managers other than FieldManager alone own in cur (the
-// object as it is now), and those of them whose value differs from obj's.
+// withoutForeignFields returns the checkpointed object obj without its
+// replica count when managers other than FieldManager alone own it in cur
+// (the object as it is now), and it when its value differs from obj's.
 func withoutForeignFields(obj map[string]any, cur *unstructured.Unstructured) (map[string]any, []foreignField) {
 	mine := map[string]any{}
 	type theirs struct {
@@ -65,7 +66,9 @@ func withoutForeignFields(obj map[string]any, cur *unstructured.Unstructured) (m
 			merge(mine, tree)
 			continue
 		}
-		others = append(others, theirs{mf.Manager, tree})
+		if tree = replicasOnly(tree); tree != nil {
+			others = append(others, theirs{mf.Manager, tree})
+		}
 	}
 	if len(others) == 0 {
 		return obj, nil
@@ -246,4 +249,15 @@ func note(kept *[]foreignField, path, manager string, was, now any, nowHas bool)
 		n, _ = json.Marshal(now)
 	}
 	*kept = append(*kept, foreignField{Path: path, Manager: manager, Was: string(w), Now: string(n)})
+}
+
+// replicasOnly is the part of a managedFields tree that is spec.replicas,
+// or nil when it holds none.
+func replicasOnly(tree map[string]any) map[string]any {
+	spec, _ := tree["f:spec"].(map[string]any)
+	r, ok := spec["f:replicas"]
+	if !ok {
+		return nil
+	}
+	return map[string]any{"f:spec": map[string]any{"f:replicas": r}}
 }

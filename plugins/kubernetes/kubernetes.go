@@ -30,9 +30,9 @@
 //     failing early — naming up to five pods — when one reports failure or a
 //     pod of the deploy has a failing container (SPEC §9);
 //   - health is the same check, read once;
-//   - rollback:deploy re-applies the checkpointed objects — but for the
-//     fields another field manager alone owns now, which stay as it set
-//     them and are named (fields.go) — and deletes the ones that were
+//   - rollback:deploy re-applies the checkpointed objects — but for a
+//     replica count another field manager alone owns now, which stays as
+//     it set it and is named (fields.go) — and deletes the ones that were
 //     absent and carry this deploy's id; rollback:activation
 //     has nothing to undo (activation only waited).
 //
@@ -564,10 +564,10 @@ func (p *Plugin) HealthGate(ctx context.Context, pc plugin.Context) (plugin.Resu
 }
 
 // RollbackDeploy returns the manifests' objects to the checkpoint: each
-// recorded object is applied again as it was (forced) — but for the
-// fields another field manager alone owns now (an autoscaler's replicas, a
-// kubectl edit), which stay as they are and are named in the log and in
-// left_as_changed when they differ from the checkpoint (fields.go) — and
+// recorded object is applied again as it was (forced) — but for a replica
+// count another field manager alone owns now (an autoscaler, kubectl scale
+// or edit), which stays as it is and is named in the log and in
+// left_as_changed when it differs from the checkpoint (fields.go) — and
 // each that was absent is deleted if it carries this deploy's
 // manent.io/deploy-id.
 // Namespaces and CustomResourceDefinitions are never deleted (that would
@@ -602,7 +602,7 @@ func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoi
 		if err != nil {
 			return nil, classify(fmt.Errorf("kubernetes: %w", err))
 		}
-		// Fields another manager alone owns now stay as it set them.
+		// A replica count another manager alone owns now stays as it set it.
 		cur, err := ri.Get(ctx, u.GetName(), metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err): // deleted since: applied whole

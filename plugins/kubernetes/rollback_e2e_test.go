@@ -109,6 +109,11 @@ func TestE2ERollbackLeavesWhatOthersChanged(t *testing.T) {
 	_, err = p.Deploy(ctx, pc2)
 	must(err)
 	scale(7) // the new version is slow: someone adds pods
+	// and tries a fix by hand: the rollback still puts version 1 back.
+	_, err = kube.AppsV1().Deployments(ns).Patch(ctx, "billing", types.StrategicMergePatchType,
+		[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.invalid/billing:hotfix"}]}}}}`),
+		metav1.PatchOptions{FieldManager: "kubectl-edit"})
+	must(err)
 
 	for i := range 2 { // a crash re-runs the compensation: the same outcome
 		res, err := p.RollbackDeploy(ctx, pc2, cp)
