@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -317,12 +318,18 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 		}
 		return plugin.Result(resp.Output), err
 	}
+	// What it printed instead of a response, when it printed something:
+	// the first bytes, escaped (a traceback, a shell's error).
+	printed := ""
+	if out := bytes.TrimSpace(stdout.buf.Bytes()); len(out) > 0 {
+		printed = fmt.Sprintf(" (%v; stdout began %s)", parseErr, strconv.QuoteToASCII(string(out[:min(len(out), 200)])))
+	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(runErr, &ee) && ee.ExitCode() < 0:
-		return nil, fmt.Errorf("plugin %s: %s was killed (%s) without a response", p.Name, action, ee.ProcessState)
+		return nil, fmt.Errorf("plugin %s: %s was killed (%s) without a response%s", p.Name, action, ee.ProcessState, printed)
 	case errors.As(runErr, &ee):
-		return nil, fmt.Errorf("plugin %s: %s exited with status %d without a response", p.Name, action, ee.ExitCode())
+		return nil, fmt.Errorf("plugin %s: %s exited with status %d without a response%s", p.Name, action, ee.ExitCode(), printed)
 	case runErr != nil && ctx.Err() != nil:
 		return nil, fmt.Errorf("plugin %s: %s: %w", p.Name, action, ctx.Err())
 	case runErr != nil:
@@ -345,8 +352,11 @@ func parseResponse(stdout *limitedBuffer) (Response, error) {
 	if err := dec.Decode(&r); err != nil {
 		return r, fmt.Errorf("stdout is not a JSON response: %w", err)
 	}
-	if dec.More() {
-		return r, errors.New("stdout holds more than one JSON value")
+	// One object and nothing after it: json.Decoder.More does not see a
+	// stray "}" or "]".
+	if rest := data[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
+		rest = bytes.TrimSpace(rest)
+		return r, fmt.Errorf("stdout holds more than one JSON response: %s follows the response", strconv.QuoteToASCII(string(rest[:min(len(rest), 40)])))
 	}
 	return r, nil
 }

@@ -257,6 +257,23 @@ func TestFailures(t *testing.T) {
 	if _, err := killedP.Deploy(context.Background(), pctx(t.TempDir(), "1.0", io.Discard, nil)); err == nil || !strings.Contains(err.Error(), "deploy was killed (signal: killed) without a response") {
 		t.Fatalf("killed plugin: %v, want the signal named", err)
 	}
+	// A plugin that exits non-zero after printing something that is no
+	// response: the error says what it printed (clipped, escaped), not
+	// only "without a response".
+	printedPath := writeScript(t, t.TempDir(), "manent-plugin-printed", `echo "Traceback: KeyError 'namespace'"; printf '\033[2J'; exit 1`+"\n", 0o755)
+	printedP := &external.Plugin{Name: "printed", Path: printedPath}
+	if _, err := printedP.Deploy(context.Background(), pctx(t.TempDir(), "1.0", io.Discard, nil)); err == nil ||
+		!strings.Contains(err.Error(), "exited with status 1 without a response (stdout is not a JSON response") ||
+		!strings.Contains(err.Error(), `stdout began "Traceback: KeyError 'namespace'\n\x1b[2J"`) {
+		t.Fatalf("a plugin that printed no response: %v, want what it printed named", err)
+	}
+	// One JSON object and nothing else: a stray byte after it is refused,
+	// not read as the response.
+	strayPath := writeScript(t, t.TempDir(), "manent-plugin-stray", "echo '{\"ok\":true}}'\n", 0o755)
+	strayP := &external.Plugin{Name: "stray", Path: strayPath}
+	if _, err := strayP.Deploy(context.Background(), pctx(t.TempDir(), "1.0", io.Discard, nil)); err == nil || !strings.Contains(err.Error(), `"}" follows the response`) {
+		t.Fatalf("a response with a stray byte after it: %v, want it refused", err)
+	}
 	missing := &external.Plugin{Name: "gone", Path: filepath.Join(t.TempDir(), "manent-plugin-gone")}
 	if _, err := missing.Deploy(context.Background(), plugin.Context{}); !plugin.IsPermanent(err) {
 		t.Fatalf("missing executable: %v, want a permanent error", err)
