@@ -3,6 +3,7 @@ package servercmd
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"reflect"
@@ -331,6 +332,12 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	}
 	if c.Limits.Streams < 1 {
 		bad("limits.streams", "must be at least 1 (default %d)", server.DefaultStreams)
+	}
+	// newLogger would read a level slog does not know as info: a
+	// "log_level: verbose" meant to show more would show nothing more.
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		bad("log_level", "%q is not a log level: debug, info, warn or error", clipValue(c.LogLevel))
 	}
 }
 

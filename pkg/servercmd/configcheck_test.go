@@ -46,6 +46,10 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 			[]string{"MANENT_WORKERS_SLOTS=four", "MANENT_WORKERS_HEARTBEAT=5"}, []string{
 				`MANENT_WORKERS_HEARTBEAT: 5 is not a duration: give its unit (e.g. 5s)`,
 				`MANENT_WORKERS_SLOTS: "four" is not a whole number`}},
+		{"unknown log level", "log_level: verbose\n",
+			nil, []string{`manent-server.yaml:1:12: log_level: "verbose" is not a log level: debug, info, warn or error`}},
+		{"log level variable", "",
+			[]string{"MANENT_LOG_LEVEL=warning"}, []string{`MANENT_LOG_LEVEL: "warning" is not a log level: debug, info, warn or error`}},
 		{"slots below 1", "workers: {slots: 0}\n",
 			nil, []string{`manent-server.yaml:1:18: workers.slots: must be at least 1`}},
 		{"YAML syntax", "listen: 127.0.0.1:0\nworkers: {slots: 2\n",
