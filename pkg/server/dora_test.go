@@ -153,7 +153,9 @@ func TestDORAGolden(t *testing.T) {
 			{"?window=10000d", "admin-token", http.StatusUnprocessableEntity},
 			// A filter no descriptor may match is no environment without deploys.
 			{"?application=Billing", "admin-token", http.StatusUnprocessableEntity},
-			{"?application=billing&environment=prod%0A", "admin-token", http.StatusUnprocessableEntity},
+			{"?application=billing&environment=prod%20eu", "admin-token", http.StatusUnprocessableEntity},
+			// A line break is no text: refused before any route.
+			{"?application=billing&environment=prod%0A", "admin-token", http.StatusBadRequest},
 			{"?application=billing&environment=prod", "stg-token", http.StatusForbidden},
 			{"", "", http.StatusUnauthorized},
 		} {

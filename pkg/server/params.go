@@ -3,8 +3,12 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"sort"
 	"strconv"
+	"unicode/utf8"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
@@ -26,4 +30,56 @@ func intParam(r *http.Request, name string, lo, hi, def int, want string) (int, 
 // limitParam reads ?limit=, a page size from 1 to hi, def when absent.
 func limitParam(r *http.Request, hi, def int) (int, error) {
 	return intParam(r, "limit", 1, hi, def, fmt.Sprintf("a number from 1 to %d", hi))
+}
+
+// targetNotText says what in r's path or query string is not text — a
+// byte that is not UTF-8, a control character (NUL, an escape, a line
+// break), a bidirectional-text control — or that the query string cannot
+// be decoded, and "" when both are text. No id, name or filter of the API
+// holds such a character; checked before any route, it is never looked up
+// (on PostgreSQL a NUL or an invalid byte in a text parameter fails the
+// query), echoed, or a malformed pair silently dropped from a filter.
+func targetNotText(r *http.Request) string {
+	if what := notText(r.URL.Path); what != "" {
+		return "the path " + what
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "the query string is malformed: " + err.Error() + " (percent-encode %, & and ; inside a value)"
+	}
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if what := notText(name); what != "" {
+			return "a query parameter name " + what
+		}
+		for _, v := range q[name] {
+			if what := notText(v); what != "" {
+				return "query parameter " + manent.ClipText(name, maxEchoed) + " " + what
+			}
+		}
+	}
+	return ""
+}
+
+// notText says why s is not a single line of text ("is not UTF-8 text:
+// invalid byte 0xff at byte 3", "holds the control character U+0000 at
+// character 2"), or "".
+func notText(s string) string {
+	if !utf8.ValidString(s) {
+		for i := 0; i < len(s); {
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return fmt.Sprintf("is not UTF-8 text: invalid byte 0x%02x at byte %d", s[i], i+1)
+			}
+			i += size
+		}
+	}
+	if _, at, what, bad := descriptor.FirstControl(s); bad {
+		return fmt.Sprintf("holds %s at character %d: ids, names and filters are text without control characters", what, at)
+	}
+	return ""
 }

@@ -159,6 +159,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", sw.status,
 			"duration", time.Since(start), "request_id", requestID(r))
 	}()
+	if what := targetNotText(r); what != "" {
+		writeStatus(sw, http.StatusBadRequest, what)
+		return
+	}
 	s.mux.ServeHTTP(sw, r)
 }
 
