@@ -92,6 +92,10 @@ func (s *Server) handleAgentReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var snap clusterstate.Snapshot
+	if err := checkJSONBody(body); err != nil {
+		writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "the body is not a snapshot: %v", err))
+		return
+	}
 	if err := json.Unmarshal(body, &snap); err != nil {
 		writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "the body is not a snapshot: %v", err))
 		return

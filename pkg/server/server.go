@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -161,6 +162,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	if what := targetNotText(r); what != "" {
 		writeStatus(sw, http.StatusBadRequest, what)
+		return
+	}
+	if ce := r.Header.Values("Content-Encoding"); len(ce) > 0 && !(len(ce) == 1 && strings.EqualFold(strings.TrimSpace(ce[0]), "identity")) {
+		// Never inflated (no zip bomb); read as it is, it would be
+		// reported as a descriptor or JSON that is not text.
+		writeStatus(sw, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %s: the server reads request bodies as sent; send the body uncompressed, without Content-Encoding",
+			manent.ClipText(strings.Join(ce, ", "), maxEchoed)))
 		return
 	}
 	s.mux.ServeHTTP(sw, r)
