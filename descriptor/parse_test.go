@@ -276,6 +276,21 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: `/secrets/DB\u202EPASS`, Message: `the field name "DB\u202ePASS" must be plain text: it contains the bidirectional-text control U+202E at character 3`, Line: 7, Column: 3},
 		},
 		{
+			name: "bidirectional override in a parameter name",
+			in:   valid + "parameters:\n  \"replicas\\u202e\": 3\n",
+			want: manent.FieldError{Path: `/parameters/replicas\u202E`, Message: `the field name "replicas\u202e" must be plain text: it contains the bidirectional-text control U+202E at character 9`, Line: 7, Column: 3},
+		},
+		{
+			name: "line break in a nested parameter name",
+			in:   valid + "parameters:\n  db:\n    pool: {\"max\\nsize\": 3}\n",
+			want: manent.FieldError{Path: `/parameters/db/pool/max\u000Asize`, Message: `the field name "max\nsize" must be plain text: it contains a line break (U+000A) at character 4`, Line: 8, Column: 12},
+		},
+		{
+			name: "isolate in a step's with name",
+			in:   valid + "steps: [{name: smoke, before: deploy, plugin: script, with: {env: {\"A\\u2066B\": x}}}]\n",
+			want: manent.FieldError{Path: `/steps/0/with/env/A\u2066B`, Message: `the field name "A\u2066B" must be plain text: it contains the bidirectional-text control U+2066 at character 2`, Line: 6, Column: 68},
+		},
+		{
 			name: "escape sequence in a cron expression",
 			in:   valid + "schedule: {cron: \"@daily\\e[2J\"}\n",
 			want: manent.FieldError{Path: "/schedule/cron", Message: "schedule.cron must be a single line of plain text: it contains an escape character (U+001B, terminal escape sequences) at character 7", Line: 6, Column: 18},

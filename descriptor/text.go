@@ -26,15 +26,28 @@ func freeForm(path []string) bool {
 // checkText refuses control characters (and line and bidirectional-text
 // controls) in every single-line text field and field name, so that no
 // terminal, log or web page showing them can be tricked (SPEC §11.1).
+// Inside the free-form maps (parameters, target.with, steps[].with) the
+// values are free text, which may span lines; their field names, at any
+// depth, are names like any other — a parameter named "replicas" followed
+// by a right-to-left override read as another one in `manent validate`,
+// the web page and a reviewer's diff.
 func (c *checker) checkText(doc map[string]any) {
 	path := make([]string, 0, maxDepth)
+	free := 0 // > 0 inside a free-form map: only names are checked
 	var walk func(v any)
 	walk = func(v any) {
-		if c.full() || freeForm(path) {
+		if c.full() {
 			return
+		}
+		if freeForm(path) {
+			free++
+			defer func() { free-- }()
 		}
 		switch v := v.(type) {
 		case string:
+			if free > 0 {
+				return
+			}
 			if r, at, bad := firstControl(v); bad && !c.reported[pointer(path)] {
 				c.add(path, "%s must be a single line of plain text: it contains %s at character %d", fieldName(path), describeRune(r), at)
 			}
