@@ -44,12 +44,13 @@ func TickDeployID(schedule string, at time.Time) string {
 //
 // The expression is read by pkg/cronspec (5 fields, CRON_TZ=, the @ forms;
 // UTC by default) and handed to DBOS in its 6-field form with its zone.
-func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule) error {
+// also runs in the transaction that records the schedule.
+func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule, also ...func(*sql.Tx) error) error {
 	spec, err := cronspec.Parse(sc.Cron)
 	if err != nil {
 		return manent.Errorf(manent.EInvalid, "schedule.cron %q: %v", sc.Cron, err)
 	}
-	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment()); err != nil {
+	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment(), also...); err != nil {
 		if errors.Is(err, store.ErrScheduleLimit) {
 			return e.cfg.Admitter.ScheduleLimitError(sc.Application, sc.Environment)
 		}

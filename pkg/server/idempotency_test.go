@@ -229,3 +229,44 @@ func TestIdempotentRollback(t *testing.T) {
 		}
 	})
 }
+
+// Racing creations of a recurring schedule with one Idempotency-Key create
+// one schedule, and every answer names it: the key is recorded in the
+// schedule's own transaction, as a deploy's is. It was recorded after the
+// schedule was: racing retries each created one (each tick then ran one
+// deploy per copy), and a creation whose client went away between the two
+// left a schedule that a retry with the key created again.
+func TestIdempotentScheduleRace(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil)
+		body := string(simple(artifactFile(t), "nightly", "1", "schedule: {cron: \"0 3 * * *\"}\n"))
+		const n = 6
+		ids := make(chan string, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range n {
+			wg.Go(func() {
+				<-start
+				status, res, _ := submitWithKey(t, srv.URL, "admin-token", "nightly-1", body)
+				if status != http.StatusCreated {
+					t.Errorf("status %d, want 201", status)
+				}
+				ids <- res.Schedule
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(ids)
+		seen := map[string]bool{}
+		for id := range ids {
+			seen[id] = true
+		}
+		n2, err := srv.Store.ActiveSchedules(context.Background(), "billing", "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n2 != 1 || len(seen) != 1 {
+			t.Fatalf("%d schedules, answers naming %v: want one schedule named by every answer", n2, seen)
+		}
+	})
+}

@@ -18,20 +18,27 @@ import (
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []byte, d *descriptor.Descriptor, p manent.Identity, key string) {
 	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: d.Application, Environment: d.Environment,
 		Cron: d.Schedule.Cron, Descriptor: body, Requester: p.Subject, RequesterGroups: p.Groups, CreatedAt: time.Now().UTC()}
-	if err := s.eng.CreateSchedule(r.Context(), sc); err != nil {
+	res := api.SubmitResult{Schedule: sc.ID, State: manent.StateScheduled}
+	// The schedule, its Idempotency-Key and its audit entry commit
+	// together: racing retries with one key create one schedule, and a
+	// client gone before the answer finds it again with its key.
+	var also []func(*sql.Tx) error
+	if key != "" {
+		also = append(also, func(tx *sql.Tx) error {
+			return s.recordIdempotency(r.Context(), tx, p, key, body, http.StatusCreated, res)
+		})
+	}
+	also = append(also, func(tx *sql.Tx) error {
+		return s.st.AppendAuditTx(r.Context(), tx, store.AuditEntry{Identity: p.Subject, Action: "schedule.create",
+			Target: sc.ID, RequestID: requestID(r), Outcome: "accepted", Detail: sc.Cron})
+	})
+	err := s.eng.CreateSchedule(r.Context(), sc, also...)
+	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, body) {
+		return // a concurrent request with the same key won
+	}
+	if err != nil {
 		writeError(w, r, s.log, err)
 		return
-	}
-	s.audit(r.Context(), r, p, "schedule.create", sc.ID, "accepted", sc.Cron)
-	res := api.SubmitResult{Schedule: sc.ID, State: manent.StateScheduled}
-	if key != "" {
-		// Recorded after the schedule: two concurrent creations with one key
-		// may both succeed; a retry after either is replayed.
-		if err := s.st.Tx(r.Context(), func(tx *sql.Tx) error {
-			return s.recordIdempotency(r.Context(), tx, p, key, body, http.StatusCreated, res)
-		}); err != nil && !errors.Is(err, store.ErrIdempotencyTaken) {
-			s.log.Warn("record idempotency key", "schedule", sc.ID, "error", err)
-		}
 	}
 	w.Header().Set("Location", "/api/v1/schedules/"+sc.ID)
 	writeJSON(w, http.StatusCreated, res)

@@ -57,26 +57,36 @@ func scanSchedule(row interface{ Scan(...any) error }) (*Schedule, error) {
 	return &s, nil
 }
 
-// InsertSchedule records a new schedule.
-func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule, most int) error {
+// InsertSchedule records a new schedule, and runs also in its transaction
+// (the server records the request's Idempotency-Key and audit entry there).
+func (s *Store) InsertSchedule(ctx context.Context, sc *Schedule, most int, also ...func(*sql.Tx) error) error {
 	groups, _ := json.Marshal(sc.RequesterGroups)
 	if most <= 0 {
 		most = math.MaxInt32
 	}
-	// Only while its application/environment has fewer than most: the
-	// count and the insert are one statement.
-	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_schedules (id, application, environment, cron, descriptor, requester, requester_groups, created_at)
+	return s.Tx(ctx, func(tx *sql.Tx) error {
+		// Only while its application/environment has fewer than most: the
+		// count and the insert are one statement.
+		res, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_schedules (id, application, environment, cron, descriptor, requester, requester_groups, created_at)
 		SELECT ?, ?, ?, ?, ?, ?, ?, ?
 		WHERE (`+countActiveSchedules+`) < ?`),
-		sc.ID, sc.Application, sc.Environment, sc.Cron, string(sc.Descriptor), sc.Requester, string(groups), fmtTime(sc.CreatedAt),
-		sc.Application, sc.Environment, most)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return ErrScheduleLimit
-	}
-	return nil
+			sc.ID, sc.Application, sc.Environment, sc.Cron, string(sc.Descriptor), sc.Requester, string(groups), fmtTime(sc.CreatedAt),
+			sc.Application, sc.Environment, most)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err == nil && n == 0 {
+			return ErrScheduleLimit
+		}
+		// What must not outlive a schedule that is not there (its
+		// Idempotency-Key, its audit entry) commits with it.
+		for _, fn := range also {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // ErrScheduleLimit: the application/environment has as many schedules as
