@@ -161,18 +161,19 @@ func (s *Server) handleClusterStatus(w http.ResponseWriter, r *http.Request) {
 	cluster := r.PathValue("cluster")
 	denied := s.cfg.Guard.AuthorizeCluster(p, cluster)
 	st, err := s.st.ClusterStatus(r.Context(), cluster)
+	quoted := manent.ClipText(cluster, maxEchoed) // a 100 kB path is not echoed whole
 	// A caller without agent.report on the cluster sees only what it may
 	// read; with nothing, the answer is the same whether the cluster
 	// reported or not (GET /api/v1/clusters does not list it either).
 	nothing := manent.Errorf(manent.ENotFound,
 		"%s may read nothing of cluster %s: it has not reported, or holds no object of an application/environment %s may read (deployment.read)",
-		p.Subject, cluster, p.Subject)
+		p.Subject, quoted, p.Subject)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && denied != nil:
 		writeError(w, r, s.log, nothing)
 		return
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "cluster %s has never reported", cluster))
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "cluster %s has never reported", quoted))
 		return
 	case err != nil:
 		writeError(w, r, s.log, err)

@@ -55,3 +55,22 @@ func TestRequestTargetNotText(t *testing.T) {
 		}
 	})
 }
+
+// An id that is not found is quoted clipped: a 100 kB path is not answered
+// with a 100 kB problem.
+func TestLongIDClipped(t *testing.T) {
+	ts := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	long := strings.Repeat("a", 100_000)
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/api/v1/deployments/" + long},
+		{"GET", "/api/v1/deployments/" + long + "/steps"},
+		{"POST", "/api/v1/deployments/" + long + "/cancel"},
+		{"DELETE", "/api/v1/schedules/" + long},
+		{"GET", "/api/v1/clusters/" + long + "/status"},
+	} {
+		code, body, _ := do(t, tt.method, ts.URL+tt.path, "admin-token", "")
+		if code != http.StatusNotFound || len(body) > 400 || !strings.Contains(string(body), "aaaa…") {
+			t.Errorf("%s %s…: %d, %d bytes %.120s…, want a 404 quoting the id clipped", tt.method, tt.path[:40], code, len(body), body)
+		}
+	}
+}

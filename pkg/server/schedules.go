@@ -73,7 +73,7 @@ func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sc, err := s.st.GetSchedule(r.Context(), r.PathValue("id"))
-	notFound := manent.Errorf(manent.ENotFound, "schedule %s not found", r.PathValue("id"))
+	notFound := manent.Errorf(manent.ENotFound, "schedule %s not found", manent.ClipText(r.PathValue("id"), maxEchoed))
 	if errors.Is(err, store.ErrNotFound) || (err == nil && sc.DeletedAt != nil) {
 		writeError(w, r, s.log, notFound)
 		return

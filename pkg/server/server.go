@@ -218,7 +218,7 @@ func (s *Server) deploymentAs(w http.ResponseWriter, r *http.Request, perm strin
 	if errors.Is(err, store.ErrNotFound) {
 		// The same answer for "absent" and "not yours" would hide existence;
 		// a 404 after authentication is what operators expect.
-		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "deploy %s not found", r.PathValue("id")))
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "deploy %s not found", manent.ClipText(r.PathValue("id"), maxEchoed)))
 		return nil, p, false
 	}
 	if err != nil {
