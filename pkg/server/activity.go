@@ -414,8 +414,9 @@ func ordinal(n int) string {
 }
 
 // readScope is the ?application=&environment= filter of a read across
-// deploys. Naming both asks for deployment.read there: 403 without it, as
-// for GET /api/v1/deployments; otherwise each deploy is checked on its own.
+// deploys: each a name as in deploy.yml (422 otherwise). Naming both asks
+// for deployment.read there: 403 without it, as for GET
+// /api/v1/deployments; otherwise each deploy is checked on its own.
 type readScope struct{ application, environment string }
 
 // authenticateScope authenticates the request and reads its
@@ -435,6 +436,11 @@ func (s *Server) authenticateScope(w http.ResponseWriter, r *http.Request) (mane
 
 func (s *Server) readScope(p manent.Identity, r *http.Request) (readScope, error) {
 	sc := readScope{application: r.URL.Query().Get("application"), environment: r.URL.Query().Get("environment")}
+	// A filter no descriptor may match ("Billing") would answer nothing,
+	// as if nothing had been deployed there.
+	if err := invalidNames("filter", sc.application, sc.environment, true); err != nil {
+		return sc, err
+	}
 	if sc.application != "" && sc.environment != "" {
 		if err := s.cfg.Guard.Authorize(p, PermRead, sc.application, sc.environment); err != nil {
 			return sc, err

@@ -377,6 +377,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	f := store.Filter{Application: q.Get("application"), Environment: q.Get("environment"), Cursor: q.Get("cursor")}
+	if err := invalidNames("filter", f.Application, f.Environment, true); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	var err error
 	if f.Limit, err = limitParam(r, api.MaxPage, 0); err != nil {
 		writeError(w, r, s.log, err)

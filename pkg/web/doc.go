@@ -15,7 +15,7 @@
 // checks it; an event stream checks it again while it is open
 // (auth.Recheck) and ends once the session is signed out or expired.
 //
-// It imports pkg/api, pkg/auth, pkg/manent, pkg/clusterstate, pkg/store,
-// pkg/reltime (the CLI's relative times), github.com/coreos/go-oidc and
-// golang.org/x/oauth2.
+// It imports descriptor (the name rule of a filter), pkg/api, pkg/auth,
+// pkg/manent, pkg/clusterstate, pkg/store, pkg/reltime (the CLI's
+// relative times), github.com/coreos/go-oidc and golang.org/x/oauth2.
 package web

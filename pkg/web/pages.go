@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/clusterstate"
@@ -297,6 +298,14 @@ func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer
 	from, err := strconv.Atoi(r.URL.Query().Get("from"))
 	if err != nil || from < 0 || from > math.MaxInt32 || env == "" {
 		from = 0
+	}
+	if env != "" && !descriptor.ValidName(env) {
+		// No environment has that name (the API refuses it as a filter,
+		// 422): the page of an environment with nothing, the link's text
+		// not repeated.
+		p.Title, p.Data = "Activity", activityView{Environment: env, PageSize: activityPage}
+		p.Stream, p.Live = "/events", true
+		return nil
 	}
 	// The API cuts the page (?limit=, ?from=): the whole list of 10,000
 	// waiting deploys is 4.8 MB to encode and decode at every reload.
