@@ -210,19 +210,11 @@ no manent database where it looked (it creates none) or the flags are wrong.`,
 		Example: `  manent-server admin verify-audit --data-dir ./manent-data`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := db.load(cmd.Context())
-			if err != nil {
-				return err
-			}
-			st, err := store.Open(cmd.Context(), cfg.Database)
+			st, _, err := db.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			// Checked again on the open store: nothing is migrated.
-			if err := st.CheckSchema(cmd.Context(), store.Where(cfg.Database)); err != nil {
-				return err
-			}
 			n, problems, err := st.VerifyAudit(cmd.Context())
 			if err != nil {
 				return err
@@ -272,18 +264,11 @@ schema, both needed) or continuous archiving.`,
 			if fi, err := os.Stat(filepath.Dir(to)); err != nil || !fi.IsDir() {
 				return usageError{fmt.Errorf("--to %s: the directory %s does not exist", to, filepath.Dir(to))}
 			}
-			cfg, err := db.load(cmd.Context())
-			if err != nil {
-				return err
-			}
-			st, err := store.Open(cmd.Context(), cfg.Database)
+			st, cfg, err := db.openStore(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			if err := st.CheckSchema(cmd.Context(), store.Where(cfg.Database)); err != nil {
-				return err
-			}
 			start := time.Now()
 			size, err := st.Backup(cmd.Context(), to)
 			if errors.Is(err, store.ErrBackupPostgres) {
@@ -376,6 +361,25 @@ func (a *adminFlags) load(ctx context.Context) (*node.Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// openStore opens the database load found, for a task that needs the
+// store alone (no engine), and checks its schema again on the open store:
+// nothing is migrated. The caller closes it.
+func (a *adminFlags) openStore(ctx context.Context) (*store.Store, *node.Config, error) {
+	cfg, err := a.load(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(ctx, cfg.Database)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.CheckSchema(ctx, store.Where(cfg.Database)); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, cfg, nil
 }
 
 // origin says where the database URL came from, in the order of precedence.
