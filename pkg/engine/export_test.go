@@ -31,3 +31,19 @@ func StepFailure(err error) string { return stepFailure(err) }
 
 // SweepWorkDirs is what the sweeper runs at start and hourly.
 func (e *Engine) SweepWorkDirs(ctx context.Context) { e.sweepWorkDirs(ctx) }
+
+// SetScheduleCommitHook sets a function run once CreateSchedule's
+// transaction has committed (nil: none).
+func SetScheduleCommitHook(f func(id string)) { scheduleCommitHook = f }
+
+// DBOSSchedule returns the DBOS scheduler's schedule name.
+func (e *Engine) DBOSSchedule(name string) (dbos.WorkflowSchedule, error) {
+	return dbos.GetSchedule(e.dbos, name)
+}
+
+// CreateDBOSSchedule registers a schedule name of the tick workflow with
+// the DBOS scheduler alone, firing on 1 January.
+func (e *Engine) CreateDBOSSchedule(name string) error {
+	return dbos.CreateSchedule(e.dbos, dbos.ScheduleSpec{ScheduleName: name, Schedule: "0 0 0 1 1 *",
+		WorkflowName: TickWorkflow, Context: scheduleContext{Schedule: name}})
+}

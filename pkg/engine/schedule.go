@@ -44,29 +44,43 @@ func TickDeployID(schedule string, at time.Time) string {
 //
 // The expression is read by pkg/cronspec (5 fields, CRON_TZ=, the @ forms;
 // UTC by default) and handed to DBOS in its 6-field form with its zone.
-// also runs in the transaction that records the schedule.
+// also runs in the transaction that records the schedule, and the DBOS
+// registration is in it too: the schedule, what also writes (the
+// request's Idempotency-Key and audit entry) and the registration commit
+// together or not at all — a refused registration records no key that
+// would answer a retry with a schedule that is not there, and a server
+// killed mid-way leaves no schedule that is listed and never fires.
 func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule, also ...func(*sql.Tx) error) error {
 	spec, err := cronspec.Parse(sc.Cron)
 	if err != nil {
 		return manent.Errorf(manent.EInvalid, "schedule.cron %q: %v", sc.Cron, err)
 	}
-	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment(), also...); err != nil {
+	schedule, zone := spec.DBOS()
+	register := func(tx *sql.Tx) error {
+		err := dbos.CreateScheduleInTx(e.dbos, tx, dbos.ScheduleSpec{
+			ScheduleName: sc.ID, Schedule: schedule, CronTimezone: zone, WorkflowName: TickWorkflow,
+			Context: scheduleContext{Schedule: sc.ID}, AutomaticBackfill: true,
+		})
+		if err != nil {
+			return fmt.Errorf("register with the DBOS scheduler: %w", err)
+		}
+		return nil
+	}
+	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment(), append(also[:len(also):len(also)], register)...); err != nil {
 		if errors.Is(err, store.ErrScheduleLimit) {
 			return e.cfg.Admitter.ScheduleLimitError(sc.Application, sc.Environment)
 		}
-		return fmt.Errorf("record schedule: %w", err)
-	}
-	schedule, zone := spec.DBOS()
-	err = dbos.CreateSchedule(e.dbos, dbos.ScheduleSpec{
-		ScheduleName: sc.ID, Schedule: schedule, CronTimezone: zone, WorkflowName: TickWorkflow,
-		Context: scheduleContext{Schedule: sc.ID}, AutomaticBackfill: true,
-	})
-	if err != nil {
-		_, _ = e.st.DeleteSchedule(context.WithoutCancel(ctx), sc.ID)
 		return fmt.Errorf("create schedule: %w", err)
+	}
+	if scheduleCommitHook != nil {
+		scheduleCommitHook(sc.ID)
 	}
 	return nil
 }
+
+// scheduleCommitHook, when set (tests), runs once CreateSchedule's
+// transaction has committed.
+var scheduleCommitHook func(id string)
 
 // DeleteSchedule stops a schedule; deploys already created are unaffected.
 func (e *Engine) DeleteSchedule(ctx context.Context, id string) error {

@@ -3,11 +3,14 @@ package engine_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -296,4 +299,81 @@ func TestRefusedTickNamesNoDeploy(t *testing.T) {
 	if sc.LastDeploy != "" || sc.LastError == "" {
 		t.Fatalf("schedule after a refused tick: last deploy %q, last error %q; want none and why", sc.LastDeploy, sc.LastError)
 	}
+}
+
+// createSchedule is what the server does: the schedule of yml, with the
+// request's Idempotency-Key (token:test, key) recorded in its transaction.
+func (f *fixture) createSchedule(id, key string) error {
+	f.t.Helper()
+	url, _ := f.artifact("app", "x")
+	sc := &store.Schedule{ID: id, Application: "web", Environment: "prod", Cron: "@hourly",
+		Descriptor: []byte(descriptorYAML("web", "prod", "1", url, "", "")), Requester: "token:test", CreatedAt: time.Now()}
+	return f.eng.CreateSchedule(context.Background(), sc, func(tx *sql.Tx) error {
+		return f.st.RecordIdempotency(context.Background(), tx, store.Idempotency{Identity: "token:test", Key: key,
+			BodySHA256: "digest", Status: 201, Response: []byte(`{"schedule":"` + id + `"}`)})
+	})
+}
+
+// A schedule the DBOS scheduler refuses is not recorded, and neither is
+// its Idempotency-Key: a retry with the key was answered 201 with a
+// schedule that was not there.
+func TestScheduleRegistrationRefusedRecordsNothing(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		id := engine.NewScheduleID()
+		if err := f.eng.CreateDBOSSchedule(id); err != nil { // the registration then fails: the name is taken
+			t.Fatal(err)
+		}
+		if err := f.createSchedule(id, "k1"); err == nil {
+			t.Fatal("CreateSchedule with its DBOS schedule name taken succeeded")
+		}
+		ctx := context.Background()
+		if rec, err := f.st.Idempotent(ctx, "token:test", "k1"); err != nil || rec != nil {
+			t.Fatalf("Idempotency-Key after a refused registration: %+v %v, want none", rec, err)
+		}
+		if sc, err := f.st.GetSchedule(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("schedule after a refused registration: %+v %v, want none", sc, err)
+		}
+	})
+}
+
+// A server killed as a schedule commits (kill -9, here a hook that stops
+// CreateSchedule there) leaves a schedule the DBOS scheduler fires after
+// the restart: it was listed by GET /api/v1/schedules and never fired.
+func TestScheduleCommittedIsRegistered(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		type killed struct{}
+		engine.SetScheduleCommitHook(func(string) { panic(killed{}) })
+		t.Cleanup(func() { engine.SetScheduleCommitHook(nil) })
+		id := engine.NewScheduleID()
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					if _, ok := r.(killed); !ok {
+						panic(r)
+					}
+				}
+			}()
+			if err := f.createSchedule(id, "k1"); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		engine.SetScheduleCommitHook(nil)
+		f.restart()
+		ctx := context.Background()
+		if _, err := f.st.GetSchedule(ctx, id); err != nil {
+			t.Fatalf("schedule after the restart: %v", err)
+		}
+		if rec, err := f.st.Idempotent(ctx, "token:test", "k1"); err != nil || rec == nil {
+			t.Fatalf("Idempotency-Key after the restart: %+v %v, want it", rec, err)
+		}
+		got, err := f.eng.DBOSSchedule(id)
+		if err != nil {
+			t.Fatalf("the DBOS scheduler after the restart: %v; the schedule never fires", err)
+		}
+		if got.Status != dbos.ScheduleStatusActive || got.WorkflowName != engine.TickWorkflow {
+			t.Fatalf("DBOS schedule %s: %s of %s, want ACTIVE of %s", id, got.Status, got.WorkflowName, engine.TickWorkflow)
+		}
+	})
 }

@@ -19,9 +19,11 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, body []b
 	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: d.Application, Environment: d.Environment,
 		Cron: d.Schedule.Cron, Descriptor: body, Requester: p.Subject, RequesterGroups: p.Groups, CreatedAt: time.Now().UTC()}
 	res := api.SubmitResult{Schedule: sc.ID, State: manent.StateScheduled}
-	// The schedule, its Idempotency-Key and its audit entry commit
-	// together: racing retries with one key create one schedule, and a
-	// client gone before the answer finds it again with its key.
+	// The schedule, its Idempotency-Key, its audit entry and its
+	// registration with the DBOS scheduler commit together: racing retries
+	// with one key create one schedule, a client gone before the answer
+	// finds it again with its key, and a key never names a schedule that
+	// is not there (a refused registration records none).
 	var also []func(*sql.Tx) error
 	if key != "" {
 		also = append(also, func(tx *sql.Tx) error {

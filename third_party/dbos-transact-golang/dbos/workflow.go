@@ -7106,28 +7106,30 @@ func (c *dbosContext) resolveScheduleWorkflowName(spec ScheduleSpec) (string, er
 	return spec.WorkflowName, nil
 }
 
-func (c *dbosContext) CreateSchedule(_ Client, spec ScheduleSpec) error {
+// createScheduleInput validates spec and returns the row CreateSchedule
+// inserts. [manent patch: a schedule in the caller's transaction — split
+// out of CreateSchedule, unchanged]
+func (c *dbosContext) createScheduleInput(spec ScheduleSpec) (sysdb.CreateScheduleDBInput, error) {
 	if spec.ScheduleName == "" {
-		return models.NewInvalidOptionError("schedule_name is required")
+		return sysdb.CreateScheduleDBInput{}, models.NewInvalidOptionError("schedule_name is required")
 	}
 
 	workflowName, err := c.resolveScheduleWorkflowName(spec)
 	if err != nil {
-		return err
+		return sysdb.CreateScheduleDBInput{}, err
 	}
 
 	if err := validateCronSchedule(spec.Schedule, spec.CronTimezone); err != nil {
-		return err
+		return sysdb.CreateScheduleDBInput{}, err
 	}
 
 	contextJSON, err := json.Marshal(spec.Context)
 	if err != nil {
-		return fmt.Errorf("failed to serialize context: %w", err)
+		return sysdb.CreateScheduleDBInput{}, fmt.Errorf("failed to serialize context: %w", err)
 	}
 
-	scheduleID := uuid.New().String()
-	dbInput := sysdb.CreateScheduleDBInput{
-		ScheduleID:        scheduleID,
+	return sysdb.CreateScheduleDBInput{
+		ScheduleID:        uuid.New().String(),
 		ScheduleName:      spec.ScheduleName,
 		WorkflowName:      workflowName,
 		WorkflowClassName: spec.WorkflowClassName,
@@ -7139,6 +7141,13 @@ func (c *dbosContext) CreateSchedule(_ Client, spec ScheduleSpec) error {
 		QueueName:         spec.QueueName,
 		ApplicationName:   c.requestedOwner(spec.ApplicationName),
 		ShardKey:          spec.ShardKey,
+	}, nil
+}
+
+func (c *dbosContext) CreateSchedule(_ Client, spec ScheduleSpec) error {
+	dbInput, err := c.createScheduleInput(spec)
+	if err != nil {
+		return err
 	}
 
 	if state, inWorkflow := c.Value(workflowStateKey).(*workflowState); inWorkflow && state != nil {
@@ -7178,6 +7187,34 @@ func CreateSchedule(ctx Client, spec ScheduleSpec) error {
 		return errors.New("ctx cannot be nil")
 	}
 	return ctx.CreateSchedule(ctx, spec)
+}
+
+// CreateScheduleInTx creates a schedule as CreateSchedule does, in tx — a
+// *sql.Tx, pgx.Tx or Tx the caller opened on the system database — so the
+// schedule exists exactly when the caller's own writes commit: a rollback,
+// or a process killed before the commit, leaves neither. The reconciler
+// of every process installs it once committed. It is not for use inside a
+// workflow.
+//
+// [manent patch: a schedule in the caller's transaction]
+func CreateScheduleInTx(ctx Context, tx any, spec ScheduleSpec) error {
+	c, ok := ctx.(*dbosContext)
+	if !ok {
+		return errors.New("CreateScheduleInTx requires a DBOS context")
+	}
+	if state, inWorkflow := c.Value(workflowStateKey).(*workflowState); inWorkflow && state != nil {
+		return models.NewInvalidOptionError("CreateScheduleInTx cannot be used within a workflow")
+	}
+	utx, err := resolveUserTx(tx)
+	if err != nil {
+		return err
+	}
+	input, err := c.createScheduleInput(spec)
+	if err != nil {
+		return err
+	}
+	input.Tx = utx
+	return c.systemDB.CreateSchedule(ctx, input)
 }
 
 func (c *dbosContext) ApplySchedules(_ Client, schedules []ScheduleSpec) error {
