@@ -92,6 +92,10 @@ type Config struct {
 		// once, per identity and in all (0: the server's defaults).
 		StreamsPerIdentity int `mapstructure:"streams_per_identity"`
 		Streams            int `mapstructure:"streams"`
+		// RefusalsPerMinute bounds each identity's audited refusals of
+		// approve, reject, cancel and agent reports (0: the server's
+		// default).
+		RefusalsPerMinute int `mapstructure:"refusals_per_minute"`
 		// Connections bounds the connections the server holds open at
 		// once (pkg/servercmd).
 		Connections int `mapstructure:"connections"`

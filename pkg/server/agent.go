@@ -74,8 +74,9 @@ const maxClockSkew = 5 * time.Minute
 
 // handleAgentReport applies an agent's full snapshot of its cluster (SPEC
 // §9). In order: 401 without a valid token; 413 beyond 16 MiB; 422 for a
-// body that is not a snapshot or names no cluster; 403 without agent.report
-// on that cluster; 413 beyond 50,000 objects; 422 for any problem in the
+// body that is not a snapshot or names no cluster; 429 while the identity
+// is limited (limits.refusals_per_minute); 403 without agent.report on that
+// cluster; 413 beyond 50,000 objects; 422 for any problem in the
 // snapshot (all listed) or a time more than 5 minutes ahead; 409 for a
 // snapshot older than the one applied less than a minute ago
 // (store.SnapshotOrderWindow).
@@ -109,10 +110,13 @@ func (s *Server) handleAgentReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid snapshot", Fields: clusterstate.Validate(&snap)})
 		return
 	}
+	if !s.limitRefusals(w, r, p, "agent.report", snap.Cluster) {
+		return
+	}
 	if err := s.cfg.Guard.AuthorizeCluster(p, snap.Cluster); err != nil {
 		// Accepted reports are not audited (one per cluster every few
 		// seconds; last_report_at records them); a refused one is.
-		s.audit(r.Context(), r, p, "agent.report", snap.Cluster, "refused", refusal(err))
+		s.auditRefused(r, p, "agent.report", snap.Cluster, err)
 		writeError(w, r, s.log, err)
 		return
 	}

@@ -25,7 +25,7 @@ type ApproveRequest struct {
 func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rec, p, ok := s.deploymentAs(w, r, PermApprove)
-		if !ok {
+		if !ok || !s.limitRefusals(w, r, p, "deployment."+verdict, rec.ID) {
 			return
 		}
 		body, err := readBody(w, r)
@@ -46,7 +46,7 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 		}
 		if req.Wave != nil {
 			if err := s.waitsFor(r, rec, *req.Wave); err != nil {
-				s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "refused", refusal(err))
+				s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
 				writeError(w, r, s.log, err)
 				return
 			}
@@ -54,7 +54,7 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 		after, err := s.eng.Approve(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
 			Comment: req.Comment, PlanDigest: req.PlanDigest})
 		if err != nil {
-			s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "refused", refusal(err))
+			s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
 			writeError(w, r, s.log, err)
 			return
 		}

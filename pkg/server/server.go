@@ -40,6 +40,10 @@ type Config struct {
 	// per identity (0: DefaultStreamsPerIdentity) and in all (0:
 	// DefaultStreams).
 	StreamsPerIdentity, Streams int
+	// RefusalsPerMinute bounds each identity's audited refusals of
+	// approve, reject, cancel and agent reports (0:
+	// DefaultRefusalsPerMinute).
+	RefusalsPerMinute int
 }
 
 // The default bounds of open event streams (limits.streams_per_identity,
@@ -51,14 +55,15 @@ const (
 
 // Server is the HTTP API.
 type Server struct {
-	cfg     Config
-	eng     *engine.Engine
-	admit   *admit.Admitter
-	st      *store.Store
-	log     *slog.Logger
-	mux     *http.ServeMux
-	limiter *rateLimiter
-	streams *streamLimiter
+	cfg      Config
+	eng      *engine.Engine
+	admit    *admit.Admitter
+	st       *store.Store
+	log      *slog.Logger
+	mux      *http.ServeMux
+	limiter  *rateLimiter
+	refusals *refusalLimiter
+	streams  *streamLimiter
 	// web serves every path outside /api/ that no API route matched (the
 	// web UI, pkg/web), when mounted.
 	web http.Handler
@@ -78,8 +83,11 @@ func New(cfg Config) *Server {
 	if cfg.Streams == 0 {
 		cfg.Streams = DefaultStreams
 	}
+	if cfg.RefusalsPerMinute == 0 {
+		cfg.RefusalsPerMinute = DefaultRefusalsPerMinute
+	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, admit: cfg.Admitter, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
-		limiter: newRateLimiter(cfg.SubmissionsPerMinute), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
+		limiter: newRateLimiter(cfg.SubmissionsPerMinute), refusals: newRefusalLimiter(cfg.RefusalsPerMinute), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
 	s.routes()
 	return s
 }
@@ -354,14 +362,20 @@ func jsonTextLen(s string) int {
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	rec, p, ok := s.deploymentAs(w, r, PermCancel)
-	if !ok {
+	if !ok || !s.limitRefusals(w, r, p, "deployment.cancel", rec.ID) {
 		return
 	}
 	after, err := s.eng.Cancel(r.Context(), rec.ID)
 	if err != nil {
-		s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "refused", refusal(err))
+		s.auditRefused(r, p, "deployment.cancel", rec.ID, err)
 		writeError(w, r, s.log, err)
 		return
+	}
+	if rec.CancelRequested {
+		// A repeat: the deploy was already to stop at its next step. It is
+		// an entry, and counts as a refusal would (limits.refusals_per_minute):
+		// a running step may last long, and each repeat was a row.
+		s.refusals.refused(p.Subject)
 	}
 	s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "accepted", string(after.State))
 	// A running deploy goes on to the end of its step: the answer says

@@ -39,6 +39,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("limits.streams_per_identity", server.DefaultStreamsPerIdentity)
 	v.SetDefault("limits.streams", server.DefaultStreams)
+	v.SetDefault("limits.refusals_per_minute", server.DefaultRefusalsPerMinute)
 	v.SetDefault("limits.connections", DefaultConnections)
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")

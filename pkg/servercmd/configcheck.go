@@ -333,6 +333,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if c.Limits.Streams < 1 {
 		bad("limits.streams", "must be at least 1 (default %d)", server.DefaultStreams)
 	}
+	if c.Limits.RefusalsPerMinute < 1 {
+		bad("limits.refusals_per_minute", "must be at least 1 (default %d)", server.DefaultRefusalsPerMinute)
+	}
 	// newLogger would read a level slog does not know as info: a
 	// "log_level: verbose" meant to show more would show nothing more.
 	var level slog.Level
