@@ -57,10 +57,20 @@ func TestVersionProblemIsTheSchemas(t *testing.T) {
 		t.Errorf("MaxVersion is %d, the schema's maxLength of version %d", got, want)
 	}
 	for _, v := range []string{"1", "1.4.2", "1 – hotfix", "é", strings.Repeat("é", 256),
-		"", strings.Repeat("v", 257), "1\n", "1\x1b[2J", "a\u202eb", "\t1"} {
+		"", strings.Repeat("v", 257), "1\n", "1\x1b[2J", "a\u202eb", "\t1",
+		"1.2\u200f.3", "1\u200e", "1\u061c", "\u05d2\u05e8\u05e1\u05d4 2", "\u0625\u0635\u062f\u0627\u0631 3"} {
 		_, err := Parse([]byte(fmt.Sprintf("apiVersion: manent/v1\napplication: a\nenvironment: b\nversion: %q\nartifact: {url: \"https://a.example/b.tgz\"}\n", v)))
 		if parsed, problem := err == nil, VersionProblem(v); parsed != (problem == "") {
 			t.Errorf("VersionProblem(%.20q) = %q, but Parse says %v", v, problem, err)
+		}
+	}
+	// A bidirectional mark reorders what is around it: "1.2\u200f.3"
+	// reads "1.23." in a left-to-right line. Hebrew and Arabic letters are
+	// text like any other.
+	for v, refused := range map[string]bool{"1.2\u200f.3": true, "1\u200e": true, "1\u061c": true,
+		"\u05d2\u05e8\u05e1\u05d4 2": false, "\u0625\u0635\u062f\u0627\u0631 3": false} {
+		if got := VersionProblem(v) != ""; got != refused {
+			t.Errorf("VersionProblem(%q) refuses: %v, want %v", v, got, refused)
 		}
 	}
 }

@@ -281,6 +281,16 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: `/parameters/replicas\u202E`, Message: `the field name "replicas\u202e" must be plain text: it contains the bidirectional-text control U+202E at character 9`, Line: 7, Column: 3},
 		},
 		{
+			name: "right-to-left mark in a version",
+			in:   strings.Replace(valid, "version: ", "version: \"1.2\\u200f.3\" # ", 1),
+			want: manent.FieldError{Path: "/version", Message: "version must be a single line of plain text: it contains the bidirectional-text mark U+200F at character 4", Line: 4, Column: 10},
+		},
+		{
+			name: "Arabic letter mark in a parameter name",
+			in:   valid + "parameters:\n  \"replicas\\u061c\": 3\n",
+			want: manent.FieldError{Path: `/parameters/replicas\u061C`, Message: `the field name "replicas\u061c" must be plain text: it contains the bidirectional-text mark U+061C at character 9`, Line: 7, Column: 3},
+		},
+		{
 			name: "line break in a nested parameter name",
 			in:   valid + "parameters:\n  db:\n    pool: {\"max\\nsize\": 3}\n",
 			want: manent.FieldError{Path: `/parameters/db/pool/max\u000Asize`, Message: `the field name "max\nsize" must be plain text: it contains a line break (U+000A) at character 4`, Line: 8, Column: 12},

@@ -178,6 +178,7 @@ func TestApprovalsOverHTTP(t *testing.T) {
 		strings.Repeat("x", server.MaxComment+1): "comment is 4097 bytes, at most 4096",
 		"ok\n\x1b[2Jwiped":                       "comment line 2 holds an escape character (U+001B, terminal escape sequences) at character 1",
 		"fine\u202eevil":                         "comment line 1 holds",
+		"approved\u200f rejected":                "comment line 1 holds the bidirectional-text mark U+200F at character 9",
 	} {
 		if _, err := bob.Approve(ctx, res.ID, comment, ""); manent.ErrorCode(err) != manent.EInvalid || !strings.Contains(err.Error(), want) {
 			t.Fatalf("comment %.20q: %v, want a refusal saying %q", comment, err, want)
