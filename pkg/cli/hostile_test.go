@@ -17,8 +17,9 @@ import (
 // evil is text a hostile server (or whoever wrote into it: a step, a
 // descriptor of an older server that did not refuse control characters)
 // might send: OSC 52 (clipboard), a screen clear, a fake coloured SUCCESS
-// over a carriage return, a one-byte CSI and a bidi override.
-const evil = "\x1b]52;c;aGFja2Vk\x07\x1b[2J\rfake \x1b[32mSUCCESS\x1b[0m \u009b1m\u202e"
+// over a carriage return, a one-byte CSI, a bidi override, an isolate and
+// the bidi marks (RLM, ALM) around Hebrew and Arabic words.
+const evil = "\x1b]52;c;aGFja2Vk\x07\x1b[2J\rfake \x1b[32mSUCCESS\x1b[0m \u009b1m\u202e\u2067\u200fשלום\u061cمرحبا"
 
 // hostileServer answers every read with deploys whose every text field is evil.
 func hostileServer(t *testing.T) string {
@@ -112,7 +113,8 @@ func TestHostileServerTextIsNeutralised(t *testing.T) {
 			}
 			rest := ourSGR.ReplaceAllString(out, "")
 			if i := strings.IndexFunc(rest, func(r rune) bool {
-				return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) || r == 0x202e
+				return (r < 0x20 && r != '\n' && r != '\t') || (r >= 0x7f && r <= 0x9f) ||
+					(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f || r == 0x061c
 			}); i >= 0 {
 				t.Errorf("%v (tty=%q): control character %q reached the output at %d:\n%q", args, tty, rest[i:min(i+8, len(rest))], i, rest)
 			}

@@ -17,6 +17,10 @@ func TestSanitize(t *testing.T) {
 		{"layout", "a\tb\nc", `a\x09b\x0ac`, "a\tb\nc"},
 		{"c1 csi", "x\u009b31my", `x\u009b31my`, `x\u009b31my`},
 		{"bidi override", "evil\u202etxt.exe", `evil\u202etxt.exe`, `evil\u202etxt.exe`},
+		{"bidi embeddings", "\u202a\u202b\u202c\u202d", `\u202a\u202b\u202c\u202d`, `\u202a\u202b\u202c\u202d`},
+		{"bidi isolates", "\u2066a\u2067b\u2068c\u2069", `\u2066a\u2067b\u2068c\u2069`, `\u2066a\u2067b\u2068c\u2069`},
+		{"bidi marks", "1.2\u200f.3\u200e \u061cx", `1.2\u200f.3\u200e \u061cx`, `1.2\u200f.3\u200e \u061cx`},
+		{"hebrew and arabic", "שלום مرحبا 1.2", "שלום مرحبا 1.2", "שלום مرحبا 1.2"},
 		{"invalid utf-8", "a\x9b[2Jb\xff", `a\x9b[2Jb\xff`, `a\x9b[2Jb\xff`},
 		{"nul and del", "a\x00b\x7f", `a\x00b\x7f`, `a\x00b\x7f`},
 	}

@@ -177,10 +177,10 @@
       if (d.step) {
         var s = document.createElement('span');
         s.className = 'ls';
-        s.textContent = d.step;
+        s.textContent = showBidi(String(d.step));
         line.appendChild(s);
       }
-      appendColoured(line, String(d.text || ''));
+      appendColoured(line, showBidi(String(d.text || '')));
       frag.appendChild(line);
       frag.appendChild(document.createTextNode('\n'));
     }
@@ -197,6 +197,15 @@
     var empty = document.getElementById('log-empty');
     if (empty) { empty.remove(); }
     if (atBottom) { log.scrollTop = log.scrollHeight; }
+  }
+
+  // showBidi writes every bidirectional-text control or mark of text as
+  // the server's pages do (showBidi in bidi.go): \u202e, as text, so that
+  // a line cannot show in another order than it is stored. Hebrew and
+  // Arabic letters stay.
+  var BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function showBidi(text) {
+    return text.replace(BIDI, function (c) { return '\\u' + ('000' + c.charCodeAt(0).toString(16)).slice(-4); });
   }
 
   // appendColoured adds a log line's text to el with its SGR colours as
