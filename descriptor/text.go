@@ -125,19 +125,19 @@ func firstControl(s string) (rune, int, bool) {
 	i := 0
 	for _, r := range s {
 		i++
-		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || bidiControl(r) {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || BidiControl(r) {
 			return r, i, true
 		}
 	}
 	return 0, 0, false
 }
 
-// bidiControl reports whether r is one of the invisible characters that
+// BidiControl reports whether r is one of the invisible characters that
 // reorder the text around them: the embeddings and overrides
 // (U+202A–U+202E), the isolates (U+2066–U+2069) and the marks (LRM U+200E,
 // RLM U+200F, ALM U+061C; "1.2" RLM ".3" reads "1.23." in a left-to-right
 // line). Hebrew and Arabic letters are not: they are text.
-func bidiControl(r rune) bool {
+func BidiControl(r rune) bool {
 	return (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') ||
 		r == '\u200e' || r == '\u200f' || r == '\u061c'
 }
@@ -166,7 +166,7 @@ func describeRune(r rune) string {
 		return "an escape character (U+001B, terminal escape sequences)"
 	case r == '\u200e' || r == '\u200f' || r == '\u061c':
 		return fmt.Sprintf("the bidirectional-text mark U+%04X", r)
-	case bidiControl(r):
+	case BidiControl(r):
 		return fmt.Sprintf("the bidirectional-text control U+%04X", r)
 	}
 	return fmt.Sprintf("the control character U+%04X", r)

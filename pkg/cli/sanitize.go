@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/manent-io/manent/descriptor"
 )
 
 // Terminal safety (SPEC §11.1 "Text"). Everything the server sends (log
@@ -76,9 +78,7 @@ func dangerous(r rune, keepLayout bool) bool {
 		return true
 	case r >= 0x80 && r <= 0x9f: // C1 controls: 0x9b is CSI on some terminals
 		return true
-	case r == 0x061c || r == 0x200e || r == 0x200f, // bidi marks
-		r >= 0x202a && r <= 0x202e, // bidi embeddings and overrides
-		r >= 0x2066 && r <= 0x2069: // bidi isolates
+	case descriptor.BidiControl(r): // bidi marks, embeddings, overrides, isolates
 		return true
 	}
 	return false

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/manent-io/manent/descriptor"
 )
 
 // Text on the pages comes from steps, plugins, descriptors and people: a
@@ -18,12 +20,6 @@ import (
 // so the escape lands in a text node or an attribute value, never in
 // markup. static/app.js does the same to the lines the stream appends.
 
-// bidiControl reports whether r is a bidirectional-text control or mark.
-func bidiControl(r rune) bool {
-	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) ||
-		r == 0x200e || r == 0x200f || r == 0x061c
-}
-
 // showBidi returns page with every bidirectional control written as
 // \uNNNN. It returns page itself when there is none (the common case).
 // Each control is encoded as 0xE2 0x80|0x81 … or 0xD8 0x9C, lead bytes
@@ -32,7 +28,7 @@ func showBidi(page []byte) []byte {
 	first := -1
 	for i := 0; i < len(page); i++ {
 		if c := page[i]; c == 0xe2 || c == 0xd8 {
-			if r, _ := utf8.DecodeRune(page[i:]); bidiControl(r) {
+			if r, _ := utf8.DecodeRune(page[i:]); descriptor.BidiControl(r) {
 				first = i
 				break
 			}
@@ -46,7 +42,7 @@ func showBidi(page []byte) []byte {
 	b.Write(page[:first])
 	for p := page[first:]; len(p) > 0; {
 		r, size := utf8.DecodeRune(p)
-		if bidiControl(r) {
+		if descriptor.BidiControl(r) {
 			fmt.Fprintf(&b, `\u%04x`, r)
 		} else {
 			b.Write(p[:size])
