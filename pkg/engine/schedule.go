@@ -44,7 +44,9 @@ func TickDeployID(schedule string, at time.Time) string {
 //
 // The expression is read by pkg/cronspec (5 fields, CRON_TZ=, the @ forms;
 // UTC by default) and handed to DBOS in its 6-field form with its zone.
-// also runs in the transaction that records the schedule, and the DBOS
+//
+// Each function of also runs in the transaction that records the
+// schedule, and the DBOS
 // registration is in it too: the schedule, what also writes (the
 // request's Idempotency-Key and audit entry) and the registration commit
 // together or not at all — a refused registration records no key that
