@@ -50,6 +50,32 @@ type rateLimiter struct {
 type bucket struct {
 	tokens float64
 	last   time.Time
+	// limited is when the identity's stretch of 429s began (zero: not
+	// limited); answered counts its 429s (refusalLimiter only).
+	limited  time.Time
+	answered int
+}
+
+// bucketOf returns identity's bucket of m, perMin tokens a minute, refilled
+// to now; a new one is full. Past 100,000 buckets the full ones not in a
+// stretch of 429s are forgotten first (bounded memory: forgetting a full
+// bucket changes nothing).
+func bucketOf(m map[string]*bucket, identity string, now time.Time, perMin float64) *bucket {
+	b, ok := m[identity]
+	if !ok {
+		if len(m) > 100_000 {
+			for k, v := range m {
+				if v.limited.IsZero() && v.tokens+now.Sub(v.last).Minutes()*perMin >= perMin {
+					delete(m, k)
+				}
+			}
+		}
+		b = &bucket{tokens: perMin, last: now}
+		m[identity] = b
+	}
+	b.tokens = math.Min(perMin, b.tokens+now.Sub(b.last).Minutes()*perMin)
+	b.last = now
+	return b
 }
 
 func newRateLimiter(perMinute int) *rateLimiter {
@@ -63,21 +89,7 @@ func (l *rateLimiter) allow(identity string) (bool, time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
-	b, ok := l.buckets[identity]
-	if !ok {
-		if len(l.buckets) > 100_000 { // bounded memory: forget idle buckets
-			for k, v := range l.buckets {
-				if now.Sub(v.last) > time.Minute {
-					delete(l.buckets, k)
-				}
-			}
-		}
-		b = &bucket{tokens: l.perMin, last: now}
-		l.buckets[identity] = b
-	}
-	b.tokens = math.Min(l.perMin, b.tokens+now.Sub(b.last).Minutes()*l.perMin)
-	b.last = now
+	b := bucketOf(l.buckets, identity, l.now(), l.perMin)
 	if b.tokens >= 1 {
 		b.tokens--
 		return true, 0
@@ -175,40 +187,12 @@ const DefaultRefusalsPerMinute = 60
 type refusalLimiter struct {
 	mu      sync.Mutex
 	perMin  float64
-	buckets map[string]*refusalBucket
+	buckets map[string]*bucket
 	now     func() time.Time
 }
 
-type refusalBucket struct {
-	tokens float64
-	last   time.Time
-	// limited is when the identity's stretch of 429s began (zero: not
-	// limited); answered counts its 429s.
-	limited  time.Time
-	answered int
-}
-
 func newRefusalLimiter(perMinute int) *refusalLimiter {
-	return &refusalLimiter{perMin: float64(perMinute), buckets: map[string]*refusalBucket{}, now: time.Now}
-}
-
-// bucket returns identity's bucket, refilled to now.
-func (l *refusalLimiter) bucket(identity string, now time.Time) *refusalBucket {
-	b, ok := l.buckets[identity]
-	if !ok {
-		if len(l.buckets) > 100_000 { // bounded memory: forget full buckets, never a stretch still to record
-			for k, v := range l.buckets {
-				if v.limited.IsZero() && v.tokens+now.Sub(v.last).Minutes()*l.perMin >= l.perMin {
-					delete(l.buckets, k)
-				}
-			}
-		}
-		b = &refusalBucket{tokens: l.perMin, last: now}
-		l.buckets[identity] = b
-	}
-	b.tokens = math.Min(l.perMin, b.tokens+now.Sub(b.last).Minutes()*l.perMin)
-	b.last = now
-	return b
+	return &refusalLimiter{perMin: float64(perMinute), buckets: map[string]*bucket{}, now: time.Now}
 }
 
 // refusalStretch is a stretch of 429s of one identity.
@@ -227,7 +211,7 @@ func (l *refusalLimiter) admit(identity string) (ok bool, wait time.Duration, be
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	b := l.bucket(identity, now)
+	b := bucketOf(l.buckets, identity, now, l.perMin)
 	if b.limited.IsZero() {
 		return true, 0, false, nil
 	}
@@ -252,7 +236,7 @@ func (l *refusalLimiter) refused(identity string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	b := l.bucket(identity, now)
+	b := bucketOf(l.buckets, identity, now, l.perMin)
 	b.tokens = math.Max(0, b.tokens-1)
 	if b.tokens < 1 && b.limited.IsZero() {
 		b.limited = now
