@@ -39,13 +39,7 @@ func checkJSONBody(b []byte) error {
 		return errors.New("the body begins with a byte-order mark (U+FEFF): send UTF-8 without one")
 	}
 	if !utf8.Valid(b) {
-		for i := 0; i < len(b); {
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return fmt.Errorf("the body is not UTF-8 text: invalid byte 0x%02x at byte %d", b[i], i+1)
-			}
-			i += size
-		}
+		return errors.New("the body is not UTF-8 text: " + invalidUTF8(string(b)))
 	}
 	if i := bytes.IndexByte(b, 0); i >= 0 {
 		return fmt.Errorf("the body holds a NUL byte at byte %d (UTF-16? send UTF-8 JSON)", i+1)

@@ -69,17 +69,27 @@ func targetNotText(r *http.Request) string {
 // invalid byte 0xff at byte 3", "holds the control character U+0000 at
 // character 2"), or "".
 func notText(s string) string {
-	if !utf8.ValidString(s) {
-		for i := 0; i < len(s); {
-			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size <= 1 {
-				return fmt.Sprintf("is not UTF-8 text: invalid byte 0x%02x at byte %d", s[i], i+1)
-			}
-			i += size
-		}
+	if bad := invalidUTF8(s); bad != "" {
+		return "is not UTF-8 text: " + bad
 	}
 	if _, at, what, bad := descriptor.FirstControl(s); bad {
 		return fmt.Sprintf("holds %s at character %d: ids, names and filters are text without control characters", what, at)
+	}
+	return ""
+}
+
+// invalidUTF8 names the first byte of s that is not UTF-8 ("invalid byte
+// 0xff at byte 3", from 1), or "" when s is UTF-8.
+func invalidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return ""
+	}
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return fmt.Sprintf("invalid byte 0x%02x at byte %d", s[i], i+1)
+		}
+		i += size
 	}
 	return ""
 }
