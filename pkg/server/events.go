@@ -282,7 +282,7 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	sw := startStream(w, sub)
 	defer sw.close()
 
-	seen := &globalSeen{}
+	seen := newGlobalSeen()
 	now := time.Now().UTC()
 	for _, hd := range heads {
 		h.caughtUp(hd.ID, hd.LastSeq)
@@ -346,11 +346,12 @@ type globalSeen struct {
 	allowed map[string]bool
 }
 
+func newGlobalSeen() *globalSeen {
+	return &globalSeen{last: map[string]int64{}, allowed: map[string]bool{}}
+}
+
 // start records a deploy the stream's first states covered, at seq.
 func (g *globalSeen) start(id string, seq int64, allowed bool) {
-	if g.last == nil {
-		g.last, g.allowed = map[string]int64{}, map[string]bool{}
-	}
 	g.last[id], g.allowed[id] = seq, allowed
 }
 
@@ -359,9 +360,6 @@ func (g *globalSeen) start(id string, seq int64, allowed bool) {
 // deploy not seen yet, and whether its answer holds: a failed lookup is
 // asked again at the next event).
 func (g *globalSeen) pass(e store.Event, types map[string]bool, may func(id string) (ok, known bool)) bool {
-	if g.last == nil {
-		g.last, g.allowed = map[string]int64{}, map[string]bool{}
-	}
 	id := e.DeploymentID
 	if e.Seq <= g.last[id] || !types[e.Type] {
 		return false

@@ -12,7 +12,7 @@ import (
 // event once, only of deploys the caller may read, asking the store once
 // per deploy.
 func TestGlobalStreamForgetsFinishedDeploys(t *testing.T) {
-	var g globalSeen
+	g := newGlobalSeen()
 	types := map[string]bool{store.EventState: true, store.EventStep: true, store.EventDone: true}
 	asked := map[string]int{}
 	may := func(id string) (bool, bool) {
