@@ -93,19 +93,25 @@ func ExplainSyntax(data []byte, err error) Syntax {
 func end(data []byte) (line, col int) {
 	line, col = 1, 1
 	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		i += size
-		switch {
-		case r == '\r' && i < len(data) && data[i] == '\n':
-			i++
-			fallthrough
-		case r == '\n' || r == '\r':
-			line, col = line+1, 1
-		default:
-			col++
-		}
+		i, line, col, _ = advance(data, i, line, col)
 	}
 	return line, col
+}
+
+// advance steps over the character of data at byte i, at line and col
+// (from 1), as yaml.v3 counts them: "\r\n" and a lone "\r" are one line
+// break each. brk says whether it was a line break.
+func advance(data []byte, i, line, col int) (next, nextLine, nextCol int, brk bool) {
+	r, size := utf8.DecodeRune(data[i:])
+	i += size
+	switch {
+	case r == '\r' && i < len(data) && data[i] == '\n':
+		i++
+		fallthrough
+	case r == '\n' || r == '\r':
+		return i, line + 1, 1, true
+	}
+	return i, line, col + 1, false
 }
 
 // closer is the character that closes an opening bracket or quote.
@@ -134,28 +140,19 @@ func runeAt(data []byte, line, col int) rune {
 }
 
 // offset returns the byte offset of a line and column of data (from 1, a
-// column counting characters, as yaml.v3 counts them: "\r\n" and a lone
-// "\r" are one line break each), or len(data) past its end.
+// column counting characters, as advance counts them), or len(data) past
+// its end.
 func offset(data []byte, line, col int) int {
 	l, c := 1, 1
 	for i := 0; i < len(data); {
 		if l == line && c == col {
 			return i
 		}
-		r, size := utf8.DecodeRune(data[i:])
-		i += size
-		switch {
-		case r == '\r' && i < len(data) && data[i] == '\n':
-			i++
-			fallthrough
-		case r == '\n' || r == '\r':
-			if l == line {
-				return i - 1 // past the end of the line: its break
-			}
-			l, c = l+1, 1
-		default:
-			c++
+		next, nl, nc, brk := advance(data, i, l, c)
+		if brk && l == line {
+			return next - 1 // past the end of the line: its break
 		}
+		i, l, c = next, nl, nc
 	}
 	return len(data)
 }
