@@ -481,3 +481,61 @@ func TestChangeOpenRefusedIsNotLookedUp(t *testing.T) {
 		t.Errorf("%d opens, want 1 (a 403 is not retried, nor looked up)", n)
 	}
 }
+
+// QA: a deploy cancelled while change:open waited for the ITSM, whose
+// open then failed with every answer lost, left the change the ITSM had
+// opened for good: the conclusion had been announced before change:open
+// was marked "may have opened", and ending the gate changed nothing. The
+// gate starts the change-close workflow itself, which finds the change by
+// its Idempotency-Key and closes it CANCELLED.
+func TestChangeOfACancelledDeployWhoseOpenWasLostIsClosed(t *testing.T) {
+	l := &lostOpenITSM{ref: reference.New()}
+	l.lose.Store(true)
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var first atomic.Bool
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/changes" && first.CompareAndSwap(false, true) {
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		l.ServeHTTP(w, r)
+	})
+	f := changeFixture(t, h, func(c *node.Config) { c.Workers.RetryBase = 10 * time.Millisecond })
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	select {
+	case <-arrived:
+	case <-time.After(30 * time.Second):
+		t.Fatal("change:open never reached the ITSM")
+	}
+	if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	f.waitState(id, manent.StateCancelled)
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		st, err := f.eng.WorkflowStatus(id + ".finish")
+		return err == nil && st == dbos.WorkflowStatusSuccess
+	}, "the conclusion to be announced (with no ticket known yet)")
+	close(release)
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		st, err := f.eng.WorkflowStatus(id + ".gate")
+		return err == nil && st == dbos.WorkflowStatusSuccess
+	}, "the gate to end after change:open failed")
+	if c, ok := l.ref.Get("CHG0001"); !ok || c.State != itsm.Pending {
+		t.Fatalf("CHG0001 %+v %v: the ITSM was to have opened it", c, ok)
+	}
+	l.lose.Store(false)
+	var c itsm.Change
+	enginetest.Eventually(t, 30*time.Second, func() bool { c, _ = l.ref.Get("CHG0001"); return c.State == itsm.Closed },
+		"the change opened for the cancelled deploy to be closed; it is %+v", &c)
+	if c.Outcome != string(manent.StateCancelled) {
+		t.Errorf("change closed with %q, want CANCELLED", c.Outcome)
+	}
+	if c2, ok := l.ref.Get("CHG0002"); ok {
+		t.Errorf("a second change was opened: %+v", c2)
+	}
+}

@@ -751,7 +751,11 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 		if ctx.Err() != nil {
 			return false, Result{}, err
 		}
-		return g.end(ctx, manent.StateError, fmt.Sprintf("step %q failed: %s", StepChangeOpen, stepFailure(err)))
+		done, res, err2 := g.end(ctx, manent.StateError, fmt.Sprintf("step %q failed: %s", StepChangeOpen, stepFailure(err)))
+		if err2 != nil {
+			return done, res, err2
+		}
+		return done, res, g.closeMaybeOpened(ctx)
 	}
 	// A gate that was polling its change under the previous release polls
 	// on as it did (DBOS patching).
@@ -763,6 +767,27 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 		return g.changeWait1(ctx, p, ch)
 	}
 	return g.changeWait(ctx, p, ch.ID)
+}
+
+// closeMaybeOpened starts the change-close workflow when change:open
+// failed but may have opened a change. The deploy's announcement does so
+// too when the gate's end concluded it, but a deploy cancelled while
+// change:open waited was announced before the step was marked, and ending
+// the gate changed nothing: no one else would close that change. Both may
+// ask; the workflow runs once. (After the gate's last step, so gates that
+// ended under the previous release replay as they ran.)
+func (g *gate) closeMaybeOpened(ctx dbos.Context) error {
+	maybe, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
+		st, err := g.e.st.Step(sctx, g.in.ID, StepChangeOpen)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		return maybeOpened(st), err
+	}, dbos.WithStepName("gate:change-maybe-opened"), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(g.e.cfg.RetryBase))
+	if err != nil || !maybe {
+		return err
+	}
+	return g.e.enqueueChangeClose(ctx, g.in.ID)
 }
 
 // changeRequest is the change deploy in asks the ITSM for; the same for
