@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,11 @@ type Sender struct {
 	// UserAgent is sent with every request; "" means "manent".
 	UserAgent string
 
+	// shown is what an error may quote of a URL (an attempt's error is
+	// stored and shown to the deploy's readers): nil means the URL without
+	// user information, query or fragment (a callback's); a chat sender
+	// shows the origin only, since a webhook's path is its secret.
+	shown  func(string) string
 	once   sync.Once
 	client *http.Client
 }
@@ -63,7 +69,7 @@ type Sender struct {
 // only — the operator named them, so they may be private hosts — follows no
 // redirect, and checks the address dialed.
 func NewChatSender(webhooks []string, timeout time.Duration) *Sender {
-	s := &Sender{Timeout: timeout}
+	s := &Sender{Timeout: timeout, shown: origin}
 	s.Client = egress.New(egress.Policy{
 		Outbound: urlpolicy.Outbound{Use: "chat message", Key: "chat", Allow: egress.Origins(webhooks...)},
 		Timeout:  s.timeout(),
@@ -175,9 +181,13 @@ func (s *Sender) postJSON(ctx context.Context, url string, v any) (int, error) {
 	return s.post(ctx, url, body, http.Header{})
 }
 
-func (s *Sender) post(ctx context.Context, url string, body []byte, h http.Header) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+func (s *Sender) post(ctx context.Context, target string, body []byte, h http.Header) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = s.show(ue.URL)
+		}
 		return 0, plugin.Permanent(fmt.Errorf("bad URL: %w", err))
 	}
 	req.Header = h
@@ -189,6 +199,10 @@ func (s *Sender) post(ctx context.Context, url string, body []byte, h http.Heade
 	req.Header.Set("User-Agent", ua)
 	resp, err := s.httpClient().Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = s.show(ue.URL)
+		}
 		return 0, s.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
@@ -202,6 +216,28 @@ func (s *Sender) post(ctx context.Context, url string, body []byte, h http.Heade
 		return he.Status, he
 	}
 	return he.Status, plugin.Permanent(he)
+}
+
+// show is what an error may quote of rawURL (see Sender.shown).
+func (s *Sender) show(rawURL string) string {
+	if s.shown != nil {
+		return s.shown(rawURL)
+	}
+	return redact(rawURL)
+}
+
+// origin is rawURL's scheme and host followed by "/…" when it has more: what
+// an error may show of a chat webhook, whose path is a secret.
+func origin(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return "(the webhook URL)"
+	}
+	shown := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		shown += "/…"
+	}
+	return shown
 }
 
 // transportError classifies a failure to get an answer.

@@ -194,3 +194,48 @@ func TestSenderUnreachableIsRetryable(t *testing.T) {
 		t.Fatalf("Send error = %v, want a retryable error", err)
 	}
 }
+
+// An attempt's error is stored with the delivery and shown to everyone who
+// may read the deploy (manent status), and logged: it names the receiver
+// without what may be a secret. A chat webhook's whole path is its secret
+// (Slack's /services/T…/B…/<token>); a callback URL loses its user
+// information and query, as the delivery's URL does.
+func TestSenderErrorsHideTheURLsSecrets(t *testing.T) {
+	unreachable := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
+	}
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(hang)
+	for _, base := range []string{"http://" + unreachable(t), slow.URL} {
+		hook := base + "/services/T0AAA/B0BBB/WEBHOOKSECRET"
+		chat := &notify.Chat{Channels: map[string]string{"prod": hook}, Sender: notify.NewChatSender([]string{hook}, 200*time.Millisecond)}
+		err := chat.Send(context.Background(), "prod", sampleEvent(notify.EventStarted))
+		if err == nil || strings.Contains(err.Error(), "WEBHOOKSECRET") || strings.Contains(err.Error(), "T0AAA") {
+			t.Fatalf("chat error = %v, want one that does not quote the webhook's path", err)
+		}
+		if !strings.Contains(err.Error(), base) {
+			t.Fatalf("chat error = %v, want it to name the webhook's origin %s", err, base)
+		}
+		s := notify.NewSender(loopback(), mustSecret(t, testSecret), 200*time.Millisecond)
+		err = s.Send(context.Background(), base+"/ci/hook?token=CALLBACKTOKEN", sampleEvent(notify.EventStarted), "x.started.cb0")
+		if err == nil || strings.Contains(err.Error(), "CALLBACKTOKEN") {
+			t.Fatalf("callback error = %v, want one without the URL's query", err)
+		}
+		if !strings.Contains(err.Error(), base+"/ci/hook") {
+			t.Fatalf("callback error = %v, want it to name %s/ci/hook", err, base)
+		}
+	}
+}
