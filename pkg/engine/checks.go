@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"sort"
 	"strings"
@@ -104,7 +106,10 @@ func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.Healt
 			timeout = 5 * time.Second
 		}
 		var last error
-		res := HealthResult{URL: c.URL}
+		// What the step shows of the URL (log, output, error): redacted
+		// like a deploy's settings, since all three reach every reader.
+		shown := plugin.RedactURL(c.URL)
+		res := HealthResult{URL: shown}
 		if c.Retries < 0 { // the schema forbids it: no attempt, as ever
 			out = append(out, res)
 			continue
@@ -117,18 +122,18 @@ func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.Healt
 			res.Status = status
 			if err == nil && status == expect {
 				last = nil
-				fmt.Fprintf(log, "health %s: %d (attempt %d)\n", c.URL, status, n)
+				fmt.Fprintf(log, "health %s: %d (attempt %d)\n", shown, status, n)
 				return nil
 			}
 			if err != nil && egress.IsRefused(err) {
-				last = fmt.Errorf("health %s: %v", c.URL, err)
+				last = fmt.Errorf("health %s: %v", shown, err)
 				fmt.Fprintf(log, "%v\n", last)
 				return retry.Stop(plugin.Permanent(last))
 			}
 			if err != nil {
-				last = fmt.Errorf("health %s: %v", c.URL, err)
+				last = fmt.Errorf("health %s: %v", shown, err)
 			} else {
-				last = fmt.Errorf("health %s: got %d, want %d", c.URL, status, expect)
+				last = fmt.Errorf("health %s: got %d, want %d", shown, status, expect)
 			}
 			fmt.Fprintf(log, "%v (attempt %d of %d)\n", last, n, c.Retries+1)
 			return last
@@ -160,6 +165,10 @@ func probe(ctx context.Context, hc *http.Client, url string, timeout time.Durati
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			ue.URL = plugin.RedactURL(ue.URL)
+		}
 		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))

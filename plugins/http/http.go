@@ -320,6 +320,12 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 	req.Header.Set("Idempotency-Key", IdempotencyKey(pc))
 	resp, err := p.client.Do(req)
 	if err != nil {
+		// The message names the URL redacted; the transport's *url.Error
+		// quotes it whole (an ?apikey= with it), so only its cause is kept.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("no answer within %s", c.Timeout)
 		}

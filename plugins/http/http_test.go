@@ -607,3 +607,40 @@ func TestRedirectIsPermanentAndSaysWhere(t *testing.T) {
 		t.Errorf("%d calls, want 1", n)
 	}
 }
+
+// A platform that cannot be reached or does not answer in time: the step's
+// log and error name the URL without its user information and query (which
+// may hold an API key), as for an answer — the transport's error quoted
+// the whole URL again.
+func TestUnreachablePlatformHidesTheURLsQuery(t *testing.T) {
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(hang)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	for _, base := range []string{gone.URL, slow.URL} {
+		client := egress.New(egress.Policy{Outbound: urlpolicy.Outbound{Use: "http plugin call", Key: "plugins.http_allow", Allow: []string{"http://127.0.0.1:*/**"}}})
+		var log bytes.Buffer
+		pc := pctx(withBase(strings.Replace(base, "http://", "http://ci:PLATFORMPASSWORD@", 1), map[string]any{"timeout": "200ms"}))
+		pc.With["deploy_url"] = pc.With["deploy_url"].(string) + "?apikey=PLATFORMKEY"
+		pc.Log = &log
+		_, err := httpplugin.New(client).Deploy(context.Background(), pc)
+		if err == nil {
+			t.Fatalf("%s: Deploy succeeded", base)
+		}
+		for _, secret := range []string{"PLATFORMKEY", "PLATFORMPASSWORD"} {
+			if strings.Contains(err.Error(), secret) || strings.Contains(log.String(), secret) {
+				t.Errorf("%s: the step shows %s:\nlog: %s\nerror: %v", base, secret, log.String(), err)
+			}
+		}
+		if !strings.Contains(err.Error(), base+"/deploys") {
+			t.Errorf("%s: %v, want it to name %s/deploys", base, err, base)
+		}
+	}
+}
