@@ -30,6 +30,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/version"
 )
 
@@ -223,7 +224,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 			fmt.Fprintf(stdout, "the manent CLI finds this token from any directory (recorded in %s)\n", rec)
 		}
 	}
-	log.Info("listening", "addr", addr, "executor_id", cfg.ExecutorID, "database", redactDB(cfg.Database), "trial", cfg.Trial)
+	log.Info("listening", "addr", addr, "executor_id", cfg.ExecutorID, "database", shownDatabase(cfg.Database), "trial", cfg.Trial)
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -295,13 +296,13 @@ func listenError(addr string, err error) error {
 // fencedCloseTimeout bounds the close of a fenced worker (see serve).
 const fencedCloseTimeout = 5 * time.Second
 
-func redactDB(s string) string {
-	if i := strings.Index(s, "@"); i > 0 && strings.HasPrefix(s, "postgres") {
-		if j := strings.Index(s, "://"); j > 0 && j < i {
-			return s[:j+3] + "…" + s[i:]
-		}
+// shownDatabase is the database URL the log may show: a sqlite: URL as
+// given, any other without its password (store.Where).
+func shownDatabase(s string) string {
+	if strings.HasPrefix(s, "sqlite:") {
+		return s
 	}
-	return s
+	return store.Where(s)
 }
 
 // connectionReserve is how many file descriptors the server keeps for

@@ -139,7 +139,13 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		return &Store{db: db, rdb: rdb, writes: writes, ckpt: startCheckpointer(db, checkpointEvery), path: path}, nil
 	}
-	return nil, fmt.Errorf("%w: unsupported database %q: use sqlite:<path> or postgres://…", ErrDatabaseURL, redact(rawURL))
+	shown := strconv.Quote(redact(rawURL))
+	if !strings.Contains(rawURL, "://") || strings.TrimSpace(rawURL) != rawURL {
+		// Neither quoted nor hinted at with its text: a key=value string
+		// or a mistyped URL may hold the password anywhere.
+		shown = "(not shown: it is no URL, and may hold a password; a libpq key=value string is not read)"
+	}
+	return nil, fmt.Errorf("%w: unsupported database %s: use sqlite:<path> or postgres://…", ErrDatabaseURL, shown)
 }
 
 // ErrDatabaseURL marks a database URL manent cannot use (an unknown scheme,
@@ -183,15 +189,40 @@ func sqliteBusyTimeout(raw string) (time.Duration, error) {
 	return d, nil
 }
 
-// redact hides a password in a database URL.
+// redact is a database URL fit for a log line or an error (Where): the
+// password of its user information and the values of its parameters named
+// like one (password, sslpassword) become xxxxx, a fragment is dropped, and
+// a query that does not parse is not shown. Of a value that is no URL with
+// a host (a libpq key=value string, a mistyped postgres:/…) only the scheme
+// is shown, if it has one: it may hold a password anywhere.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
+	if err != nil || u.Scheme == "" {
+		return "(a value that is no URL, not shown)"
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return u.Scheme + ":…"
 	}
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
+	if u.RawQuery != "" {
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			u.RawQuery = "…"
+		} else {
+			hidden := false
+			for k := range q {
+				if strings.Contains(strings.ToLower(k), "passw") {
+					q[k], hidden = []string{"xxxxx"}, true
+				}
+			}
+			if hidden {
+				u.RawQuery = q.Encode()
+			}
+		}
+	}
+	u.Fragment, u.RawFragment = "", ""
 	return u.String()
 }
 

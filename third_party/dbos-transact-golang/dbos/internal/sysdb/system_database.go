@@ -8169,6 +8169,10 @@ func (qb *queryBuilder) addWhereLessEqual(column string, value any) {
 func MaskPassword(dbURL string) (string, error) {
 	parsedURL, err := url.Parse(dbURL)
 	if err == nil && parsedURL.Scheme != "" {
+		// [manent patch: a password in the query is masked too] libpq and
+		// pgx read ?password= and ?sslpassword= as well as the user
+		// information's.
+		parsedURL.RawQuery = maskQueryPasswords(parsedURL.RawQuery)
 
 		// Check if there is user info with a password
 		if parsedURL.User != nil {
@@ -8192,6 +8196,26 @@ func MaskPassword(dbURL string) (string, error) {
 
 	// If URL parsing failed or no scheme, try key-value format (libpq connection string)
 	return maskPasswordInKeyValueFormat(dbURL), nil
+}
+
+// maskQueryPasswords masks the value of every query parameter whose name
+// holds "password" (password, sslpassword), keeping the others as written;
+// a query that does not parse is masked whole. [manent patch]
+func maskQueryPasswords(rawQuery string) string {
+	if rawQuery == "" {
+		return ""
+	}
+	if _, err := url.ParseQuery(rawQuery); err != nil {
+		return "***"
+	}
+	pairs := strings.Split(rawQuery, "&")
+	for i, pair := range pairs {
+		k, _, _ := strings.Cut(pair, "=")
+		if name, err := url.QueryUnescape(k); err == nil && strings.Contains(strings.ToLower(name), "password") {
+			pairs[i] = k + "=***"
+		}
+	}
+	return strings.Join(pairs, "&")
 }
 
 // maskPasswordInKeyValueFormat masks password in libpq-style key-value connection strings
