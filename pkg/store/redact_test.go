@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,6 +51,33 @@ func TestUnsupportedDatabaseHidesThePassword(t *testing.T) {
 		_, err := store.Open(context.Background(), raw)
 		if !errors.Is(err, store.ErrDatabaseURL) || strings.Contains(err.Error(), "S3CRET") || !strings.Contains(err.Error(), "use sqlite:<path> or postgres://") {
 			t.Errorf("Open(%q): %v, want an ErrDatabaseURL naming what to use without the password", raw, err)
+		}
+	}
+}
+
+// A SQLite database the server creates, with its -wal and -shm files, is
+// readable by its user only: it holds the deploys' settings as submitted
+// (credentials the readers see redacted), their logs and the web sessions.
+// It was created 0644, readable by every local user wherever the
+// directory let them through (a database: outside data_dir, a data_dir
+// made 0755 beforehand).
+func TestSQLiteFilesAreTheServersOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "manent.db")
+	st, err := store.Open(context.Background(), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s has mode %v, want no access for group and others", p, perm)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -105,6 +106,15 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 			if err := os.MkdirAll(dir, 0o750); err != nil {
 				return nil, fmt.Errorf("create database directory: %w", err)
 			}
+		}
+		// The database holds the deploys' settings as submitted, their
+		// logs and the web sessions: made readable by the server's user
+		// only (SQLite gives its -wal and -shm files the database file's
+		// mode). An existing file keeps the mode it has.
+		if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+		} else if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create sqlite %s: %w", path, err)
 		}
 		dsn := "file:" + path + "?_txlock=immediate" +
 			"&_pragma=busy_timeout(" + strconv.FormatInt(busy.Milliseconds(), 10) + ")&_pragma=foreign_keys(1)" +
