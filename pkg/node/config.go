@@ -96,6 +96,9 @@ type Config struct {
 		// approve, reject, cancel and agent reports (0: the server's
 		// default).
 		RefusalsPerMinute int `mapstructure:"refusals_per_minute"`
+		// SignInsPerMinute bounds each client address's refused sign-ins
+		// of the web UI's token form (0: the UI's default).
+		SignInsPerMinute int `mapstructure:"sign_ins_per_minute"`
 		// Connections bounds the connections the server holds open at
 		// once (pkg/servercmd).
 		Connections int `mapstructure:"connections"`

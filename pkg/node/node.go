@@ -349,7 +349,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 			eng.Shutdown(0)
 			return nil, err
 		}
-		if ui, err = web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC, Logger: log.With("component", "web")}); err != nil {
+		if ui, err = web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC,
+			SignInsPerMinute: cfg.Limits.SignInsPerMinute, Logger: log.With("component", "web")}); err != nil {
 			eng.Shutdown(0)
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/web"
 	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
 )
@@ -40,6 +41,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("limits.streams_per_identity", server.DefaultStreamsPerIdentity)
 	v.SetDefault("limits.streams", server.DefaultStreams)
 	v.SetDefault("limits.refusals_per_minute", server.DefaultRefusalsPerMinute)
+	v.SetDefault("limits.sign_ins_per_minute", web.DefaultSignInsPerMinute)
 	v.SetDefault("limits.connections", DefaultConnections)
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")

@@ -18,6 +18,7 @@ import (
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/suggest"
+	"github.com/manent-io/manent/pkg/web"
 	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
@@ -335,6 +336,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	}
 	if c.Limits.RefusalsPerMinute < 1 {
 		bad("limits.refusals_per_minute", "must be at least 1 (default %d)", server.DefaultRefusalsPerMinute)
+	}
+	if c.Limits.SignInsPerMinute < 1 {
+		bad("limits.sign_ins_per_minute", "must be at least 1 (default %d)", web.DefaultSignInsPerMinute)
 	}
 	// newLogger would read a level slog does not know as info: a
 	// "log_level: verbose" meant to show more would show nothing more.

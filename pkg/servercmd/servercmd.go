@@ -6,7 +6,7 @@
 // It imports pkg/node, pkg/store (the database URL, faults, the workers'
 // heartbeats and whether a database exists), pkg/version, pkg/atomicfile
 // (the trial server's record), pkg/auth (admin new-token), pkg/server (the
-// defaults of its limits), pkg/engine (the default heartbeat, for admin
+// defaults of its limits), pkg/web (the default of its sign-in limit), pkg/engine (the default heartbeat, for admin
 // recover), pkg/yamlvalue, pkg/manent and pkg/suggest (placing and
 // explaining the mistakes of manent-server.yaml).
 package servercmd
@@ -132,6 +132,7 @@ Limits (docs/security.md): limits.connections (6000, kept 1024 below the
 open-file limit), limits.streams_per_identity (200) and limits.streams
 (5000) event streams, limits.submissions_per_minute (120 per identity),
 limits.refusals_per_minute (60 audited refusals per identity),
+limits.sign_ins_per_minute (10 refused web sign-ins per client address),
 schedules.min_interval (1m) and schedules.max_per_environment (25).`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
   manent-server serve

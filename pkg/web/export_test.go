@@ -26,3 +26,17 @@ func SetSessionRecheck(t testing.TB, d time.Duration) {
 // SessionRechecks is how many re-checks of open streams' sessions ran,
 // process-wide.
 func SessionRechecks() int64 { return sessionRechecks.Load() }
+
+// SetSignInClock makes h's sign-in limit read now for the rest of t.
+func SetSignInClock(t testing.TB, h *Handler, now func() time.Time) {
+	l := h.signIns
+	l.mu.Lock()
+	prev := l.now
+	l.now = now
+	l.mu.Unlock()
+	t.Cleanup(func() {
+		l.mu.Lock()
+		l.now = prev
+		l.mu.Unlock()
+	})
+}

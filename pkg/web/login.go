@@ -91,6 +91,9 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
+	if !h.limitSignIn(w, r, next) {
+		return
+	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	prev, perr := h.readSession(r)
 	if perr != nil && !errors.Is(perr, errNoSession) {
@@ -107,7 +110,8 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := h.guard.Authenticate(r.Context(), "Bearer "+token)
 	if err != nil {
-		h.log.Info("web: sign-in refused", "error", err)
+		h.signIns.refused(clientKey(r))
+		h.log.Info("web: sign-in refused", "address", clientKey(r), "error", err)
 		fail("This token is not valid.")
 		return
 	}

@@ -70,6 +70,10 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// SignInsPerMinute is the refused sign-ins a client address may make
+	// in a minute before its sign-ins are answered 429
+	// (limits.sign_ins_per_minute; 0: DefaultSignInsPerMinute).
+	SignInsPerMinute int
 }
 
 // Handler serves the web UI.
@@ -88,6 +92,8 @@ type Handler struct {
 	sessions Sessions
 	// auditLog is Config.Audit.
 	auditLog AuditLog
+	// signIns bounds the refused sign-ins of each client address.
+	signIns *signInLimiter
 
 	oidcMu sync.Mutex
 	oidc   *oidcClient
@@ -111,7 +117,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.HTTPClient == nil && cfg.OIDC != nil {
 		cfg.HTTPClient = auth.IssuerClient(*cfg.OIDC) // the outbound policy of auth.oidc.issuer
 	}
-	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, sessions: cfg.Sessions, auditLog: cfg.Audit, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, sessions: cfg.Sessions, auditLog: cfg.Audit, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux(),
+		signIns: newSignInLimiter(cfg.SignInsPerMinute, cfg.Now)}
 	if h.pages, err = parsePages(); err != nil {
 		return nil, err
 	}
