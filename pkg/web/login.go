@@ -115,12 +115,24 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 		fail("This token is not valid.")
 		return
 	}
+	notStarted := func(err error) {
+		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
+		h.renderError(w, r, nil, http.StatusInternalServerError, "The session could not be started.")
+	}
+	s, sealed, err := h.newSession(r, id, token, "token", time.Time{})
+	if big := (*cookieTooLargeError)(nil); errors.As(err, &big) {
+		h.log.Info("web: sign-in refused", "identity", id.Subject, "error", err)
+		fail(big.message())
+		return
+	} else if err != nil {
+		notStarted(err)
+		return
+	}
 	if perr == nil && !h.endPrevious(w, r, h.priorSessionOf(r, prev)) {
 		return
 	}
-	if err := h.startSession(w, r, id, token, "token", time.Time{}); err != nil {
-		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
-		h.renderError(w, r, nil, http.StatusInternalServerError, "The session could not be started.")
+	if err := h.startSession(w, r, s, sealed); err != nil {
+		notStarted(err)
 		return
 	}
 	h.setCookie(w, r, loginCookie, "", -1, http.SameSiteStrictMode)
@@ -374,13 +386,25 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 		failed(http.StatusForbidden, "The identity provider signed you in, but this server does not accept its ID token (is auth.oidc.audience the client_id?).")
 		return
 	}
+	notStarted := func(err error) {
+		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
+		failed(http.StatusInternalServerError, "The session could not be started.")
+	}
+	s, sealed, err := h.newSession(r, id, raw, "oidc", idt.Expiry)
+	if big := (*cookieTooLargeError)(nil); errors.As(err, &big) {
+		h.log.Info("web: oidc sign-in refused", "identity", id.Subject, "error", err)
+		failed(http.StatusBadRequest, big.message())
+		return
+	} else if err != nil {
+		notStarted(err)
+		return
+	}
 	if !h.endPrevious(w, r, st.Prior) {
 		h.setCookie(w, r, oidcCookie, "", -1, http.SameSiteLaxMode)
 		return
 	}
-	if err := h.startSession(w, r, id, raw, "oidc", idt.Expiry); err != nil {
-		h.log.Error("web: sign-in", "identity", id.Subject, "error", err)
-		failed(http.StatusInternalServerError, "The session could not be started.")
+	if err := h.startSession(w, r, s, sealed); err != nil {
+		notStarted(err)
 		return
 	}
 	h.setCookie(w, r, oidcCookie, "", -1, http.SameSiteLaxMode)

@@ -42,6 +42,32 @@ const SessionTTL = 12 * time.Hour
 // anything longer is refused before it is decoded.
 const maxSessionCookie = 8 << 10
 
+// maxBrowserCookie is the most a browser keeps of one cookie, name and
+// value (RFC 6265 §6.1 asks for 4096 bytes at least; Chromium and Firefox
+// keep no more): it drops a longer one without a word.
+const maxBrowserCookie = 4096
+
+// cookieTooLargeError says a sign-in's session cookie would be more than
+// a browser keeps: its credential (an ID token with many claims) is too
+// large.
+type cookieTooLargeError struct {
+	size   int
+	method string
+}
+
+func (e *cookieTooLargeError) Error() string {
+	return fmt.Sprintf("the session cookie would be %d bytes, more than the %d a browser keeps", e.size, maxBrowserCookie)
+}
+
+// message is what the sign-in page says of e.
+func (e *cookieTooLargeError) message() string {
+	what, fix := "This token is", "sign in with a static token (manent-server admin new-token)"
+	if e.method == "oidc" {
+		what, fix = "The ID token of your identity provider is", "have the provider send this client fewer claims (most often its groups claim holds most of them), or sign in with a token"
+	}
+	return fmt.Sprintf("%s too large to keep in the session cookie (%d bytes sealed; browsers keep %d): %s.", what, e.size, maxBrowserCookie, fix)
+}
+
 // sessionIDBytes is the size of a session's random id.
 const sessionIDBytes = 16
 
@@ -225,10 +251,10 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, base, value 
 	})
 }
 
-// startSession records the sign-in of p in the audit log and sets the
-// session cookie for credential. When the sign-in cannot be recorded, no
-// session starts.
-func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, p manent.Identity, credential, method string, expires time.Time) error {
+// newSession makes the session of a sign-in of p with credential and its
+// sealed cookie value. A cookie larger than a browser keeps is a
+// *cookieTooLargeError: the browser would drop it without a word.
+func (h *Handler) newSession(r *http.Request, p manent.Identity, credential, method string, expires time.Time) (session, string, error) {
 	if max := h.now().Add(SessionTTL); expires.IsZero() || expires.After(max) {
 		expires = max
 	}
@@ -236,12 +262,22 @@ func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, p manent.
 		CSRF: randomString(24), Expires: expires.Unix()}
 	v, err := h.seal.seal(sessionCookie, s)
 	if err != nil {
-		return err
+		return session{}, "", err
 	}
-	if err := h.audit(r, w, p.Subject, "web.sign-in", s, ""); err != nil {
+	if n := len(cookieName(r, sessionCookie)) + len(v); n > maxBrowserCookie {
+		return session{}, "", &cookieTooLargeError{size: n, method: method}
+	}
+	return s, v, nil
+}
+
+// startSession records the sign-in of session s (sealed as v) in the
+// audit log and sets the session cookie. When the sign-in cannot be
+// recorded, no session starts.
+func (h *Handler) startSession(w http.ResponseWriter, r *http.Request, s session, v string) error {
+	if err := h.audit(r, w, s.Subject, "web.sign-in", s, ""); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	h.setCookie(w, r, sessionCookie, v, int(time.Until(expires).Seconds()), http.SameSiteStrictMode)
+	h.setCookie(w, r, sessionCookie, v, int(time.Until(time.Unix(s.Expires, 0)).Seconds()), http.SameSiteStrictMode)
 	return nil
 }
 
