@@ -152,10 +152,22 @@ func (s *Server) allowed(r *http.Request) []string {
 // authenticating bearer tokens only: h's sessions never reach /api/.
 func (s *Server) Mount(h http.Handler) { s.web = h }
 
+// ContentSecurityPolicy is sent with every answer of the API: it serves
+// no page, so it allows nothing.
+const ContentSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
+
 // ServeHTTP serves the API with a request log and panic guard.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r = withRequestID(r, w)
+	// Every answer: nothing of the server may be framed, sniffed as
+	// another type or run a script — the error answers below included,
+	// which a link to a page of the UI reaches too (the UI replaces the
+	// policy with its pages' own).
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", ContentSecurityPolicy)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
 	// Someone waits for this answer: its database writes go before those
 	// of running deploys (store.Interactive).
 	r = r.WithContext(store.Interactive(r.Context()))
