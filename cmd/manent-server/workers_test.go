@@ -636,17 +636,52 @@ func TestWorkersExecutorIDInUse(t *testing.T) {
 	}
 }
 
-// With SQLite a second server on the same database file refuses to start.
+// With SQLite a second server on the same database file refuses to start,
+// however its path is written: the same text, a symbolic link to the file
+// or to its directory, a relative path from another working directory.
 func TestSQLiteSecondServerRefused(t *testing.T) {
 	dir := t.TempDir()
-	db := enginetest.SQLite(t)
-	startAs(t, filepath.Join(dir, "a"), db, "a")
-	out, err := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "b"), "--database", db).CombinedOutput()
-	if err == nil {
-		t.Fatalf("a second server on the same SQLite file started:\n%s", out)
+	real := filepath.Join(dir, "real")
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "another manent-server uses this SQLite database") {
-		t.Fatalf("second server's error does not say why:\n%s", out)
+	file := filepath.Join(real, "manent.db")
+	startAs(t, filepath.Join(dir, "a"), "sqlite:"+file, "a")
+	if err := os.Symlink(file, filepath.Join(dir, "link.db")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "linkdir")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, cwd, db string }{
+		{"same path", dir, "sqlite:" + file},
+		{"symbolic link to the file", dir, "sqlite:" + filepath.Join(dir, "link.db")},
+		{"symbolic link to its directory", dir, "sqlite:" + filepath.Join(dir, "linkdir", "manent.db")},
+		{"relative through a link", filepath.Join(dir, "linkdir"), "sqlite:./manent.db"},
+		{"dot-dot", filepath.Join(dir, "a"), "sqlite:../real/./manent.db"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "b"), "--database", c.db)
+			cmd.Dir = c.cwd
+			cmd.Env = append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token")
+			done := make(chan struct{})
+			var out []byte
+			var err error
+			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("a second server on %s started beside the first:\n%s", c.db, out)
+			}
+			if err == nil {
+				t.Fatalf("a second server on %s started:\n%s", c.db, out)
+			}
+			if !strings.Contains(string(out), "another manent-server uses this SQLite database") || !strings.Contains(string(out), file) {
+				t.Fatalf("second server's error does not say why, naming %s:\n%s", file, out)
+			}
+		})
 	}
 }
 

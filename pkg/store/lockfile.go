@@ -16,7 +16,11 @@ type FileLock struct{ f *os.File }
 var ErrLocked = errors.New("another manent-server uses this SQLite database; several workers need PostgreSQL (SPEC §11.3)")
 
 // LockFile takes an exclusive lock on <path>.lock beside the SQLite
-// database of rawURL; it returns (nil, nil) for PostgreSQL. The lock is
+// database of rawURL; it returns (nil, nil) for PostgreSQL. The path is
+// made absolute and its symbolic links resolved first, so a server given
+// another path to the same file (a link to it or to a directory above it,
+// a relative path from elsewhere) takes the same lock; a hard link is
+// another path to the file that cannot be resolved so. The lock is
 // released by Unlock or when the process ends, however it ends.
 func LockFile(rawURL string) (*FileLock, error) {
 	if len(rawURL) < 7 || rawURL[:7] != "sqlite:" {
@@ -26,11 +30,32 @@ func LockFile(rawURL string) (*FileLock, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := LockPath(path + ".lock")
+	real := resolvePath(path)
+	l, err := LockPath(real + ".lock")
 	if errors.Is(err, ErrHeld) {
+		if real != path {
+			return nil, fmt.Errorf("%s (the file %s): %w", path, real, ErrLocked)
+		}
 		return nil, fmt.Errorf("%s: %w", path, ErrLocked)
 	}
 	return l, err
+}
+
+// resolvePath is path made absolute with its symbolic links resolved: the
+// file's when it exists, else its directory's (a database not created
+// yet). What cannot be resolved is left as it was.
+func resolvePath(path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return path
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		return r
+	}
+	if d, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(d, filepath.Base(abs))
+	}
+	return abs
 }
 
 // ErrHeld says another process holds the lock LockPath asked for.
