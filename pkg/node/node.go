@@ -17,6 +17,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -161,8 +162,10 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if cfg.Workers.Heartbeat < 0 || cfg.Workers.DeadAfter < 0 {
 		return nil, configError(errors.New("workers.heartbeat and workers.dead_after must not be negative"))
 	}
-	if cfg.Workers.Heartbeat > 0 && cfg.Workers.DeadAfter > 0 && cfg.Workers.DeadAfter < 3*cfg.Workers.Heartbeat {
-		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", cfg.Workers.DeadAfter, cfg.Workers.Heartbeat))
+	// 0 is the engine's default (a Config built in code); the rule holds
+	// between the values the engine will run with.
+	if hb, da := cmp.Or(cfg.Workers.Heartbeat, engine.DefaultHeartbeat), cmp.Or(cfg.Workers.DeadAfter, engine.DefaultDeadAfter); da < 3*hb {
+		return nil, configError(fmt.Errorf("workers.dead_after (%s) must be at least three workers.heartbeat (%s)", da, hb))
 	}
 	if o.Once {
 		// A SQLite file is checked before it is opened for writing: that

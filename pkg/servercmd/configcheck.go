@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
@@ -324,6 +325,18 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	}
 	if c.Workers.Slots < 1 {
 		bad("workers.slots", "must be at least 1")
+	}
+	// A heartbeat or dead_after of 0 would be the engine's default while
+	// the other is checked against it: heartbeat: 0 and dead_after: 1s
+	// ran a worker beating every 5s, declared dead every second.
+	if c.Workers.Heartbeat <= 0 {
+		bad("workers.heartbeat", "must be more than 0 (default %s)", engine.DefaultHeartbeat)
+	}
+	if c.Workers.DeadAfter <= 0 {
+		bad("workers.dead_after", "must be more than 0 (default %s)", engine.DefaultDeadAfter)
+	}
+	if c.Workers.Heartbeat > 0 && c.Workers.DeadAfter > 0 && c.Workers.DeadAfter < 3*c.Workers.Heartbeat {
+		bad("workers.dead_after", "%s must be at least three workers.heartbeat (%s)", c.Workers.DeadAfter, 3*c.Workers.Heartbeat)
 	}
 	if c.Limits.Connections < 1 {
 		bad("limits.connections", "must be at least 1 (default %d)", DefaultConnections)

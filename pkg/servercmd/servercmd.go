@@ -6,9 +6,10 @@
 // It imports pkg/node, pkg/store (the database URL, faults, the workers'
 // heartbeats and whether a database exists), pkg/version, pkg/atomicfile
 // (the trial server's record), pkg/auth (admin new-token), pkg/server (the
-// defaults of its limits), pkg/web (the default of its sign-in limit), pkg/engine (the default heartbeat, for admin
-// recover), pkg/yamlvalue, pkg/manent and pkg/suggest (placing and
-// explaining the mistakes of manent-server.yaml).
+// defaults of its limits), pkg/web (the default of its sign-in limit),
+// pkg/engine (the default heartbeat and dead_after, for admin recover and
+// the check of workers:), pkg/yamlvalue, pkg/manent and pkg/suggest
+// (placing and explaining the mistakes of manent-server.yaml).
 package servercmd
 
 import (
