@@ -151,6 +151,7 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 		return false, err
 	}
 	if !patched {
+		dbos.LeaveWorkerSlot(ctx) // until parked returns
 		_, err = dbos.Sleep(ctx, w.Observe)
 		return false, err
 	}
@@ -174,6 +175,7 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 		if st.Remaining <= 0 {
 			return false, nil
 		}
+		dbos.LeaveWorkerSlot(ctx) // until parked returns
 		if _, err := dbos.Recv[gateMsg](ctx, waveApprovalTopic, min(st.Remaining, gatePoll)); err != nil && !errors.Is(err, dbos.ErrTimeout) {
 			return false, err
 		}
@@ -310,6 +312,7 @@ func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) (bool, error) {
 			patched = &p
 		}
 		if !*patched {
+			dbos.LeaveWorkerSlot(ctx) // until parked returns
 			if _, err := dbos.Sleep(ctx, min(wait, time.Hour)); err != nil {
 				return false, err
 			}
@@ -324,6 +327,7 @@ func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) (bool, error) {
 		if cancel {
 			return true, nil
 		}
+		dbos.LeaveWorkerSlot(ctx) // until parked returns
 		if _, err := dbos.Recv[gateMsg](ctx, waveApprovalTopic, min(wait, gatePoll)); err != nil && !errors.Is(err, dbos.ErrTimeout) {
 			return false, err
 		}
@@ -423,6 +427,7 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 		if st.Rejected != "" {
 			return st.Rejected, nil
 		}
+		dbos.LeaveWorkerSlot(ctx) // until parked returns
 		if _, err := dbos.Recv[gateMsg](ctx, waveApprovalTopic, min(st.Remaining, gatePoll)); err != nil && !errors.Is(err, dbos.ErrTimeout) {
 			return "", err
 		}

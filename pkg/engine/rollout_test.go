@@ -366,3 +366,57 @@ func TestRolloutRollbackFailedLeavesFirstWaveLive(t *testing.T) {
 		t.Errorf("current = %+v, %v: wave one still runs deploy %s, whose rollback failed before reaching it", cur, err, id)
 	}
 }
+
+// A deploy waiting between waves (for an approval, a freeze, an
+// observation) leaves its worker slot: on a worker with workers.slots 1,
+// another application's deploy runs meanwhile, where it waited in the
+// queue until the approval came. Approved, the waiting deploy takes a slot
+// again before its next wave: it waits while another deploy holds the only
+// one, so no more deploys run at once than slots.
+func TestWaveWaitLeavesItsSlot(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		url, _ := f.artifact("v1", "one")
+		lock, overlap := filepath.Join(f.dir, "running"), filepath.Join(f.dir, "overlap")
+		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+		waves := "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"
+		target := scriptTarget(fmt.Sprintf(`if [ -d %s ]; then echo "$MANENT_STEP" >> %s; fi`, lock, overlap))
+		waiting := f.submit(descriptorYAML("shop", "prod", "1", url, "", waves) + target)
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(waiting).Reason, "wave rest awaits approval 0/1") }, "wave rest to wait for its approval")
+
+		other := f.submit(descriptorYAML("billing", "prod", "1", url, "", "steps:\n  - {name: quick, after: qa, plugin: script, with: {command: [\"true\"]}}\n"))
+		if rec := f.wait(other, 30*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("another application's deploy: %s (%s)", rec.State, rec.Error)
+		}
+
+		hold := fmt.Sprintf("mkdir %s && touch %s && while [ ! -e %s ]; do sleep 0.05; done; rmdir %s", lock, started, release, lock)
+		holder := f.submit(descriptorYAML("ledger", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: hold, after: qa, plugin: script, with: {command: [sh, -c, %q]}}\n", hold)))
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the holder's step to start")
+		if _, err := f.eng.Approve(context.Background(), waiting, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}); err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			r, err := f.eng.Refresh(context.Background(), waiting)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range r.Steps {
+				if s.Name == "approval[rest]" {
+					return s.State == manent.StepSuccess
+				}
+			}
+			return false
+		}, "the approval to be recorded")
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{holder, waiting} {
+			if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+				t.Fatalf("deploy %s: %s (%s)", id, rec.State, rec.Error)
+			}
+		}
+		if b, err := os.ReadFile(overlap); err == nil {
+			t.Fatalf("the approved deploy ran its wave while another held the only slot: %s", b)
+		}
+	})
+}

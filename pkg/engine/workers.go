@@ -261,16 +261,27 @@ func (e *Engine) mayWrite() bool {
 }
 
 // deployStarted and deployEnded count the deploy workflows executing here;
-// parked wraps a durable wait (an observation time, a wave's approval):
-// nothing is half-recorded while a workflow waits there.
+// parked wraps a durable wait (an observation time, a wave's approval or
+// freeze): nothing is half-recorded while a workflow waits there.
+//
+// While it waits, a deploy holds no worker slot (workers.slots): fn leaves
+// it (dbos.LeaveWorkerSlot) right before it waits, and parked takes one
+// again before the deploy goes on, waiting while every slot is taken — so
+// deploys waiting for approvals do not starve the other environments'
+// deploys, and no more deploys run at once than slots. The deploy keeps its
+// environment all along (it stays PENDING in its partition).
 func (e *Engine) deployStarted() { e.live.active.Add(1) }
 
 func (e *Engine) deployEnded() { e.live.active.Add(-1) }
 
-func (e *Engine) parked(fn func() error) error {
+func (e *Engine) parked(ctx dbos.Context, fn func() error) error {
 	e.live.parked.Add(1)
 	defer e.live.parked.Add(-1)
-	return fn()
+	err := fn()
+	if terr := dbos.TakeWorkerSlot(ctx); err == nil {
+		err = terr
+	}
+	return err
 }
 
 // StartWorker registers this worker and starts its heartbeat (and, on

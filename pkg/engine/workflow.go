@@ -104,7 +104,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
 				var refused string
-				err := e.parked(func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
+				err := e.parked(ctx, func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
 				if err != nil {
 					return Result{}, err
 				}
@@ -118,7 +118,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				}
 			}
 			var stop bool
-			if err := e.parked(func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
+			if err := e.parked(ctx, func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
 			}
 			if stop {
@@ -128,7 +128,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		}
 		if u.gate {
 			var stop bool
-			if err := e.parked(func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
+			if err := e.parked(ctx, func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
 			}
 			if stop {

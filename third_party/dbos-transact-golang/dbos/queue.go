@@ -677,6 +677,10 @@ type queueRunner struct {
 	// worker's sleep short: a local enqueue, or a local queued workflow
 	// that finished and freed a slot. [manent patch: wake on local enqueue]
 	wakes sync.Map
+
+	// slotGates maps a queue name to its *slotGate. [manent patch: a
+	// waiting workflow leaves its worker slot]
+	slotGates sync.Map
 }
 
 // wakeChan is the wake channel of the queue named name.
@@ -909,6 +913,14 @@ func (qr *queueRunner) runQueue(ctx *dbosContext, queue workflowQueue) {
 		// Shuffle the shard keys
 		rand.Shuffle(len(scopes), func(i, j int) { scopes[i], scopes[j] = scopes[j], scopes[i] }) // #nosec G404 -- non-crypto shuffle; acceptable
 		limits := queue.resolveLimits()
+		// The count and the claims hold the queue's slot gate: a workflow
+		// taking its slot again (TakeWorkerSlot) checks and takes between
+		// two polls, never within one. [manent patch: a waiting workflow leaves its worker slot]
+		var gate *slotGate
+		if limits.WorkerConcurrency != nil {
+			gate = qr.slotGate(queue.Name)
+			gate.mu.Lock()
+		}
 		// This worker's load for the whole poll: running workflows, snapshotted once, plus every claim since.
 		running := ctx.countActiveWorkflowsForQueue(queue.Name)
 		polled := 0
@@ -924,6 +936,9 @@ func (qr *queueRunner) runQueue(ctx *dbosContext, queue workflowQueue) {
 			polled += claimed
 			// Backed off once per poll below, however many scopes conflicted.
 			hasBackoffError = hasBackoffError || backoff
+		}
+		if gate != nil {
+			gate.mu.Unlock()
 		}
 
 		// Adjust polling interval for this queue based on errors

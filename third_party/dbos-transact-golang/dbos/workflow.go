@@ -881,6 +881,9 @@ type activeWorkflowEntry struct {
 	queueName         string
 	queuePartitionKey string
 	cancel            context.CancelCauseFunc
+	// slot is the execution's slot state (slotHeld, slotLeft,
+	// slotWaiting). [manent patch: a waiting workflow leaves its worker slot]
+	slot *atomic.Int32
 }
 
 // executionKey identifies one execution
@@ -905,8 +908,11 @@ func (c *dbosContext) activeExecutionsOf(workflowID string) []activeWorkflowEntr
 }
 
 // countActiveWorkflowsForQueue counts this executor's running workflows on a queue, across every partition.
+// One that left its slot (LeaveWorkerSlot) is not counted. [manent patch: a waiting workflow leaves its worker slot]
 func (c *dbosContext) countActiveWorkflowsForQueue(queueName string) int {
-	return c.countActiveWorkflows(func(e activeWorkflowEntry) bool { return e.queueName == queueName })
+	return c.countActiveWorkflows(func(e activeWorkflowEntry) bool {
+		return e.queueName == queueName && (e.slot == nil || e.slot.Load() != slotLeft)
+	})
 }
 
 // countActiveWorkflowsForPartition counts this executor's running workflows on one partition of a queue.
@@ -1891,7 +1897,7 @@ func (c *dbosContext) executeWorkflow(fn WorkflowFunc, input any, exec workflowE
 	removeActive := func() {}
 	if c.activeExecutions != nil {
 		key := executionKey{workflowID: workflowID, ownerXID: exec.ownerXID}
-		c.activeExecutions.Store(key, activeWorkflowEntry{workflowID: workflowID, shardKey: exec.shardKey, queueName: exec.queueName, queuePartitionKey: exec.queuePartitionKey, cancel: cancelWorkflow})
+		c.activeExecutions.Store(key, activeWorkflowEntry{workflowID: workflowID, shardKey: exec.shardKey, queueName: exec.queueName, queuePartitionKey: exec.queuePartitionKey, cancel: cancelWorkflow, slot: newSlot()})
 		var removeOnce sync.Once
 		removeActive = func() {
 			removeOnce.Do(func() {
@@ -1900,6 +1906,8 @@ func (c *dbosContext) executeWorkflow(fn WorkflowFunc, input any, exec workflowE
 				// partition): let the next one start now. [manent patch: wake on local enqueue]
 				if exec.queueName != "" && c.queueRunner != nil {
 					c.queueRunner.wake(exec.queueName)
+					// [manent patch: a waiting workflow leaves its worker slot]
+					c.queueRunner.slotGate(exec.queueName).signal()
 				}
 			})
 		}
