@@ -444,13 +444,15 @@ func TestChangeOpenedButEveryAnswerLost(t *testing.T) {
 	if c2, ok := l.ref.Get("CHG0002"); ok {
 		t.Errorf("a second change was opened: %+v", c2)
 	}
-	logs, err := f.st.Logs(context.Background(), id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if text := fmt.Sprint(logs); !strings.Contains(text, "CHG0001") || !strings.Contains(text, "Idempotency-Key") {
-		t.Errorf("change:close log %s, want it to say how CHG0001 was found", text)
-	}
+	var text string
+	enginetest.Eventually(t, 10*time.Second, func() bool {
+		logs, err := f.st.Logs(context.Background(), id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text = fmt.Sprint(logs)
+		return strings.Contains(text, "CHG0001") && strings.Contains(text, "Idempotency-Key")
+	}, "change:close log to say how CHG0001 was found")
 }
 
 // A change:open the ITSM refused (a 4xx) opened nothing: the change-close
