@@ -270,6 +270,10 @@ func (e *Engine) Launch(ctx context.Context) error {
 	if err := e.StartWorker(ctx); err != nil {
 		return err
 	}
+	// Before DBOS's scheduler starts: it installs the mended schedules.
+	if err := e.repairSchedules(ctx); err != nil {
+		return err
+	}
 	if err := dbos.Launch(e.dbos); err != nil {
 		return fmt.Errorf("launch DBOS: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -38,6 +39,7 @@ type fixture struct {
 	st      *store.Store
 	dir     string // scratch dir: artifacts, targets, scripts
 	targets string
+	log     *slog.Logger // the node's logger (nil: discarded)
 }
 
 // newFixture runs a real server node — a trial-mode configuration with fast
@@ -62,7 +64,7 @@ func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*node.Config
 func (f *fixture) open() {
 	f.t.Helper()
 	ctx := context.Background()
-	n, err := node.Open(ctx, f.cfg, node.Options{Plugins: builtin.Register})
+	n, err := node.Open(ctx, f.cfg, node.Options{Plugins: builtin.Register, Logger: f.log})
 	if err != nil {
 		f.t.Fatal(err)
 	}

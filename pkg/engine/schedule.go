@@ -57,17 +57,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule, also ..
 	if err != nil {
 		return manent.Errorf(manent.EInvalid, "schedule.cron %q: %v", sc.Cron, err)
 	}
-	schedule, zone := spec.DBOS()
-	register := func(tx *sql.Tx) error {
-		err := dbos.CreateScheduleInTx(e.dbos, tx, dbos.ScheduleSpec{
-			ScheduleName: sc.ID, Schedule: schedule, CronTimezone: zone, WorkflowName: TickWorkflow,
-			Context: scheduleContext{Schedule: sc.ID}, AutomaticBackfill: true,
-		})
-		if err != nil {
-			return fmt.Errorf("register with the DBOS scheduler: %w", err)
-		}
-		return nil
-	}
+	register := func(tx *sql.Tx) error { return e.register(tx, sc.ID, spec) }
 	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment(), append(also[:len(also):len(also)], register)...); err != nil {
 		if errors.Is(err, store.ErrScheduleLimit) {
 			return e.cfg.Admitter.ScheduleLimitError(sc.Application, sc.Environment)
@@ -80,21 +70,120 @@ func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule, also ..
 	return nil
 }
 
+// register registers schedule id of spec with the DBOS scheduler in tx.
+func (e *Engine) register(tx *sql.Tx, id string, spec *cronspec.Spec) error {
+	schedule, zone := spec.DBOS()
+	err := dbos.CreateScheduleInTx(e.dbos, tx, dbos.ScheduleSpec{
+		ScheduleName: id, Schedule: schedule, CronTimezone: zone, WorkflowName: TickWorkflow,
+		Context: scheduleContext{Schedule: id}, AutomaticBackfill: true,
+	})
+	if err != nil {
+		return fmt.Errorf("register with the DBOS scheduler: %w", err)
+	}
+	return nil
+}
+
+// repairSchedules mends, at start, what a server of an older version left
+// between the two commits that created or deleted a schedule there: a
+// DBOS schedule of the tick workflow with no live schedule (it fired empty
+// ticks) is removed, and a live schedule with no DBOS schedule (listed,
+// never fired) is registered again. Each is logged once, when mended.
+//
+// The reads are ordered so that a schedule created or deleted meanwhile
+// by another server (whose two parts commit together) is never mended
+// the wrong way: a DBOS schedule is judged by its row read after it, a
+// row by the DBOS schedules read after it, and the registration commits
+// only while the row is live (store.WhileScheduleLive).
+func (e *Engine) repairSchedules(ctx context.Context) error {
+	registered, err := dbos.ListSchedules(e.dbos, dbos.WithScheduleWorkflowNames(TickWorkflow))
+	if err != nil {
+		return fmt.Errorf("repair schedules: list the DBOS schedules: %w", err)
+	}
+	for _, ds := range registered {
+		sc, err := e.st.GetSchedule(ctx, ds.ScheduleName)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("repair schedules: %w", err)
+		}
+		if err == nil && sc.DeletedAt == nil {
+			continue
+		}
+		// A schedule never comes back once deleted or absent: no check
+		// is needed in the transaction.
+		if err := e.st.Tx(ctx, func(tx *sql.Tx) error { return dbos.DeleteScheduleInTx(e.dbos, tx, ds.ScheduleName) }); err != nil {
+			return fmt.Errorf("repair schedules: remove DBOS schedule %s: %w", ds.ScheduleName, err)
+		}
+		why := "it was deleted"
+		if sc == nil {
+			why = "it does not exist"
+		}
+		e.log.Warn("removed a schedule from the DBOS scheduler that manent no longer has: a server stopped while deleting it left it firing ticks that deploy nothing",
+			"schedule", ds.ScheduleName, "why", why)
+	}
+	live, err := e.st.Schedules(ctx)
+	if err != nil {
+		return fmt.Errorf("repair schedules: %w", err)
+	}
+	if len(live) == 0 {
+		return nil
+	}
+	registered, err = dbos.ListSchedules(e.dbos, dbos.WithScheduleWorkflowNames(TickWorkflow))
+	if err != nil {
+		return fmt.Errorf("repair schedules: list the DBOS schedules: %w", err)
+	}
+	have := make(map[string]bool, len(registered))
+	for _, ds := range registered {
+		have[ds.ScheduleName] = true
+	}
+	for _, sc := range live {
+		if have[sc.ID] {
+			continue
+		}
+		spec, err := cronspec.Parse(sc.Cron)
+		if err != nil {
+			e.log.Error("a schedule is not registered with the DBOS scheduler and its expression does not parse: it does not fire; delete it and create it again",
+				"schedule", sc.ID, "cron", sc.Cron, "error", err)
+			continue
+		}
+		ok, err := e.st.WhileScheduleLive(ctx, sc.ID, func(tx *sql.Tx) error { return e.register(tx, sc.ID, spec) })
+		if err != nil {
+			if _, gerr := dbos.GetSchedule(e.dbos, sc.ID); gerr == nil {
+				continue // another server starting registered it meanwhile
+			}
+			return fmt.Errorf("repair schedules: register %s: %w", sc.ID, err)
+		}
+		if ok {
+			e.log.Warn("registered a schedule with the DBOS scheduler again: a server stopped while creating or deleting it left it listed and never firing",
+				"schedule", sc.ID, "application", sc.Application, "environment", sc.Environment, "cron", sc.Cron)
+		}
+	}
+	return nil
+}
+
 // scheduleCommitHook, when set (tests), runs once CreateSchedule's
 // transaction has committed.
 var scheduleCommitHook func(id string)
 
 // DeleteSchedule stops a schedule; deploys already created are unaffected.
-func (e *Engine) DeleteSchedule(ctx context.Context, id string) error {
-	ok, err := e.st.DeleteSchedule(ctx, id)
+//
+// The schedule's row, what each function of also writes (the server's
+// audit entry) and its removal from the DBOS scheduler commit in one
+// transaction (DBOS patch 10, DeleteScheduleInTx): a refused removal
+// leaves the schedule as it was, and a server killed mid-way leaves no
+// DBOS schedule firing empty ticks of a schedule manent no longer lists,
+// nor a listed schedule that no longer fires.
+func (e *Engine) DeleteSchedule(ctx context.Context, id string, also ...func(*sql.Tx) error) error {
+	unregister := func(tx *sql.Tx) error {
+		if err := dbos.DeleteScheduleInTx(e.dbos, tx, id); err != nil {
+			return fmt.Errorf("remove from the DBOS scheduler: %w", err)
+		}
+		return nil
+	}
+	ok, err := e.st.DeleteSchedule(ctx, id, append(also[:len(also):len(also)], unregister)...)
 	if err != nil {
-		return err
+		return fmt.Errorf("delete schedule %s: %w", id, err)
 	}
 	if !ok {
 		return store.ErrNotFound
-	}
-	if err := dbos.DeleteSchedule(e.dbos, id); err != nil && !errors.Is(err, dbos.ErrScheduleNotFound) {
-		return fmt.Errorf("delete schedule %s: %w", id, err)
 	}
 	return nil
 }

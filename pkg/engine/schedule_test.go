@@ -1,12 +1,16 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -374,6 +378,178 @@ func TestScheduleCommittedIsRegistered(t *testing.T) {
 		}
 		if got.Status != dbos.ScheduleStatusActive || got.WorkflowName != engine.TickWorkflow {
 			t.Fatalf("DBOS schedule %s: %s of %s, want ACTIVE of %s", id, got.Status, got.WorkflowName, engine.TickWorkflow)
+		}
+	})
+}
+
+// refuseDBOSScheduleDeletes makes the database refuse every delete of a
+// DBOS schedule (a trigger): the DBOS part of a schedule's deletion fails.
+// The returned function lifts the refusal.
+func (f *fixture) refuseDBOSScheduleDeletes() (lift func()) {
+	f.t.Helper()
+	ctx := context.Background()
+	create := []string{`CREATE TRIGGER refuse_schedule_delete BEFORE DELETE ON workflow_schedules
+		BEGIN SELECT RAISE(ABORT, 'schedule deletes refused by the test'); END`}
+	drop := []string{`DROP TRIGGER refuse_schedule_delete`}
+	if f.st.Postgres() {
+		create = []string{`CREATE FUNCTION dbos.refuse_schedule_delete() RETURNS trigger LANGUAGE plpgsql AS
+			$$BEGIN RAISE EXCEPTION 'schedule deletes refused by the test'; END$$`,
+			`CREATE TRIGGER refuse_schedule_delete BEFORE DELETE ON dbos.workflow_schedules
+			FOR EACH ROW EXECUTE FUNCTION dbos.refuse_schedule_delete()`}
+		drop = []string{`DROP TRIGGER refuse_schedule_delete ON dbos.workflow_schedules`, `DROP FUNCTION dbos.refuse_schedule_delete()`}
+	}
+	for _, q := range create {
+		if _, err := f.st.DB().ExecContext(ctx, q); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return func() {
+		f.t.Helper()
+		for _, q := range drop {
+			if _, err := f.st.DB().ExecContext(ctx, q); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A schedule whose removal from the DBOS scheduler fails stays as it
+// was — listed, registered, without a schedule.delete audit entry — and
+// a second try deletes all of it: the deletion was two commits, and a
+// server killed between them left DBOS firing empty ticks of a schedule
+// manent no longer listed.
+func TestScheduleDeletionIsOneTransaction(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		ctx := context.Background()
+		id := engine.NewScheduleID()
+		if err := f.createSchedule(id, "k1"); err != nil {
+			t.Fatal(err)
+		}
+		audit := func(tx *sql.Tx) error {
+			return f.st.AppendAuditTx(ctx, tx, store.AuditEntry{Identity: "token:test", Action: "schedule.delete",
+				Target: id, Outcome: "accepted"})
+		}
+		lift := f.refuseDBOSScheduleDeletes()
+		if err := f.eng.DeleteSchedule(ctx, id, audit); err == nil {
+			t.Fatal("DeleteSchedule succeeded while the DBOS scheduler refused the removal")
+		}
+		if sc, err := f.st.GetSchedule(ctx, id); err != nil || sc.DeletedAt != nil {
+			t.Fatalf("schedule after a refused removal: err %v, deleted at %v; want it live", err, sc.DeletedAt)
+		}
+		if got, err := f.eng.DBOSSchedule(id); err != nil || got.Status != dbos.ScheduleStatusActive {
+			t.Fatalf("DBOS schedule after a refused removal: %+v %v, want it active", got, err)
+		}
+		entries, err := f.st.Audit(ctx, store.AuditFilter{Action: "schedule.delete"})
+		if err != nil || len(entries) != 0 {
+			t.Fatalf("schedule.delete audit entries after a refused removal: %+v %v, want none", entries, err)
+		}
+		lift()
+		if err := f.eng.DeleteSchedule(ctx, id, audit); err != nil {
+			t.Fatal(err)
+		}
+		if sc, err := f.st.GetSchedule(ctx, id); err != nil || sc.DeletedAt == nil {
+			t.Fatalf("schedule after its deletion: err %v, deleted at %v; want it deleted", err, sc.DeletedAt)
+		}
+		if got, err := f.eng.DBOSSchedule(id); !errors.Is(err, dbos.ErrScheduleNotFound) {
+			t.Fatalf("DBOS schedule after its deletion: %+v %v, want none", got, err)
+		}
+		if entries, err := f.st.Audit(ctx, store.AuditFilter{Action: "schedule.delete"}); err != nil || len(entries) != 1 {
+			t.Fatalf("schedule.delete audit entries: %+v %v, want one", entries, err)
+		}
+		if err := f.eng.DeleteSchedule(ctx, id, audit); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("deleting it again: %v, want not found", err)
+		}
+		if entries, err := f.st.Audit(ctx, store.AuditFilter{Action: "schedule.delete"}); err != nil || len(entries) != 1 {
+			t.Fatalf("schedule.delete audit entries after a second deletion: %+v %v, want one", entries, err)
+		}
+	})
+}
+
+// logLines is a slog handler's destination that tests read while the
+// node writes to it.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// count returns how many lines hold both schedule and msg.
+func (l *logLines) count(msg, schedule string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		if strings.Contains(line, msg) && strings.Contains(line, schedule) {
+			n++
+		}
+	}
+	return n
+}
+
+// A server of an older version, stopped between the two commits of a
+// schedule's creation or deletion, left a schedule listed with no DBOS
+// schedule (it never fires) or a DBOS schedule with no live schedule (its
+// ticks deploy nothing). The next start mends both and says so once.
+func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		logs := &logLines{}
+		f.log = slog.New(slog.NewJSONHandler(logs, nil))
+		ctx := context.Background()
+		schema := ""
+		if f.st.Postgres() {
+			schema = "dbos."
+		}
+		unregistered, deleted, unknown, kept := engine.NewScheduleID(), engine.NewScheduleID(), engine.NewScheduleID(), engine.NewScheduleID()
+		for _, id := range []string{unregistered, deleted, kept} {
+			if err := f.createSchedule(id, "k-"+id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.eng.CreateDBOSSchedule(unknown); err != nil {
+			t.Fatal(err)
+		}
+		// The split states, as an older server left them.
+		if _, err := f.st.DB().ExecContext(ctx, `DELETE FROM `+schema+`workflow_schedules WHERE schedule_name = '`+unregistered+`'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.DB().ExecContext(ctx, `UPDATE manent_schedules SET deleted_at = created_at WHERE id = '`+deleted+`'`); err != nil {
+			t.Fatal(err)
+		}
+		f.restart()
+		const registeredMsg, removedMsg = "registered a schedule with the DBOS scheduler again", "removed a schedule from the DBOS scheduler"
+		for _, id := range []string{unregistered, kept} {
+			got, err := f.eng.DBOSSchedule(id)
+			if err != nil || got.Status != dbos.ScheduleStatusActive || got.WorkflowName != engine.TickWorkflow {
+				t.Fatalf("DBOS schedule %s after the restart: %+v %v, want it active", id, got, err)
+			}
+		}
+		for _, id := range []string{deleted, unknown} {
+			if got, err := f.eng.DBOSSchedule(id); !errors.Is(err, dbos.ErrScheduleNotFound) {
+				t.Fatalf("DBOS schedule %s after the restart: %+v %v, want none", id, got, err)
+			}
+		}
+		if sc, err := f.st.GetSchedule(ctx, unregistered); err != nil || sc.DeletedAt != nil {
+			t.Fatalf("schedule %s after the restart: err %v, deleted at %v; want it live", unregistered, err, sc.DeletedAt)
+		}
+		f.restart() // nothing more to mend
+		for _, c := range []struct{ msg, id string }{
+			{registeredMsg, unregistered}, {removedMsg, deleted}, {removedMsg, unknown},
+			{registeredMsg, kept}, {removedMsg, kept},
+		} {
+			want := 1
+			if c.id == kept {
+				want = 0
+			}
+			if got := logs.count(c.msg, c.id); got != want {
+				t.Errorf("log lines %q of %s over two restarts: %d, want %d", c.msg, c.id, got, want)
+			}
 		}
 	})
 }

@@ -93,10 +93,18 @@ func (s *Server) handleDeleteSchedule(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if err := s.eng.DeleteSchedule(r.Context(), sc.ID); err != nil {
+	// The deletion, its audit entry and the schedule's removal from the
+	// DBOS scheduler commit together.
+	err = s.eng.DeleteSchedule(r.Context(), sc.ID, func(tx *sql.Tx) error {
+		return s.st.AppendAuditTx(r.Context(), tx, store.AuditEntry{Identity: p.Subject, Action: "schedule.delete",
+			Target: sc.ID, RequestID: requestID(r), Outcome: "accepted"})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		err = notFound // deleted by a concurrent request
+	}
+	if err != nil {
 		writeError(w, r, s.log, err)
 		return
 	}
-	s.audit(r.Context(), r, p, "schedule.delete", sc.ID, "accepted", "")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -128,14 +128,58 @@ func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
 	return out, rows.Err()
 }
 
-// DeleteSchedule marks a schedule deleted; false when it already was.
-func (s *Store) DeleteSchedule(ctx context.Context, id string) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_schedules SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`), fmtTime(time.Now()), id)
-	if err != nil {
-		return false, err
+// DeleteSchedule marks a schedule deleted, and runs also in its
+// transaction (the engine removes its DBOS registration there, the server
+// appends its audit entry); false, with nothing written, when it already
+// was deleted or never existed.
+func (s *Store) DeleteSchedule(ctx context.Context, id string, also ...func(*sql.Tx) error) (bool, error) {
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_schedules SET deleted_at = ? WHERE id = ? AND deleted_at IS NULL`), fmtTime(time.Now()), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errNoSchedule
+		}
+		for _, fn := range also {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errNoSchedule) {
+		return false, nil
 	}
-	n, _ := res.RowsAffected()
-	return n > 0, nil
+	return err == nil, err
+}
+
+// errNoSchedule rolls back DeleteSchedule's transaction: there is no live
+// schedule of that id.
+var errNoSchedule = errors.New("no live schedule")
+
+// WhileScheduleLive runs fn in a transaction that holds schedule id's row,
+// when the schedule exists and is not deleted; false, with fn not run,
+// otherwise. A deletion of the schedule commits before it or after it,
+// never in between.
+func (s *Store) WhileScheduleLive(ctx context.Context, id string, fn func(*sql.Tx) error) (bool, error) {
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		// An update of nothing, to hold the row (PostgreSQL): a
+		// concurrent DeleteSchedule waits for this transaction, or this
+		// one for it and then finds the row deleted.
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_schedules SET id = id WHERE id = ? AND deleted_at IS NULL`), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return errNoSchedule
+		}
+		return fn(tx)
+	})
+	if errors.Is(err, errNoSchedule) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // ScheduleTicked records a tick's outcome.

@@ -7424,6 +7424,33 @@ func DeleteSchedule(ctx Client, scheduleName string) error {
 	return ctx.DeleteSchedule(ctx, scheduleName)
 }
 
+// DeleteScheduleInTx deletes a schedule as DeleteSchedule does, in tx — a
+// *sql.Tx, pgx.Tx or Tx the caller opened on the system database — so the
+// schedule is gone exactly when the caller's own writes commit: a
+// rollback, or a process killed before the commit, leaves it as it was.
+// The reconciler of every process uninstalls it once committed. Deleting
+// a schedule that does not exist is not an error, as with DeleteSchedule.
+// It is not for use inside a workflow.
+//
+// [manent patch: a schedule deleted in the caller's transaction]
+func DeleteScheduleInTx(ctx Context, tx any, scheduleName string) error {
+	c, ok := ctx.(*dbosContext)
+	if !ok {
+		return errors.New("DeleteScheduleInTx requires a DBOS context")
+	}
+	if scheduleName == "" {
+		return errors.New("schedule_name is required")
+	}
+	if state, inWorkflow := c.Value(workflowStateKey).(*workflowState); inWorkflow && state != nil {
+		return models.NewInvalidOptionError("DeleteScheduleInTx cannot be used within a workflow")
+	}
+	utx, err := resolveUserTx(tx)
+	if err != nil {
+		return err
+	}
+	return c.systemDB.DeleteSchedule(ctx, sysdb.DeleteScheduleDBInput{ScheduleName: scheduleName, Tx: utx})
+}
+
 func (c *dbosContext) GetSchedule(_ Client, scheduleName string) (WorkflowSchedule, error) {
 	if scheduleName == "" {
 		return WorkflowSchedule{}, errors.New("schedule_name is required")
