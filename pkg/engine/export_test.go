@@ -47,3 +47,10 @@ func (e *Engine) CreateDBOSSchedule(name string) error {
 	return dbos.CreateSchedule(e.dbos, dbos.ScheduleSpec{ScheduleName: name, Schedule: "0 0 0 1 1 *",
 		WorkflowName: TickWorkflow, Context: scheduleContext{Schedule: name}})
 }
+
+// TickWorkflows returns the DBOS workflows of schedule's ticks, without
+// their input or output.
+func (e *Engine) TickWorkflows(schedule string) ([]dbos.WorkflowStatus, error) {
+	return dbos.ListWorkflows(e.dbos, dbos.WithFilterWorkflowIDPrefix("sched-"+schedule+"-"),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+}

@@ -222,6 +222,15 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 		// Created before a crash.
 		return id, e.supersede(c, sc.ID, id, at)
 	}
+	if later, err := e.laterTick(sc.ID, at); err != nil {
+		return "", err
+	} else if !later.IsZero() {
+		// Ticks missed while no server ran are all enqueued at the
+		// restart (DBOS's backfill); the latest deploys, once.
+		e.log.Info("schedule tick skipped: a later tick of the schedule is already due and deploys instead (ticks missed while no server ran are made up once)",
+			"schedule", sc.ID, "tick", at, "later", later)
+		return "", nil
+	}
 	terr := e.tick(c, sc, id)
 	msg := ""
 	if terr != nil {
@@ -237,6 +246,28 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 		return "", err
 	}
 	return id, e.supersede(c, sc.ID, id, at)
+}
+
+// laterTick returns the time of a tick of schedule after at that the DBOS
+// scheduler has already enqueued (or run), or the zero time. Every tick
+// workflow is named sched-<schedule>-<tick time, RFC 3339> by DBOS, and is
+// created at or after its tick time: only those created after at are
+// read.
+func (e *Engine) laterTick(schedule string, at time.Time) (time.Time, error) {
+	prefix := "sched-" + schedule + "-"
+	wfs, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterWorkflowIDPrefix(prefix), dbos.WithFilterCreatedAfter(at),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the later ticks of %s: %w", schedule, err)
+	}
+	var latest time.Time
+	for _, wf := range wfs {
+		t, err := time.Parse(time.RFC3339, strings.TrimPrefix(wf.ID, prefix))
+		if err == nil && t.After(at) && t.After(latest) {
+			latest = t
+		}
+	}
+	return latest, nil
 }
 
 // notStarted are the states of a deploy a later tick supersedes.

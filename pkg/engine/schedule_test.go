@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -550,6 +551,62 @@ func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
 			if got := logs.count(c.msg, c.id); got != want {
 				t.Errorf("log lines %q of %s over two restarts: %d, want %d", c.msg, c.id, got, want)
 			}
+		}
+	})
+}
+
+// Ticks missed while no server ran are made up once: DBOS enqueues every
+// missed tick at the restart, and each created a deploy (the earlier ones
+// cancelled again by the later, each with its callback, chat message and
+// audit entry) — a burst of deploys for one outage. Only the latest missed
+// tick deploys.
+func TestMissedTicksDeployOnce(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		ctx := context.Background()
+		id := engine.NewScheduleID()
+		if err := f.createSchedule(id, "k1"); err != nil { // @hourly
+			t.Fatal(err)
+		}
+		// The schedule last fired 5 hours ago: the server was down since.
+		schema := ""
+		if f.st.Postgres() {
+			schema = "dbos."
+		}
+		last := time.Now().Add(-5 * time.Hour).UTC().Format(time.RFC3339Nano)
+		if _, err := f.st.DB().ExecContext(ctx, `UPDATE `+schema+`workflow_schedules SET last_fired_at = '`+last+`' WHERE schedule_name = '`+id+`'`); err != nil {
+			t.Fatal(err)
+		}
+		f.restart()
+		var ticks []time.Time
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			wfs, err := f.eng.TickWorkflows(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := 0
+			ticks = ticks[:0]
+			for _, wf := range wfs {
+				if wf.Status == dbos.WorkflowStatusSuccess || wf.Status == dbos.WorkflowStatusError {
+					done++
+				}
+				at, err := time.Parse(time.RFC3339, strings.TrimPrefix(wf.ID, "sched-"+id+"-"))
+				if err != nil {
+					t.Fatalf("tick workflow %s: %v", wf.ID, err)
+				}
+				ticks = append(ticks, at)
+			}
+			return len(wfs) >= 4 && done == len(wfs)
+		}, "the tick workflows of the missed hours (at least 4) to end")
+		slices.SortFunc(ticks, time.Time.Compare)
+		var deployed []time.Time
+		for _, at := range ticks {
+			if _, err := f.st.Deployment(ctx, engine.TickDeployID(id, at)); err == nil {
+				deployed = append(deployed, at)
+			}
+		}
+		if len(deployed) != 1 || !deployed[0].Equal(ticks[len(ticks)-1]) {
+			t.Fatalf("missed ticks %v deployed %v; want the latest only", ticks, deployed)
 		}
 	})
 }
