@@ -28,6 +28,11 @@ type Authorizer interface {
 	Authorize(id manent.Identity, permission, application, environment string) error
 }
 
+// Tokens are the server's static tokens (auth.Authenticator).
+type Tokens interface {
+	TokenGroups(name string) ([]string, bool)
+}
+
 // Config configures admission. Its fields are the server configuration
 // keys the checks read.
 type Config struct {
@@ -37,6 +42,11 @@ type Config struct {
 	// Authorizer checks permissions (nil: everything is allowed, for tests
 	// of the later checks only).
 	Authorizer Authorizer
+	// Tokens, when set, answers for a static token subject ("token:<name>")
+	// whether the token is still configured, and its groups now: a
+	// recurring schedule's tick deploys as its creator only while the
+	// creator's token exists (nil: not checked).
+	Tokens Tokens
 	// Plugins are the registered plugins: a target or custom step naming
 	// another one is refused (nil: not checked).
 	Plugins *plugin.Registry

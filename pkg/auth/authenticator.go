@@ -79,6 +79,18 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	return manent.Identity{}, unauthorized("unknown token")
 }
 
+// TokenGroups returns the groups of the static token (or bootstrap token)
+// named name, and false when this server has no such token: it was
+// removed from auth.tokens, revoked.
+func (a *Authenticator) TokenGroups(name string) ([]string, bool) {
+	for _, t := range a.tokens {
+		if t.name == name {
+			return slices.Clone(t.groups), true
+		}
+	}
+	return nil, false
+}
+
 func (t staticToken) identity() manent.Identity {
 	return manent.Identity{Subject: "token:" + t.name, Groups: slices.Clone(t.groups)}
 }

@@ -52,6 +52,7 @@ func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*node.Config
 	cfg := servertest.Config(dir)
 	cfg.Database, cfg.ExecutorID, cfg.Workers.Slots = dbURL, "test", slots
 	cfg.RBAC = []auth.RBACRule{{Subjects: []string{"token:test"}, Permissions: []string{string(auth.Admin)}}}
+	cfg.Auth.Tokens = []auth.TokenConfig{{Name: "test", SHA256: auth.HashToken("test-secret")}}
 	for _, o := range opts {
 		o(cfg)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -235,7 +236,13 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 	msg := ""
 	if terr != nil {
 		msg = terr.Error()
-		e.log.Warn("schedule tick refused", "schedule", sc.ID, "tick", at, "error", terr)
+		// Once per reason: a schedule refused at every tick for one
+		// reason says it on its LAST ERROR, not in a warning a tick.
+		level := slog.LevelWarn
+		if msg == sc.LastError {
+			level = slog.LevelDebug
+		}
+		e.log.Log(c, level, "schedule tick refused", "schedule", sc.ID, "tick", at, "error", terr)
 	}
 	if terr != nil {
 		// No deploy: the schedule names none (its last error says why),

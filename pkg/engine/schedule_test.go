@@ -17,9 +17,11 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -609,4 +611,57 @@ func TestMissedTicksDeployOnce(t *testing.T) {
 			t.Fatalf("missed ticks %v deployed %v; want the latest only", ticks, deployed)
 		}
 	})
+}
+
+// A schedule deploys as its creator: once the creator's token is removed
+// from auth.tokens (revoked), its ticks are refused and say why — they
+// went on deploying as that token, which could no longer do anything
+// itself.
+func TestTickOfRevokedTokenRefused(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1, func(cfg *node.Config) {
+		cfg.Auth.Tokens = append(cfg.Auth.Tokens, auth.TokenConfig{Name: "ci", SHA256: auth.HashToken("ci-secret")})
+		cfg.RBAC = append(cfg.RBAC, auth.RBACRule{Subjects: []string{"token:ci"}, Permissions: []string{string(auth.Admin)}})
+	})
+	ctx := context.Background()
+	url, _ := f.artifact("app", "x")
+	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: "web", Environment: "prod", Cron: "@hourly",
+		Descriptor: []byte(descriptorYAML("web", "prod", "1", url, "", "")), Requester: "token:ci", CreatedAt: time.Now()}
+	if err := f.st.InsertSchedule(ctx, sc, 0); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	f.tick(sc.ID, at)
+	f.cfg.Auth.Tokens = f.cfg.Auth.Tokens[:1] // ci revoked; its RBAC rule stays
+	f.restart()
+	if got, err := f.eng.Tick(ctx, sc.ID, at.Add(time.Hour)); err != nil || got != "" {
+		t.Fatalf("tick of a revoked token's schedule: %q %v, want no deploy", got, err)
+	}
+	got, err := f.st.GetSchedule(ctx, sc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "token:ci is no longer a token of this server"; !strings.Contains(got.LastError, want) {
+		t.Fatalf("last error %q, want it to say %q", got.LastError, want)
+	}
+}
+
+// A tick refused again for the same reason logs no second warning: a
+// schedule every minute whose descriptor no longer passes wrote one
+// warning a minute; its LAST ERROR keeps saying why.
+func TestRefusedTicksWarnOncePerReason(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	logs := &logLines{}
+	f.log = slog.New(slog.NewJSONHandler(logs, nil))
+	f.restart()
+	url, _ := f.artifact("app", "x")
+	id := f.schedule(descriptorYAML("web", "prod", "1", url, "", "steps:\n  - {name: odd, after: deploy, plugin: nope}\n"))
+	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		if got, err := f.eng.Tick(context.Background(), id, at.Add(time.Duration(i)*time.Hour)); err != nil || got != "" {
+			t.Fatalf("refused tick: %q %v, want no deploy", got, err)
+		}
+	}
+	if n := logs.count("schedule tick refused", id); n != 1 {
+		t.Fatalf("%d warnings for three ticks refused for one reason, want 1", n)
+	}
 }

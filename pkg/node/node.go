@@ -289,15 +289,16 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, configError(err)
 	}
 	guard := o.Guard
+	var tokens admit.Tokens
 	if guard == nil {
 		g, err := newGuard(cfg, o.BootstrapToken, log)
 		if err != nil {
 			return nil, configError(err)
 		}
-		guard = g
+		guard, tokens = g, g.Authn
 	}
 	adm, err := admit.New(admit.Config{
-		Store: st, Authorizer: guard, Plugins: reg,
+		Store: st, Authorizer: guard, Tokens: tokens, Plugins: reg,
 		Sources: sources, Callbacks: callbacks, CallbacksSigned: len(secret) > 0,
 		ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
