@@ -197,6 +197,22 @@ func (s *Spec) NextSince(start, now time.Time) time.Time {
 	return start.Add(n * d)
 }
 
+// Period returns the tick of an @every schedule that started at start
+// whose period holds at, a time its scheduler fired: the last start + k ×
+// interval not after at (whole seconds). Each worker's scheduler counts
+// the interval from when it installed the schedule, so the workers, and
+// one worker before and after a restart, fire one period at different
+// times; Period makes them one tick. The other forms, and a time before
+// start, return at.
+func (s *Spec) Period(start, at time.Time) time.Time {
+	d := s.Every()
+	start = start.Truncate(time.Second)
+	if d <= 0 || start.IsZero() || at.Before(start) {
+		return at
+	}
+	return start.Add(at.Sub(start) / d * d)
+}
+
 // Repeated says whether at, a fire time after prev, is the same wall-clock
 // minute as prev in the schedule's zone, an hour or so later: the clocks
 // went back (the end of summer time) and the scheduler fires a 02:30

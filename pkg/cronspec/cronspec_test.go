@@ -207,3 +207,29 @@ func TestRepeatedAtTheEndOfSummerTime(t *testing.T) {
 		t.Errorf("@every: an interval is never a repeat")
 	}
 }
+
+func TestPeriod(t *testing.T) {
+	start := time.Date(2026, 3, 1, 10, 0, 0, 500, time.UTC)
+	at := func(d time.Duration) time.Time { return start.Truncate(time.Second).Add(d) }
+	tests := []struct {
+		expr  string
+		fired time.Time
+		want  time.Time
+	}{
+		{"@every 1h", at(time.Hour + 13*time.Second), at(time.Hour)},
+		{"@every 1h", at(2*time.Hour - time.Second), at(time.Hour)},
+		{"@every 1h", at(2 * time.Hour), at(2 * time.Hour)},
+		{"@every 90s", at(4 * time.Minute), at(3 * time.Minute)},
+		{"@every 1h", at(-time.Minute), at(-time.Minute)}, // before the start: as fired
+		{"@hourly", at(time.Hour + 13*time.Second), at(time.Hour + 13*time.Second)},
+	}
+	for _, tt := range tests {
+		s, err := Parse(tt.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Period(start, tt.fired); !got.Equal(tt.want) {
+			t.Errorf("%s fired at %s: period %s, want %s", tt.expr, tt.fired, got, tt.want)
+		}
+	}
+}

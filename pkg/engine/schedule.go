@@ -212,18 +212,24 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 	if sc.DeletedAt != nil {
 		return "", nil
 	}
-	if spec, err := cronspec.Parse(sc.Cron); err == nil && sc.LastTick != nil && spec.Repeated(*sc.LastTick, at) {
-		// The clocks went back: this wall-clock time has had its deploy.
-		e.log.Info("schedule tick skipped: the clocks went back and this time already ran", "schedule", sc.ID,
-			"tick", at, "previous", *sc.LastTick)
-		return "", nil
+	fired := at
+	if spec, err := cronspec.Parse(sc.Cron); err == nil {
+		if sc.LastTick != nil && spec.Repeated(*sc.LastTick, at) {
+			// The clocks went back: this wall-clock time has had its deploy.
+			e.log.Info("schedule tick skipped: the clocks went back and this time already ran", "schedule", sc.ID,
+				"tick", at, "previous", *sc.LastTick)
+			return "", nil
+		}
+		// @every: the ticks of one period, fired by several workers
+		// (or before and after a restart), are one.
+		at = spec.Period(sc.CreatedAt, at)
 	}
 	id := TickDeployID(sc.ID, at)
 	if _, err := e.st.Deployment(c, id); err == nil {
-		// Created before a crash.
+		// Created before a crash, or by another worker's tick of the period.
 		return id, e.supersede(c, sc.ID, id, at)
 	}
-	if later, err := e.laterTick(sc.ID, at); err != nil {
+	if later, err := e.laterTick(sc.ID, fired); err != nil {
 		return "", err
 	} else if !later.IsZero() {
 		// Ticks missed while no server ran are all enqueued at the

@@ -665,3 +665,30 @@ func TestRefusedTicksWarnOncePerReason(t *testing.T) {
 		t.Fatalf("%d warnings for three ticks refused for one reason, want 1", n)
 	}
 }
+
+// An @every schedule's interval is counted by each worker's scheduler
+// from when that worker installed it, so two workers (or one restarted)
+// fire one period at two times: each was a tick of its own and a deploy
+// of its own, twice an interval. Every tick of one period is one tick,
+// on the grid counted from the schedule's creation.
+func TestEveryTicksOfOnePeriodAreOne(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	ctx := context.Background()
+	url, _ := f.artifact("app", "x")
+	created := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: "web", Environment: "prod", Cron: "@every 1h",
+		Descriptor: []byte(descriptorYAML("web", "prod", "1", url, "", "")), Requester: "token:test", CreatedAt: created}
+	if err := f.st.InsertSchedule(ctx, sc, 0); err != nil {
+		t.Fatal(err)
+	}
+	want := engine.TickDeployID(sc.ID, created.Add(time.Hour))
+	for _, fired := range []time.Duration{time.Hour + 13*time.Second, time.Hour + 20*time.Minute + 40*time.Second} {
+		got, err := f.eng.Tick(ctx, sc.ID, created.Add(fired))
+		if err != nil || got != want {
+			t.Fatalf("tick fired %s after the creation: %q %v, want the deploy %s of the period", fired, got, err, want)
+		}
+	}
+	if recs, err := f.st.UnfinishedWithPrefix(ctx, sc.ID+"@"); err != nil || len(recs) > 1 {
+		t.Fatalf("deploys of one period: %d %v, want one", len(recs), err)
+	}
+}
