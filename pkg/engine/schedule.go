@@ -168,7 +168,7 @@ var scheduleCommitHook func(id string)
 //
 // The schedule's row, what each function of also writes (the server's
 // audit entry) and its removal from the DBOS scheduler commit in one
-// transaction (DBOS patch 10, DeleteScheduleInTx): a refused removal
+// transaction (DBOS patch 12, DeleteScheduleInTx): a refused removal
 // leaves the schedule as it was, and a server killed mid-way leaves no
 // DBOS schedule firing empty ticks of a schedule manent no longer lists,
 // nor a listed schedule that no longer fires.
