@@ -77,6 +77,14 @@ type Config struct {
 	// StepPlugins is plugins.steps: the plugins custom steps may use
 	// (SPEC §11.1; empty: none). Local trial mode allows every plugin.
 	StepPlugins []string
+	// ServerEnv names the environment variables that hold the server's own
+	// secrets besides MANENT_*, each with the configuration key that names
+	// it (callbacks.secret_env, itsm.token_env): a descriptor's secret may
+	// name none of them (checkSecrets).
+	ServerEnv map[string]string
+	// SecretFilesUnder is secrets.files_under: the directories a
+	// descriptor's file: secrets must be under (empty: anywhere).
+	SecretFilesUnder []string
 	// Trial is local trial mode (SPEC §8.1): the local target under
 	// TargetsDir/<application>/<environment> and rollback enabled where the
 	// environment configuration says nothing.
@@ -320,6 +328,7 @@ func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (e
 		problems = append(problems, a.checkTarget(d, env.target, env.checked)...)
 	}
 	problems = append(problems, a.checkSteps(d)...)
+	problems = append(problems, a.checkSecrets(d)...)
 	return env, problems
 }
 

@@ -197,7 +197,7 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 			out.Notes = append(out.Notes, fmt.Sprintf("environment configuration changed since submission: revision %s, was %s", rev.Revision, in.EnvRevision.Revision))
 		}
 	}
-	if problems := a.checkPlugins(d, out.Target, true); len(problems) > 0 {
+	if problems := append(a.checkPlugins(d, out.Target, true), a.checkSecrets(d)...); len(problems) > 0 {
 		return nil, plugin.Permanent(fmt.Errorf("%s", describe(problems)))
 	}
 	if err := a.recheckGovernance(ctx, in); err != nil {

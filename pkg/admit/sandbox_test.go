@@ -149,3 +149,55 @@ func TestLocalRoot(t *testing.T) {
 		}
 	}
 }
+
+// A descriptor's secret may not name a variable the server keeps to itself
+// — MANENT_* (MANENT_BOOTSTRAP_TOKEN, MANENT_DATABASE), callbacks.secret_env,
+// itsm.token_env — nor, when secrets.files_under is set, a file outside
+// those directories: the secrets step's error would tell any submitter
+// whether it is set or exists on the worker. Each is a 422 at the
+// secret's path, for a dry run too; other names and paths are admitted.
+func TestSecretsTheServerKeepsRefused(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true,
+		ServerEnv:        map[string]string{"HOOK_KEY": "callbacks.secret_env", "ITSM_TOKEN": "itsm.token_env"},
+		SecretFilesUnder: []string{"/etc/manent/secrets"}})
+	got := f.fieldErrors(t, `secrets:
+  BOOT: env:MANENT_BOOTSTRAP_TOKEN
+  DB: env:MANENT_DATABASE
+  HOOK: env:HOOK_KEY
+  CHANGE: env:ITSM_TOKEN
+  "a/b": file:/etc/shadow
+  UP: file:/etc/manent/secrets/../../shadow
+  REL: file:secrets/key
+  NEAR: file:/etc/manent/secrets-old/key
+  OK_ENV: env:BILLING_DB_PASSWORD
+  OK_FILE: file:/etc/manent/secrets/billing/tls.key
+`)
+	want := map[string]string{
+		"/secrets/BOOT":   "MANENT_",
+		"/secrets/DB":     "MANENT_",
+		"/secrets/HOOK":   "callbacks.secret_env",
+		"/secrets/CHANGE": "itsm.token_env",
+		"/secrets/a~1b":   "secrets.files_under",
+		"/secrets/UP":     "secrets.files_under",
+		"/secrets/REL":    "absolute",
+		"/secrets/NEAR":   "secrets.files_under",
+	}
+	for path, frag := range want {
+		if !strings.Contains(got[path], frag) {
+			t.Errorf("%s: %q, want a refusal naming %q", path, got[path], frag)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("refusals %v, want exactly %d (OK_ENV and OK_FILE admitted)", got, len(want))
+	}
+
+	// Without secrets.files_under any path is admitted; the server's
+	// variables are refused all the same.
+	open := newAdmitter(t, admit.Config{Trial: true})
+	if got := open.fieldErrors(t, "secrets: {K: file:/etc/shadow, L: file:rel/key}\n"); got != nil {
+		t.Errorf("no secrets.files_under: %v, want every path admitted", got)
+	}
+	if got := open.fieldErrors(t, "secrets: {K: env:MANENT_BOOTSTRAP_TOKEN}\n"); !strings.Contains(got["/secrets/K"], "MANENT_") {
+		t.Errorf("env:MANENT_BOOTSTRAP_TOKEN: %v, want a refusal at /secrets/K", got)
+	}
+}

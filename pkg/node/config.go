@@ -80,6 +80,13 @@ type Config struct {
 			Kubeconfigs []string `mapstructure:"kubeconfigs"`
 		} `mapstructure:"kubernetes"`
 	} `mapstructure:"plugins"`
+	// Secrets is the policy of the descriptors' secrets: FilesUnder lists
+	// the directories a file: secret must be under (none: anywhere). The
+	// server's own variables (MANENT_*, callbacks.secret_env,
+	// itsm.token_env) are refused as env: secrets whatever it says.
+	Secrets struct {
+		FilesUnder []string `mapstructure:"files_under"`
+	} `mapstructure:"secrets"`
 	// Health is the policy of the descriptors' health checks (SPEC §11.1):
 	// Allow has the syntax of callbacks.allow; empty means every http and
 	// https URL on a public address (any address in local trial mode).

@@ -303,6 +303,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		ChatChannels: slices.Sorted(maps.Keys(cfg.Chat)),
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
 		Pipeline: cfg.Pipeline.Steps, StepPlugins: cfg.Plugins.Steps,
+		ServerEnv: serverEnv(cfg), SecretFilesUnder: cfg.Secrets.FilesUnder,
 		Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
 		Worker: cfg.ExecutorID, Shared: st.Postgres(),
 		ScheduleMinInterval: cfg.Schedules.MinInterval, SchedulesPerEnvironment: cfg.Schedules.MaxPerEnvironment,
@@ -475,6 +476,20 @@ func checkPassEnv(cfg *Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// serverEnv names the variables besides MANENT_* that hold the server's
+// secrets, by the key that names each: a descriptor's env: secret may not
+// name one (its secrets step would tell whether it is set).
+func serverEnv(cfg *Config) map[string]string {
+	out := map[string]string{}
+	if cfg.Callbacks.SecretEnv != "" {
+		out[cfg.Callbacks.SecretEnv] = "callbacks.secret_env"
+	}
+	if cfg.ITSM.TokenEnv != "" {
+		out[cfg.ITSM.TokenEnv] = "itsm.token_env"
+	}
+	return out
 }
 
 // fileName turns an executor id into a safe file name.

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/node"
 )
 
@@ -105,16 +106,50 @@ func sameValue(v reflect.Value, text string) bool {
 func TestDocumentedServerConfigsLoad(t *testing.T) {
 	// The kind of each top-level key: a descriptor's callbacks: and
 	// health: are lists, the server's mappings.
+	// A descriptor's secrets: is a mapping as the server's is: there, a
+	// mapping is the server's when its keys are the server's.
 	top := map[string]reflect.Kind{}
+	subkeys := map[string]map[string]bool{}
 	cfg := reflect.TypeFor[node.Config]()
 	for i := range cfg.NumField() {
 		if key, ok := configKey(cfg.Field(i)); ok {
-			k := cfg.Field(i).Type.Kind()
-			if k == reflect.Pointer || k == reflect.Struct {
+			ft := cfg.Field(i).Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			k := ft.Kind()
+			if k == reflect.Struct {
 				k = reflect.Map
+				subkeys[key] = map[string]bool{}
+				for j := range ft.NumField() {
+					if sub, ok := configKey(ft.Field(j)); ok {
+						subkeys[key][sub] = true
+					}
+				}
 			}
 			top[key] = k
 		}
+	}
+	// The descriptor's mappings (secrets:), whose keys are the user's.
+	descMaps := map[string]bool{}
+	dt := reflect.TypeFor[descriptor.Descriptor]()
+	for i := range dt.NumField() {
+		name, _, _ := strings.Cut(dt.Field(i).Tag.Get("json"), ",")
+		if dt.Field(i).Type.Kind() == reflect.Map {
+			descMaps[name] = true
+		}
+	}
+	ownKeys := func(key string, v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok || subkeys[key] == nil || !descMaps[key] {
+			return true
+		}
+		for sub := range m {
+			if !subkeys[key][sub] {
+				return false
+			}
+		}
+		return true
 	}
 	kindOf := func(v any) reflect.Kind {
 		switch v.(type) {
@@ -144,7 +179,7 @@ func TestDocumentedServerConfigsLoad(t *testing.T) {
 			server := true
 			for k, v := range doc {
 				want, ok := top[k]
-				server = server && ok && (kindOf(v) == want || kindOf(v) == reflect.String && want != reflect.Map && want != reflect.Slice)
+				server = server && ok && ownKeys(k, v) && (kindOf(v) == want || kindOf(v) == reflect.String && want != reflect.Map && want != reflect.Slice)
 			}
 			if !server {
 				continue // a descriptor, governance.yaml, an environment's file

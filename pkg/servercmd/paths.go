@@ -72,6 +72,7 @@ func resolvePaths(c *node.Config, v *viper.Viper, path string, flags map[string]
 	one("plugins.local.root", &c.Plugins.Local.Root)
 	list("plugins.path", c.Plugins.Path)
 	list("plugins.kubernetes.kubeconfigs", c.Plugins.Kubernetes.Kubeconfigs)
+	list("secrets.files_under", c.Secrets.FilesUnder)
 
 	// moved is the key whose database the new reading moves, and the
 	// value that keeps it where it was.

@@ -134,7 +134,13 @@ open-file limit), limits.streams_per_identity (200) and limits.streams
 (5000) event streams, limits.submissions_per_minute (120 per identity),
 limits.refusals_per_minute (60 audited refusals per identity),
 limits.sign_ins_per_minute (10 refused web sign-ins per client address),
-schedules.min_interval (1m) and schedules.max_per_environment (25).`,
+schedules.min_interval (1m) and schedules.max_per_environment (25).
+
+A descriptor's secrets may not name the server's own variables as env:
+(MANENT_*, callbacks.secret_env's, itsm.token_env's), and
+secrets.files_under (default: none, any path) lists the directories its
+file: secrets must be under: the secrets step tells the submitter whether
+a variable is set or a file exists.`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
   manent-server serve
 
