@@ -48,7 +48,8 @@ environment configuration) come together, ordered by position; governance
 and the plan are checked once the descriptor itself is valid.
 The plan says what a failure of each step does under the effective rollback
 policy: stop, roll back, or stop with the new release left live (a step
-after activation that is not in rollback.on). With --offline only the
+after activation that is not in rollback.on). A step of rollback.on that
+runs before deploy stops: nothing is deployed yet to roll back. With --offline only the
 descriptor is checked, locally, with no server.
 
 Exit status: 0 valid, 1 invalid, 2 usage error (e.g. the file cannot be read).`,
@@ -201,11 +202,15 @@ func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 		// which the plan does not know, and PlanStep.Timeout stays empty
 		// (filling it would change the plan digest approvals are bound to).
 		t := s.NewTable("#", "STEP", "PLUGIN", "MAX RETRIES", "ON FAILURE")
-		activated := false
+		// A failure rolls back what deploy and activation changed (the
+		// engine checkpoints those two): a step in rollback.on that fails
+		// before deploy has started stops with nothing to roll back.
+		activated, deploying := false, false
 		var live []string // steps after activation whose failure leaves the release live
 		for i, st := range res.Plan.Steps {
+			deploying = deploying || st.Name == manent.StepDeploy || st.Name == manent.StepActivation
 			onFailure := "stop"
-			if enabled && slices.Contains(on, st.Name) {
+			if enabled && deploying && slices.Contains(on, st.Name) {
 				onFailure = "roll back"
 			} else if activated {
 				onFailure = "stop, new release stays live"
