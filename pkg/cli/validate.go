@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -41,7 +42,9 @@ not say the column.
 
 Without --offline the server runs every submission check (descriptor,
 permissions, sources, environment configuration, plugins and their
-settings, governance, plan) without enqueueing anything, and prints the
+settings, governance, plan) without enqueueing anything, and prints what
+the deploy would wait for (schedule.at, after, the approvals and change
+ticket governance requires now, the waves that need an approval), the
 plan and the effective (merged) deploy. The descriptor's own problems and
 those of the server's checks on it (plugins and their settings, sources,
 environment configuration) come together, ordered by position; governance
@@ -59,7 +62,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error (e.g. the file cannot be read).`,
   # run every server-side check and show the plan
   manent validate -f deploy.yml
 
-  # machine-readable result: {"valid", "errors", "plan", "effective"}
+  # machine-readable result: {"valid", "errors", "plan", "effective", "decision"}
   manent validate -f deploy.yml -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -94,7 +97,10 @@ type ValidateResult struct {
 	// Plan and Effective come from the server; null with --offline.
 	Plan      *manent.Plan   `json:"plan"`
 	Effective map[string]any `json:"effective"`
-	Notice    string         `json:"notice,omitempty"`
+	// Decision is the governance decision the deploy would get now: the
+	// approvals and change ticket it would wait for (null with --offline).
+	Decision *manent.Decision `json:"decision,omitempty"`
+	Notice   string           `json:"notice,omitempty"`
 }
 
 func validateRun(ctx context.Context, opts *ValidateOptions) error {
@@ -125,7 +131,7 @@ func validateRun(ctx context.Context, opts *ValidateOptions) error {
 			}
 			res.Errors = fields
 		default:
-			res.Plan, res.Effective, res.Notice = sr.Plan, sr.Effective, sr.Notice
+			res.Plan, res.Effective, res.Decision, res.Notice = sr.Plan, sr.Effective, sr.Decision, sr.Notice
 			res.Errors = append(res.Errors, toValidationErrors(sr.Errors)...)
 			if sr.Valid != nil && !*sr.Valid && len(res.Errors) == 0 {
 				res.Errors = append(res.Errors, ValidationError{Message: "the server refused the descriptor"})
@@ -194,6 +200,16 @@ func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 		return nil
 	}
 	fmt.Fprintf(s.Out, "%s is valid\n", name)
+	if waits := validateWaits(res); len(waits) > 0 {
+		fmt.Fprintf(s.Out, "\n%s\n", s.Bold("Waits for:"))
+		for _, w := range waits {
+			fmt.Fprintf(s.Out, "  %s\n", safeText(w))
+		}
+	}
+	if d := res.Decision; d != nil && d.Freeze != "" {
+		fmt.Fprintf(s.Out, "note: the environment is frozen by %q; this identity may break the freeze, and the deploy will (break glass, recorded in the audit log)\n",
+			safeText(strings.TrimSuffix(d.Freeze, " (break glass)")))
+	}
 	if res.Plan != nil {
 		fmt.Fprintf(s.Out, "\n%s\n", s.Bold("Plan:"))
 		enabled, on := effectiveRollback(res.Effective)
@@ -234,6 +250,50 @@ func printValidateResult(s *IOStreams, name string, res ValidateResult) error {
 		}
 	}
 	return nil
+}
+
+// validateWaits lists what the deploy would wait for before it runs, as
+// the run waits (SPEC §4): its start time (schedule.at), the deploys of
+// `after`, the approvals and change ticket of the governance decision, and
+// the rollout waves that wait for an approval.
+func validateWaits(res ValidateResult) []string {
+	var out []string
+	if sched, _ := res.Effective["schedule"].(map[string]any); sched != nil {
+		if at, _ := sched["at"].(string); at != "" {
+			out = append(out, "schedule.at "+at)
+		}
+	}
+	if after, _ := res.Effective["after"].([]any); len(after) > 0 {
+		ids := make([]string, 0, len(after))
+		for _, a := range after {
+			ids = append(ids, fmt.Sprint(a))
+		}
+		out = append(out, "after: "+strings.Join(ids, ", ")+" to succeed")
+	}
+	if d := res.Decision; d != nil {
+		if d.ApprovalsRequired > 0 {
+			a := manent.Plural(d.ApprovalsRequired, "approval")
+			if len(d.Approvers) > 0 {
+				a += " by " + strings.Join(d.Approvers, ", ")
+			}
+			if exp, err := time.ParseDuration(d.ApprovalsExpire); err == nil && exp > 0 {
+				a += " (within " + formatDuration(exp) + ")"
+			}
+			out = append(out, a)
+		}
+		if d.ChangeRequired {
+			out = append(out, "an approved change ticket")
+		}
+	}
+	if rollout, _ := res.Effective["rollout"].(map[string]any); rollout != nil {
+		waves, _ := rollout["waves"].([]any)
+		for _, w := range waves {
+			if wave, _ := w.(map[string]any); wave != nil && wave["approval"] == true {
+				out = append(out, fmt.Sprintf("an approval of wave %v before it starts", wave["name"]))
+			}
+		}
+	}
+	return out
 }
 
 // formatValidationError prints "<file>:LINE:COL: /path: message", leaving out
