@@ -98,7 +98,8 @@ func (l *rateLimiter) allow(identity string) (bool, time.Duration) {
 	return false, wait
 }
 
-// limitSubmission answers 429 with Retry-After when identity submits too fast.
+// limitSubmission answers 429 with Retry-After when identity submits, dry-runs
+// or rolls back too fast.
 func (s *Server) limitSubmission(w http.ResponseWriter, r *http.Request, p manent.Identity) bool {
 	ok, wait := s.limiter.allow(p.Subject)
 	if ok {
@@ -107,7 +108,7 @@ func (s *Server) limitSubmission(w http.ResponseWriter, r *http.Request, p manen
 	secs := int(math.Ceil(wait.Seconds()))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeError(w, r, s.log, manent.Errorf(manent.ETooManyRequests,
-		"%s submitted more than %.0f deploys in a minute; retry in %ds", p.Subject, s.limiter.perMin, secs))
+		"%s sent more than %.0f submissions, dry runs and rollbacks in a minute (limits.submissions_per_minute); retry in %ds", p.Subject, s.limiter.perMin, secs))
 	return false
 }
 

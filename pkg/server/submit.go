@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
@@ -30,7 +31,8 @@ func withPositions(body []byte, err error) {
 // its own (descriptor.ParseAll returned it beside them) with those the
 // server's checks find on it — plugins and their settings, sources, the
 // environment configuration — so that one answer lists every problem
-// (SPEC §2), ordered by position. Only for a caller allowed to submit (or
+// (SPEC §2), ordered by position; they take from the caller's
+// limits.submissions_per_minute. Only for a caller allowed to submit (or
 // dry-run) it: anyone else gets the descriptor's own problems, as before
 // it authenticates (SPEC §3 order), and learns nothing of the server's
 // configuration.
@@ -50,6 +52,14 @@ func (s *Server) allProblems(r *http.Request, body []byte, d *descriptor.Descrip
 	}
 	if s.cfg.Guard.Authorize(p, perm, d.Application, d.Environment) != nil {
 		return err
+	}
+	// The server's checks ask the environment provider, DNS and the
+	// policy: they take from the submissions' budget, and past it the
+	// answer says they were not run.
+	if ok, wait := s.limiter.allow(p.Subject); !ok {
+		return descriptor.Merge(body, own, []manent.FieldError{{Message: fmt.Sprintf(
+			"the server's checks (plugins, sources, environment configuration) were not run on this descriptor: %s sent more than %.0f submissions, dry runs and rollbacks in a minute (limits.submissions_per_minute); fix these problems, or retry in %ds",
+			p.Subject, s.limiter.perMin, int(math.Ceil(wait.Seconds())))}})
 	}
 	more, perr := s.admit.Problems(r.Context(), admit.Request{Descriptor: d, Identity: p, DryRun: dryRun, RequestID: requestID(r)})
 	if perr != nil {
@@ -111,7 +121,9 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, s.log, err)
 		return
 	}
-	if !dryRun && !s.limitSubmission(w, r, p) {
+	// A dry run takes from the same budget: it runs every check a
+	// submission does (the environment provider, DNS, the policy).
+	if !s.limitSubmission(w, r, p) {
 		return
 	}
 	req := admit.Request{Descriptor: d, Identity: p, DryRun: dryRun, RequestID: requestID(r)}

@@ -131,7 +131,8 @@ cannot write, naming it and the flag that chooses another (exit 1).
 
 Limits (docs/security.md): limits.connections (6000, kept 1024 below the
 open-file limit), limits.streams_per_identity (200) and limits.streams
-(5000) event streams, limits.submissions_per_minute (120 per identity),
+(5000) event streams, limits.submissions_per_minute (120 submissions, dry runs and rollbacks per
+identity),
 limits.refusals_per_minute (60 audited refusals per identity),
 limits.sign_ins_per_minute (10 refused web sign-ins per client address),
 schedules.min_interval (1m) and schedules.max_per_environment (25).
