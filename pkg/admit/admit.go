@@ -256,7 +256,11 @@ func (a *Admitter) Admit(ctx context.Context, req Request) (*Admission, error) {
 	if err := a.authorize(req.Identity, perm, d); err != nil {
 		return nil, err
 	}
-	return a.admit(ctx, req, true)
+	// A dry run of a recurring deploy checks what creating the schedule
+	// does (AdmitSchedule): governance is decided at each tick, and a
+	// freeze now must not refuse a schedule the submission would create.
+	recurring := d.Schedule != nil && d.Schedule.Cron != ""
+	return a.admit(ctx, req, !(req.DryRun && recurring))
 }
 
 // AdmitSchedule checks a recurring deploy (schedule.cron) when it is

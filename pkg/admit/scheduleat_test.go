@@ -80,3 +80,29 @@ func TestScheduleAtJudgedAtItsTime(t *testing.T) {
 		t.Errorf("schedule.at a minute ago: problems %v, want it judged as now (frozen by incident)", got)
 	}
 }
+
+// A dry run of a recurring deploy (schedule.cron) checks what creating the
+// schedule checks, as the submission does (AdmitSchedule): governance is
+// decided at each tick. It was decided now: a freeze of today refused the
+// dry run of a schedule the submission then created.
+func TestDryRunOfAScheduleIsJudgedAsItsCreation(t *testing.T) {
+	rules, err := governance.ParseRules("g.yaml", []byte(fmt.Sprintf(
+		"freezes:\n  - {name: now, environments: [prod], from: %s, to: %s}\n",
+		time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: rules})
+	d := f.descriptor(t, "schedule: {cron: \"0 3 * * *\"}\n")
+	created, err := f.a.AdmitSchedule(context.Background(), admit.Request{Descriptor: d, Identity: ci})
+	if err != nil {
+		t.Fatalf("creating the schedule: %v", err)
+	}
+	dry, err := f.a.Admit(context.Background(), admit.Request{Descriptor: d, Identity: ci, DryRun: true})
+	if err != nil {
+		t.Fatalf("dry run of the schedule: %v, want it admitted as its creation is", err)
+	}
+	if dry.Decision.Allowed != created.Decision.Allowed || dry.Decision.Source != created.Decision.Source {
+		t.Fatalf("dry run decision %+v, the creation's %+v", dry.Decision, created.Decision)
+	}
+}
