@@ -70,19 +70,23 @@ func policyDigest(cfg *Config, bootstrap bool) (store.WorkerConfig, error) {
 		oidc = []string{o.Issuer, o.Audience, o.Claim, o.GroupsClaim}
 	}
 	parts := map[string]any{
-		"governance":          []any{rules, rego},
-		"itsm":                cfg.ITSM.URL != "",
-		"rbac":                cfg.RBAC,
-		"auth":                []any{tokens, oidc, bootstrap},
-		"plugins.steps":       sorted(cfg.Plugins.Steps),
-		"plugins.http_allow":  sorted(cfg.Plugins.HTTPAllow),
-		"pipeline.steps":      cfg.Pipeline.Steps,
-		"artifacts.sources":   sorted(cfg.Artifacts.Sources),
-		"callbacks.allow":     sorted(cfg.Callbacks.Allow),
-		"health.allow":        sorted(cfg.Health.Allow),
-		"secrets.files_under": sorted(cfg.Secrets.FilesUnder),
-		"trial":               cfg.Trial,
-		"workflow":            engine.WorkflowVersion,
+		"governance":         []any{rules, rego},
+		"itsm":               cfg.ITSM.URL != "",
+		"rbac":               cfg.RBAC,
+		"auth":               []any{tokens, oidc, bootstrap},
+		"plugins.steps":      sorted(cfg.Plugins.Steps),
+		"plugins.http_allow": sorted(cfg.Plugins.HTTPAllow),
+		"pipeline.steps":     cfg.Pipeline.Steps,
+		"artifacts.sources":  sorted(cfg.Artifacts.Sources),
+		"callbacks.allow":    sorted(cfg.Callbacks.Allow),
+		"health.allow":       sorted(cfg.Health.Allow),
+		"trial":              cfg.Trial,
+		"workflow":           engine.WorkflowVersion,
+	}
+	if len(cfg.Secrets.FilesUnder) > 0 {
+		// A part added after a release is left out while unset, so that
+		// workers of that release and this one agree (admin workers).
+		parts["secrets.files_under"] = sorted(cfg.Secrets.FilesUnder)
 	}
 	out := store.WorkerConfig{Parts: map[string]string{}}
 	for k, v := range parts {
