@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -469,25 +467,10 @@ func TestScheduleDeletionIsOneTransaction(t *testing.T) {
 	})
 }
 
-// logLines is a slog handler's destination that tests read while the
-// node writes to it.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// count returns how many lines hold both schedule and msg.
-func (l *logLines) count(msg, schedule string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// countLines returns how many lines of logs hold both schedule and msg.
+func countLines(logs *enginetest.SyncBuffer, msg, schedule string) int {
 	n := 0
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, msg) && strings.Contains(line, schedule) {
 			n++
 		}
@@ -502,7 +485,7 @@ func (l *logLines) count(msg, schedule string) int {
 func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
-		logs := &logLines{}
+		logs := &enginetest.SyncBuffer{}
 		f.log = slog.New(slog.NewJSONHandler(logs, nil))
 		ctx := context.Background()
 		schema := ""
@@ -550,7 +533,7 @@ func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
 			if c.id == kept {
 				want = 0
 			}
-			if got := logs.count(c.msg, c.id); got != want {
+			if got := countLines(logs, c.msg, c.id); got != want {
 				t.Errorf("log lines %q of %s over two restarts: %d, want %d", c.msg, c.id, got, want)
 			}
 		}
@@ -650,7 +633,7 @@ func TestTickOfRevokedTokenRefused(t *testing.T) {
 // warning a minute; its LAST ERROR keeps saying why.
 func TestRefusedTicksWarnOncePerReason(t *testing.T) {
 	f := newFixture(t, enginetest.SQLite(t), 1)
-	logs := &logLines{}
+	logs := &enginetest.SyncBuffer{}
 	f.log = slog.New(slog.NewJSONHandler(logs, nil))
 	f.restart()
 	url, _ := f.artifact("app", "x")
@@ -661,7 +644,7 @@ func TestRefusedTicksWarnOncePerReason(t *testing.T) {
 			t.Fatalf("refused tick: %q %v, want no deploy", got, err)
 		}
 	}
-	if n := logs.count("schedule tick refused", id); n != 1 {
+	if n := countLines(logs, "schedule tick refused", id); n != 1 {
 		t.Fatalf("%d warnings for three ticks refused for one reason, want 1", n)
 	}
 }

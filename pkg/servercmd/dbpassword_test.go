@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,25 +15,6 @@ import (
 
 	"github.com/manent-io/manent/pkg/enginetest"
 )
-
-// lockedBuffer is a bytes.Buffer the server's goroutines write to while the
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The PostgreSQL password never reaches the server's output, wherever the
 // URL holds it: libpq and pgx read it from the user information or from a
@@ -95,7 +75,7 @@ func TestDatabasePasswordIsNeverPrinted(t *testing.T) {
 	}
 	for _, dsn := range []string{inQuery, inUser} {
 		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr lockedBuffer
+		var stdout, stderr enginetest.SyncBuffer
 		done := make(chan int, 1)
 		go func() {
 			done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database", dsn}, &stdout, &stderr, nil)
