@@ -19,6 +19,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
@@ -55,14 +56,27 @@ const (
 
 // Server is the HTTP API.
 type Server struct {
-	cfg      Config
-	eng      *engine.Engine
-	admit    *admit.Admitter
-	st       *store.Store
-	log      *slog.Logger
-	mux      *http.ServeMux
-	limiter  *rateLimiter
-	refusals *refusalLimiter
+	cfg   Config
+	eng   *engine.Engine
+	admit *admit.Admitter
+	st    *store.Store
+	log   *slog.Logger
+	mux   *http.ServeMux
+	// limiter is each identity's budget of submissions, dry runs and
+	// rollbacks (limits.submissions_per_minute): one token each.
+	limiter *budget.Limiter
+	// refusals bounds, per identity, the refusals the audit log records
+	// of the routes that audit a refusal after authentication and are not
+	// bounded otherwise (approve, reject, cancel, agent reports): without
+	// it one token that may only approve added one row to the audit chain
+	// per request, as fast as it could send them. Each audited refusal
+	// takes a token (Refused); when they are spent the identity is
+	// limited: those routes answer 429 without acting, until its budget is
+	// whole again (a minute at most). A stretch of 429s is recorded twice,
+	// not once per answer: when it begins (the first 429) and, with how
+	// many answers it held, when it ends (the identity's next request let
+	// through).
+	refusals *budget.Limiter
 	streams  *streamLimiter
 	// web serves every path outside /api/ that no API route matched (the
 	// web UI, pkg/web), when mounted.
@@ -87,7 +101,7 @@ func New(cfg Config) *Server {
 		cfg.RefusalsPerMinute = DefaultRefusalsPerMinute
 	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, admit: cfg.Admitter, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
-		limiter: newRateLimiter(cfg.SubmissionsPerMinute), refusals: newRefusalLimiter(cfg.RefusalsPerMinute), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
+		limiter: budget.New(cfg.SubmissionsPerMinute, nil), refusals: budget.New(cfg.RefusalsPerMinute, nil), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
 	s.routes()
 	return s
 }
@@ -387,7 +401,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		// A repeat: the deploy was already to stop at its next step. It is
 		// an entry, and counts as a refusal would (limits.refusals_per_minute):
 		// a running step may last long, and each repeat was a row.
-		s.refusals.refused(p.Subject)
+		s.refusals.Refused(p.Subject)
 	}
 	s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "accepted", string(after.State))
 	// A running deploy goes on to the end of its step: the answer says

@@ -56,10 +56,10 @@ func (s *Server) allProblems(r *http.Request, body []byte, d *descriptor.Descrip
 	// The server's checks ask the environment provider, DNS and the
 	// policy: they take from the submissions' budget, and past it the
 	// answer says they were not run.
-	if ok, wait := s.limiter.allow(p.Subject); !ok {
+	if ok, wait := s.limiter.Allow(p.Subject); !ok {
 		return descriptor.Merge(body, own, []manent.FieldError{{Message: fmt.Sprintf(
 			"the server's checks (plugins, sources, environment configuration) were not run on this descriptor: %s sent more than %.0f submissions, dry runs and rollbacks in a minute (limits.submissions_per_minute); fix these problems, or retry in %ds",
-			p.Subject, s.limiter.perMin, int(math.Ceil(wait.Seconds())))}})
+			p.Subject, s.limiter.PerMinute(), int(math.Ceil(wait.Seconds())))}})
 	}
 	more, perr := s.admit.Problems(r.Context(), admit.Request{Descriptor: d, Identity: p, DryRun: dryRun, RequestID: requestID(r)})
 	if perr != nil {

@@ -16,6 +16,7 @@
 // (auth.Recheck) and ends once the session is signed out or expired.
 //
 // It imports descriptor (the name rule of a filter), pkg/api, pkg/auth,
-// pkg/manent, pkg/clusterstate, pkg/store, pkg/reltime (the CLI's
-// relative times), github.com/coreos/go-oidc and golang.org/x/oauth2.
+// pkg/budget (the sign-in limit), pkg/manent, pkg/clusterstate, pkg/store,
+// pkg/reltime (the CLI's relative times), github.com/coreos/go-oidc and
+// golang.org/x/oauth2.
 package web

@@ -30,13 +30,6 @@ func SessionRechecks() int64 { return sessionRechecks.Load() }
 // SetSignInClock makes h's sign-in limit read now for the rest of t.
 func SetSignInClock(t testing.TB, h *Handler, now func() time.Time) {
 	l := h.signIns
-	l.mu.Lock()
-	prev := l.now
-	l.now = now
-	l.mu.Unlock()
-	t.Cleanup(func() {
-		l.mu.Lock()
-		l.now = prev
-		l.mu.Unlock()
-	})
+	prev := l.SetClock(now)
+	t.Cleanup(func() { l.SetClock(prev) })
 }

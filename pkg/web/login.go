@@ -110,7 +110,7 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := h.guard.Authenticate(r.Context(), "Bearer "+token)
 	if err != nil {
-		h.signIns.refused(clientKey(r))
+		h.signIns.Refused(clientKey(r))
 		h.log.Info("web: sign-in refused", "address", clientKey(r), "error", err)
 		fail("This token is not valid.")
 		return

@@ -19,6 +19,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -93,7 +94,7 @@ type Handler struct {
 	// auditLog is Config.Audit.
 	auditLog AuditLog
 	// signIns bounds the refused sign-ins of each client address.
-	signIns *signInLimiter
+	signIns *budget.Limiter
 
 	oidcMu sync.Mutex
 	oidc   *oidcClient
