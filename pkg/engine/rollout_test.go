@@ -420,3 +420,59 @@ func TestWaveWaitLeavesItsSlot(t *testing.T) {
 		}
 	})
 }
+
+// A deploy approved between waves while another deploy holds the worker's
+// only slot waits for that slot, and its status says so — it showed the
+// wave's last reason (none) and stayed PENDING with no word of why it did
+// not go on. Once it has its slot, the reason is gone.
+func TestSlotWaitSaysWhy(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		url, _ := f.artifact("v1", "one")
+		started, release := filepath.Join(f.dir, "started"), filepath.Join(f.dir, "release")
+		restStarted, restGo := filepath.Join(f.dir, "rest-started"), filepath.Join(f.dir, "rest-go")
+		waves := "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"
+		target := scriptTarget(fmt.Sprintf(`if [ "$MANENT_ROLLOUT_WAVE" = rest ]; then touch %s; while [ ! -e %s ]; do sleep 0.05; done; fi`, restStarted, restGo))
+		waiting := f.submit(descriptorYAML("shop", "prod", "1", url, "", waves) + target)
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(waiting).Reason, "wave rest awaits approval 0/1") }, "wave rest to wait for its approval")
+
+		hold := fmt.Sprintf("touch %s && while [ ! -e %s ]; do sleep 0.05; done", started, release)
+		holder := f.submit(descriptorYAML("ledger", "prod", "1", url, "", fmt.Sprintf("steps:\n  - {name: hold, after: qa, plugin: script, with: {command: [sh, -c, %q]}}\n", hold)))
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(started); return err == nil }, "the holder's step to start")
+		if _, err := f.eng.Approve(context.Background(), waiting, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}); err != nil {
+			t.Fatal(err)
+		}
+		want := "waiting for a free worker slot on test (workers.slots 1) to start wave rest"
+		var last string
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			d := f.state(waiting)
+			last = string(d.State) + ": " + d.Reason
+			return d.State == manent.StatePending && strings.HasPrefix(d.Reason, want)
+		}, "the approved deploy to say it waits for a worker slot (last: %v)", lazyString(func() string { return last }))
+		if _, err := os.Stat(restStarted); err == nil {
+			t.Fatalf("wave rest started while the holder held the only slot (%s)", last)
+		}
+
+		if err := os.WriteFile(release, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Eventually(t, 30*time.Second, func() bool { _, err := os.Stat(restStarted); return err == nil }, "wave rest to start once the slot is free")
+		if d := f.state(waiting); d.Reason != "" {
+			t.Errorf("reason once wave rest runs = %q, want none", d.Reason)
+		}
+		if err := os.WriteFile(restGo, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{holder, waiting} {
+			if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+				t.Fatalf("deploy %s: %s (%s)", id, rec.State, rec.Error)
+			}
+		}
+	})
+}
+
+// lazyString is a failure message's argument read when the message is
+// printed, not when the call is made.
+type lazyString func() string
+
+func (l lazyString) String() string { return l() }

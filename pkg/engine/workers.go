@@ -14,6 +14,7 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/version"
@@ -274,15 +275,48 @@ func (e *Engine) deployStarted() { e.live.active.Add(1) }
 
 func (e *Engine) deployEnded() { e.live.active.Add(-1) }
 
-func (e *Engine) parked(ctx dbos.Context, fn func() error) error {
+// parked runs fn, a durable wait of deploy r that leaves its worker slot,
+// then takes a slot back. When every slot is taken, the deploy's reason
+// says so while it waits —
+// "waiting for a free worker slot on w1 (workers.slots 4) to start wave
+// rest", next saying what comes — and is cleared once it goes on. The
+// write is no DBOS step (a step added here would change the recorded step
+// sequence of deploys in flight): it is made, best effort, inside
+// TakeWorkerSlot's wait, and nothing of the workflow depends on it.
+func (r *run) parked(ctx dbos.Context, next func() string, fn func() error) error {
+	e := r.e
 	e.live.parked.Add(1)
 	defer e.live.parked.Add(-1)
 	err := fn()
-	if terr := dbos.TakeWorkerSlot(ctx); err == nil {
+	waited := false
+	terr := dbos.TakeWorkerSlotOrSay(ctx, func() {
+		waited = true
+		if !e.mayWrite() {
+			return
+		}
+		why := fmt.Sprintf("%s %s (workers.slots %d) %s", slotWaitPrefix, e.cfg.ExecutorID, e.cfg.Slots, next())
+		if _, err := e.st.SetState(ctx, r.in.ID, manent.StatePending, why); err != nil {
+			e.log.Warn("say a deploy waits for a worker slot", "deploy", r.in.ID, "error", err)
+		}
+	})
+	if err == nil {
 		err = terr
+	}
+	// Cleared once it goes on; the first time in an execution also when it
+	// did not wait: a worker that stopped while its deploy waited for a
+	// slot left the reason, and the deploy resumes here.
+	if terr == nil && (waited || !r.slotReasonChecked) && e.mayWrite() {
+		r.slotReasonChecked = true
+		if _, err := e.st.ClearReason(ctx, r.in.ID, slotWaitPrefix); err != nil {
+			e.log.Warn("clear a deploy's wait for a worker slot", "deploy", r.in.ID, "error", err)
+		}
 	}
 	return err
 }
+
+// slotWaitPrefix starts the reason of a deploy waiting, between waves, to
+// take a worker slot back (run.parked).
+const slotWaitPrefix = "waiting for a free worker slot on"
 
 // StartWorker registers this worker and starts its heartbeat (and, on
 // PostgreSQL, the leader election and takeovers); Launch does it first if

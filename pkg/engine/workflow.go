@@ -66,6 +66,9 @@ type run struct {
 	// customOutput is what the custom steps of this execution returned,
 	// in bytes (boundOutput).
 	customOutput int
+	// slotReasonChecked: this execution already cleared a slot-wait
+	// reason a previous execution may have left (run.parked).
+	slotReasonChecked bool
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -104,7 +107,16 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 			waveSeen[u.wave.Name] = true
 			if u.wave.Approval {
 				var refused string
-				err := e.parked(ctx, func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
+				next := func() string {
+					switch refused {
+					case "":
+						return "to start wave " + u.wave.Name
+					case errWaveCancelled:
+						return "to end the deploy: cancelled"
+					}
+					return "to end the deploy: " + refused
+				}
+				err := r.parked(ctx, next, func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
 				if err != nil {
 					return Result{}, err
 				}
@@ -118,7 +130,13 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				}
 			}
 			var stop bool
-			if err := e.parked(ctx, func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
+			next := func() string {
+				if stop {
+					return "to end the deploy: cancelled"
+				}
+				return "to start wave " + u.wave.Name
+			}
+			if err := r.parked(ctx, next, func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
 			}
 			if stop {
@@ -128,7 +146,13 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 		}
 		if u.gate {
 			var stop bool
-			if err := e.parked(ctx, func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
+			next := func() string {
+				if stop {
+					return "to end the deploy: cancelled"
+				}
+				return "to run the health gate of wave " + u.wave.Name
+			}
+			if err := r.parked(ctx, next, func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
 			}
 			if stop {

@@ -299,6 +299,26 @@ func (s *Store) SetStateTx(ctx context.Context, tx *sql.Tx, id string, state man
 	return err == nil, err
 }
 
+// ClearReason empties the reason of running deploy id when it still
+// starts with prefix (nobody wrote another since), with a state event as
+// SetState's. It reports whether it changed it.
+func (s *Store) ClearReason(ctx context.Context, id, prefix string) (bool, error) {
+	changed := false
+	err := s.Tx(ctx, func(tx *sql.Tx) error {
+		var cur, reason string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT state, reason FROM manent_deployments WHERE id = ?`), id).Scan(&cur, &reason)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil || manent.State(cur) != manent.StatePending || !strings.HasPrefix(reason, prefix) {
+			return err
+		}
+		changed, err = s.SetStateTx(ctx, tx, id, manent.StatePending, "")
+		return err
+	})
+	return changed, err
+}
+
 // LockDeploymentTx reads a deploy's state and whether a cancel was asked
 // for, in tx. On PostgreSQL it locks the deploy's row until tx ends (on
 // SQLite write transactions run one at a time): a decision taken on what it

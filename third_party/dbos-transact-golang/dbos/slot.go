@@ -95,7 +95,13 @@ func LeaveWorkerSlot(ctx Context) {
 // runs fewer of the queue's workflows than the limit. While it waits the
 // queue runner counts it, so it claims no new workflow before this one
 // runs again. It returns the context's error if the context ends first.
-func TakeWorkerSlot(ctx Context) error {
+func TakeWorkerSlot(ctx Context) error { return TakeWorkerSlotOrSay(ctx, nil) }
+
+// TakeWorkerSlotOrSay is TakeWorkerSlot that calls waiting (when not nil)
+// once, from the calling goroutine and outside any lock, the first time it
+// finds every slot taken and is about to wait: the caller can say why the
+// workflow does not go on. DBOS records nothing either way.
+func TakeWorkerSlotOrSay(ctx Context, waiting func()) error {
 	c, e, ok := slotEntry(ctx)
 	if !ok || e.slot.Load() == slotHeld {
 		return nil
@@ -119,6 +125,10 @@ func TakeWorkerSlot(ctx Context) error {
 			return nil
 		}
 		g.mu.Unlock()
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
 		// A freed slot signals; the timer covers a limit raised at run time.
 		t := time.NewTimer(time.Second)
 		select {
