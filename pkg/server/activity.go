@@ -77,6 +77,13 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 			State: rec.State, Requester: rec.Requester, CreatedAt: rec.CreatedAt, StartedAt: rec.StartedAt,
 			Reason: rec.Reason,
 		}
+		if rec.State == manent.StateDelayed && it.Reason == "" {
+			// Made DELAYED by a release that wrote no reason (rare): the
+			// brief record has no input.
+			if full, err := s.st.Deployment(r.Context(), rec.ID); err == nil {
+				it.Reason = delayedReason(full.Input)
+			}
+		}
 		if sl, ok := slots[rec.ID]; ok {
 			it.QueuePosition, it.Ahead, it.AheadState = sl.position, sl.ahead, sl.aheadState
 			if it.Reason == "" {
@@ -268,9 +275,14 @@ func stepsLeft(steps []manent.Step) bool {
 
 // explainWait fills the reason an ENQUEUED deploy waits, when nothing else
 // gave one: its place in the queue of its application/environment and the
-// deploy ahead of it. Of a running deploy it says why it goes on after a
+// deploy ahead of it; of a DELAYED one without a reason, its start time
+// (delayedReason). Of a running deploy it says why it goes on after a
 // cancel, or that its worker is dead.
-func (s *Server) explainWait(ctx context.Context, d *manent.Deployment, cancelRequested bool) {
+func (s *Server) explainWait(ctx context.Context, rec *store.Record) {
+	d, cancelRequested := &rec.Deployment, rec.CancelRequested
+	if d.State == manent.StateDelayed && d.Reason == "" {
+		d.Reason = delayedReason(rec.Input)
+	}
 	if d.State == manent.StatePending {
 		if cancelRequested {
 			d.Reason = cancelRequestedReason(d.Steps)
@@ -383,6 +395,20 @@ func requeuedReason(app, env, from string, cancelRequested bool) string {
 		r += "; cancel requested: the deploy ends CANCELLED at its next step"
 	}
 	return r
+}
+
+// delayedReason is the reason of a DELAYED deploy that has none in its
+// row, from its saved input: the "schedule.at …" submission writes since
+// f5a0be8 (plan.Waits.FirstReason). A release before it wrote none, and
+// its gate sleeps until that time without writing one.
+func delayedReason(input json.RawMessage) string {
+	var in struct {
+		Waits plan.Waits `json:"waits"`
+	}
+	if json.Unmarshal(input, &in) != nil {
+		return ""
+	}
+	return in.Waits.FirstReason()
 }
 
 // waitedForApproval says whether deploy r waited for approvals or a change

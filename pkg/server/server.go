@@ -277,7 +277,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.explainWait(r.Context(), &rec.Deployment, rec.CancelRequested) // activity.go: the queue position of an ENQUEUED deploy
+	s.explainWait(r.Context(), rec) // activity.go: the queue position of an ENQUEUED deploy
 	writeJSON(w, http.StatusOK, rec.Deployment)
 }
 
@@ -406,7 +406,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.audit(r.Context(), r, p, "deployment.cancel", rec.ID, "accepted", string(after.State))
 	// A running deploy goes on to the end of its step: the answer says
 	// what it waits for, as status does.
-	s.explainWait(r.Context(), &after.Deployment, after.CancelRequested)
+	s.explainWait(r.Context(), after)
 	writeJSON(w, http.StatusAccepted, after.Deployment)
 }
 
