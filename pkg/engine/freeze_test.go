@@ -157,3 +157,50 @@ func TestCancelWhileAWaveWaitsForAFreeze(t *testing.T) {
 		}
 	})
 }
+
+// A deploy whose wave is observed, or waits for a freeze of its regions,
+// says so in its own reason — status and activity showed it "running",
+// with no step running and no word of what it waited for (only the wave's
+// row said it) — and the reason is gone once the deploy goes on.
+func TestWaveWaitsSayWhyInTheDeploysReason(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+		to := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)
+		f := newFixture(t, db, 2, withRules(t, fmt.Sprintf("freezes:\n  - {name: us-night, environments: [prod], regions: [us-1], from: %s, to: %s}\n", from, to.Format(time.RFC3339))))
+		url, _ := f.artifact("v1", "x")
+
+		frozen := f.submit(descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: eu, targets: [eu-1]}\n    - {name: us, targets: [us-1]}\n"))
+		want := fmt.Sprintf("wave us waits for freeze \"us-night\" of its regions until %s", to.Format(time.RFC3339))
+		var last string
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			d := f.state(frozen)
+			last = string(d.State) + ": " + d.Reason
+			return d.State == manent.StatePending && d.Reason == want
+		}, "the deploy to say its wave waits for the freeze (last: %v)", lazyString(func() string { return last }))
+		if _, err := f.eng.Cancel(context.Background(), frozen); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.wait(frozen, 30*time.Second); rec.State != manent.StateCancelled {
+			t.Fatalf("frozen deploy: %s (%s)", rec.State, rec.Error)
+		}
+
+		restStarted, restGo := filepath.Join(f.dir, "rest-started"), filepath.Join(f.dir, "rest-go")
+		target := scriptTarget(fmt.Sprintf(`if [ "$MANENT_ROLLOUT_WAVE" = rest ]; then touch %s; while [ ! -e %s ]; do sleep 0.05; done; fi`, restStarted, restGo))
+		observed := f.submit(descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1], observe: 4s}\n    - {name: rest, targets: [eu-2]}\n") + target)
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			d := f.state(observed)
+			last = string(d.State) + ": " + d.Reason
+			return d.State == manent.StatePending && strings.HasPrefix(d.Reason, "wave canary is observed until ") && strings.HasSuffix(d.Reason, ", then its health gate runs")
+		}, "the deploy to say its wave is observed (last: %v)", lazyString(func() string { return last }))
+		enginetest.Eventually(t, 60*time.Second, func() bool { _, err := os.Stat(restStarted); return err == nil }, "wave rest to start after the observation")
+		if d := f.state(observed); d.Reason != "" {
+			t.Errorf("reason once wave rest runs = %q, want none", d.Reason)
+		}
+		if err := os.WriteFile(restGo, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.wait(observed, 60*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("observed deploy: %s (%s)", rec.State, rec.Error)
+		}
+	})
+}

@@ -137,8 +137,12 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 	}
 	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
 		until := time.Now().Add(w.Observe).UTC().Truncate(time.Second)
-		return true, r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
-			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until})
+		if err := r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
+			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until}); err != nil {
+			return false, err
+		}
+		r.waitReason(sctx, fmt.Sprintf("%s%s, then its health gate runs", observedPrefix(w.Name), until.Format(time.RFC3339)))
+		return true, nil
 	}, dbos.WithStepName("observe["+w.Name+"]"), dbos.WithStepMaxRetries(5))
 	if err != nil {
 		return false, err
@@ -181,6 +185,22 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 		}
 	}
 }
+
+// waitReason records why the running deploy waits between waves (an
+// observation, a freeze) as its reason; called from inside the step that
+// starts the wait, cleared by run.parked once it goes on.
+func (r *run) waitReason(ctx context.Context, why string) {
+	if _, err := r.e.st.SetState(ctx, r.in.ID, manent.StatePending, why); err != nil {
+		// The wave's row says it; the deploy goes on.
+		r.e.log.Warn("record why a deploy waits", "deploy", r.in.ID, "reason", why, "error", err)
+	}
+}
+
+// observedPrefix and frozenPrefix start the reason of a deploy whose wave
+// is observed, or waits for a freeze of its regions.
+func observedPrefix(wave string) string { return "wave " + wave + " is observed until " }
+
+func frozenPrefix(wave string) string { return "wave " + wave + " waits for freeze " }
 
 // waveEvent records a wave's state, and the health gate's outcome when
 // given; called from inside steps.
@@ -293,6 +313,7 @@ func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) (bool, error) {
 				return 0, err
 			}
 			r.waveEvent(sctx, w, WavePending, fmt.Sprintf("waiting: freeze %q until %s", f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
+			r.waitReason(sctx, fmt.Sprintf("%s%q of its regions until %s", frozenPrefix(w.Name), f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
 			return time.Until(f.ReopensAt), nil
 		}, dbos.WithStepName(fmt.Sprintf("freeze[%s]-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
 		if err != nil {

@@ -275,22 +275,22 @@ func (e *Engine) deployStarted() { e.live.active.Add(1) }
 
 func (e *Engine) deployEnded() { e.live.active.Add(-1) }
 
-// parked runs fn, a durable wait of deploy r that leaves its worker slot,
-// then takes a slot back. When every slot is taken, the deploy's reason
-// says so while it waits —
-// "waiting for a free worker slot on w1 (workers.slots 4) to start wave
-// rest", next saying what comes — and is cleared once it goes on. The
-// write is no DBOS step (a step added here would change the recorded step
-// sequence of deploys in flight): it is made, best effort, inside
-// TakeWorkerSlot's wait, and nothing of the workflow depends on it.
-func (r *run) parked(ctx dbos.Context, next func() string, fn func() error) error {
+// parked runs fn, a durable wait of deploy r before or in wave, that
+// leaves its worker slot, then takes a slot back. When every slot is
+// taken, the deploy's reason says so while it waits — "waiting for a free
+// worker slot on w1 (workers.slots 4) to start wave rest", next saying
+// what comes. The write is no DBOS step (a step added here would change
+// the recorded step sequence of deploys in flight): it is made, best
+// effort, inside TakeWorkerSlot's wait, and nothing of the workflow
+// depends on it. Once the deploy goes on, the reasons of its waits are
+// cleared: this one, the observation's and the freeze's (written in their
+// steps), and one a worker that stopped during such a wait left behind.
+func (r *run) parked(ctx dbos.Context, wave string, next func() string, fn func() error) error {
 	e := r.e
 	e.live.parked.Add(1)
 	defer e.live.parked.Add(-1)
 	err := fn()
-	waited := false
 	terr := dbos.TakeWorkerSlotOrSay(ctx, func() {
-		waited = true
 		if !e.mayWrite() {
 			return
 		}
@@ -302,13 +302,9 @@ func (r *run) parked(ctx dbos.Context, next func() string, fn func() error) erro
 	if err == nil {
 		err = terr
 	}
-	// Cleared once it goes on; the first time in an execution also when it
-	// did not wait: a worker that stopped while its deploy waited for a
-	// slot left the reason, and the deploy resumes here.
-	if terr == nil && (waited || !r.slotReasonChecked) && e.mayWrite() {
-		r.slotReasonChecked = true
-		if _, err := e.st.ClearReason(ctx, r.in.ID, slotWaitPrefix); err != nil {
-			e.log.Warn("clear a deploy's wait for a worker slot", "deploy", r.in.ID, "error", err)
+	if terr == nil && e.mayWrite() {
+		if _, err := e.st.ClearReason(ctx, r.in.ID, slotWaitPrefix, observedPrefix(wave), frozenPrefix(wave)); err != nil {
+			e.log.Warn("clear the reason of a deploy's wait", "deploy", r.in.ID, "error", err)
 		}
 	}
 	return err

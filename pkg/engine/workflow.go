@@ -66,9 +66,6 @@ type run struct {
 	// customOutput is what the custom steps of this execution returned,
 	// in bytes (boundOutput).
 	customOutput int
-	// slotReasonChecked: this execution already cleared a slot-wait
-	// reason a previous execution may have left (run.parked).
-	slotReasonChecked bool
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -116,7 +113,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 					}
 					return "to end the deploy: " + refused
 				}
-				err := r.parked(ctx, next, func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
+				err := r.parked(ctx, u.wave.Name, next, func() (err error) { refused, err = r.waitWaveApproval(ctx, u.wave); return err })
 				if err != nil {
 					return Result{}, err
 				}
@@ -136,7 +133,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				}
 				return "to start wave " + u.wave.Name
 			}
-			if err := r.parked(ctx, next, func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
+			if err := r.parked(ctx, u.wave.Name, next, func() (err error) { stop, err = r.waitWaveFreeze(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
 			}
 			if stop {
@@ -152,7 +149,7 @@ func (e *Engine) deployWorkflow(ctx dbos.Context, in plan.Input) (Result, error)
 				}
 				return "to run the health gate of wave " + u.wave.Name
 			}
-			if err := r.parked(ctx, next, func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
+			if err := r.parked(ctx, u.wave.Name, next, func() (err error) { stop, err = r.observe(ctx, u.wave); return err }); err != nil {
 				return Result{}, err
 			}
 			if stop {

@@ -300,17 +300,26 @@ func (s *Store) SetStateTx(ctx context.Context, tx *sql.Tx, id string, state man
 }
 
 // ClearReason empties the reason of running deploy id when it still
-// starts with prefix (nobody wrote another since), with a state event as
-// SetState's. It reports whether it changed it.
-func (s *Store) ClearReason(ctx context.Context, id, prefix string) (bool, error) {
+// starts with one of prefixes (nobody wrote another since), with a state
+// event as SetState's. It reports whether it changed it. A reason that
+// does not match costs one read, no write.
+func (s *Store) ClearReason(ctx context.Context, id string, prefixes ...string) (bool, error) {
+	ours := func(state, reason string) bool {
+		return manent.State(state) == manent.StatePending && reason != "" &&
+			slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(reason, p) })
+	}
+	var cur, reason string
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT state, reason FROM manent_deployments WHERE id = ?`), id).Scan(&cur, &reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, ErrNotFound
+	}
+	if err != nil || !ours(cur, reason) {
+		return false, err
+	}
 	changed := false
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		var cur, reason string
+	err = s.Tx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, s.q(`SELECT state, reason FROM manent_deployments WHERE id = ?`), id).Scan(&cur, &reason)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil || manent.State(cur) != manent.StatePending || !strings.HasPrefix(reason, prefix) {
+		if err != nil || !ours(cur, reason) {
 			return err
 		}
 		changed, err = s.SetStateTx(ctx, tx, id, manent.StatePending, "")
