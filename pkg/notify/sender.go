@@ -184,11 +184,7 @@ func (s *Sender) postJSON(ctx context.Context, url string, v any) (int, error) {
 func (s *Sender) post(ctx context.Context, target string, body []byte, h http.Header) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			ue.URL = s.show(ue.URL)
-		}
-		return 0, plugin.Permanent(fmt.Errorf("bad URL: %w", err))
+		return 0, plugin.Permanent(fmt.Errorf("bad URL: %w", s.hideURL(err)))
 	}
 	req.Header = h
 	req.Header.Set("Content-Type", "application/json")
@@ -199,11 +195,7 @@ func (s *Sender) post(ctx context.Context, target string, body []byte, h http.He
 	req.Header.Set("User-Agent", ua)
 	resp, err := s.httpClient().Do(req)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			ue.URL = s.show(ue.URL)
-		}
-		return 0, s.transportError(ctx, err)
+		return 0, s.transportError(ctx, s.hideURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -218,12 +210,18 @@ func (s *Sender) post(ctx context.Context, target string, body []byte, h http.He
 	return he.Status, plugin.Permanent(he)
 }
 
-// show is what an error may quote of rawURL (see Sender.shown).
-func (s *Sender) show(rawURL string) string {
-	if s.shown != nil {
-		return s.shown(rawURL)
+// hideURL makes the URL a *url.Error in err quotes what an error may
+// show of it (see Sender.shown), and returns err.
+func (s *Sender) hideURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if s.shown != nil {
+			ue.URL = s.shown(ue.URL)
+		} else {
+			ue.URL = redact(ue.URL)
+		}
 	}
-	return redact(rawURL)
+	return err
 }
 
 // origin is rawURL's scheme and host followed by "/…" when it has more: what
