@@ -122,14 +122,7 @@ func (e *Engine) announceWorkflow(ctx dbos.Context, id string) (Result, error) {
 		return Result{}, err
 	}
 	opened, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-		if e.changeID(sctx, id) != "" {
-			return true, nil
-		}
-		st, err := e.st.Step(sctx, id, StepChangeOpen)
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
-		}
-		return maybeOpened(st), err
+		return e.changeToClose(sctx, id)
 	}, dbos.WithStepName("announce:change"), dbos.WithStepMaxRetries(10))
 	if err != nil {
 		return Result{}, err

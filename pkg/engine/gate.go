@@ -778,11 +778,7 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 // ended under the previous release replay as they ran.)
 func (g *gate) closeMaybeOpened(ctx dbos.Context) error {
 	maybe, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-		st, err := g.e.st.Step(sctx, g.in.ID, StepChangeOpen)
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
-		}
-		return maybeOpened(st), err
+		return g.e.changeToClose(sctx, g.in.ID)
 	}, dbos.WithStepName("gate:change-maybe-opened"), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(g.e.cfg.RetryBase))
 	if err != nil || !maybe {
 		return err
@@ -967,6 +963,19 @@ func (g *gate) changeWait1(ctx dbos.Context, p itsm.Provider, ch itsm.Change) (b
 			return true, Result{State: manent.StateCancelled}, nil
 		}
 	}
+}
+
+// changeToClose reports whether deploy id has a change to close: one
+// change:open recorded, or one it may have opened (its answers lost).
+func (e *Engine) changeToClose(ctx context.Context, id string) (bool, error) {
+	if e.changeID(ctx, id) != "" {
+		return true, nil
+	}
+	st, err := e.st.Step(ctx, id, StepChangeOpen)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return maybeOpened(st), err
 }
 
 // changeID returns the deploy's ITSM change, "" when none was opened.
