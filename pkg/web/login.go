@@ -312,6 +312,12 @@ func (h *Handler) handleOIDCStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := h.seal.seal(oidcCookie, st)
+	if err == nil && len(cookieName(r, oidcCookie))+len(v) > maxBrowserCookie && st.Next != "/" {
+		// A page address too long for the cookie a browser keeps: the
+		// sign-in lands on the home page rather than fail at the callback.
+		st.Next = "/"
+		v, err = h.seal.seal(oidcCookie, st)
+	}
 	if err != nil {
 		h.renderError(w, r, nil, http.StatusInternalServerError, "The sign-in could not be started.")
 		return

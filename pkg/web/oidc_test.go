@@ -229,3 +229,34 @@ func TestOIDCCodeFlowWithPKCE(t *testing.T) {
 		t.Fatal("a replayed callback signed in again")
 	}
 }
+
+// A sign-in started with a `next` too long for the state cookie (the
+// cookie would pass the 4096 bytes a browser keeps, and the browser would
+// drop it: "the sign-in took too long") still signs in, and lands on the
+// home page instead.
+func TestOIDCStartWithAHugeNextStillSignsIn(t *testing.T) {
+	is := newCodeIssuer(t, "olga@example.com", []string{"sre"})
+	s := startUI(t, func(c *node.Config) {
+		c.Auth.OIDC = &auth.OIDCConfig{Issuer: is.srv.URL, Audience: "manent-ui", ClientID: "manent-ui"}
+	})
+	b := newBrowser(t, s.URL)
+	next := "/activity?application=" + strings.Repeat("<a>", 1000)
+	start := b.get("/login/oidc?next=" + url.QueryEscape(next))
+	if start.Status != http.StatusFound {
+		t.Fatalf("GET /login/oidc: %d", start.Status)
+	}
+	for _, c := range (&http.Response{Header: start.Header}).Cookies() {
+		if n := len(c.Name) + len(c.Value); strings.HasSuffix(c.Name, "manent_oidc") && n > 4096 {
+			t.Fatalf("the sign-in's state cookie is %d bytes: a browser drops it", n)
+		}
+	}
+	resp, err := b.hc.Get(start.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cb, _ := url.Parse(resp.Header.Get("Location"))
+	if p := b.get("/login/callback?" + cb.RawQuery); p.Status != http.StatusOK || !strings.Contains(p.Body, `href="/"`) {
+		t.Fatalf("callback: %d\n%s", p.Status, p.Body)
+	}
+}
