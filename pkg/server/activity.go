@@ -103,7 +103,7 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 				it.Reason = cancelRequestedReason(steps)
 			}
 			if wk, ok := stalled[rec.ID]; ok {
-				it.Reason = s.deadWorkerReason(wk)
+				it.Reason = s.deadWorkerReason(wk, it.Reason)
 			}
 			if from, ok := requeued[rec.ID]; ok {
 				it.Queued, it.Step, it.StepAttempts = true, "", 0
@@ -289,7 +289,7 @@ func (s *Server) explainWait(ctx context.Context, rec *store.Record) {
 		}
 		if stalled, err := s.eng.OnDeadWorkers(ctx); err == nil {
 			if wk, ok := stalled[d.ID]; ok {
-				d.Reason = s.deadWorkerReason(wk)
+				d.Reason = s.deadWorkerReason(wk, d.Reason)
 			}
 		}
 		if from, ok := s.requeuedFrom(ctx, d.ID); ok {
@@ -483,14 +483,23 @@ func (sc readScope) has(app, env string) bool {
 // taken over (SPEC §11.3): on PostgreSQL by another worker; on SQLite, this
 // server being the database's only one, by this server at its next start
 // (node.adoptOrphans), which here found the step's processes still running
-// or failed (its log says which).
-func (s *Server) deadWorkerReason(w store.Worker) string {
+// or failed (its log says which). was, the deploy's recorded reason (a
+// wave awaiting approval, a cancel asked for), follows as "last recorded".
+func (s *Server) deadWorkerReason(w store.Worker, was string) string {
+	return deadWorkerReason(w, s.st.Postgres(), was)
+}
+
+func deadWorkerReason(w store.Worker, postgres bool, was string) string {
 	// Read after "Waiting for:" (status) and after the running step
 	// (activity).
 	then := "another worker takes the deploy over within workers.dead_after + 15 s"
-	if !s.st.Postgres() {
+	if !postgres {
 		then = "this server takes the deploy over when it starts again, once the processes of the step have stopped (its log says why it could not at this start)"
 	}
-	return fmt.Sprintf("worker %s to be replaced: it is %s (last seen %s); %s",
+	r := fmt.Sprintf("worker %s to be replaced: it is %s (last seen %s); %s",
 		w.ID, map[bool]string{true: "silent", false: w.State}[w.State == store.WorkerAlive], w.LastSeen.Format(time.RFC3339), then)
+	if was != "" {
+		r += " (last recorded: " + was + ")"
+	}
+	return r
 }

@@ -151,3 +151,18 @@ func TestCancelRequestedReason(t *testing.T) {
 		}
 	}
 }
+
+// A deploy whose worker died keeps what it last said after the worker's
+// replacement: a deploy between waves awaiting approval does not lose it.
+func TestDeadWorkerReasonKeepsTheLastRecorded(t *testing.T) {
+	w := store.Worker{ID: "w2", State: store.WorkerAlive, LastSeen: time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)}
+	was := "wave rest awaits approval (0/1 of sre) until 2026-12-04T12:00:00Z"
+	got := deadWorkerReason(w, true, was)
+	want := "worker w2 to be replaced: it is silent (last seen 2026-12-04T10:00:00Z); another worker takes the deploy over within workers.dead_after + 15 s (last recorded: " + was + ")"
+	if got != want {
+		t.Errorf("deadWorkerReason =\n %q, want\n %q", got, want)
+	}
+	if got := deadWorkerReason(w, false, ""); strings.Contains(got, "last recorded") || !strings.Contains(got, "this server takes the deploy over when it starts again") {
+		t.Errorf("deadWorkerReason on SQLite with nothing recorded = %q", got)
+	}
+}
