@@ -46,7 +46,7 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	if e.From != "" {
-		return fmt.Sprintf("redirect from %s refused: %v", redact(e.From), e.Err)
+		return fmt.Sprintf("redirect from %s refused: %v", strconv.Quote(urlpolicy.Redact(e.From)), e.Err)
 	}
 	return fmt.Sprintf("%s refused: %v", e.Use, e.Err)
 }
@@ -260,15 +260,4 @@ func describe(err error) error {
 		parts = append(parts, f.Path+": "+f.Message)
 	}
 	return fmt.Errorf("%s: %s", e.Message, strings.Join(parts, "; "))
-}
-
-// redact drops credentials and the query (which may hold tokens) of a URL
-// for messages.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(bad URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return strconv.Quote(u.String())
 }

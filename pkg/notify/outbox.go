@@ -15,6 +15,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/retry"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // Outbox defaults.
@@ -446,7 +447,7 @@ func Deliveries(ctx dbos.Client, deployID string) ([]DeliveryStatus, error) {
 			return nil, fmt.Errorf("delivery %s: input: %w", wf.ID, err)
 		}
 		ds := DeliveryStatus{
-			ID: wf.ID, Kind: d.Kind, Event: d.Event.Type, URL: redact(d.URL), Channel: d.Channel,
+			ID: wf.ID, Kind: d.Kind, Event: d.Event.Type, URL: urlpolicy.Redact(d.URL), Channel: d.Channel,
 			State: DeliveryPending, Attempts: []Attempt{}, CreatedAt: wf.CreatedAt,
 		}
 		if d.Event.Step != nil {
@@ -520,17 +521,4 @@ func decodeStored(v any, into any) error {
 		return err
 	}
 	return json.Unmarshal(b, into)
-}
-
-// redact drops what may carry a secret from a URL shown to users.
-func redact(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
-	return u.String()
 }

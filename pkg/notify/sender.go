@@ -218,7 +218,7 @@ func (s *Sender) hideURL(err error) error {
 		if s.shown != nil {
 			ue.URL = s.shown(ue.URL)
 		} else {
-			ue.URL = redact(ue.URL)
+			ue.URL = urlpolicy.Redact(ue.URL)
 		}
 	}
 	return err

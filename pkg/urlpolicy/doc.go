@@ -14,6 +14,9 @@
 // port, decoded path without query or fragment), and URLs with credentials
 // or ".." segments are refused, so a pattern cannot be escaped by spelling.
 //
+// Redact is how a URL is quoted in errors and logs: without the user
+// information, query and fragment that carry credentials and tokens.
+//
 // Check errors are *manent.Error with code EInvalid (422). The package
 // imports pkg/manent only.
 package urlpolicy

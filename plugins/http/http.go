@@ -49,7 +49,7 @@
 // not followed (a 3xx is a permanent error naming where it leads).
 //
 // The package name avoids shadowing net/http; the directory is plugins/http.
-// It imports pkg/egress and pkg/plugin.
+// It imports pkg/egress, pkg/plugin and pkg/urlpolicy (Redact).
 package httpplugin
 
 import (
@@ -69,6 +69,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/urlpolicy"
 )
 
 // Defaults of `with`.
@@ -329,8 +330,8 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 		if ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("no answer within %s", c.Timeout)
 		}
-		logf(pc, "%s %s -> %v", method, redact(target), err)
-		err = fmt.Errorf("http: %s %s: %w", method, redact(target), err)
+		logf(pc, "%s %s -> %v", method, urlpolicy.Redact(target), err)
+		err = fmt.Errorf("http: %s %s: %w", method, urlpolicy.Redact(target), err)
 		if egress.IsRefused(err) {
 			return nil, plugin.Permanent(err)
 		}
@@ -339,11 +340,11 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, fmt.Errorf("http: %s %s: read answer: %w", method, redact(target), err)
+		return nil, fmt.Errorf("http: %s %s: read answer: %w", method, urlpolicy.Redact(target), err)
 	}
 	a := &answer{status: resp.StatusCode, header: resp.Header, body: data}
 	_ = json.Unmarshal(data, &a.document)
-	logf(pc, "%s %s -> %d", method, redact(target), resp.StatusCode)
+	logf(pc, "%s %s -> %d", method, urlpolicy.Redact(target), resp.StatusCode)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return a, nil
 	}
@@ -352,12 +353,12 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 		// redirected again.
 		where := "nowhere (no Location)"
 		if loc := resp.Header.Get("Location"); loc != "" {
-			where = redact(resolve(target, loc))
+			where = urlpolicy.Redact(resolve(target, loc))
 		}
 		return a, plugin.Permanent(fmt.Errorf("http: %s %s answered %d %s: it redirects to %s, and manent follows no redirect: set %s to the URL it should call",
-			method, redact(target), resp.StatusCode, http.StatusText(resp.StatusCode), where, settingOf(c, rawURL)))
+			method, urlpolicy.Redact(target), resp.StatusCode, http.StatusText(resp.StatusCode), where, settingOf(c, rawURL)))
 	}
-	err = fmt.Errorf("http: %s %s answered %d %s%s", method, redact(target), resp.StatusCode,
+	err = fmt.Errorf("http: %s %s answered %d %s%s", method, urlpolicy.Redact(target), resp.StatusCode,
 		http.StatusText(resp.StatusCode), snippet(data))
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout &&
 		resp.StatusCode != http.StatusTooManyRequests {
@@ -488,7 +489,7 @@ func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, 
 		return nil, err
 	}
 	if !json.Valid(a.body) {
-		return nil, plugin.Permanent(fmt.Errorf("http: %s did not answer JSON", redact(expand(u, pc))))
+		return nil, plugin.Permanent(fmt.Errorf("http: %s did not answer JSON", urlpolicy.Redact(expand(u, pc))))
 	}
 	return json.RawMessage(bytes.TrimSpace(a.body)), nil
 }
@@ -592,16 +593,6 @@ func resolve(base, ref string) string {
 		return ref
 	}
 	return b.ResolveReference(r).String()
-}
-
-// redact drops the query, which may hold tokens, from a URL for logs and errors.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(bad URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 func snippet(b []byte) string {
