@@ -28,6 +28,12 @@ type OIDCConfig struct {
 	// GroupsClaim names the claim holding the groups, an array of strings
 	// or a single string. Default "groups".
 	GroupsClaim string `mapstructure:"groups_claim" yaml:"groups_claim,omitempty"`
+	// RequireEmailVerified (default true), when Claim is "email", refuses
+	// a token without `"email_verified": true`: an issuer that does not
+	// vouch for the address may let a user write anyone's (and so sign in
+	// as them, or approve in their name). False accepts a token that has
+	// no email_verified claim at all; `false` is refused either way.
+	RequireEmailVerified *bool `mapstructure:"require_email_verified" yaml:"require_email_verified,omitempty"`
 	// ClientID, when set, turns on the web UI's sign-in through the issuer
 	// (authorization code flow with PKCE, pkg/web). The ID tokens it gets
 	// are checked like bearer tokens, so their "aud" must hold Audience:

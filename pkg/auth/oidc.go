@@ -206,8 +206,15 @@ func (o *oidcVerifier) verify(ctx context.Context, raw string) (manent.Identity,
 	if subject == "" {
 		return manent.Identity{}, unauthorized(fmt.Sprintf("OIDC token has no %q claim (auth.oidc.claim)", o.cfg.Claim))
 	}
-	if o.cfg.Claim == "email" && isFalse(claims["email_verified"]) {
-		return manent.Identity{}, unauthorized("OIDC token's email is not verified (email_verified is false)")
+	if o.cfg.Claim == "email" {
+		switch v, ok := claims["email_verified"]; {
+		case ok && v != true && v != "true":
+			return manent.Identity{}, unauthorized(fmt.Sprintf("OIDC token's email is not verified (email_verified is %.20s)", jsonOf(v)))
+		case !ok && (o.cfg.RequireEmailVerified == nil || *o.cfg.RequireEmailVerified):
+			return manent.Identity{}, unauthorized(`OIDC token does not say its email is verified (no email_verified claim): ` +
+				`have the issuer send it, name the identity by another claim (auth.oidc.claim: sub), ` +
+				`or set auth.oidc.require_email_verified: false if this issuer vouches for every address`)
+		}
 	}
 	return manent.Identity{Subject: "oidc:" + subject, Groups: groupsOf(claims[o.cfg.GroupsClaim])}, nil
 }
@@ -282,12 +289,8 @@ func groupsOf(v any) []string {
 	return nil
 }
 
-func isFalse(v any) bool {
-	switch b := v.(type) {
-	case bool:
-		return !b
-	case string:
-		return b == "false"
-	}
-	return false
+// jsonOf is v as JSON, for a message.
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }

@@ -142,7 +142,27 @@ func TestOIDCTokens(t *testing.T) {
 			name:       "email not verified",
 			token:      is.sign(good, with(func(c map[string]any) { c["email_verified"] = false })),
 			wantCode:   manent.EUnauthorized,
-			wantSubstr: "email is not verified",
+			wantSubstr: "email is not verified (email_verified is false)",
+		},
+		{
+			// An issuer that does not vouch for the address may let a user
+			// write anyone's: alice's, to sign in or approve as her.
+			name:       "email verification not said",
+			token:      is.sign(good, with(func(c map[string]any) { delete(c, "email_verified") })),
+			wantCode:   manent.EUnauthorized,
+			wantSubstr: "no email_verified claim): have the issuer send it, name the identity by another claim (auth.oidc.claim: sub), or set auth.oidc.require_email_verified: false",
+		},
+		{
+			name:       "email_verified null",
+			token:      is.sign(good, with(func(c map[string]any) { c["email_verified"] = nil })),
+			wantCode:   manent.EUnauthorized,
+			wantSubstr: "email is not verified (email_verified is null)",
+		},
+		{
+			name:       "email_verified a number",
+			token:      is.sign(good, with(func(c map[string]any) { c["email_verified"] = 1 })),
+			wantCode:   manent.EUnauthorized,
+			wantSubstr: "email is not verified (email_verified is 1)",
 		},
 	}
 	a := is.authenticator(clock)
@@ -420,4 +440,23 @@ func TestOIDCKeysUnavailable(t *testing.T) {
 	if _, err := a.Authenticate(context.Background(), tok); err != nil {
 		t.Fatalf("after the JWKS came back: %v", err)
 	}
+}
+
+// An issuer that never sends email_verified can be trusted for its
+// addresses with auth.oidc.require_email_verified: false; a token saying
+// false is refused all the same.
+func TestOIDCRequireEmailVerifiedFalse(t *testing.T) {
+	is := newTestIssuer(t)
+	clock := newFakeClock()
+	no := false
+	a := is.authenticator(clock, func(c *OIDCConfig) { c.RequireEmailVerified = &no })
+	c := is.claims(clock.Now())
+	delete(c, "email_verified")
+	got, err := a.Authenticate(context.Background(), "Bearer "+is.sign(is.key(), c))
+	if err != nil || got.Subject != "oidc:alice@example.com" {
+		t.Fatalf("without email_verified, not required: %+v, %v", got, err)
+	}
+	c["email_verified"] = false
+	_, err = a.Authenticate(context.Background(), "Bearer "+is.sign(is.key(), c))
+	wantError(t, err, manent.EUnauthorized, "email is not verified (email_verified is false)")
 }

@@ -67,7 +67,11 @@ func policyDigest(cfg *Config, bootstrap bool) (store.WorkerConfig, error) {
 	})
 	var oidc any
 	if o := cfg.Auth.OIDC; o != nil {
-		oidc = []string{o.Issuer, o.Audience, o.Claim, o.GroupsClaim}
+		parts := []string{o.Issuer, o.Audience, o.Claim, o.GroupsClaim}
+		if o.RequireEmailVerified != nil { // left out while unset, as below
+			parts = append(parts, fmt.Sprintf("require_email_verified=%t", *o.RequireEmailVerified))
+		}
+		oidc = parts
 	}
 	parts := map[string]any{
 		"governance":         []any{rules, rego},

@@ -153,4 +153,16 @@ log_level: info
 	if _, err := loadConfig(path, nil); err != nil {
 		t.Fatal(err)
 	}
+	// auth.oidc.require_email_verified: unset is nil (true), false is kept.
+	doc = strings.Replace(doc, "claim: email}", "claim: email, require_email_verified: false}", 1)
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cfg.Auth.OIDC.RequireEmailVerified; r == nil || *r {
+		t.Fatalf("auth.oidc.require_email_verified: false loaded as %v", r)
+	}
 }
