@@ -53,6 +53,20 @@ type CurrentResult struct {
 	Effective map[string]any `json:"effective"`
 }
 
+// EffectiveResult answers GET /api/v1/deployments/{id}/effective: the
+// effective deploy a deploy was admitted with — what `manent diff` shows of
+// the current release, for any deploy.
+type EffectiveResult struct {
+	ID          string `json:"id"`
+	Application string `json:"application"`
+	Environment string `json:"environment"`
+	Version     string `json:"version"`
+	// Effective is the deploy as admitted (the descriptor merged with the
+	// environment configuration, credentials redacted), as `validate`
+	// prints it.
+	Effective map[string]any `json:"effective"`
+}
+
 // RollbackRequest is the body of POST
 // /api/v1/environments/{application}/{environment}/rollback.
 type RollbackRequest struct {
@@ -172,6 +186,13 @@ func (c *Client) History(ctx context.Context, application, environment string, l
 func (c *Client) Current(ctx context.Context, application, environment string) (*CurrentResult, error) {
 	var out CurrentResult
 	err := c.do(ctx, http.MethodGet, envPath(application, environment, "current"), "", nil, &out)
+	return &out, err
+}
+
+// Effective returns the effective deploy deploy id was admitted with.
+func (c *Client) Effective(ctx context.Context, id string) (*EffectiveResult, error) {
+	var out EffectiveResult
+	err := c.do(ctx, http.MethodGet, "/api/v1/deployments/"+url.PathEscape(id)+"/effective", "", nil, &out)
 	return &out, err
 }
 

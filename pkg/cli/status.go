@@ -24,8 +24,10 @@ type StatusOptions struct {
 
 	ID string
 	// Web prints (and on a desktop opens) the deploy's web page instead.
-	Web    bool
-	Getenv func(string) string
+	Web bool
+	// Effective prints the effective deploy it was admitted with instead.
+	Effective bool
+	Getenv    func(string) string
 }
 
 // NewCmdStatus builds `manent status`.
@@ -46,16 +48,30 @@ environment, version, state, requester, created_at, started_at,
 finished_at, error, rollback, decision and steps.
 
 --web prints the URL of the deploy's page in the web UI instead (and on a
-desktop opens it), as 'manent open <id>'.`,
+desktop opens it), as 'manent open <id>'.
+
+--effective prints instead, as YAML, the effective deploy the deploy was
+admitted with: its descriptor merged with the environment configuration
+of that day, credentials redacted — what it ran with, however deploy.yml
+or the environment changed since ('manent diff' shows the current
+release's). -o json prints {id, application, environment, version,
+effective}.`,
 		Example: `  manent status dpl_01JABCDEF
   manent status dpl_01JABCDEF -o json | jq -r .state
-  manent status dpl_01JABCDEF --web`,
+  manent status dpl_01JABCDEF --web
+  diff <(manent status dpl_01JA --effective) <(manent status dpl_01JB --effective)`,
 		Args: exactArgs(1, "deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()
 			if runF != nil {
 				return runF(opts)
+			}
+			if opts.Web && opts.Effective {
+				return usageErrorf("--web and --effective cannot be used together")
+			}
+			if opts.Effective {
+				return effectiveRun(cmd.Context(), opts)
 			}
 			if opts.Web {
 				return openRun(cmd.Context(), &OpenOptions{IO: opts.IO, Client: opts.Client, Getenv: opts.Getenv, ID: opts.ID})
@@ -64,6 +80,7 @@ desktop opens it), as 'manent open <id>'.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Web, "web", false, "print (and on a desktop open) the deploy's page in the web UI")
+	cmd.Flags().BoolVar(&opts.Effective, "effective", false, "print the effective deploy it was admitted with, as YAML")
 	return cmd
 }
 
@@ -80,6 +97,27 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		return opts.Exporter.Write(opts.IO.Out, d)
 	}
 	return renderStatus(opts.IO, opts.IO.Out, d, opts.Now())
+}
+
+// effectiveRun prints the effective deploy opts.ID was admitted with.
+func effectiveRun(ctx context.Context, opts *StatusOptions) error {
+	client, err := opts.Client()
+	if err != nil {
+		return err
+	}
+	res, err := client.Effective(ctx, opts.ID)
+	if err != nil {
+		return err
+	}
+	if opts.Exporter != nil {
+		return opts.Exporter.Write(opts.IO.Out, res)
+	}
+	y, err := effectiveYAML(res.Effective)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(opts.IO.Out, y)
+	return err
 }
 
 // renderStatus prints a deployment for people: a block of label/value pairs,

@@ -66,6 +66,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/api/v1/deployments?application=billing&environment=staging", "", []int{200}},
 		{"GET", "/api/v1/deployments/" + id, "", []int{200}},
 		{"GET", "/api/v1/deployments/" + id + "/steps", "", []int{200}},
+		{"GET", "/api/v1/deployments/" + id + "/effective", "", []int{200}},
 		{"GET", "/api/v1/deployments/" + id + "/logs", "", []int{200}},
 		{"GET", "/api/v1/deployments/" + id + "/events", "", []int{200}},
 		{"GET", "/api/v1/deployments/" + id + "/logs?follow=true", "", []int{200}},

@@ -20,6 +20,7 @@ import (
 func (s *Server) routesHistory() {
 	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/history", s.handleHistory)
 	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/current", s.handleCurrent)
+	s.mux.HandleFunc("GET /api/v1/deployments/{id}/effective", s.handleEffective)
 	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", s.handleRollback)
 	s.mux.HandleFunc("GET /api/v1/metrics/dora", s.handleDORA)
 	s.mux.HandleFunc("GET /api/v1/version", s.handleVersion) // version.go
@@ -112,6 +113,26 @@ func (s *Server) handleCurrent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wireCurrent(app, env, cur, in))
+}
+
+// handleEffective answers the effective deploy a deploy was admitted with
+// (api.EffectiveResult): what it ran with, long after its environment's
+// configuration or its descriptor changed.
+func (s *Server) handleEffective(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.deployment(w, r, PermRead)
+	if !ok {
+		return
+	}
+	var in plan.Input
+	if err := json.Unmarshal(rec.Input, &in); err != nil {
+		writeError(w, r, s.log, fmt.Errorf("deploy %s: decode input: %w", rec.ID, err))
+		return
+	}
+	if len(in.Effective) == 0 || string(in.Effective) == "null" {
+		writeError(w, r, s.log, manent.Errorf(manent.ENotFound, "deploy %s has no recorded effective deploy: it was admitted by a release that did not keep it", rec.ID))
+		return
+	}
+	writeJSON(w, http.StatusOK, wireEffective(rec.Deployment, in.Effective))
 }
 
 // handleRollback submits a new deploy of an earlier release with the

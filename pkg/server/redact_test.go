@@ -117,6 +117,7 @@ parameters: {replicas: 2, api_token: %s}
 	shown["steps"] = get("/api/v1/deployments/" + res.ID + "/steps")
 	shown["events"] = get("/api/v1/deployments/" + res.ID + "/events")
 	shown["current"] = get("/api/v1/environments/billing/staging/current")
+	shown["effective"] = get("/api/v1/deployments/" + res.ID + "/effective")
 	if !strings.Contains(shown["events"], `"name":"config"`) {
 		t.Fatalf("the event stream has no config step: %s", shown["events"])
 	}
@@ -127,7 +128,7 @@ parameters: {replicas: 2, api_token: %s}
 			}
 		}
 	}
-	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"UPSTREAM_AUTHORIZATION":"[redacted]"`) {
+	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["effective"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"UPSTREAM_AUTHORIZATION":"[redacted]"`) {
 		t.Errorf("the redacted settings should keep their names:\ncurrent %s\nsteps %s", shown["current"], shown["steps"])
 	}
 }

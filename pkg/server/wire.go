@@ -76,6 +76,12 @@ func wireCurrent(app, env string, cur *manent.Release, in plan.Input) api.Curren
 	return api.CurrentResult{Application: app, Environment: env, Release: cur, Effective: eff}
 }
 
+func wireEffective(d manent.Deployment, effective json.RawMessage) api.EffectiveResult {
+	eff := map[string]any{}
+	_ = json.Unmarshal(effective, &eff)
+	return api.EffectiveResult{ID: d.ID, Application: d.Application, Environment: d.Environment, Version: d.Version, Effective: eff}
+}
+
 func wireVersion(v version.Info) api.VersionInfo {
 	return api.VersionInfo{Version: v.Version, Commit: v.Commit, Date: v.Date, Go: v.Go}
 }

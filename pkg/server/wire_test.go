@@ -48,6 +48,7 @@ func TestWireRoundTrip(t *testing.T) {
 		{"GET", "/api/v1/deployments", "", 200, &api.ListResult{}},
 		{"GET", "/api/v1/deployments/" + id, "", 200, &manent.Deployment{}},
 		{"GET", "/api/v1/deployments/" + id + "/steps", "", 200, &api.StepsResult{}},
+		{"GET", "/api/v1/deployments/" + id + "/effective", "", 200, &api.EffectiveResult{}},
 		{"GET", "/api/v1/deployments/" + id + "/logs", "", 200, &api.LogsResult{}},
 		{"GET", "/api/v1/activity", "", 200, &api.ActivityResult{}},
 		{"GET", "/api/v1/inventory", "", 200, &api.InventoryResult{}},
