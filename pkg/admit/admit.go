@@ -357,7 +357,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	decision, waits := &manent.Decision{Allowed: true, Source: "at each tick"}, plan.Waits{}
 	if governed {
 		var refusals []manent.FieldError
-		decision, waits, refusals = a.decide(ctx, req, plan.FreezeRegions(waves))
+		decision, waits, refusals = a.decide(ctx, req, plan.FreezeRegions(waves), env.config)
 		if len(refusals) > 0 {
 			return nil, refused(refusals)
 		}
@@ -371,7 +371,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 		Requester: req.Identity.Subject, RequesterGroups: req.Identity.Groups,
 		Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: waves, EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
-		Effective: env.effective, Waits: waits, RollbackOf: req.RollbackOf, Worker: a.cfg.Worker,
+		Effective: env.effective, EnvConfig: env.config, Waits: waits, RollbackOf: req.RollbackOf, Worker: a.cfg.Worker,
 	}
 	return &Admission{Input: in, Decision: decision}, nil
 }

@@ -23,6 +23,9 @@ type envResult struct {
 	rollback   envconfig.RollbackPolicy
 	effective  json.RawMessage
 	revision   envconfig.Revision
+	// config is the environment configuration as read, the document a
+	// Rego policy sees as input.environment.config (nil: none was read).
+	config map[string]any
 	// checked says the provider answered; when it did not, the deploy is
 	// accepted with the descriptor alone and its config step checks it.
 	checked  bool
@@ -51,6 +54,7 @@ func (a *Admitter) environment(ctx context.Context, d *descriptor.Descriptor) en
 		return res
 	default:
 		res.checked = true
+		res.config = ConfigDocument(cfg)
 	}
 	eff, err := a.merge(d, cfg)
 	if err != nil {
@@ -99,6 +103,24 @@ func shownEffective(v any) json.RawMessage {
 		return raw
 	}
 	return out
+}
+
+// ConfigDocument is cfg as governance sees it (input.environment.config):
+// the configuration document's keys (target, parameters, rollback,
+// regions, descriptor_policy), nil for none.
+func ConfigDocument(cfg *envconfig.Config) map[string]any {
+	if cfg == nil {
+		return nil
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
 }
 
 func (a *Admitter) provider() envconfig.Provider {
@@ -156,6 +178,10 @@ type Reconfigured struct {
 	Target     descriptor.Target        `json:"target"`
 	Parameters map[string]any           `json:"parameters,omitempty"`
 	Rollback   envconfig.RollbackPolicy `json:"rollback"`
+	// EnvConfig is the environment configuration governance judged the
+	// deploy with (input.environment.config): the one valid now, or the
+	// one checked at submission when the provider does not answer.
+	EnvConfig map[string]any `json:"env_config,omitempty"`
 	// Notes are what the step log should say (the provider did not answer,
 	// the configuration changed since submission).
 	Notes []string `json:"-"`
@@ -169,7 +195,7 @@ type Reconfigured struct {
 // the configuration was checked at submission, which is then used.
 func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigured, error) {
 	out := &Reconfigured{Source: "submission", Revision: in.EnvRevision.Revision, Target: in.Target,
-		Parameters: in.Parameters, Rollback: in.Rollback}
+		Parameters: in.Parameters, Rollback: in.Rollback, EnvConfig: in.EnvConfig}
 	if in.EnvRevision.Source != "" {
 		out.Source = in.EnvRevision.Source
 	}
@@ -193,6 +219,7 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 		}
 		out.Source, out.Revision = rev.Source, rev.Revision
 		out.Target, out.Parameters, out.Rollback = eff.Target, eff.Parameters, eff.Rollback
+		out.EnvConfig = ConfigDocument(cfg)
 		if in.EnvChecked && rev.Revision != in.EnvRevision.Revision {
 			out.Notes = append(out.Notes, fmt.Sprintf("environment configuration changed since submission: revision %s, was %s", rev.Revision, in.EnvRevision.Revision))
 		}
@@ -200,7 +227,9 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 	if problems := append(a.checkPlugins(d, out.Target, true), a.checkSecrets(d)...); len(problems) > 0 {
 		return nil, plugin.Permanent(fmt.Errorf("%s", describe(problems)))
 	}
-	if err := a.recheckGovernance(ctx, in); err != nil {
+	now := in
+	now.EnvConfig = out.EnvConfig
+	if err := a.recheckGovernance(ctx, now); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -21,7 +21,7 @@ import (
 // management, and the waits of the descriptor itself (schedule.at, after).
 // It returns the decision to save, what the deploy waits for, and the
 // problems that refuse it.
-func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*manent.Decision, plan.Waits, []manent.FieldError) {
+func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any) (*manent.Decision, plan.Waits, []manent.FieldError) {
 	d := req.Descriptor
 	var waits plan.Waits
 	var problems []manent.FieldError
@@ -56,7 +56,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string) (*
 	in := governance.Input{
 		Descriptor:  d,
 		Identity:    req.Identity,
-		Environment: governance.Environment{Name: d.Environment, Regions: regions},
+		Environment: governance.Environment{Name: d.Environment, Regions: regions, Config: config},
 		Now:         now,
 	}
 	dec, err := a.governanceDecision(ctx, in)
@@ -322,12 +322,13 @@ func (a *Admitter) Governed() bool { return a.cfg.Governance != nil }
 
 // runInput is the governance input for deploy in once admitted, decided
 // again now: descriptor d (its own, or one with the downloaded artifact's
-// digest), the requester, the regions concerned.
+// digest), the requester, the regions concerned, the environment
+// configuration of in (the config step's once it ran).
 func runInput(in plan.Input, d *descriptor.Descriptor, regions []string) governance.Input {
 	return governance.Input{
 		Descriptor:  d,
 		Identity:    in.Requesting(),
-		Environment: governance.Environment{Name: in.Environment, Regions: regions},
+		Environment: governance.Environment{Name: in.Environment, Regions: regions, Config: in.EnvConfig},
 		Now:         time.Now().UTC(),
 	}
 }

@@ -668,6 +668,12 @@ func (r *run) applyConfig(raw json.RawMessage) {
 		return
 	}
 	r.in.Target, r.in.Parameters, r.in.Rollback = c.Target, c.Parameters, c.Rollback
+	if c.EnvConfig != nil {
+		// Governance at the artifacts step and each wave judges with the
+		// configuration the config step judged with (recorded by a release
+		// that has the field).
+		r.in.EnvConfig = c.EnvConfig
+	}
 }
 
 // configOutput is what the config step records: the configuration it used
@@ -679,6 +685,9 @@ type configOutput struct {
 	Parameters map[string]any           `json:"parameters,omitempty"`
 	Rollback   envconfig.RollbackPolicy `json:"rollback"`
 	Plan       []string                 `json:"plan"`
+	// EnvConfig is the environment configuration governance saw
+	// (input.environment.config); never shown.
+	EnvConfig map[string]any `json:"env_config,omitempty"`
 }
 
 // shownOutput is a step output part of which readers must not see: the
@@ -692,6 +701,7 @@ type shownOutput interface{ shown() any }
 func (c configOutput) shown() any {
 	c.Target.With = plugin.RedactSettings(c.Target.With)
 	c.Parameters = plugin.RedactSettings(c.Parameters)
+	c.EnvConfig = nil
 	return c
 }
 
@@ -719,7 +729,7 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 		return nil, err
 	}
 	out := configOutput{Source: rc.Source, Revision: rc.Revision, Target: rc.Target, Parameters: rc.Parameters,
-		Rollback: rc.Rollback, Plan: r.in.Plan.Names()}
+		Rollback: rc.Rollback, Plan: r.in.Plan.Names(), EnvConfig: rc.EnvConfig}
 	switch {
 	case out.Source == "" || out.Source == "none":
 		fmt.Fprintf(log, "configuration: none (no environment configuration provider): target %s, %d plan steps\n", out.Target.Plugin, len(r.in.Plan.Steps))

@@ -41,6 +41,11 @@ type Input struct {
 	Notice string `json:"notice,omitempty"`
 	// Effective is the merged deploy as checked at submission.
 	Effective json.RawMessage `json:"effective,omitempty"`
+	// EnvConfig is the environment configuration read at submission (the
+	// config step's replaces it once it ran): what governance sees as
+	// input.environment.config at every later decision. It may hold
+	// credentials: never shown.
+	EnvConfig map[string]any `json:"env_config,omitempty"`
 	// RollbackOf is the deploy a rollback goes back from (SPEC §11.5).
 	RollbackOf string `json:"rollback_of,omitempty"`
 	// Worker is the worker (executor id) that admitted the deploy: the

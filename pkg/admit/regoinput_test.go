@@ -1,0 +1,100 @@
+package admit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+)
+
+// staticEnv is an environment configuration provider answering cfg for
+// every environment.
+type staticEnv struct{ cfg *envconfig.Config }
+
+func (s staticEnv) Get(context.Context, string, string) (*envconfig.Config, envconfig.Revision, error) {
+	return s.cfg, envconfig.Revision{Source: "test", Revision: "1"}, nil
+}
+
+// A Rego policy reads input.environment.config, the environment
+// configuration (docs/governance.md): at submission, at the config step and
+// at the artifacts step's promotion check. QA: it was always {}, so a
+// policy refusing prod deploys with fewer than 2 replicas set by the
+// environment (the descriptor setting none) let them through.
+func TestRegoSeesTheEnvironmentConfiguration(t *testing.T) {
+	pol, err := governance.ParseRego("policy.rego", `package manent
+
+deny contains msg if {
+	input.environment.config.parameters.replicas < 2
+	msg := sprintf("%s runs %d replicas, fewer than 2", [input.environment.name, input.environment.config.parameters.replicas])
+}
+
+deny contains "the environment configuration is not visible" if {
+	not input.environment.config.target.plugin
+}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := &envconfig.Config{Target: &descriptor.Target{Plugin: "local"}, Parameters: map[string]any{"replicas": 1}}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: pol, Environments: staticEnv{one}})
+	_, err = f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	if err == nil || !strings.Contains(err.Error()+fieldText(err), "prod runs 1 replicas, fewer than 2") {
+		t.Fatalf("submission with replicas 1 from the environment: %v %s, want the policy's refusal", err, fieldText(err))
+	}
+
+	two := &envconfig.Config{Target: &descriptor.Target{Plugin: "local"}, Parameters: map[string]any{"replicas": 2}}
+	ok := newAdmitter(t, admit.Config{Trial: true, Governance: pol, Environments: staticEnv{two}})
+	adm, err := ok.a.Admit(context.Background(), admit.Request{Descriptor: ok.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatalf("submission with replicas 2: %v %s", err, fieldText(err))
+	}
+	if _, err := ok.a.Reconfigure(context.Background(), adm.Input); err != nil {
+		t.Fatalf("config step with replicas 2: %v", err)
+	}
+	// The environment changed before the deploy started: the config step
+	// judges the configuration valid then.
+	later := newAdmitter(t, admit.Config{Trial: true, Governance: pol, Environments: staticEnv{one}})
+	if _, err := later.a.Reconfigure(context.Background(), adm.Input); err == nil || !plugin.IsPermanent(err) ||
+		!strings.Contains(err.Error(), "prod runs 1 replicas") {
+		t.Fatalf("config step once the environment sets 1 replica: %v, want the policy's refusal", err)
+	}
+
+	// A wave asks again, with the configuration the deploy was judged
+	// with: a freeze the policy derives from it holds the wave.
+	frozen, err := governance.ParseRego("frozen.rego", `package manent
+
+freeze := {"name": "by-config", "reopens_at": "2999-01-01T00:00:00Z"} if input.environment.config.parameters.frozen
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &envconfig.Config{Target: &descriptor.Target{Plugin: "local"}, Parameters: map[string]any{"frozen": true}}
+	open := newAdmitter(t, admit.Config{Trial: true, Environments: staticEnv{cfg}})
+	adm, err = open.a.Admit(context.Background(), admit.Request{Descriptor: open.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waves := newAdmitter(t, admit.Config{Trial: true, Governance: frozen})
+	if fr, err := waves.a.Freeze(context.Background(), adm.Input, []string{"eu-1"}); err != nil || fr == nil || fr.Name != "by-config" {
+		t.Fatalf("a wave's freeze: %+v %v, want the policy's freeze by-config", fr, err)
+	}
+}
+
+func fieldText(err error) string {
+	var me *manent.Error
+	if !errors.As(err, &me) {
+		return ""
+	}
+	var sb strings.Builder
+	for _, f := range me.Fields {
+		sb.WriteString(f.Path + ": " + f.Message + "; ")
+	}
+	return sb.String()
+}
