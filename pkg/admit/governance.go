@@ -317,6 +317,33 @@ func (a *Admitter) Freeze(ctx context.Context, in plan.Input, regions []string) 
 	return blockingFreeze(dec), nil
 }
 
+// LapsedApprover says why the approval subject gave a deploy of
+// application/environment, under the rule's approvers, no longer counts,
+// or "" while it does. A static token's is checked with the token's groups
+// of now: it lapses once the token is removed from auth.tokens (revoked),
+// no longer matches approvers, or RBAC no longer lets it approve there. An
+// OIDC identity's groups are those of the token it approved with, which
+// the server does not keep: its approval is not checked again (reject or
+// cancel the deploy instead).
+func (a *Admitter) LapsedApprover(subject string, approvers []string, application, environment string) string {
+	name, ok := strings.CutPrefix(subject, "token:")
+	if !ok || a.cfg.Tokens == nil {
+		return ""
+	}
+	groups, ok := a.cfg.Tokens.TokenGroups(name)
+	if !ok {
+		return subject + " is no longer a token of this server (auth.tokens)"
+	}
+	who := manent.Identity{Subject: subject, Groups: groups}
+	if len(approvers) > 0 && !who.Matches(approvers) {
+		return fmt.Sprintf("%s is no longer one of the approvers %s", subject, strings.Join(approvers, ", "))
+	}
+	if a.cfg.Authorizer != nil && a.cfg.Authorizer.Authorize(who, string(auth.DeploymentApprove), application, environment) != nil {
+		return fmt.Sprintf("RBAC no longer lets %s approve deploys of %s/%s", subject, application, environment)
+	}
+	return ""
+}
+
 // Governed reports whether a governance policy is configured.
 func (a *Admitter) Governed() bool { return a.cfg.Governance != nil }
 

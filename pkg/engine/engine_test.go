@@ -51,8 +51,18 @@ func newFixture(t *testing.T, dbURL string, slots int, opts ...func(*node.Config
 	dir := t.TempDir()
 	cfg := servertest.Config(dir)
 	cfg.Database, cfg.ExecutorID, cfg.Workers.Slots = dbURL, "test", slots
-	cfg.RBAC = []auth.RBACRule{{Subjects: []string{"token:test"}, Permissions: []string{string(auth.Admin)}}}
+	// The approvers the tests name are tokens of the server, allowed to
+	// approve: an approval counts only while its token is (LapsedApprover).
+	cfg.RBAC = []auth.RBACRule{{Subjects: []string{"token:test"}, Permissions: []string{string(auth.Admin)}},
+		{Subjects: []string{"token:*"}, Permissions: []string{string(auth.DeploymentApprove)}}}
 	cfg.Auth.Tokens = []auth.TokenConfig{{Name: "test", SHA256: auth.HashToken("test-secret")}}
+	for _, n := range []string{"alice", "bob", "ops", "lead", "dev"} {
+		groups := []string{"sre"}
+		if n == "dev" {
+			groups = []string{"dev"}
+		}
+		cfg.Auth.Tokens = append(cfg.Auth.Tokens, auth.TokenConfig{Name: n, SHA256: auth.HashToken(n + "-secret"), Groups: groups})
+	}
 	for _, o := range opts {
 		o(cfg)
 	}

@@ -299,7 +299,7 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 			if err != nil {
 				return approvalStatus{}, err
 			}
-			n := CountApprovals(as, digest)
+			n, lapsed := g.e.countApprovals(g.in, as, digest)
 			if msg := rejection(as); msg != "" {
 				return approvalStatus{Rejected: msg}, nil
 			}
@@ -314,6 +314,9 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 			if !deadline.IsZero() {
 				remaining = time.Until(deadline)
 				reason += ", expires at " + deadline.Format(time.RFC3339)
+			}
+			if len(lapsed) > 0 {
+				reason += "; approvals that no longer count: " + strings.Join(lapsed, "; ")
 			}
 			ok, err := g.transition(sctx, manent.StateAwaitingApproval, reason)
 			return approvalStatus{Gone: !ok, Remaining: remaining}, err
@@ -342,7 +345,7 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 					if err != nil {
 						return err
 					}
-					if rejection(as) != "" || CountApprovals(as, digest) >= rule.Count {
+					if n, _ := g.e.countApprovals(g.in, as, digest); rejection(as) != "" || n >= rule.Count {
 						return errDecidedAtExpiry
 					}
 					return nil
@@ -463,7 +466,7 @@ func (g *gate) approvedBefore(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if CountApprovals(as, plan.Digest(in)) < in.Waits.Approvals.Count || rejection(as) != "" {
+		if n, _ := g.e.countApprovals(in, as, plan.Digest(in)); n < in.Waits.Approvals.Count || rejection(as) != "" {
 			continue
 		}
 		first = r.ID
@@ -502,6 +505,29 @@ func CountApprovals(as []manent.Approval, digest string) int {
 		}
 	}
 	return n
+}
+
+// countApprovals counts the approvals of as that count for deploy in now:
+// given for digest (CountApprovals), by approvers who could still give
+// them — a static token revoked, or no longer an approver by the rule or
+// by RBAC since a restart with a new configuration, lapses
+// (admit.LapsedApprover). lapsed says, for each that does not count, why.
+func (e *Engine) countApprovals(in plan.Input, as []manent.Approval, digest string) (n int, lapsed []string) {
+	var approvers []string
+	if in.Waits.Approvals != nil {
+		approvers = in.Waits.Approvals.Approvers
+	}
+	for _, a := range as {
+		if a.Verdict != "approve" || a.PlanDigest != digest {
+			continue
+		}
+		if why := e.cfg.Admitter.LapsedApprover(a.Identity, approvers, in.Application, in.Environment); why != "" {
+			lapsed = append(lapsed, why)
+			continue
+		}
+		n++
+	}
+	return n, lapsed
 }
 
 // Approve records by's approval or rejection a and wakes the gate. The
@@ -554,7 +580,7 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	if err != nil {
 		return nil, err
 	}
-	if rejection(as) == "" && CountApprovals(as, digest) >= in.Waits.Approvals.Count {
+	if n, _ := e.countApprovals(in, as, digest); rejection(as) == "" && n >= in.Waits.Approvals.Count {
 		if in.Waits.Change {
 			return nil, manent.Errorf(manent.EConflict, "deploy %s already has its %s and waits for its change ticket in the ITSM: reject the change there, or cancel the deploy", id, manent.Plural(in.Waits.Approvals.Count, "approval"))
 		}

@@ -1,0 +1,76 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/plan"
+)
+
+// An approval counts while its approver could give it: a static token
+// removed from auth.tokens (revoked), or no longer allowed to approve by
+// RBAC or by the rule's approvers after a restart with a new
+// configuration, no longer counts towards a deploy still waiting, and the
+// deploy's reason says whose approval lapsed and why. QA: alice's approval
+// still counted after her token was revoked, and bob's one more ran the
+// deploy with one valid approval of the three required, the others lapsed.
+func TestApprovalOfARevokedApproverLapses(t *testing.T) {
+	sre := func(cfg *node.Config) {
+		cfg.Auth.Tokens = append(cfg.Auth.Tokens[:1],
+			auth.TokenConfig{Name: "alice", SHA256: auth.HashToken("alice-secret"), Groups: []string{"sre"}},
+			auth.TokenConfig{Name: "bob", SHA256: auth.HashToken("bob-secret"), Groups: []string{"sre"}},
+			auth.TokenConfig{Name: "carol", SHA256: auth.HashToken("carol-secret"), Groups: []string{"sre"}})
+		cfg.RBAC = append(cfg.RBAC, auth.RBACRule{Subjects: []string{"group:sre"}, Permissions: []string{string(auth.DeploymentApprove)}})
+	}
+	f := newFixture(t, enginetest.SQLite(t), 1, sre)
+	url, _ := f.artifact("v1", "x")
+	rule := &plan.ApprovalRule{Count: 3, Approvers: []string{"group:sre"}, Expires: time.Hour}
+	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
+	f.waitState(id, manent.StateAwaitingApproval)
+	ctx := context.Background()
+	approve := func(who string) error {
+		_, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:" + who, Groups: []string{"sre"}}, manent.Approval{Verdict: "approve"})
+		return err
+	}
+	if err := approve("alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := approve("carol"); err != nil {
+		t.Fatal(err)
+	}
+	// A restart revokes alice's token and moves carol out of sre.
+	f.node.Close(5 * time.Second)
+	f.cfg.Auth.Tokens = []auth.TokenConfig{f.cfg.Auth.Tokens[0],
+		{Name: "bob", SHA256: auth.HashToken("bob-secret"), Groups: []string{"sre"}},
+		{Name: "carol", SHA256: auth.HashToken("carol-secret"), Groups: []string{"dev"}}}
+	f.open()
+	d := f.state(id)
+	if d.State != manent.StateAwaitingApproval {
+		t.Fatalf("after the restart: %s, want AWAITING_APPROVAL: the approvals of a revoked token and of one no longer in sre counted", stateOf{&d})
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		r := f.state(id).Reason
+		return strings.Contains(r, "approvals 0/3") && strings.Contains(r, "token:alice") && strings.Contains(r, "no longer a token of this server") &&
+			strings.Contains(r, "token:carol")
+	}, "the reason to say whose approvals lapsed; it is %q", stateOfReason{f, id})
+	if err := approve("bob"); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "approvals 1/3") }, "bob's approval to count alone")
+	if d := f.state(id); d.State != manent.StateAwaitingApproval {
+		t.Fatalf("with one approval that counts: %s, want AWAITING_APPROVAL", stateOf{&d})
+	}
+}
+
+type stateOfReason struct {
+	f  *fixture
+	id string
+}
+
+func (s stateOfReason) String() string { return s.f.state(s.id).Reason }
