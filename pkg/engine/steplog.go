@@ -28,6 +28,10 @@ const (
 	// MaxDeployLogBytes bounds what all the steps of one execution of a
 	// deploy keep together.
 	MaxDeployLogBytes = 64 << 20
+	// MaxStepError is the longest step error kept, in bytes: a plugin may
+	// answer megabytes of it, and it is shown in the deploy's error, its
+	// events, callbacks and chat messages too.
+	MaxStepError = 8 << 10
 )
 
 // logBudget is what the steps of one execution of a deploy have left to

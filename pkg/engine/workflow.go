@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
@@ -349,6 +350,45 @@ func (r *run) interrupted(ctx context.Context, name string) (bool, error) {
 	return true, err
 }
 
+// storableError returns err with a message the database can hold, as the
+// step's error, the deploy's, and the DBOS step's outcome: a plugin's error
+// is its own text (an external plugin's answer, a platform's message), and
+// may hold a NUL character or invalid UTF-8, which PostgreSQL refuses in a
+// text column — the step's end then went unrecorded and the deploy said
+// only "failed" — or megabytes. NUL becomes `\x00`, invalid UTF-8 U+FFFD,
+// and a message longer than MaxStepError is cut and says how long it was.
+// errors.Is and errors.As see err as it was (plugin.IsPermanent).
+func storableError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	clean := strings.ReplaceAll(strings.ToValidUTF8(msg, "\uFFFD"), "\x00", `\x00`)
+	if len(clean) > MaxStepError {
+		cut := clean[:MaxStepError]
+		for len(cut) > 0 {
+			if r, n := utf8.DecodeLastRuneInString(cut); r != utf8.RuneError || n != 1 {
+				break
+			}
+			cut = cut[:len(cut)-1]
+		}
+		clean = fmt.Sprintf("%s … [error cut: %d bytes, at most %d kept]", cut, len(msg), MaxStepError)
+	}
+	if clean == msg {
+		return err
+	}
+	return &storedError{msg: clean, err: err}
+}
+
+// storedError is an error shown with another message (storableError).
+type storedError struct {
+	msg string
+	err error
+}
+
+func (e *storedError) Error() string { return e.msg }
+func (e *storedError) Unwrap() error { return e.err }
+
 // changesTarget reports whether step ps acts outside the deploy's work
 // directory — deploy, activation, their checkpoints and rollbacks, custom
 // steps. Such a step is shown RUNNING before its action goes out, not
@@ -411,6 +451,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	if err == nil {
 		out, err = fn(ctx, log)
 	}
+	err = storableError(err)
 	if timer == nil || !timer.Stop() {
 		<-recorded
 	}
