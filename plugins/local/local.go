@@ -1,9 +1,11 @@
 // Package local is the `local` target plugin (SPEC §6): it unpacks the
 // artifact into `<dir>/releases/<version>` and activates a release by
 // switching the `<dir>/current` symlink atomically; rollback switches back.
-// Every action is idempotent. `dir` must be under the server's local root
-// (plugins.local.root, SPEC §11.1), checked at submission and by the config
-// step, and checked again for links before each action.
+// Every action is idempotent, and flushes what it changed to disk before it
+// returns (a step recorded done survives a power loss). `dir` must be under
+// the server's local root (plugins.local.root, SPEC §11.1), checked at
+// submission and by the config step, and checked again for links before
+// each action.
 //
 // It imports pkg/plugin only.
 package local
@@ -19,8 +21,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/manent-io/manent/pkg/plugin"
 )
@@ -36,7 +40,11 @@ type Options struct {
 }
 
 // Plugin is the local target.
-type Plugin struct{ o Options }
+type Plugin struct {
+	o Options
+	// sync flushes a file or a directory to disk (nil: fsync).
+	sync func(path string) error
+}
 
 // New returns the local plugin.
 func New(o Options) *Plugin { return &Plugin{o: o} }
@@ -381,6 +389,13 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
+	// On disk before it takes the release's name: a power loss after the
+	// step is recorded done must not leave an empty or partial release
+	// that activation then points at.
+	if err := p.flushTree(tmp); err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, err
+	}
 	if name == cur {
 		// Only a retry after this deploy's own activation can get here
 		// (its staged release is live): the files are already in place.
@@ -401,6 +416,10 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	_ = os.RemoveAll(old)
+	// The rename, and releases/ itself when this deploy made it.
+	if err := p.flushDirs(releases, dir); err != nil {
+		return nil, err
+	}
 	if name != ReleaseName(pc.Version) {
 		fmt.Fprintf(pc.Log, "releases/%s is live: unpacked %d files beside it into %s\n", ReleaseName(pc.Version), files, final)
 	} else {
@@ -423,7 +442,7 @@ func (p *Plugin) activateOne(pc plugin.Context) (plugin.Result, error) {
 	if _, err := os.Stat(filepath.Join(dir, "releases", name)); err != nil {
 		return nil, plugin.Permanent(fmt.Errorf("local: release %s is not deployed", name))
 	}
-	if err := switchCurrent(dir, name); err != nil {
+	if err := p.switchCurrent(dir, name); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(pc.Log, "current -> releases/%s\n", name)
@@ -479,6 +498,9 @@ func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMes
 		if err := os.Remove(filepath.Join(dir, "current")); err != nil && !os.IsNotExist(err) {
 			return nil, fmt.Errorf("local: %w", err)
 		}
+		if err := p.flushDirs(dir); err != nil {
+			return nil, err
+		}
 		fmt.Fprintf(pc.Log, "current removed: nothing was live before\n")
 		return plugin.Result{"current": ""}, nil
 	}
@@ -486,7 +508,7 @@ func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMes
 		// Pointing current at nothing would be no rollback: say so.
 		return nil, plugin.Permanent(fmt.Errorf("local: cannot roll back to releases/%s: it is no longer there (removed outside manent?); current still points where it did", cp.Release))
 	}
-	if err := switchCurrent(dir, cp.Release); err != nil {
+	if err := p.switchCurrent(dir, cp.Release); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(pc.Log, "current -> releases/%s (rolled back)\n", cp.Release)
@@ -525,20 +547,84 @@ func (p *Plugin) rollbackDeployOne(pc plugin.Context, checkpoint json.RawMessage
 	if err := os.RemoveAll(filepath.Join(dir, "releases", name)); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
+	if err := p.flushDirs(filepath.Join(dir, "releases")); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(pc.Log, "removed releases/%s\n", name)
 	return plugin.Result{"removed": name}, nil
 }
 
-func switchCurrent(dir, name string) error {
+// switchCurrent points `current` at releases/name with one rename of a new
+// link over it, flushing dir before (the new link and the release) and
+// after (the rename): once the step is recorded done, a power loss leaves
+// `current` where the step put it.
+func (p *Plugin) switchCurrent(dir, name string) error {
 	tmp := filepath.Join(dir, ".current-tmp")
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Join("releases", name), tmp); err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
+	if err := p.flushDirs(filepath.Join(dir, "releases", name), filepath.Join(dir, "releases"), dir); err != nil {
+		return err
+	}
 	if err := os.Rename(tmp, filepath.Join(dir, "current")); err != nil {
 		return fmt.Errorf("local: switch current: %w", err)
 	}
+	return p.flushDirs(dir)
+}
+
+// flush writes a file or a directory (its entries) through to disk.
+func (p *Plugin) flush(path string) error {
+	if p.sync != nil {
+		return p.sync(path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	err = f.Sync()
+	if err != nil && errors.Is(err, syscall.EINVAL) {
+		// A file system that cannot flush a directory (some network and
+		// FUSE ones) has nothing more to give.
+		if st, serr := f.Stat(); serr == nil && st.IsDir() {
+			return nil
+		}
+	}
+	return err
+}
+
+// flushDirs flushes each directory (a no-op on Windows, where a directory
+// cannot be flushed).
+func (p *Plugin) flushDirs(dirs ...string) error {
+	if runtime.GOOS == "windows" && p.sync == nil {
+		return nil
+	}
+	for _, d := range dirs {
+		if err := p.flush(d); err != nil {
+			return fmt.Errorf("local: fsync: %w", err)
+		}
+	}
 	return nil
+}
+
+// flushTree flushes every file and directory under root, root included.
+func (p *Plugin) flushTree(root string) error {
+	return filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return p.flushDirs(path)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if err := p.flush(path); err != nil {
+			return fmt.Errorf("local: fsync: %w", err)
+		}
+		return nil
+	})
 }
 
 // unpack extracts a .tar.gz/.tgz/.tar/.zip artifact into dst, or copies any
