@@ -358,6 +358,18 @@ func parseResponse(stdout *limitedBuffer) (Response, error) {
 		rest = bytes.TrimSpace(rest)
 		return r, fmt.Errorf("stdout holds more than one JSON response: %s follows the response", strconv.QuoteToASCII(string(rest[:min(len(rest), 40)])))
 	}
+	if data[0] != '{' {
+		// null: the one value that decodes into a struct and is none.
+		return r, fmt.Errorf("stdout is not a JSON response: %s is not a JSON object", strconv.QuoteToASCII(string(data[:min(len(data), 40)])))
+	}
+	// ok is required: an answer of another protocol, or a typo, is not
+	// read as a failure that says nothing and is retried.
+	var has struct {
+		OK *bool `json:"ok"`
+	}
+	if json.Unmarshal(data, &has) != nil || has.OK == nil {
+		return r, errors.New(`the response has no "ok" field: a response of ` + Protocol + ` is {"ok": true, "output": {…}} or {"ok": false, "error": "…"}`)
+	}
 	return r, nil
 }
 
