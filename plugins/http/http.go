@@ -340,7 +340,16 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, fmt.Errorf("http: %s %s: read answer: %w", method, urlpolicy.Redact(target), err)
+		if ctx.Err() == context.DeadlineExceeded {
+			// A platform that sends its answer slowly, or never ends it:
+			// with.timeout bounds the whole call, body included.
+			err = fmt.Errorf("no whole answer within %s (with.timeout): it answered %d %s, then its body did not end (%d bytes read)",
+				c.Timeout, resp.StatusCode, http.StatusText(resp.StatusCode), len(data))
+		} else {
+			err = fmt.Errorf("read answer: %w", err)
+		}
+		logf(pc, "%s %s -> %v", method, urlpolicy.Redact(target), err)
+		return nil, fmt.Errorf("http: %s %s: %w", method, urlpolicy.Redact(target), err)
 	}
 	a := &answer{status: resp.StatusCode, header: resp.Header, body: data}
 	_ = json.Unmarshal(data, &a.document)
