@@ -15,8 +15,11 @@ import (
 // the middle of it — and make manent the field's only manager, so that the
 // next deploy whose manifests leave replicas out would reset them to 1.
 // The rollback leaves spec.replicas out of what it applies when another
-// manager alone owns it now (server-side apply's managedFields), and says
-// so when it differs from the checkpoint. Every other field goes back to
+// manager alone owns it now (server-side apply's managedFields), or no
+// manager does and it was not manent's when the checkpoint was taken
+// either — an autoscaled Deployment whose manifests leave replicas out:
+// the scale subresource records no manager for a field no one owned —
+// and says so when it differs from the checkpoint. Every other field goes back to
 // the checkpoint, hand-made changes included: a rollback puts the previous
 // release back, and the inventory names that release as what runs.
 
@@ -31,6 +34,9 @@ type foreignField struct {
 }
 
 func (f foreignField) String() string {
+	if f.Manager == "" {
+		return fmt.Sprintf("%s (set outside manent, by no field manager the cluster names — the scale subresource, an autoscaler, a default: %s now, %s in the checkpoint)", f.Path, clip(f.Now), clip(f.Was))
+	}
 	return fmt.Sprintf("%s (set by %s: %s now, %s in the checkpoint)", f.Path, f.Manager, clip(f.Now), clip(f.Was))
 }
 
@@ -43,8 +49,10 @@ func clip(s string) string {
 
 // withoutForeignFields returns the checkpointed object obj without its
 // replica count when managers other than FieldManager alone own it in cur
-// (the object as it is now), and it when its value differs from obj's.
-func withoutForeignFields(obj map[string]any, cur *unstructured.Unstructured) (map[string]any, []foreignField) {
+// (the object as it is now), or none does and setOutside (it was not
+// manent's at the checkpoint either), and it when its value differs from
+// obj's.
+func withoutForeignFields(obj map[string]any, cur *unstructured.Unstructured, setOutside bool) (map[string]any, []foreignField) {
 	manager := ""
 	for _, mf := range cur.GetManagedFields() {
 		if !ownsReplicas(mf) {
@@ -59,7 +67,7 @@ func withoutForeignFields(obj map[string]any, cur *unstructured.Unstructured) (m
 	}
 	spec, _ := obj["spec"].(map[string]any)
 	was, has := spec["replicas"]
-	if manager == "" || !has {
+	if (manager == "" && !setOutside) || !has {
 		return obj, nil
 	}
 	out := (&unstructured.Unstructured{Object: obj}).DeepCopy().Object
@@ -79,6 +87,16 @@ func withoutForeignFields(obj map[string]any, cur *unstructured.Unstructured) (m
 		kept = append(kept, foreignField{Path: "spec.replicas", Manager: manager, Was: string(w), Now: string(n)})
 	}
 	return out, kept
+}
+
+// replicasOwnedBy says whether manager owns spec.replicas in u.
+func replicasOwnedBy(u *unstructured.Unstructured, manager string) bool {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager == manager && ownsReplicas(mf) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownsReplicas says whether the managedFields entry mf owns spec.replicas.

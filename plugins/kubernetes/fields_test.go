@@ -34,7 +34,7 @@ func TestWithoutForeignFields(t *testing.T) {
 		entry("kubectl-edit", `{"f:spec":{"f:replicas":{},"f:paused":{},"f:template":{"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{"f:resources":{"f:limits":{"f:cpu":{}}}},"k:{\"name\":\"side\"}":{".":{},"f:image":{},"f:name":{}}}}}}}`),
 		entry("finalizer-bot", `{"f:metadata":{"f:finalizers":{"v:\"b\"":{}}}}`),
 	})
-	got, kept := withoutForeignFields(checkpoint, cur)
+	got, kept := withoutForeignFields(checkpoint, cur, false)
 	b, _ := json.Marshal(got)
 	if want := `{"metadata":{"finalizers":["a","b"],"name":"b"},"spec":{"paused":false,"template":{"spec":{"containers":[{"image":"v1","name":"app","resources":{"limits":{"cpu":"1"}}},{"image":"s1","name":"side"}]}}}}`; string(b) != want {
 		t.Errorf("applied:\n%s\nwant\n%s", b, want)

@@ -386,6 +386,13 @@ type LiveObject struct {
 	Absent bool           `json:"absent,omitempty"`
 	Secret bool           `json:"secret,omitempty"`
 	Object map[string]any `json:"object,omitempty"`
+	// ReplicasSetOutside says spec.replicas was not manent's when the
+	// checkpoint was taken: another field manager owned it, or none did —
+	// defaulted, or set through the scale subresource (kubectl scale, an
+	// autoscaler), which records no manager when none owned the field
+	// before. A rollback then leaves the count as it is now when no one
+	// owns it either (withoutForeignFields).
+	ReplicasSetOutside bool `json:"replicas_set_outside,omitempty"`
 }
 
 // Live returns, for each object the manifests name, the object as the
@@ -422,7 +429,9 @@ func (p *Plugin) Live(ctx context.Context, pc plugin.Context) (json.RawMessage, 
 		case isSecret(u):
 			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Secret: true})
 		default:
-			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Object: strip(cur)})
+			_, hasReplicas, _ := unstructured.NestedFieldNoCopy(cur.Object, "spec", "replicas")
+			cp.Objects = append(cp.Objects, LiveObject{Ref: refOf(u), Object: strip(cur),
+				ReplicasSetOutside: hasReplicas && !replicasOwnedBy(cur, FieldManager)})
 		}
 	}
 	return json.Marshal(cp)
@@ -609,7 +618,7 @@ func (p *Plugin) RollbackDeploy(ctx context.Context, pc plugin.Context, checkpoi
 		case err != nil:
 			return nil, classify(fmt.Errorf("kubernetes: get %s: %w", refOf(u), err))
 		default:
-			obj, theirs := withoutForeignFields(o.Object, cur)
+			obj, theirs := withoutForeignFields(o.Object, cur, o.ReplicasSetOutside)
 			u = &unstructured.Unstructured{Object: obj}
 			for _, f := range theirs {
 				changed = append(changed, fmt.Sprintf("%s %s", refOf(u), f))

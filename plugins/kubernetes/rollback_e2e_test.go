@@ -81,10 +81,8 @@ func TestE2ERollbackLeavesWhatOthersChanged(t *testing.T) {
 		return pc
 	}
 	// scale is someone raising the replicas with kubectl edit (an Update
-	// under its own field manager). The real autoscaler writes the scale
-	// subresource, which the API server records as an Update of
-	// spec.replicas too (subresource "scale"); this API server, without its
-	// controllers, records none.
+	// under its own field manager). The scale subresource (kubectl scale,
+	// the autoscaler) is TestE2ERollbackLeavesReplicasSetThroughScale's.
 	scale := func(n int32) {
 		t.Helper()
 		_, err := kube.AppsV1().Deployments(ns).Patch(ctx, "billing", types.MergePatchType,
