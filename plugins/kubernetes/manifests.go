@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	apipath "k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -211,6 +212,16 @@ func render(files []manifestFile, v renderVars) ([]*unstructured.Unstructured, e
 		for _, u := range docs {
 			if u.GetName() == "" {
 				return nil, plugin.Permanent(fmt.Errorf("manifest %s: %s without metadata.name (generateName cannot be applied)", f.Name, u.GetKind()))
+			}
+			// What no request can carry (client-go refuses it before the API
+			// server sees it): no attempt can succeed.
+			if bad := apipath.IsValidPathSegmentName(u.GetName()); len(bad) > 0 {
+				return nil, plugin.Permanent(fmt.Errorf("manifest %s: %s %q: metadata.name %s", f.Name, u.GetKind(), u.GetName(), strings.Join(bad, "; ")))
+			}
+			if ns := u.GetNamespace(); ns != "" {
+				if bad := validation.IsDNS1123Label(ns); len(bad) > 0 {
+					return nil, plugin.Permanent(fmt.Errorf("manifest %s: %s %q: metadata.namespace %q is not a namespace name: %s", f.Name, u.GetKind(), u.GetName(), ns, strings.Join(bad, "; ")))
+				}
 			}
 			key := u.GroupVersionKind().GroupKind().String() + " " + u.GetNamespace() + "/" + u.GetName()
 			if first, dup := seen[key]; dup {

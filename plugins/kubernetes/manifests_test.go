@@ -303,3 +303,23 @@ func TestReadManifests(t *testing.T) {
 		})
 	}
 }
+
+// A name or namespace no request can carry (client-go refuses it before
+// asking the API server) fails the deploy at once, naming the file and the
+// object: it was a retryable "invalid resource name", tried again
+// max_retries times — for the checkpoint step too.
+func TestRenderRefusesNamesNoRequestCanCarry(t *testing.T) {
+	for _, tc := range []struct{ meta, want string }{
+		{`{name: "a/b"}`, `manifest cm.yaml: ConfigMap "a/b": metadata.name may not contain '/'`},
+		{`{name: ".."}`, `manifest cm.yaml: ConfigMap "..": metadata.name may not be '..'`},
+		{`{name: "%2e%2e"}`, `manifest cm.yaml: ConfigMap "%2e%2e": metadata.name may not contain '%'`},
+		{`{name: ok, namespace: "../../api"}`, `manifest cm.yaml: ConfigMap "ok": metadata.namespace "../../api" is not a namespace name`},
+		{`{name: ok, namespace: "a\u001b[2Jb"}`, `manifest cm.yaml: ConfigMap "ok": metadata.namespace "a\x1b[2Jb" is not a namespace name`},
+	} {
+		files := []manifestFile{{Name: "cm.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: " + tc.meta + "\n")}}
+		_, err := render(files, testVars)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !plugin.IsPermanent(err) {
+			t.Errorf("metadata %s: %v (permanent %t), want a permanent error containing %q", tc.meta, err, plugin.IsPermanent(err), tc.want)
+		}
+	}
+}
