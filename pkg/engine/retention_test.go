@@ -53,8 +53,9 @@ func countType(evs []store.Event, typ string) int {
 // Retention removes a final deploy's DBOS rows after retention.workflows
 // while status, steps, logs and deliveries keep working from manent's
 // tables; then its log lines after retention.logs; then the deploy itself
-// after retention.deploys — never the environment's current release, and
-// the audit chain still verifies.
+// after retention.deploys — never the environment's current release nor
+// the release before it (what rollback goes back to), and the audit chain
+// still verifies.
 func TestRetention(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
@@ -68,7 +69,7 @@ func TestRetention(t *testing.T) {
 		})
 		ctx := context.Background()
 		var ids []string
-		for _, v := range []string{"1", "2"} {
+		for _, v := range []string{"1", "2", "3"} {
 			url, _ := f.artifact("v"+v, v)
 			id := f.submit(descriptorYAML("ret", "prod", v, url, "",
 				fmt.Sprintf("callbacks:\n  - url: %s/hook\nsteps:\n  - {name: say, after: deploy, plugin: script, with: {command: [sh, -c, 'echo hello from %s']}}\n", recv.URL, v)))
@@ -77,7 +78,7 @@ func TestRetention(t *testing.T) {
 			}
 			ids = append(ids, id)
 		}
-		old, cur := ids[0], ids[1]
+		old, prev, cur := ids[0], ids[1], ids[2]
 		var before []notify.DeliveryStatus
 		// Every callback delivered, the last one (finished) included: its
 		// delivery is created by the deploy's announcement after the
@@ -144,7 +145,8 @@ func TestRetention(t *testing.T) {
 			t.Fatalf("after log retention: %d events, %d log lines", len(e3), countType(e3, store.EventLog))
 		}
 
-		// 3. retention.deploys: the old deploy goes, the current release stays.
+		// 3. retention.deploys: the old deploy goes, the current release
+		// and the one rollback goes back to stay.
 		if _, err := f.eng.Retain(ctx, now.Add(2*time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -153,6 +155,9 @@ func TestRetention(t *testing.T) {
 		}
 		if rec, err := f.st.Deployment(ctx, cur); err != nil || rec.State != manent.StateSuccess {
 			t.Fatalf("the current release was removed: %v", err)
+		}
+		if rec, err := f.st.Deployment(ctx, prev); err != nil || rec.State != manent.StateSuccess {
+			t.Fatalf("the release before the current one was removed: %v", err)
 		}
 		if rel, err := f.st.Current(ctx, "ret", "prod"); err != nil || rel == nil || rel.DeploymentID != cur {
 			t.Fatalf("inventory after retention: %+v %v", rel, err)

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -82,22 +83,13 @@ func (s *Store) PruneLogs(ctx context.Context, before time.Time, limit int) (int
 
 // PruneDeploys removes up to limit final deploys that finished before
 // `before` and whose DBOS workflows are already deleted, with their steps,
-// events and approvals — except the releases the inventory names (an
-// environment's current release and last failure stay). The audit log is
-// not touched: its chain still verifies. It returns how many it removed.
+// events and approvals — except those something still needs (stillNeeded).
+// The audit log is not touched: its chain still verifies. It returns how
+// many it removed.
 func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (int, error) {
-	inv, err := s.Inventory(ctx)
+	keep, err := s.stillNeeded(ctx)
 	if err != nil {
 		return 0, err
-	}
-	keep := map[string]bool{}
-	for _, e := range inv {
-		if e.Current != nil {
-			keep[e.Current.DeploymentID] = true
-		}
-		if e.LastFailure != nil {
-			keep[e.LastFailure.DeploymentID] = true
-		}
 	}
 	ids, err := s.ids(ctx, `SELECT id FROM manent_deployments
 		WHERE finished_at < ? AND workflows_deleted_at IS NOT NULL AND state IN (`+finalStates()+`)
@@ -127,6 +119,73 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 		n++
 	}
 	return n, nil
+}
+
+// stillNeeded returns the final deploys retention.deploys must keep,
+// however old:
+//   - each environment's current release and last failure (the inventory);
+//   - the release before each current one: what `manent rollback` goes
+//     back to (ReleaseBefore);
+//   - the deploys a deploy not yet final comes after (`after`): its gate
+//     checks them when its wait is over (a schedule.at months away), and
+//     one gone would end it DEPENDENCY_FAILED;
+//   - the successes of a deploy not yet final's application and version
+//     (Successes): governance judges promotion again when it starts, and
+//     one gone would refuse it.
+func (s *Store) stillNeeded(ctx context.Context) (map[string]bool, error) {
+	inv, err := s.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, e := range inv {
+		if e.LastFailure != nil {
+			keep[e.LastFailure.DeploymentID] = true
+		}
+		if e.Current == nil {
+			continue
+		}
+		keep[e.Current.DeploymentID] = true
+		prev, err := s.ReleaseBefore(ctx, e.Application, e.Environment, *e.Current)
+		if err != nil {
+			return nil, err
+		}
+		if prev != nil {
+			keep[prev.ID] = true
+		}
+	}
+	waiting, err := s.Unfinished(ctx)
+	if err != nil {
+		return nil, err
+	}
+	versions := map[[2]string]bool{}
+	for _, r := range waiting {
+		// The saved input is pkg/plan's Input; only its waits are read.
+		var in struct {
+			Waits struct {
+				After []string `json:"after"`
+			} `json:"waits"`
+		}
+		if len(r.Input) > 0 {
+			if err := json.Unmarshal(r.Input, &in); err != nil {
+				return nil, fmt.Errorf("read the waits of %s: %w", r.ID, err)
+			}
+		}
+		for _, id := range in.Waits.After {
+			keep[id] = true
+		}
+		versions[[2]string{r.Application, r.Version}] = true
+	}
+	for av := range versions {
+		succ, err := s.Successes(ctx, av[0], av[1])
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range succ {
+			keep[r.ID] = true
+		}
+	}
+	return keep, nil
 }
 
 func (s *Store) ids(ctx context.Context, query string, args ...any) ([]string, error) {

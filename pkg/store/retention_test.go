@@ -1,0 +1,102 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// insertFinished inserts a deploy of app/env at version that ended state at
+// `at`, its DBOS workflows already deleted (what retention.deploys needs).
+func insertFinished(t *testing.T, st *store.Store, id, app, env, version string, state manent.State, at time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	err := st.Tx(ctx, func(tx *sql.Tx) error {
+		return st.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: id, Application: app, Environment: env,
+			Version: version, State: manent.StatePending, Requester: "token:t", CreatedAt: at.Add(-time.Minute)}, Input: []byte(`{}`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Finish(ctx, id, store.Outcome{State: state, At: at}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WorkflowsDeleted(ctx, id, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// retention.deploys removes old final deploys but never one something still
+// needs: the environment's current release and last failure (the
+// inventory), the release before the current one (what `manent rollback`
+// goes back to), a deploy a waiting deploy comes after (its gate checks it
+// when its schedule.at comes: gone, it would end DEPENDENCY_FAILED "does not
+// exist"), and the successes of a waiting deploy's version (promotion is
+// judged again when it starts: gone, it would be refused).
+func TestPruneDeploysKeepsWhatIsStillNeeded(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		base := time.Now().Add(-100 * 24 * time.Hour).UTC()
+		for i := 0; i <= 5; i++ {
+			insertFinished(t, st, fmt.Sprintf("dpl_s%d", i), "billing", "staging", fmt.Sprint(i), manent.StateSuccess, base.Add(time.Duration(i)*time.Hour))
+		}
+		insertFinished(t, st, "dpl_fail", "billing", "staging", "6", manent.StateError, base.Add(7*time.Hour))
+		// A prod deploy of version 1, DELAYED for months, after dpl_s2.
+		err := st.Tx(ctx, func(tx *sql.Tx) error {
+			return st.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: "dpl_later", Application: "billing",
+				Environment: "prod", Version: "1", State: manent.StateDelayed, Requester: "token:t", CreatedAt: base},
+				Input: []byte(`{"id":"dpl_later","waits":{"at":"2027-06-01T00:00:00Z","after":["dpl_s2"]}}`)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := st.PruneDeploys(ctx, time.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		why := map[string]string{
+			"dpl_s1":   "a success of the waiting deploy's version (promotion)",
+			"dpl_s2":   "the deploy the waiting deploy comes after",
+			"dpl_s4":   "the release before the current one (rollback)",
+			"dpl_s5":   "the current release",
+			"dpl_fail": "the last failure",
+		}
+		for _, id := range []string{"dpl_s0", "dpl_s3"} {
+			if _, err := st.Deployment(ctx, id); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("%s was kept (%v): nothing needs it", id, err)
+			}
+		}
+		for id, what := range why {
+			if _, err := st.Deployment(ctx, id); err != nil {
+				t.Errorf("%s, %s, was removed: %v", id, what, err)
+			}
+		}
+		if n != 2 {
+			t.Errorf("removed %d deploys, want 2", n)
+		}
+		if cur, _ := st.Current(ctx, "billing", "staging"); cur == nil {
+			t.Fatal("no current release")
+		} else if prev, err := st.ReleaseBefore(ctx, "billing", "staging", *cur); err != nil || prev == nil || prev.ID != "dpl_s4" {
+			t.Errorf("rollback target after retention: %+v %v, want dpl_s4", prev, err)
+		}
+		if _, problems, err := st.VerifyAudit(ctx); err != nil || len(problems) != 0 {
+			t.Fatalf("audit after retention: %v %v", problems, err)
+		}
+
+		// Once the waiting deploy has ended, what only it needed goes.
+		if err := st.Finish(ctx, "dpl_later", store.Outcome{State: manent.StateCancelled, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := st.PruneDeploys(ctx, time.Now().Add(-time.Hour), 100); err != nil || n != 2 {
+			t.Fatalf("second pass removed %d (%v), want 2 (dpl_s1, dpl_s2)", n, err)
+		}
+	})
+}
