@@ -18,6 +18,7 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/web"
 	"github.com/manent-io/manent/pkg/yamlvalue"
@@ -222,6 +223,13 @@ func (c *configChecker) duration(n *yaml.Node, path string) {
 		return
 	}
 	if _, err := time.ParseDuration(n.Value); err != nil {
+		// Go's durations have no day: "7d" is a likely mistake.
+		if days, ok := strings.CutSuffix(n.Value, "d"); ok {
+			if d, err := strconv.ParseUint(days, 10, 16); err == nil {
+				c.problems.bad(n, path, "%q is not a duration: write days in hours (%dh)", n.Value, d*24)
+				return
+			}
+		}
 		c.problems.bad(n, path, "%q is not a duration (e.g. 5s, 1m30s)", clipValue(n.Value))
 	}
 }
@@ -353,6 +361,7 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if c.Limits.SignInsPerMinute < 1 {
 		bad("limits.sign_ins_per_minute", "must be at least 1 (default %d)", web.DefaultSignInsPerMinute)
 	}
+	checkRetention(c, bad)
 	// newLogger would read a level slog does not know as info: a
 	// "log_level: verbose" meant to show more would show nothing more.
 	var level slog.Level
@@ -393,4 +402,37 @@ func checkConfigEnv(read []string, problems *configProblems) {
 		}
 	}
 	walk(reflect.TypeFor[node.Config](), "")
+}
+
+// checkRetention checks the retention.* keys (docs/operations.md): a
+// negative age kept everything without a word, a retention.every of 0 or
+// below a second ran retention every second, and retention.deploys below
+// retention.workflows was refused without saying where.
+func checkRetention(c *node.Config, bad func(key, format string, args ...any)) {
+	r := c.Retention
+	for _, k := range []struct {
+		key string
+		d   time.Duration
+	}{{"retention.workflows", r.Workflows}, {"retention.logs", r.Logs}, {"retention.deploys", r.Deploys}} {
+		if k.d < 0 {
+			bad(k.key, "must not be negative (0 keeps them for ever)")
+		}
+	}
+	const every = "default 10m0s"
+	switch {
+	case r.Every <= 0:
+		bad("retention.every", "must be more than 0 (%s)", every)
+	case r.Every < time.Second:
+		bad("retention.every", "%s is shorter than the scheduler's second: give 1s or more (%s)", r.Every, every)
+	}
+	switch {
+	case r.Deploys <= 0:
+	case r.Workflows == 0:
+		bad("retention.deploys", "needs retention.workflows, which is 0 (DBOS rows kept for ever): a deploy's DBOS workflows are deleted before it")
+	case r.Workflows > 0 && r.Deploys < r.Workflows:
+		bad("retention.deploys", "%s must be at least retention.workflows (%s): a deploy's DBOS workflows are deleted before it", r.Deploys, r.Workflows)
+	case r.Deploys < store.IdempotencyWindow:
+		bad("retention.deploys", "%s must be at least %s: an Idempotency-Key's first answer names its deploy for %[2]s",
+			r.Deploys, strings.TrimSuffix(store.IdempotencyWindow.String(), "0m0s"))
+	}
 }
