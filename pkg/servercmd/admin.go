@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -200,16 +201,36 @@ func indent(s, prefix string) string {
 
 func newVerifyAuditCmd(stdout, stderr io.Writer) *cobra.Command {
 	var db adminFlags
+	var anchors []string
 	cmd := &cobra.Command{
-		Use:   "verify-audit",
+		Use:   "verify-audit [--anchor SEQ:HASH]...",
 		Short: "Check the audit log's hash chain",
 		Long: `Walk the whole audit log and recompute its hash chain. An edited row, a
-deleted or inserted row, or rows deleted at the end are each reported, and
-the command exits 1. Exit 0 means the chain is intact; exit 2, that there is
-no manent database where it looked (it creates none) or the flags are wrong.`,
-		Example: `  manent-server admin verify-audit --data-dir ./manent-data`,
-		Args:    cobra.NoArgs,
+deleted or inserted row, or rows deleted at the end are each reported with
+the row where it shows, and the command exits 1. Exit 0 means the chain is
+intact; exit 2, that there is no manent database where it looked (it
+creates none) or the flags are wrong.
+
+The chain lives in the database it protects: whoever can write the audit
+table can also delete its last rows and move the head back, or rewrite the
+chain from an edited row on, and the chain then verifies. So each
+successful run prints its last row as an anchor, "anchor: SEQ:HASH": keep
+it outside the database (the job's log, a ticket, another system), and
+pass it to a later run with --anchor; that row must still be there with
+that hash, or the command exits 1 saying what changed.`,
+		Example: `  manent-server admin verify-audit --data-dir ./manent-data
+  manent-server admin verify-audit --anchor 18204:3f5c…e1 --anchor 17990:0b2d…7a`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var want []store.AuditAnchor
+			for _, a := range anchors {
+				seq, hash, ok := strings.Cut(a, ":")
+				n, err := strconv.ParseInt(seq, 10, 64)
+				if !ok || err != nil || n < 1 || len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+					return usageError{fmt.Errorf("--anchor %q: want SEQ:HASH as verify-audit printed it (a row number, a colon, 64 hexadecimal digits)", manent.ClipText(a, 100))}
+				}
+				want = append(want, store.AuditAnchor{Seq: n, Hash: hash})
+			}
 			st, _, err := db.openStore(cmd.Context())
 			if err != nil {
 				return err
@@ -219,17 +240,34 @@ no manent database where it looked (it creates none) or the flags are wrong.`,
 			if err != nil {
 				return err
 			}
+			for _, a := range want {
+				p, err := st.CheckAuditAnchor(cmd.Context(), a)
+				if err != nil {
+					return err
+				}
+				if p != "" {
+					problems = append(problems, store.AuditProblem{Seq: a.Seq, Problem: "anchor " + a.String() + ": " + p})
+				}
+			}
 			for _, p := range problems {
 				fmt.Fprintf(stdout, "row %d: %s\n", p.Seq, p.Problem)
 			}
 			if len(problems) > 0 {
 				return fmt.Errorf("the audit log was tampered with: %s in %s", manent.Plural(len(problems), "problem"), manent.Plural(int(n), "row"))
 			}
-			fmt.Fprintf(stdout, "audit log intact: %s\n", manent.Plural(int(n), "row"))
+			fmt.Fprintf(stdout, "audit log intact: %s", manent.Plural(int(n), "row"))
+			if len(want) > 0 {
+				fmt.Fprintf(stdout, ", %s held", manent.Plural(len(want), "anchor"))
+			}
+			fmt.Fprintln(stdout)
+			if last, err := st.AuditLast(cmd.Context()); err == nil && last.Seq > 0 {
+				fmt.Fprintf(stdout, "anchor: %s (keep it outside the database; --anchor checks it later)\n", last)
+			}
 			return nil
 		},
 	}
 	db.add(cmd.Flags())
+	cmd.Flags().StringArrayVar(&anchors, "anchor", nil, "a row that must still be in the chain with its hash, SEQ:HASH as an earlier run printed it (repeatable)")
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package servercmd
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -106,7 +107,7 @@ func TestAdminOnAServersDatabase(t *testing.T) {
 	// What each prints counts in words: "0 deploys", "1 row", never
 	// "deploy(s)" or a Go slice.
 	want := map[string]*regexp.Regexp{
-		"verify-audit": regexp.MustCompile(`^audit log intact: (1 row|(0|[2-9]|\d\d+) rows)\n$`),
+		"verify-audit": regexp.MustCompile(`^audit log intact: (1 row|(0|[2-9]|\d\d+) rows)\n(anchor: \d+:[0-9a-f]{64} \(keep it outside the database; --anchor checks it later\)\n)?$`),
 		"workers":      regexp.MustCompile(`(?s).`),
 		"recover":      regexp.MustCompile(`^0 deploys of worker-9 handed back to the queue\n$`),
 		"backup":       regexp.MustCompile(`^backed up .*manent\.db to backup\.db: \d+\.\d MiB in \S+\n$`),
@@ -164,5 +165,65 @@ func TestAdminNeedsAnExistingPostgresDatabase(t *testing.T) {
 	var n int
 	if err := st.DB().QueryRow(`SELECT COUNT(*) FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d tables were created (%v)", n, err)
+	}
+}
+
+// verify-audit prints its last row as an anchor; given back with --anchor,
+// it sees what the chain alone cannot: rows deleted at the end with the
+// head moved back (the chain then verifies). A malformed anchor is a usage
+// error.
+func TestVerifyAuditAnchor(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(ctx, cfg, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := n.Store.AppendAudit(ctx, store.AuditEntry{Identity: "token:ci", Action: "deployment.submit", Target: fmt.Sprint(i), Outcome: "accepted"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.Close(time.Second)
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Run(ctx, append([]string{"admin", "verify-audit", "--data-dir", data}, args...), &stdout, &stderr, nil)
+		return code, stdout.String(), stderr.String()
+	}
+	code, out, _ := run()
+	m := regexp.MustCompile(`(?m)^anchor: (\d+:[0-9a-f]{64}) `).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("exit %d, stdout %q: want an anchor", code, out)
+	}
+	anchor := m[1]
+	if code, out, errOut := run("--anchor", anchor); code != 0 || !strings.Contains(out, "1 anchor held") {
+		t.Fatalf("with its own anchor: exit %d, %q %q", code, out, errOut)
+	}
+	// The last two rows deleted and the head moved back onto row 3.
+	st, err := store.Open(ctx, cfg.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM manent_audit WHERE seq > 3`,
+		`UPDATE manent_audit_head SET seq = 3, hash = (SELECT hash FROM manent_audit WHERE seq = 3) WHERE id = 1`} {
+		if _, err := st.DB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	if code, out, _ := run(); code != 0 {
+		t.Fatalf("without the anchor the truncated chain should verify (exit %d, %q): the test shows nothing", code, out)
+	}
+	seq, _, _ := strings.Cut(anchor, ":")
+	want := fmt.Sprintf("row %s: anchor %s: the chain ends at row 3, before the anchor's row %s: rows at the end were deleted and the head moved back", seq, anchor, seq)
+	if code, out, errOut := run("--anchor", anchor); code != 1 || !strings.Contains(out, want) {
+		t.Fatalf("with the anchor: exit %d, stdout %q, stderr %q; want 1 and %q", code, out, errOut, want)
+	}
+	if code, _, errOut := run("--anchor", "5:xyz"); code != 2 || !strings.Contains(errOut, `--anchor "5:xyz": want SEQ:HASH`) {
+		t.Fatalf("a malformed anchor: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -126,8 +127,11 @@ type AuditProblem struct {
 }
 
 // VerifyAudit walks the whole chain and reports every edited, inserted or
-// deleted row (and a deleted tail, through the head). It returns the number
-// of rows checked.
+// deleted row (and a deleted tail, through the head), once, at the row
+// where it shows. It returns the number of rows checked. Rows deleted at
+// the end with the head moved back, or a chain rewritten from an edited
+// row on, verify: whoever can write the table can write the head. An
+// anchor kept elsewhere sees them (CheckAuditAnchor).
 func (s *Store) VerifyAudit(ctx context.Context) (int64, []AuditProblem, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, time, identity, action, target, request_id, outcome, detail, prev_hash, hash FROM manent_audit ORDER BY seq`)
 	if err != nil {
@@ -143,14 +147,22 @@ func (s *Store) VerifyAudit(ctx context.Context) (int64, []AuditProblem, error) 
 			return n, nil, err
 		}
 		n++
-		if e.Seq != want {
-			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: fmt.Sprintf("rows %d to %d are missing", want, e.Seq-1)})
-		}
-		if e.PrevHash != prev {
-			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: "previous hash does not match the row before it (a row was deleted or inserted)"})
+		// One problem per break, at the row where it shows: rows missing
+		// before this one also break its previous hash, which is not a
+		// second problem.
+		switch {
+		case e.Seq != want && e.Seq == want+1:
+			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: fmt.Sprintf("row %d is missing (deleted)", want)})
+		case e.Seq != want:
+			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: fmt.Sprintf("rows %d to %d are missing (deleted)", want, e.Seq-1)})
+		case e.PrevHash != prev && e.Seq == 1:
+			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: "the first row names a previous hash: rows before it were deleted, or it was edited"})
+		case e.PrevHash != prev:
+			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: fmt.Sprintf(
+				"its previous hash is not row %d's hash: row %d was edited and its hash recomputed, or row %d was inserted", e.Seq-1, e.Seq-1, e.Seq)})
 		}
 		if auditHash(e) != e.Hash {
-			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: "hash does not match the row's content (the row was edited)"})
+			problems = append(problems, AuditProblem{Seq: e.Seq, Problem: "its hash does not match its content: the row was edited"})
 		}
 		prev, want = e.Hash, e.Seq+1
 	}
@@ -162,10 +174,64 @@ func (s *Store) VerifyAudit(ctx context.Context) (int64, []AuditProblem, error) 
 	if err := s.rdb.QueryRowContext(ctx, `SELECT seq, hash FROM manent_audit_head WHERE id = 1`).Scan(&headSeq, &headHash); err != nil {
 		return n, nil, err
 	}
-	if headSeq != want-1 || headHash != prev {
-		problems = append(problems, AuditProblem{Seq: headSeq, Problem: fmt.Sprintf("the chain ends at row %d but the head says %d (rows at the end were deleted)", want-1, headSeq)})
+	last := want - 1
+	switch {
+	case headSeq > last:
+		problems = append(problems, AuditProblem{Seq: headSeq, Problem: fmt.Sprintf("the chain ends at row %d but the head names row %d: rows %d to %d at the end were deleted", last, headSeq, last+1, headSeq)})
+	case headSeq < last:
+		problems = append(problems, AuditProblem{Seq: last, Problem: fmt.Sprintf("the chain goes on to row %d but the head names row %d: rows %d to %d were added without the server, or the head was edited", last, headSeq, headSeq+1, last)})
+	case headHash != prev:
+		problems = append(problems, AuditProblem{Seq: last, Problem: fmt.Sprintf("the head names row %d with another hash: row %d was edited and its hash recomputed, or the head was edited", last, last)})
 	}
 	return n, problems, nil
+}
+
+// AuditAnchor is one row of the audit chain, its number and hash, kept
+// outside the database (verify-audit prints the last one): whoever can
+// write the audit table can also delete rows at its end and move the head
+// back, or rewrite the chain from an edited row on, and the chain alone
+// then verifies; the row of an anchor must still be there with its hash.
+type AuditAnchor struct {
+	Seq  int64  `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+func (a AuditAnchor) String() string { return fmt.Sprintf("%d:%s", a.Seq, a.Hash) }
+
+// AuditLast returns the chain's last row as an anchor (seq 0 for an empty
+// log).
+func (s *Store) AuditLast(ctx context.Context) (AuditAnchor, error) {
+	var a AuditAnchor
+	err := s.rdb.QueryRowContext(ctx, `SELECT seq, hash FROM manent_audit ORDER BY seq DESC LIMIT 1`).Scan(&a.Seq, &a.Hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return AuditAnchor{}, nil
+	}
+	return a, err
+}
+
+// CheckAuditAnchor says what is wrong with the chain against an anchor
+// kept from an earlier verify-audit: "" when its row is there with its
+// hash.
+func (s *Store) CheckAuditAnchor(ctx context.Context, a AuditAnchor) (string, error) {
+	var hash string
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT hash FROM manent_audit WHERE seq = ?`), a.Seq).Scan(&hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		last, err := s.AuditLast(ctx)
+		if err != nil {
+			return "", err
+		}
+		if last.Seq < a.Seq {
+			return fmt.Sprintf("the chain ends at row %d, before the anchor's row %d: rows at the end were deleted and the head moved back", last.Seq, a.Seq), nil
+		}
+		return fmt.Sprintf("the anchor's row %d is missing (deleted)", a.Seq), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if hash != a.Hash {
+		return fmt.Sprintf("row %d's hash is not the anchor's: the chain was rewritten at or before row %d (its hash is %s, the anchor's %s)", a.Seq, a.Seq, hash, a.Hash), nil
+	}
+	return "", nil
 }
 
 // auditJSON renders a value as the compact JSON of an audit detail.

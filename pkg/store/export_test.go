@@ -123,3 +123,6 @@ func OnStatementCached(fn func(query string)) (restore func()) {
 	testHookCached.Store(&fn)
 	return func() { testHookCached.Store(nil) }
 }
+
+// AuditHashOf is the chain hash of an entry, for tests that forge one.
+var AuditHashOf = auditHash
