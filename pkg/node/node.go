@@ -181,6 +181,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	st.SetLogger(log.With("component", "store"))
 	// One server per SQLite file (SPEC §11.3).
 	var lock *store.FileLock
 	if !o.NoFileLock {

@@ -2,11 +2,19 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/manent-io/manent/pkg/enginetest"
 )
 
 // TestCheckpointerCopiesTheWAL: commits do not checkpoint (the write
@@ -78,4 +86,103 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestCheckpointerSaysOnceWhyTheWALCannotBeCopied: with the database's
+// disk full, every checkpoint fails. The store's logger (the server's JSON
+// log) says so once, with the reason, and once more when checkpoints
+// succeed again — it wrote a text line through the global logger on every
+// failure, two a second, and never said the disk was full. The database
+// lives on a real tmpfs; mounting one needs root (CAP_SYS_ADMIN), so the
+// test is skipped without it.
+func TestCheckpointerSaysOnceWhyTheWALCannotBeCopied(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	st, err := Open(ctx, "sqlite:"+filepath.Join(dir, "m.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs enginetest.SyncBuffer
+	st.SetLogger(slog.New(slog.NewJSONHandler(&logs, nil)))
+	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE filler (b BLOB)"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Fill the disk, then leave 1.5 MiB: room for 1 MiB more of WAL, not
+	// for the database file to take that 1 MiB in too.
+	fill := filepath.Join(dir, "fill")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(size - 3<<19); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	tx, err := st.DB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := []byte(strings.Repeat("x", 64<<10))
+	for i := 0; i < 16; i++ {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO filler (b) VALUES (?)", blob); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	const failed = "sqlite: the WAL cannot be copied into the database file: the database's disk is full"
+	enginetest.Eventually(t, 20*time.Second, func() bool { return strings.Contains(logs.String(), failed) },
+		"the log to say that checkpoints fail because the disk is full")
+	tries := st.ckpt.tries.Load()
+	enginetest.Eventually(t, 20*time.Second, func() bool { return st.ckpt.tries.Load() >= tries+4 },
+		"four more checkpoints to be tried")
+	if err := os.Remove(fill); err != nil {
+		t.Fatal(err)
+	}
+	const again = "sqlite: the WAL is copied into the database file again"
+	enginetest.Eventually(t, 20*time.Second, func() bool { return strings.Contains(logs.String(), again) },
+		"the log to say that checkpoints succeed again")
+
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	if len(lines) != 2 || lines[0]["msg"] != failed || lines[1]["msg"] != again {
+		t.Fatalf("log:\n%s\nwant one line %q, then one %q", logs.String(), failed, again)
+	}
+	if n, _ := lines[1]["failed_checkpoints"].(float64); n < 5 {
+		t.Fatalf("failed_checkpoints = %v, want at least 5 (the failures the log told once)", lines[1]["failed_checkpoints"])
+	}
 }

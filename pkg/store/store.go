@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -249,6 +250,15 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Postgres reports whether the store is on PostgreSQL.
 func (s *Store) Postgres() bool { return s.postgres }
+
+// SetLogger gives the store's background work a logger: the SQLite
+// checkpointer says there when, and why, the WAL cannot be copied into the
+// database file (a full disk). Until it is set, that work logs nothing.
+func (s *Store) SetLogger(l *slog.Logger) {
+	if s.ckpt != nil && l != nil {
+		s.ckpt.log.Store(l)
+	}
+}
 
 // Close closes the database.
 func (s *Store) Close() error {
