@@ -315,6 +315,12 @@ func (e *Engine) Store() *store.Store { return e.st }
 // server records the Idempotency-Key's answer there), so the deploy and
 // whatever also records are durable together or not at all.
 func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Decision, also ...func(tx *sql.Tx, rec *store.Record) error) (*store.Record, error) {
+	// Refused while the database's disk is full (a 503 with Retry-After),
+	// as /readyz says: accepted, the deploy would fail at its first step
+	// that needs the disk.
+	if err := e.st.CheckRoom(); err != nil {
+		return nil, err
+	}
 	if in.ID == "" {
 		in.ID = manent.NewDeploymentID()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -500,12 +501,12 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.st.Probe(ctx); err != nil {
-		reason := "the database cannot be written"
+		reason, retry := "the database cannot be written", 5*time.Second
 		if f := store.AsFault(err); f != nil {
-			reason = f.Reason
+			reason, retry = f.Reason, f.RetryAfter
 		}
 		s.log.Warn("not ready", "error", err)
-		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
 		writeError(w, r, s.log, manent.Errorf(manent.EUnavailable, "not ready: %s", reason))
 		return
 	}

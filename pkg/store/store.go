@@ -364,17 +364,31 @@ var ErrNotFound = errors.New("not found")
 // for Probe: below it the database is as good as full.
 const MinFreeDisk = 1 << 20
 
+// CheckRoom is a *Fault "the database's disk is full" while less than
+// MinFreeDisk is free beside a SQLite database file, nil otherwise (and on
+// PostgreSQL, whose server says so itself). engine.Submit asks it before
+// it records a deploy: with the disk full, a submission still fits in the
+// WAL's frames of earlier writes, and was accepted while /readyz said the
+// disk was full, only to fail at its first step that needed the disk.
+func (s *Store) CheckRoom() error {
+	if s.path == "" {
+		return nil
+	}
+	if free, ok := diskFree(filepath.Dir(s.path)); ok && free < MinFreeDisk {
+		return &Fault{Reason: "the database's disk is full", RetryAfter: 30 * time.Second,
+			Err: fmt.Errorf("%d bytes free beside %s, less than %d", free, s.path, MinFreeDisk)}
+	}
+	return nil
+}
+
 // Probe proves the database can be written now: it updates one row of its
 // own, in a transaction, within ctx. On SQLite it also wants MinFreeDisk
 // free beside the database file: with the disk full, that one-row update
 // still fits in the WAL's frames of earlier writes while every submission,
 // which needs new pages, fails (a *Fault "the database's disk is full").
 func (s *Store) Probe(ctx context.Context) error {
-	if s.path != "" {
-		if free, ok := diskFree(filepath.Dir(s.path)); ok && free < MinFreeDisk {
-			return &Fault{Reason: "the database's disk is full", RetryAfter: 30 * time.Second,
-				Err: fmt.Errorf("%d bytes free beside %s, less than %d", free, s.path, MinFreeDisk)}
-		}
+	if err := s.CheckRoom(); err != nil {
+		return err
 	}
 	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_probe (id, at) VALUES (1, ?)
 		ON CONFLICT (id) DO UPDATE SET at = excluded.at`), fmtTime(time.Now()))
