@@ -19,16 +19,36 @@ type ctxKey int
 const requestIDKey ctxKey = iota
 
 // withRequestID gives every request an id (the caller's X-Request-Id when it
-// is sane), echoed in the response and written to the audit log.
+// is sane), echoed in the response and written to the log and the audit log.
 func withRequestID(r *http.Request, w http.ResponseWriter) *http.Request {
 	id := r.Header.Get("X-Request-Id")
-	if len(id) == 0 || len(id) > 128 {
+	if !saneRequestID(id) {
 		var b [12]byte
 		_, _ = rand.Read(b[:])
 		id = "req_" + hex.EncodeToString(b[:])
 	}
 	w.Header().Set("X-Request-Id", id)
 	return r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+}
+
+// maxRequestID bounds a caller's X-Request-Id.
+const maxRequestID = 128
+
+// saneRequestID says whether a caller's X-Request-Id may be kept: 1 to
+// maxRequestID visible ASCII characters. HTTP lets a header value carry
+// tabs and any byte above 0x7f, and the id goes into the audit log, which
+// `manent audit` prints in columns to a terminal and PostgreSQL stores only
+// as UTF-8 (a byte that is not made the audited action fail).
+func saneRequestID(id string) bool {
+	if len(id) == 0 || len(id) > maxRequestID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 func requestID(r *http.Request) string {
