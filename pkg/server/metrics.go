@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	counts, err := c.st.CountByState(ctx)
 	if err != nil {
+		// Fails the scrape, naming the error: left out, the family
+		// vanished from a 200 answer as if nothing were there to count.
+		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("count deploys by state: %w", err))
 		return
 	}
 	for _, s := range manent.States {
@@ -145,6 +149,7 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	counts, err := c.st.CountByState(ctx)
 	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("count waiting deploys: %w", err))
 		return
 	}
 	for _, s := range waitingStates {

@@ -129,3 +129,25 @@ func TestMetricsFamilies(t *testing.T) {
 	enginetest.Eventually(t, 10*time.Second, func() bool { return scrape(t, srv.URL)["manent_sse_streams"] == 0 },
 		"manent_sse_streams to return to 0")
 }
+
+// TestMetricsSayWhenTheDatabaseCannotBeRead: the families read from the
+// database at each scrape (manent_deployments, manent_queue_depth) cannot
+// be counted while it does not answer; the scrape then fails (500, naming
+// the error), so Prometheus records the target down with the reason. They
+// were left out of a 200 answer without a
+// word: a scrape said nothing was queued, and an alert on the queue stayed
+// quiet through the outage.
+func TestMetricsSayWhenTheDatabaseCannotBeRead(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	if got := scrape(t, srv.URL); got[`manent_deployments{state="SUCCESS"}`] != 0 || got[`manent_queue_depth{state="ENQUEUED"}`] != 0 {
+		t.Fatalf("before: %v", got)
+	}
+	if _, ok := scrape(t, srv.URL)[`manent_queue_depth{state="ENQUEUED"}`]; !ok {
+		t.Fatal("manent_queue_depth missing while the database answers")
+	}
+	srv.Store.Close() // the database no longer answers
+	status, body, _ := do(t, "GET", srv.URL+"/metrics", "", "")
+	if status != http.StatusInternalServerError || !strings.Contains(string(body), "manent_queue_depth") || !strings.Contains(string(body), "database is closed") {
+		t.Fatalf("scrape with the database gone: %d\n%s\nwant 500 naming manent_queue_depth and the error", status, body)
+	}
+}

@@ -130,7 +130,11 @@ func (s *Server) routes() {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector(), newStateCollector(s.st))
 	s.registerMetrics(reg) // metrics.go: the families of SPEC §11.5
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// A family that cannot be read (the database does not answer) fails
+	// the scrape with a 500 naming the error, and the log says it:
+	// Prometheus then records the target down, not a queue that is empty.
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.HTTPErrorOnError}))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if s.web != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
 			s.web.ServeHTTP(w, r)
