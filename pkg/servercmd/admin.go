@@ -73,6 +73,9 @@ On SQLite a server does it at start for every other executor id.`,
 			}
 			cfg.ExecutorID = fmt.Sprintf("admin-%d", time.Now().UnixNano())
 			n, err := node.Open(cmd.Context(), cfg, node.Options{Plugins: plugins, Logger: newLogger(stderr, "warn"), Once: true})
+			if errors.Is(err, store.ErrLocked) {
+				return fmt.Errorf("%w: stop it first — or just restart it: on SQLite a starting server recovers every other executor id's deploys itself", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -227,3 +227,25 @@ func TestVerifyAuditAnchor(t *testing.T) {
 		t.Fatalf("a malformed anchor: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// admin recover on a SQLite database a server runs on is refused, saying
+// what to do: stop that server, or restart it (it recovers the other
+// executor ids' deploys itself at start).
+func TestAdminRecoverOnARunningSQLiteServer(t *testing.T) {
+	data := t.TempDir()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(context.Background(), cfg, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(time.Second)
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"admin", "recover", "--executor-id", "worker-9", "--data-dir", data}, &stdout, &stderr, nil)
+	if code != 1 || !strings.Contains(stderr.String(), "another manent-server uses this SQLite database") ||
+		!strings.Contains(stderr.String(), "stop it first — or just restart it") {
+		t.Fatalf("admin recover beside a running server: exit %d, stderr %q", code, stderr.String())
+	}
+}
