@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -484,4 +486,47 @@ func pidsIn(path string) []int {
 		}
 	}
 	return out
+}
+
+// With shutdown_delay, SIGTERM first makes /readyz answer 503 "shutting
+// down" while every other request is still served — a load balancer stops
+// sending requests before the server refuses them — then the server stops
+// as before (exit 0).
+func TestSIGTERMWithShutdownDelayIsNotReadyFirst(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	p := startWith(t, data, enginetest.SQLite(t), "MANENT_SHUTDOWN_DELAY=4s")
+	get := func(path string) (int, string) {
+		resp, err := http.Get(p.addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("/readyz before SIGTERM: %d %s", code, body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 10*time.Second, func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "not ready: shutting down")
+	}, "/readyz to answer 503 shutting down after SIGTERM")
+	// Still serving: the API answers during the delay.
+	if _, err := p.client().List(context.Background(), api.ListOptions{}); err != nil {
+		t.Fatalf("a request during shutdown_delay: %v", err)
+	}
+	select {
+	case <-p.done:
+		if p.waitErr != nil {
+			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("manent-server did not stop within 60s of SIGTERM")
+	}
+	if b, _ := os.ReadFile(filepath.Join(data, "server.log")); !strings.Contains(string(b), "shutting down in 4s (shutdown_delay)") {
+		t.Errorf("the log does not say it waits shutdown_delay:\n%s", b)
+	}
 }

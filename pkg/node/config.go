@@ -134,6 +134,11 @@ type Config struct {
 	Environments     envconfig.Settings `mapstructure:"environments"`
 	DescriptorPolicy *envconfig.Policy  `mapstructure:"descriptor_policy"`
 	LogLevel         string             `mapstructure:"log_level"`
+	// ShutdownDelay is how long a server told to stop (SIGTERM) goes on
+	// serving while /readyz answers 503 "shutting down", so that load
+	// balancers stop sending it requests before it refuses them (0: stop
+	// at once).
+	ShutdownDelay time.Duration `mapstructure:"shutdown_delay"`
 	// Retention bounds the history kept (docs/operations.md): the DBOS
 	// rows of final deploys after Workflows (default 168h), manent's log
 	// lines after Logs and whole deploys after Deploys (default: keep).

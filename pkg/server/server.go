@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -57,6 +58,9 @@ const (
 
 // Server is the HTTP API.
 type Server struct {
+	// stopping is set by Stopping: /readyz answers 503 from then on.
+	stopping atomic.Bool
+
 	cfg   Config
 	eng   *engine.Engine
 	admit *admit.Admitter
@@ -501,7 +505,17 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Time: time.Now().UTC()})
 }
 
+// Stopping makes /readyz answer 503 "not ready: shutting down" from now
+// on, while every other route is served as before: a server told to stop
+// calls it, then goes on serving for shutdown_delay, so that load
+// balancers stop sending it requests before it refuses them.
+func (s *Server) Stopping() { s.stopping.Store(true) }
+
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	if s.stopping.Load() {
+		writeError(w, r, s.log, manent.Errorf(manent.EUnavailable, "not ready: shutting down"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.st.Probe(ctx); err != nil {

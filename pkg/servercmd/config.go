@@ -45,6 +45,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("limits.connections", DefaultConnections)
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")
+	v.SetDefault("shutdown_delay", "0s")
 	v.SetDefault("retention.workflows", "168h")
 	v.SetDefault("retention.every", "10m")
 	v.SetEnvPrefix("MANENT")

@@ -362,6 +362,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 		bad("limits.sign_ins_per_minute", "must be at least 1 (default %d)", web.DefaultSignInsPerMinute)
 	}
 	checkRetention(c, bad)
+	if c.ShutdownDelay < 0 || c.ShutdownDelay > maxShutdownDelay {
+		bad("shutdown_delay", "must be between 0s and %s (the time load balancers take to stop sending requests, e.g. 10s)", maxShutdownDelay)
+	}
 	// newLogger would read a level slog does not know as info: a
 	// "log_level: verbose" meant to show more would show nothing more.
 	var level slog.Level
@@ -369,6 +372,10 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 		bad("log_level", "%q is not a log level: debug, info, warn or error", clipValue(c.LogLevel))
 	}
 }
+
+// maxShutdownDelay bounds shutdown_delay: a supervisor kills a server that
+// takes longer to stop (Kubernetes' terminationGracePeriodSeconds).
+const maxShutdownDelay = 5 * time.Minute
 
 // checkConfigEnv checks the values of the MANENT_* variables viper reads
 // (those of keys in read, as viper.AllKeys lists them), each named by its

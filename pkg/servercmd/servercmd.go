@@ -112,7 +112,9 @@ executor id stops with an error instead of running its deploys too (one
 restarted after a crash on the same host and data dir starts at once;
 elsewhere it waits until the old one is silent for workers.dead_after).
 SIGTERM stops taking deploys, lets the
-running steps finish (up to 20s) and hands the rest over at once. A worker
+running steps finish (up to 20s) and hands the rest over at once; with
+shutdown_delay set it first goes on serving that long while /readyz
+answers 503, so that load balancers stop sending it requests. A worker
 that finds it was declared dead (it was paused), or whose heartbeat has
 not reached the database for about two thirds of workers.dead_after (cut
 off), stops its steps' processes and exits with an error: run it under a
@@ -237,15 +239,12 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		n.Close(10 * time.Second)
-		return err
-	case err := <-fenced:
-		// Declared dead while paused, or cut off from the database: its
-		// deploys run elsewhere now, or will. Stop at once; a supervisor
-		// starts it again. Its steps' processes go first; the rest may wait
-		// on a database that does not answer, so it gets a few seconds.
+	// stopFenced stops a worker declared dead while paused, or cut off
+	// from the database: its deploys run elsewhere now, or will. Stop at
+	// once; a supervisor starts it again. Its steps' processes go first;
+	// the rest may wait on a database that does not answer, so it gets a
+	// few seconds.
+	stopFenced := func(err error) error {
 		n.Procs.Kill()
 		_ = hs.Close()
 		closed := make(chan struct{})
@@ -256,9 +255,30 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 			log.Error("stopping without closing the database: it does not answer", "waited", fencedCloseTimeout.String())
 		}
 		return err
+	}
+	select {
+	case err := <-errc:
+		n.Close(10 * time.Second)
+		return err
+	case err := <-fenced:
+		return stopFenced(err)
 	case <-ctx.Done():
 	}
 	stop() // a second signal now kills the process
+	if d := cfg.ShutdownDelay; d > 0 {
+		// Ready no more, serving still: the load balancers notice
+		// (/readyz) and stop sending requests before they are refused.
+		n.API.Stopping()
+		log.Info("shutting down in "+d.String()+" (shutdown_delay): /readyz answers 503 meanwhile, requests are still served", "delay", d.String())
+		select {
+		case <-time.After(d):
+		case err := <-errc:
+			n.Close(10 * time.Second)
+			return err
+		case err := <-fenced:
+			return stopFenced(err)
+		}
+	}
 	log.Info("shutting down: no new requests or deploys; running steps get 20s to finish, then this worker leaves and the others take its deploys over")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
