@@ -37,6 +37,10 @@ type Config struct {
 	// RequestTimeout bounds each HTTP request (--request-timeout,
 	// MANENT_REQUEST_TIMEOUT, request_timeout:); 0 means no bound.
 	RequestTimeout time.Duration
+	// FollowGrace is how long a command following a deploy asks again a
+	// server that stopped answering before it exits 4 (--follow-grace,
+	// MANENT_FOLLOW_GRACE, follow_grace:); 0 when none of them is set.
+	FollowGrace time.Duration
 	// Context is the named context in use (--context, MANENT_CONTEXT or
 	// current_context:), "" for none.
 	Context string
@@ -112,7 +116,7 @@ func loadConfig(src configSource) (*Config, error) {
 	}
 
 	env := map[string]any{}
-	for key, name := range map[string]string{"server": "MANENT_SERVER", "token": "MANENT_TOKEN", "request_timeout": "MANENT_REQUEST_TIMEOUT"} {
+	for key, name := range map[string]string{"server": "MANENT_SERVER", "token": "MANENT_TOKEN", "request_timeout": "MANENT_REQUEST_TIMEOUT", "follow_grace": "MANENT_FOLLOW_GRACE"} {
 		if val := src.getenv(name); val != "" {
 			env[key] = val
 		}
@@ -120,8 +124,8 @@ func loadConfig(src configSource) (*Config, error) {
 	if err := v.MergeConfigMap(env); err != nil {
 		return nil, usageErrorf("read environment: %v", err)
 	}
-	for key, flag := range map[string]string{"server": "server", "token": "token", "request_timeout": "request-timeout"} {
-		if fl := src.flags.Lookup(flag); fl != nil {
+	for key, flag := range map[string]string{"server": "server", "token": "token", "request_timeout": "request-timeout", "follow_grace": "follow-grace"} {
+		if fl := src.flags.Lookup(flag); fl != nil && (key != "follow_grace" || fl.Changed) {
 			if err := v.BindPFlag(key, fl); err != nil {
 				return nil, usageErrorf("bind --%s: %v", key, err)
 			}
@@ -151,6 +155,16 @@ func loadConfig(src configSource) (*Config, error) {
 		}
 	}
 	cfg.RequestTimeout = d
+	if fg := strings.TrimSpace(v.GetString("follow_grace")); fg != "" {
+		d, err := time.ParseDuration(fg)
+		if err != nil || d < time.Second {
+			return nil, &UsageError{
+				Err:  fmt.Errorf("invalid follow grace %q: want a duration of at least 1s, such as 30s or 5m", fg),
+				Hint: "set how long a followed deploy's server may stay away with --follow-grace, MANENT_FOLLOW_GRACE or follow_grace: in the config file",
+			}
+		}
+		cfg.FollowGrace = d
+	}
 
 	switch {
 	case cfg.Token == "":

@@ -38,7 +38,7 @@ type DeployOptions struct {
 
 // NewCmdDeploy builds `manent deploy`.
 func NewCmdDeploy(f *Factory, runF func(*DeployOptions) error) *cobra.Command {
-	opts := &DeployOptions{IO: f.IOStreams, Client: f.Client, ReadInput: f.ReadInput, Now: f.Now, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
+	opts := &DeployOptions{IO: f.IOStreams, Client: f.Client, ReadInput: f.ReadInput, Now: f.Now, PollInterval: f.PollInterval}
 	cmd := &cobra.Command{
 		Use:   "deploy -f <file> [--wait [--timeout <duration>]]",
 		Short: "Submit a deploy",
@@ -52,7 +52,7 @@ SUCCESS, 1 if it ended otherwise (printing the failed step, its error and
 the rollback outcome), 3 if --timeout elapsed first, 4 if the server is
 unreachable or answers with a server error. A server that stops answering
 once it has accepted the deploy (a restart, a network cut) is asked again
-for 30 s, as stderr says; past that the command exits 4 saying that the
+for --follow-grace (default 30s; MANENT_FOLLOW_GRACE), as stderr says; past that the command exits 4 saying that the
 deploy goes on on the server: follow it with 'manent wait <id>' rather
 than submitting it again.
 
@@ -79,6 +79,7 @@ the key it sent, that gets the deploy back if the server accepted it.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
+			opts.FollowGrace = f.followGrace()
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
 			}

@@ -36,7 +36,9 @@ type Factory struct {
 	// PollInterval is how often deploys and logs are polled when followed.
 	PollInterval time.Duration
 	// FollowGrace is how long a command following a deploy asks again a
-	// server that stopped answering before it exits 4.
+	// server that stopped answering before it exits 4, unless
+	// --follow-grace, MANENT_FOLLOW_GRACE or follow_grace: says otherwise
+	// (see followGrace).
 	FollowGrace time.Duration
 	// StreamHTTP returns the HTTP client for event streams: the
 	// invocation's transport with no overall timeout (a stream lasts as
@@ -83,6 +85,7 @@ func NewFactory(inv Invocation) *Factory {
 	fs.VarP(formatValue{f: &f.format, jq: &f.jq}, "output", "o", "output format: table, json or yaml")
 	fs.Var(&f.jq, "jq", "filter the JSON output with a jq expression (implies -o json); strings print raw")
 	fs.Duration("request-timeout", DefaultRequestTimeout, "bound on each HTTP request to the server, 0 for none (env MANENT_REQUEST_TIMEOUT)")
+	fs.Duration("follow-grace", DefaultFollowGrace, "how long deploy --wait, rollback --wait, wait and logs -f ask again a server that stopped answering (a restart, a failover) before exit 4; at least 1s (env MANENT_FOLLOW_GRACE)")
 	f.flags = fs
 
 	f.Config = sync.OnceValues(func() (*Config, error) {
@@ -139,8 +142,20 @@ func clientOptions(cfg *Config) api.Options {
 	return o
 }
 
+// followGrace is the follow grace of this invocation: --follow-grace,
+// MANENT_FOLLOW_GRACE or follow_grace: when set, else FollowGrace. A
+// configuration that cannot be read gives FollowGrace: the command's first
+// request reports that error.
+func (f *Factory) followGrace() time.Duration {
+	if cfg, err := f.Config(); err == nil && cfg.FollowGrace > 0 {
+		return cfg.FollowGrace
+	}
+	return f.FollowGrace
+}
+
 // GlobalFlags returns the flags every command takes: --server, --token,
-// --config, --context, -o/--output, --jq and --request-timeout.
+// --config, --context, -o/--output, --jq, --request-timeout and
+// --follow-grace.
 func (f *Factory) GlobalFlags() *pflag.FlagSet { return f.flags }
 
 // MaxInput bounds a file read by ReadInput: far above what any input is

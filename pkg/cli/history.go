@@ -172,7 +172,7 @@ type RollbackOptions struct {
 
 // NewCmdRollback builds `manent rollback`.
 func NewCmdRollback(f *Factory, runF func(*RollbackOptions) error) *cobra.Command {
-	opts := &RollbackOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
+	opts := &RollbackOptions{IO: f.IOStreams, Client: f.Client, Now: f.Now, PollInterval: f.PollInterval}
 	cmd := &cobra.Command{
 		Use:   "rollback <application> <environment> [--to VERSION] [--wait [-q] [--timeout <duration>]]",
 		Short: "Deploy again the release that was current before the current one",
@@ -205,7 +205,8 @@ back.
 With --wait the command follows the new deploy like 'deploy --wait' (-q
 hides the progress on stderr) and exits 0 if it ended SUCCESS, 1
 otherwise, 3 on --timeout, 4 if the server is unreachable (a server that
-stops answering once it has accepted the rollback is asked again for 30 s;
+stops answering once it has accepted the rollback is asked again for
+--follow-grace, default 30s;
 the deploy goes on on the server either way).
 
 Like 'deploy', a rollback carries an Idempotency-Key, fresh for each
@@ -222,6 +223,7 @@ the repeat with the deploy the first request created, never a second one.`,
 		Args: exactArgs(2, "an application and an environment"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
+			opts.FollowGrace = f.followGrace()
 			opts.Application, opts.Environment = args[0], args[1]
 			if err := checkEnvNames(opts.Application, opts.Environment); err != nil {
 				return err

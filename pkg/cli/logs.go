@@ -39,7 +39,7 @@ type LogsOptions struct {
 
 // NewCmdLogs builds `manent logs`.
 func NewCmdLogs(f *Factory, runF func(*LogsOptions) error) *cobra.Command {
-	opts := &LogsOptions{IO: f.IOStreams, Client: f.Client, StreamHTTP: f.StreamHTTP, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
+	opts := &LogsOptions{IO: f.IOStreams, Client: f.Client, StreamHTTP: f.StreamHTTP, PollInterval: f.PollInterval}
 	cmd := &cobra.Command{
 		Use:   "logs <id> [-f]",
 		Short: "Print the log of a deploy",
@@ -49,7 +49,8 @@ With -f the command follows the log as Server-Sent Events until the deploy
 is final, printing each line once (a dropped connection is resumed where it
 stopped), then exits like 'manent wait': 0 if the deploy ended SUCCESS, 1
 otherwise (with the reason on stderr), 3 if --timeout elapsed first, 4 if
-the server stays unreachable for 30 s (a server restart is waited out: the
+the server stays unreachable for --follow-grace (default 30s;
+MANENT_FOLLOW_GRACE) (a server restart is waited out: the
 stream resumes after the last line printed; the deploy goes on on the
 server either way) or answers with a server error; Ctrl-C stops the
 following, not the deploy (exit 130: 'manent cancel <id>' does). With
@@ -68,6 +69,7 @@ output you trust, or to replay a step's output to a file.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()
+			opts.FollowGrace = f.followGrace()
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
 			}

@@ -33,6 +33,9 @@ RFC 3339 times; --jq <expr> filters that JSON through a jq expression
 Each request is bounded by --request-timeout (default 30s); reads and
 'deploy' (which sends an Idempotency-Key) are retried a few times after a
 503/429, honouring the server's Retry-After, or a dropped connection.
+Following a deploy (deploy --wait, rollback --wait, wait, logs -f), a
+server that stops answering is asked again for --follow-grace (default
+30s) before exit 4.
 
 Text received from the server (logs, errors, names) is printed with control
 characters and escape sequences made visible; only 'manent logs --raw'

@@ -27,7 +27,7 @@ type WaitOptions struct {
 
 // NewCmdWait builds `manent wait`.
 func NewCmdWait(f *Factory, runF func(*WaitOptions) error) *cobra.Command {
-	opts := &WaitOptions{IO: f.IOStreams, Client: f.Client, PollInterval: f.PollInterval, FollowGrace: f.FollowGrace}
+	opts := &WaitOptions{IO: f.IOStreams, Client: f.Client, PollInterval: f.PollInterval}
 	cmd := &cobra.Command{
 		Use:   "wait <id> [--timeout <duration>]",
 		Short: "Wait until a deploy is final",
@@ -39,7 +39,8 @@ rollback outcome, "cancelled", "superseded by <id>" for a schedule tick a
 later tick replaced before it started, or the state); 3 --timeout elapsed
 first; 4 the server is unreachable or answers with a server error. A server
 that stops answering after it has answered once (a restart, a network cut)
-is asked again for 30 s before that, as stderr says; the deploy goes on on
+is asked again for --follow-grace (default 30s; MANENT_FOLLOW_GRACE)
+before that, as stderr says; the deploy goes on on
 the server either way. Ctrl-C stops the waiting, not the deploy (exit 130):
 'manent cancel <id>' does.`,
 		Example: `  manent wait dpl_01JABCDEF
@@ -51,6 +52,7 @@ the server either way. Ctrl-C stops the waiting, not the deploy (exit 130):
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()
+			opts.FollowGrace = f.followGrace()
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
 			}
