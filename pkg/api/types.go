@@ -16,6 +16,11 @@ type Problem struct {
 	Status int                 `json:"status"`
 	Detail string              `json:"detail,omitempty"`
 	Errors []manent.FieldError `json:"errors,omitempty"`
+	// LastEventID is set on the 422 of a deploy's event stream asked to
+	// resume after an id past its last event: the id of that last event,
+	// to resume from. A client that did see the id it sent meets it when
+	// the server's database was restored from an older backup.
+	LastEventID *int64 `json:"last_event_id,omitempty"`
 }
 
 // MaxComment is the longest approval or rejection comment the API takes,

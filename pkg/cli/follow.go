@@ -257,6 +257,17 @@ func (p *progress) wrote() {
 	p.st.mu.Unlock()
 }
 
+// say prints a line on stderr (above the status line), even when quiet:
+// what it says changes how the output above reads.
+func (p *progress) say(line string) {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	p.st.clearLocked()
+	p.last, p.printed = "", p.now()
+	fmt.Fprintf(p.w, "notice: %s\n", line)
+	p.st.drawLocked()
+}
+
 func (p *progress) lost(err error, grace time.Duration) {
 	if p.quiet {
 		return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/r3labs/sse/v2"
@@ -33,6 +34,11 @@ type eventStream struct {
 	onEvent func(api.Event) error
 	// retryFor bounds how long reconnection is tried (reconnectFor if 0).
 	retryFor time.Duration
+	// onRewind, when not nil, is told that the server's stream now ends
+	// at end, before the last event this stream delivered (the server's
+	// database was restored from an older backup): the stream goes on
+	// from end.
+	onRewind func(last, end int64)
 
 	last int64
 	done *api.EventDoneData
@@ -59,6 +65,18 @@ func (s *eventStream) run(ctx context.Context) error {
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+		if end, ok := rewound(resp.StatusCode, body, s.last); ok {
+			// The server no longer has the events after end: its
+			// database was restored from an older backup. What the
+			// deploy did after end is undone there and happens again,
+			// as new events after end: follow those.
+			if s.onRewind != nil {
+				s.onRewind(s.last, end)
+			}
+			s.last = end
+			sc.LastEventID.Store([]byte(strconv.FormatInt(end, 10)))
+			return errRewound // asked again at once, within retryFor
+		}
 		err := s.client.ProblemError(resp, body)
 		if resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			return backoff.Permanent(err) // no token, no permission, no such deploy
@@ -146,6 +164,23 @@ func (s *eventStream) run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// errRewound makes the stream's client connect again after a rewind.
+var errRewound = errors.New("the server's event stream ends before the last event seen: resuming from its end")
+
+// rewound reads a refused stream's answer: a 422 whose problem has a
+// last_event_id below last, the id this stream sent, says the stream now
+// ends there (the server's database was restored from an older backup).
+func rewound(status int, body []byte, last int64) (end int64, ok bool) {
+	if status != http.StatusUnprocessableEntity || last <= 0 {
+		return 0, false
+	}
+	var p api.Problem
+	if json.Unmarshal(body, &p) != nil || p.LastEventID == nil || *p.LastEventID < 0 || *p.LastEventID >= last {
+		return 0, false
+	}
+	return *p.LastEventID, true
 }
 
 // reconnectRetry is the wait between two attempts to reconnect a stream:

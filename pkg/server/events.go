@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -112,8 +114,15 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 			return
 		}
 		if len(hs) == 1 && last > hs[0].LastSeq {
-			writeError(w, r, s.log, manent.Errorf(manent.EInvalid,
-				"Last-Event-ID %d is past the last event of deploy %s (%d): it is not an id this stream sent", last, rec.ID, hs[0].LastSeq))
+			// Either never sent, or sent before the database was restored
+			// from an older backup: the problem says where the stream ends
+			// now, so a client that saw the id can resume from there.
+			end := hs[0].LastSeq
+			w.Header().Set("Content-Type", api.ProblemContentType)
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_ = json.NewEncoder(w).Encode(api.Problem{Title: http.StatusText(http.StatusUnprocessableEntity), Status: http.StatusUnprocessableEntity,
+				Detail:      fmt.Sprintf("Last-Event-ID %d is past the last event of deploy %s (%d): it is not an id this stream sent, or the server's database was restored from an older backup since; resume from last_event_id %d", last, rec.ID, end, end),
+				LastEventID: &end})
 			return
 		}
 	}

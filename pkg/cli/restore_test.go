@@ -1,0 +1,110 @@
+package cli_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/servertest"
+)
+
+// copyDatabase copies the stopped server's SQLite files (manent.db and its
+// -wal and -shm) from one directory to another, replacing what is there: a
+// backup, and its restore.
+func copyDatabase(t *testing.T, from, to string) {
+	t.Helper()
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		name := "manent.db" + suffix
+		_ = os.Remove(filepath.Join(to, name))
+		data, err := os.ReadFile(filepath.Join(from, name))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The server's database is restored from a backup older than what `logs
+// -f` has printed: its reconnect's Last-Event-ID is past the restored
+// stream's end (a 422). logs -f says so once on stderr, goes on from the
+// stream's end — the deploy runs again from the backup's state — and
+// exits with the deploy's result. It exited 1, "Last-Event-ID … is past
+// the last event", as if the deploy had failed, while it went on.
+func TestLogsFollowAcrossARestoredDatabase(t *testing.T) {
+	srv := startRestartable(t)
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "gate")
+	art := writeArtifact(t, dir, "hello\n")
+	desc := fmt.Sprintf(`apiVersion: manent/v1
+application: billing
+environment: prod
+version: 1.0.0
+artifact: {url: "file://%s"}
+steps:
+  - name: talk
+    before: activation
+    plugin: script
+    with: {command: ["sh", "-c", "echo started; while [ ! -f '%s' ]; do sleep 0.05; done; echo through"]}
+`, art, gate)
+	client := api.NewClient(srv.url(), servertest.DefaultToken, nil)
+	res, err := client.Submit(context.Background(), []byte(desc), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"MANENT_SERVER": srv.url(), "MANENT_TOKEN": servertest.DefaultToken}
+	stdout, stderr := &enginetest.SyncBuffer{}, &enginetest.SyncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		done <- cli.Run(ctx, cli.Invocation{
+			Args: []string{"logs", "-f", res.ID}, Stdout: stdout, Stderr: stderr,
+			Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond,
+		})
+	}()
+	waitFor(t, "the step to start", func() bool { return strings.Count(stdout.String(), "[talk] started") == 1 })
+
+	// The backup: taken while the step waits.
+	backup := t.TempDir()
+	srv.stop(false)
+	copyDatabase(t, srv.dir, backup)
+	srv.start()
+	// The deploy goes on past the backup (its step is resumed, the CLI
+	// prints what it says again)...
+	waitFor(t, "the resumed step to start", func() bool { return strings.Count(stdout.String(), "[talk] started") == 2 })
+	// ...then the database is restored from the backup.
+	srv.stop(false)
+	copyDatabase(t, backup, srv.dir)
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.start()
+
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(100 * time.Second):
+		t.Fatalf("logs -f did not end\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	if code != 0 {
+		t.Fatalf("logs -f: exit %d, want 0 (the deploy ended SUCCESS)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout.String(), "[talk] through") {
+		t.Errorf("stdout:\n%s\nwant the step's last line", stdout)
+	}
+	if n := strings.Count(stderr.String(), "database was restored from an older backup"); n != 1 {
+		t.Errorf("stderr:\n%s\nwant the restore said once, got %d", stderr, n)
+	}
+}
