@@ -7,7 +7,9 @@
 // resumes with Last-Event-ID; after a refused reconnect the script opens a
 // new stream from the last event it saw — unless the session has ended
 // (signed out, here or in another tab or browser, or expired: the server
-// ends the open stream then), which it says instead.
+// ends the open stream then), which it says instead, or the server's
+// database was restored from a backup older than that event, when the
+// page is loaded again.
 (function () {
   'use strict';
   var body = document.body;
@@ -317,6 +319,30 @@
     }
   }
 
+  // rewound asks the stream why it refused: a 422 whose last_event_id is
+  // below the last event seen says the server's database was restored from
+  // an older backup. What the page shows after that event is undone there,
+  // so the page is loaded again, from the server's state. Otherwise next.
+  function rewound(next) {
+    if (!lastID || streamURL.indexOf('/deployments/') !== 0 || !window.AbortController) { next(); return; }
+    var ac = new AbortController();
+    fetch(url(), { headers: { 'Accept': 'text/event-stream' }, credentials: 'same-origin', signal: ac.signal })
+      .then(function (r) {
+        if (r.status !== 422) { ac.abort(); next(); return; }
+        return r.json().then(function (p) {
+          var end = p && p.last_event_id;
+          if (typeof end === 'number' && end < parseInt(lastID, 10)) {
+            finished = true;
+            status('The server\'s database was restored from an older backup; loading the page again…');
+            location.reload();
+            return;
+          }
+          next();
+        });
+      })
+      .catch(next);
+  }
+
   function open() {
     es = new EventSource(url());
     ['state', 'step', 'log', 'rollout', 'approval', 'done'].forEach(function (t) { es.addEventListener(t, onEvent); });
@@ -334,7 +360,7 @@
         fetch(location.pathname + location.search, { headers: { 'X-Manent-Fragment': '1' }, credentials: 'same-origin' })
           .then(function (r) {
             if (r.redirected || r.status === 401) { sessionEnded(); return; }
-            again();
+            rewound(again);
           }, again);
       } else {
         status('Reconnecting to the server…');
