@@ -159,6 +159,11 @@ func printError(w io.Writer, err error) {
 	if hint := errorHint(err); hint != "" {
 		fmt.Fprintln(w, hint)
 	}
+	var refused *RefusedError
+	if errors.As(err, &refused) {
+		id := safeText(refused.ID)
+		fmt.Fprintf(w, "hint: the server refused the token while following deploy %s (it expired or was revoked, or may not read the deploy); the deploy goes on on the server: follow it with 'manent wait %s' and a valid token (do not submit it again)\n", id, id)
+	}
 }
 
 // formatFieldError prints "/path (line:col): message", leaving out what is

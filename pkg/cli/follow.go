@@ -85,6 +85,9 @@ func watchDeploy(ctx context.Context, w watch) (*manent.Deployment, error) {
 				return last, timedOut()
 			}
 			answered := last != nil || w.Submitted
+			if answered && ctx.Err() == nil {
+				err = refusedWhileFollowing(w.ID, err)
+			}
 			if !answered || !transient(err) || ctx.Err() != nil {
 				return last, err
 			}
@@ -129,6 +132,32 @@ func (e *LostError) Error() string {
 }
 
 func (e *LostError) Unwrap() error { return e.Err }
+
+// RefusedError says the server refused the token (401) or the request
+// (403) while a command followed deploy ID, after it had answered about
+// it: the token expired or was revoked, or lost its permission. The exit
+// code is the refusal's (2); the deploy itself goes on.
+type RefusedError struct {
+	ID  string
+	Err error
+}
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// refusedWhileFollowing wraps err in a *RefusedError when it is a 401 or
+// 403 of the server; other errors pass unchanged.
+func refusedWhileFollowing(id string, err error) error {
+	switch manent.ErrorCode(err) {
+	case manent.EUnauthorized, manent.EForbidden:
+		var refused *RefusedError
+		if !errors.As(err, &refused) {
+			return &RefusedError{ID: id, Err: err}
+		}
+	}
+	return err
+}
 
 // transient reports whether err may pass by itself: the server is
 // unreachable (restarting, a network blip) or answered 502/503/504

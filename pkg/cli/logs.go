@@ -191,6 +191,9 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) (err
 		},
 	}
 	if err := es.run(ctx); err != nil {
+		// The deploy answered above: a refusal now is of a token that
+		// expired or was revoked since.
+		err = refusedWhileFollowing(opts.ID, err)
 		if ctx.Err() == nil && transient(err) {
 			// The server answered, then stayed away: the deploy goes on.
 			err = &LostError{ID: opts.ID, Away: es.retryFor, Err: err}

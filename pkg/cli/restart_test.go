@@ -28,6 +28,9 @@ type restartable struct {
 	addr string
 	node *node.Node
 	http *http.Server
+	// token is the admin token of the next start (servertest.DefaultToken
+	// when ""): changing it revokes the previous one.
+	token string
 	// endRequests cancels the context of every request in flight: event
 	// streams then end cleanly, as when a server shuts down gracefully.
 	endRequests context.CancelFunc
@@ -46,8 +49,12 @@ func (r *restartable) url() string { return "http://" + r.addr }
 func (r *restartable) start() {
 	r.t.Helper()
 	ctx := context.Background()
+	token := r.token
+	if token == "" {
+		token = servertest.DefaultToken
+	}
 	n, err := node.Open(ctx, servertest.Config(r.dir), node.Options{
-		Plugins: builtin.Register, BootstrapToken: servertest.DefaultToken, Logger: slog.New(slog.DiscardHandler),
+		Plugins: builtin.Register, BootstrapToken: token, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		r.t.Fatalf("open server: %v", err)

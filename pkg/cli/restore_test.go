@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,45 @@ steps:
 	}
 	if n := strings.Count(stderr.String(), "database was restored from an older backup"); n != 1 {
 		t.Errorf("stderr:\n%s\nwant the restore said once, got %d", stderr, n)
+	}
+}
+
+// The token a CI job follows a deploy with is revoked (or expires) while
+// the deploy runs: deploy --wait, wait and logs -f exit 2 as before, and
+// now say that the deploy goes on and how to follow it, so that the job
+// is not re-run to submit it again. They said only that the token was
+// refused, "set the right one".
+func TestFollowingSaysTheDeployGoesOnWhenItsTokenIsRefused(t *testing.T) {
+	srv := startRestartable(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	desc := writeSlowDescriptor(t, "while [ ! -f '"+gate+"' ]; do sleep 0.05; done")
+	deployErr, deployDone := startCLI(srv.url(), 30*time.Second, "deploy", "-f", desc, "--wait")
+	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
+	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
+	waitErr, waitDone := startCLI(srv.url(), 30*time.Second, "wait", id)
+	logsErr, logsDone := startCLI(srv.url(), 30*time.Second, "logs", "-f", id)
+	waitFor(t, "wait and logs -f to see the step run", func() bool {
+		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
+	})
+
+	// The server is restarted with another admin token: the one the
+	// followers hold is revoked.
+	srv.stop(true)
+	srv.token = "rotated-admin-token-0123456789abcdef"
+	srv.start()
+
+	want := fmt.Sprintf("the deploy goes on on the server: follow it with 'manent wait %s' and a valid token (do not submit it again)", id)
+	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
+		res := <-done
+		if res.code != 2 {
+			t.Errorf("%s: exit %d, want 2\nstderr:\n%s", name, res.code, res.stderr)
+			continue
+		}
+		if got := res.stderr.String(); !strings.Contains(got, "refused the token") || !strings.Contains(got, want) {
+			t.Errorf("%s: stderr:\n%s\nwant the refusal and the hint\n%s", name, got, want)
+		}
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
