@@ -174,8 +174,8 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) (err
 	es := &eventStream{
 		client: client, hc: opts.StreamHTTP(), url: client.EventsURL(opts.ID, true), id: opts.ID, retryFor: opts.FollowGrace,
 		onRewind: func(last, end int64) {
-			p.say(fmt.Sprintf("the server's events of deploy %s now end at event %d, before event %d printed above: its database was restored from an older backup; what the deploy did after event %d is undone there and runs again, printed from here",
-				safeText(opts.ID), end, last, end))
+			p.say(fmt.Sprintf("the server's events of deploy %s now end at event %d, before event %d printed above: its database was restored from an older backup, and what the deploy did after the backup is undone there and runs again; printing the deploy's log again from its start",
+				safeText(opts.ID), end, last))
 		},
 		onEvent: func(e api.Event) error {
 			if e.Type != api.EventLog {

@@ -39,14 +39,14 @@ func copyDatabase(t *testing.T, from, to string) {
 
 // The server's database is restored from a backup older than what `logs
 // -f` has printed: its reconnect's Last-Event-ID is past the restored
-// stream's end (a 422). logs -f says so once on stderr, goes on from the
-// stream's end — the deploy runs again from the backup's state — and
-// exits with the deploy's result. It exited 1, "Last-Event-ID … is past
+// stream's end (a 422). logs -f says so once on stderr, prints the log
+// the server has now from its start — the deploy runs again from the
+// backup's state — and exits with the deploy's result. It exited 1, "Last-Event-ID … is past
 // the last event", as if the deploy had failed, while it went on.
 func TestLogsFollowAcrossARestoredDatabase(t *testing.T) {
 	srv := startRestartable(t)
 	dir := t.TempDir()
-	gate := filepath.Join(dir, "gate")
+	gate, noisy := filepath.Join(dir, "gate"), filepath.Join(dir, "noisy")
 	art := writeArtifact(t, dir, "hello\n")
 	desc := fmt.Sprintf(`apiVersion: manent/v1
 application: billing
@@ -57,8 +57,8 @@ steps:
   - name: talk
     before: activation
     plugin: script
-    with: {command: ["sh", "-c", "echo started; while [ ! -f '%s' ]; do sleep 0.05; done; echo through"]}
-`, art, gate)
+    with: {command: ["sh", "-c", "echo started; if [ -f '%s' ]; then for i in $(seq 40); do echo noise $i; done; fi; while [ ! -f '%s' ]; do sleep 0.05; done; echo through"]}
+`, art, noisy, gate)
 	client := api.NewClient(srv.url(), servertest.DefaultToken, nil)
 	res, err := client.Submit(context.Background(), []byte(desc), false)
 	if err != nil {
@@ -81,13 +81,21 @@ steps:
 	backup := t.TempDir()
 	srv.stop(false)
 	copyDatabase(t, srv.dir, backup)
+	if err := os.WriteFile(noisy, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	srv.start()
 	// The deploy goes on past the backup (its step is resumed, the CLI
-	// prints what it says again)...
-	waitFor(t, "the resumed step to start", func() bool { return strings.Count(stdout.String(), "[talk] started") == 2 })
+	// prints what it says again, and more than it will after the
+	// restore: the stream's end after the restore stays below what the
+	// CLI saw)...
+	waitFor(t, "the resumed step to talk", func() bool { return strings.Contains(stdout.String(), "[talk] noise 40") })
 	// ...then the database is restored from the backup.
 	srv.stop(false)
 	copyDatabase(t, backup, srv.dir)
+	if err := os.Remove(noisy); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +110,18 @@ steps:
 	if code != 0 {
 		t.Fatalf("logs -f: exit %d, want 0 (the deploy ended SUCCESS)\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
+	// Every line of the log the server has now was printed.
+	got, err := api.NewClient(srv.url(), servertest.DefaultToken, nil).Logs(context.Background(), res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range got.Lines {
+		if line := "[" + l.Step + "] " + l.Text; !strings.Contains(stdout.String(), l.Time.UTC().Format("2006-01-02T15:04:05.000Z")+" "+line) {
+			t.Errorf("logs -f did not print %q of the restored server's log\nstdout:\n%s\nstderr:\n%s", line, stdout, stderr)
+		}
+	}
 	if !strings.Contains(stdout.String(), "[talk] through") {
-		t.Errorf("stdout:\n%s\nwant the step's last line", stdout)
+		t.Errorf("stdout:\n%s\nwant the step's last line\nstderr:\n%s", stdout, stderr)
 	}
 	if n := strings.Count(stderr.String(), "database was restored from an older backup"); n != 1 {
 		t.Errorf("stderr:\n%s\nwant the restore said once, got %d", stderr, n)

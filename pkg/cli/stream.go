@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/r3labs/sse/v2"
@@ -36,8 +35,8 @@ type eventStream struct {
 	retryFor time.Duration
 	// onRewind, when not nil, is told that the server's stream now ends
 	// at end, before the last event this stream delivered (the server's
-	// database was restored from an older backup): the stream goes on
-	// from end.
+	// database was restored from an older backup): the stream starts
+	// again from the deploy's first event.
 	onRewind func(last, end int64)
 
 	last int64
@@ -68,13 +67,16 @@ func (s *eventStream) run(ctx context.Context) error {
 		if end, ok := rewound(resp.StatusCode, body, s.last); ok {
 			// The server no longer has the events after end: its
 			// database was restored from an older backup. What the
-			// deploy did after end is undone there and happens again,
-			// as new events after end: follow those.
+			// deploy did after the backup is undone there and happens
+			// again, as new events with the ids it had; where the two
+			// histories part is known to nobody, so the stream starts
+			// again from the deploy's first event: every event of the
+			// history the server has now, none lost.
 			if s.onRewind != nil {
 				s.onRewind(s.last, end)
 			}
-			s.last = end
-			sc.LastEventID.Store([]byte(strconv.FormatInt(end, 10)))
+			s.last = 0
+			sc.LastEventID.Store([]byte("0"))
 			return errRewound // asked again at once, within retryFor
 		}
 		err := s.client.ProblemError(resp, body)
@@ -167,7 +169,7 @@ func (s *eventStream) run(ctx context.Context) error {
 }
 
 // errRewound makes the stream's client connect again after a rewind.
-var errRewound = errors.New("the server's event stream ends before the last event seen: resuming from its end")
+var errRewound = errors.New("the server's event stream ends before the last event seen: starting it again")
 
 // rewound reads a refused stream's answer: a 422 whose problem has a
 // last_event_id below last, the id this stream sent, says the stream now
