@@ -25,6 +25,9 @@ type ActivityOptions struct {
 	Watch bool
 	// Interval is how often --watch refreshes without an event.
 	Interval time.Duration
+	// FollowGrace is how long --watch asks again a server that stopped
+	// answering before it exits 4 (DefaultFollowGrace when 0).
+	FollowGrace time.Duration
 }
 
 // NewCmdActivity builds `manent activity`.
@@ -57,6 +60,7 @@ each change.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Exporter = f.Exporter()
+			opts.FollowGrace = f.followGrace()
 			if opts.Interval < minWatchInterval {
 				return usageErrorf("--interval must be at least %s", minWatchInterval)
 			}

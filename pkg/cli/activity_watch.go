@@ -100,6 +100,10 @@ func activityWatch(ctx context.Context, opts *ActivityOptions, client *api.Clien
 		wg.Wait()
 	}()
 
+	grace := opts.FollowGrace
+	if grace <= 0 {
+		grace = DefaultFollowGrace
+	}
 	tick := time.NewTicker(opts.Interval)
 	defer tick.Stop()
 	var failingSince time.Time
@@ -115,12 +119,14 @@ func activityWatch(ctx context.Context, opts *ActivityOptions, client *api.Clien
 		case ctx.Err() != nil:
 			return nil
 		case err != nil && transient(err):
-			// The server restarts or is away: keep trying for a while.
+			// The server restarts or is away: keep trying for the grace,
+			// and say so once.
 			if failingSince.IsZero() {
 				failingSince = time.Now()
+				fmt.Fprintf(opts.IO.ErrOut, "%s; asking again for %s\n", safeText(err.Error()), formatDuration(grace))
 			}
-			if time.Since(failingSince) >= reconnectFor {
-				return err
+			if away := time.Since(failingSince); away >= grace {
+				return fmt.Errorf("%w (no answer for %s)", err, formatDuration(away.Round(time.Second)))
 			}
 			continue
 		case err != nil:

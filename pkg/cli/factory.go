@@ -85,7 +85,7 @@ func NewFactory(inv Invocation) *Factory {
 	fs.VarP(formatValue{f: &f.format, jq: &f.jq}, "output", "o", "output format: table, json or yaml")
 	fs.Var(&f.jq, "jq", "filter the JSON output with a jq expression (implies -o json); strings print raw")
 	fs.Duration("request-timeout", DefaultRequestTimeout, "bound on each HTTP request to the server, 0 for none (env MANENT_REQUEST_TIMEOUT)")
-	fs.Duration("follow-grace", DefaultFollowGrace, "how long deploy --wait, rollback --wait, wait and logs -f ask again a server that stopped answering (a restart, a failover) before exit 4; at least 1s (env MANENT_FOLLOW_GRACE)")
+	fs.Duration("follow-grace", DefaultFollowGrace, "how long deploy --wait, rollback --wait, wait, logs -f and activity --watch ask again a server that stopped answering (a restart, a failover) before exit 4; at least 1s (env MANENT_FOLLOW_GRACE)")
 	f.flags = fs
 
 	f.Config = sync.OnceValues(func() (*Config, error) {

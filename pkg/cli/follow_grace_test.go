@@ -127,3 +127,48 @@ func TestFollowGraceRefused(t *testing.T) {
 		})
 	}
 }
+
+// `activity --watch` rides out a server that stops answering for the
+// follow grace, as the commands following one deploy do, and says so once
+// on stderr; it then goes on. It asked again silently for a fixed 30 s.
+func TestActivityWatchSaysTheServerIsAway(t *testing.T) {
+	srv := servertest.Start(t)
+	proxy := &cutProxy{target: srv.URL}
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+	stdout, stderr := &enginetest.SyncBuffer{}, &enginetest.SyncBuffer{}
+	env := map[string]string{"MANENT_SERVER": front.URL, "MANENT_TOKEN": srv.Token}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, cli.Invocation{
+			Args: []string{"activity", "--watch", "--interval", "100ms", "--follow-grace", "45s"}, Stdout: stdout, Stderr: stderr,
+			Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond,
+		})
+	}()
+	waitFor(t, "the watch to start", func() bool { return strings.Contains(stderr.String(), "watching (Ctrl-C to stop)") })
+
+	proxy.cut.Store(true)
+	waitFor(t, "the watch to say the server is away", func() bool {
+		return regexp.MustCompile(`(?m)^server .* unreachable: .*; asking again for 45s$`).MatchString(stderr.String())
+	})
+	proxy.cut.Store(false)
+	gate := filepath.Join(t.TempDir(), "gate")
+	code, out, errOut := runCLI(t, map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token},
+		"deploy", "-f", gatedDescriptor(t, "1.0.0", gate), "--jq", ".id")
+	if code != 0 {
+		t.Fatalf("deploy: exit %d\n%s", code, errOut)
+	}
+	id := strings.TrimSpace(out)
+	waitFor(t, "the watch to show the deploy after the outage", func() bool { return strings.Contains(stdout.String(), id) })
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d after Ctrl-C, want 0\nstderr:\n%s", code, stderr)
+	}
+	if n := strings.Count(stderr.String(), "asking again"); n != 1 {
+		t.Errorf("stderr:\n%s\nwant the outage said once, got %d", stderr, n)
+	}
+}
