@@ -160,7 +160,7 @@ func loadConfig(src configSource) (*Config, error) {
 		if err != nil || d < time.Second {
 			return nil, &UsageError{
 				Err:  fmt.Errorf("invalid follow grace %q: want a duration of at least 1s, such as 30s or 5m", fg),
-				Hint: "set how long a followed deploy's server may stay away with --follow-grace, MANENT_FOLLOW_GRACE or follow_grace: in the config file",
+				Hint: "hint: set how long a followed deploy's server may stay away with --follow-grace, MANENT_FOLLOW_GRACE or follow_grace: in the config file",
 			}
 		}
 		cfg.FollowGrace = d
