@@ -496,19 +496,8 @@ func rejection(as []manent.Approval) string {
 	return ""
 }
 
-// CountApprovals counts the approvals given for the current plan digest.
-func CountApprovals(as []manent.Approval, digest string) int {
-	n := 0
-	for _, a := range as {
-		if a.Verdict == "approve" && a.PlanDigest == digest {
-			n++
-		}
-	}
-	return n
-}
-
 // countApprovals counts the approvals of as that count for deploy in now:
-// given for digest (CountApprovals), by approvers who could still give
+// given for the current plan digest, by approvers who could still give
 // them — a static token revoked, or no longer an approver by the rule or
 // by RBAC since a restart with a new configuration, lapses
 // (admit.LapsedApprover). lapsed says, for each that does not count, why.
