@@ -16,27 +16,6 @@ import (
 	"github.com/manent-io/manent/pkg/servertest"
 )
 
-// copyDatabase copies the stopped server's SQLite files (manent.db and its
-// -wal and -shm) from one directory to another, replacing what is there: a
-// backup, and its restore.
-func copyDatabase(t *testing.T, from, to string) {
-	t.Helper()
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		name := "manent.db" + suffix
-		_ = os.Remove(filepath.Join(to, name))
-		data, err := os.ReadFile(filepath.Join(from, name))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // The server's database is restored from a backup older than what `logs
 // -f` has printed: its reconnect's Last-Event-ID is past the restored
 // stream's end (a 422). logs -f says so once on stderr, prints the log
@@ -80,7 +59,7 @@ steps:
 	// The backup: taken while the step waits.
 	backup := t.TempDir()
 	srv.stop(false)
-	copyDatabase(t, srv.dir, backup)
+	enginetest.RestoreSQLite(t, srv.dir, backup)
 	if err := os.WriteFile(noisy, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +71,7 @@ steps:
 	waitFor(t, "the resumed step to talk", func() bool { return strings.Contains(stdout.String(), "[talk] noise 40") })
 	// ...then the database is restored from the backup.
 	srv.stop(false)
-	copyDatabase(t, backup, srv.dir)
+	enginetest.RestoreSQLite(t, backup, srv.dir)
 	if err := os.Remove(noisy); err != nil {
 		t.Fatal(err)
 	}

@@ -8,29 +8,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
-
-// copyDatabase copies a stopped server's SQLite files (manent.db and its
-// -wal and -shm) from one directory to another, replacing what is there: a
-// backup, and its restore.
-func copyDatabase(t *testing.T, from, to string) {
-	t.Helper()
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		name := "manent.db" + suffix
-		_ = os.Remove(filepath.Join(to, name))
-		data, err := os.ReadFile(filepath.Join(from, name))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(to, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // A deploy's page open while the server's database is restored from a
 // backup older than what the page shows: its stream's reconnect is refused
@@ -62,7 +42,7 @@ func TestDeployPageAfterADatabaseRestore(t *testing.T) {
 	addr := s.HTTP.Listener.Addr().String()
 	backup := t.TempDir()
 	s.stop()
-	copyDatabase(t, s.dir, backup)
+	enginetest.RestoreSQLite(t, s.dir, backup)
 	open(t, noisy)
 	s.start(t, addr)
 	// The deploy goes on past the backup: its step is resumed, says more
@@ -71,7 +51,7 @@ func TestDeployPageAfterADatabaseRestore(t *testing.T) {
 
 	// The database is restored from the backup; the step may go through now.
 	s.stop()
-	copyDatabase(t, backup, s.dir)
+	enginetest.RestoreSQLite(t, backup, s.dir)
 	if err := os.Remove(noisy); err != nil {
 		t.Fatal(err)
 	}
