@@ -3,13 +3,10 @@ package server_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,18 +21,7 @@ import (
 // lives on a real tmpfs of 8 MiB, filled to the last byte; mounting one
 // needs root (CAP_SYS_ADMIN), so the test is skipped without it.
 func TestFullDiskIs503(t *testing.T) {
-	fs := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(fs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", fs).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", fs).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", fs, err, out)
-		}
-	})
+	fs := enginetest.SmallDisk(t, "8m")
 	srv := newTestServer(t, "sqlite:"+filepath.Join(fs, "manent.db"), nil, nil)
 	if status, body, _ := do(t, "GET", srv.URL+"/readyz", "", ""); status != http.StatusOK {
 		t.Fatalf("readyz before the disk is full: %d %s", status, body)
@@ -63,20 +49,7 @@ func TestFullDiskIs503(t *testing.T) {
 		t.Fatalf("checkpoint: %v (busy %d, %d of %d frames)", err, busy, done, frames)
 	}
 	fill := filepath.Join(fs, "fill")
-	f, err := os.Create(fill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	f.Close()
+	enginetest.FillDisk(t, fill).Close()
 
 	status, body, h := do(t, "GET", srv.URL+"/readyz", "", "")
 	if status != http.StatusServiceUnavailable || h.Get("Retry-After") != "30" || !strings.Contains(string(body), "disk is full") {

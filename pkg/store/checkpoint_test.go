@@ -3,14 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,18 +94,7 @@ func fileSize(t *testing.T, path string) int64 {
 // test is skipped without it.
 func TestCheckpointerSaysOnceWhyTheWALCannotBeCopied(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs to fill (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
+	dir := enginetest.SmallDisk(t, "8m")
 	st, err := Open(ctx, "sqlite:"+filepath.Join(dir, "m.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -123,19 +109,7 @@ func TestCheckpointerSaysOnceWhyTheWALCannotBeCopied(t *testing.T) {
 	// Fill the disk, then leave 1.5 MiB: room for 1 MiB more of WAL, not
 	// for the database file to take that 1 MiB in too.
 	fill := filepath.Join(dir, "fill")
-	f, err := os.Create(fill)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
+	f := enginetest.FillDisk(t, fill)
 	size, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
 		t.Fatal(err)
