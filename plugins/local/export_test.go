@@ -3,3 +3,11 @@ package local
 // SetSync makes p call sync where it would flush a file or a directory to
 // disk (the tests record what is flushed, and when).
 func SetSync(p *Plugin, sync func(path string) error) { p.sync = sync }
+
+// SetLimits lowers the bounds of an artifact's unpacking (bytes written,
+// entries) for a test; it returns a function that restores them.
+func SetLimits(bytes int64, entries int) (restore func()) {
+	b, e := maxUnpacked, maxEntries
+	maxUnpacked, maxEntries = bytes, entries
+	return func() { maxUnpacked, maxEntries = b, e }
+}

@@ -19,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -29,8 +31,19 @@ import (
 	"github.com/manent-io/manent/pkg/plugin"
 )
 
-// MaxUnpacked bounds the bytes an artifact may unpack to.
-const MaxUnpacked = 2 << 30
+// The bounds of an artifact's unpacking: MaxUnpacked the bytes of its
+// files, MaxEntries its files, directories and links (an archive of a few
+// KiB may hold either in millions).
+const (
+	MaxUnpacked = 2 << 30
+	MaxEntries  = 1_000_000
+)
+
+// The bounds in force (tests lower them).
+var (
+	maxUnpacked int64 = MaxUnpacked
+	maxEntries        = MaxEntries
+)
 
 // Options configure the local plugin.
 type Options struct {
@@ -317,8 +330,8 @@ func live(dir string) (string, error) {
 // it unpacks into releases/<version>@<deploy id> instead: the live files
 // stay untouched until activation switches `current`, so a failure or a
 // cancel before it leaves the running release exactly as it was.
-func (p *Plugin) Deploy(_ context.Context, pc plugin.Context) (plugin.Result, error) {
-	return p.perTarget(pc, p.deployOne)
+func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	return p.perTarget(pc, func(pc plugin.Context) (plugin.Result, error) { return p.deployOne(ctx, pc) })
 }
 
 // stagedName is the directory of a release unpacked while a release of the
@@ -350,7 +363,7 @@ func pruneStaged(releases, version, cur, keep string) {
 	}
 }
 
-func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
+func (p *Plugin) deployOne(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
 	dir, err := p.dirOf(pc)
 	if err != nil {
 		return nil, err
@@ -384,7 +397,7 @@ func (p *Plugin) deployOne(pc plugin.Context) (plugin.Result, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	files, err := unpack(pc.Artifact, tmp)
+	files, err := unpack(ctx, pc.Artifact, tmp)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, err
@@ -628,8 +641,16 @@ func (p *Plugin) flushTree(root string) error {
 }
 
 // unpack extracts a .tar.gz/.tgz/.tar/.zip artifact into dst, or copies any
-// other file there as is. It returns the number of files written.
-func unpack(src, dst string) (int, error) {
+// other file there as is. It returns the number of files written. An
+// archive that cannot make a release (see extractor) fails for good,
+// naming the entry; what it writes stays under dst whatever the archive
+// says.
+func unpack(ctx context.Context, src, dst string) (int, error) {
+	x, err := openExtractor(ctx, dst)
+	if err != nil {
+		return 0, err
+	}
+	defer x.root.Close()
 	lower := strings.ToLower(src)
 	switch {
 	case strings.HasSuffix(lower, ".tar.gz"), strings.HasSuffix(lower, ".tgz"):
@@ -642,36 +663,288 @@ func unpack(src, dst string) (int, error) {
 		if err != nil {
 			return 0, plugin.Permanent(fmt.Errorf("local: artifact is not gzip: %w", err))
 		}
-		return untar(gz, dst)
+		return x.untar(gz)
 	case strings.HasSuffix(lower, ".tar"):
 		f, err := os.Open(src)
 		if err != nil {
 			return 0, err
 		}
 		defer f.Close()
-		return untar(f, dst)
+		return x.untar(f)
 	case strings.HasSuffix(lower, ".zip"):
-		return unzip(src, dst)
+		return x.unzip(src)
 	}
 	in, err := os.Open(src)
 	if err != nil {
 		return 0, err
 	}
 	defer in.Close()
-	return 1, writeFile(filepath.Join(dst, filepath.Base(src)), in, 0o644)
-}
-
-func safeJoin(dst, name string) (string, error) {
-	p := filepath.Join(dst, name)
-	if p != dst && !strings.HasPrefix(p, dst+string(os.PathSeparator)) {
-		return "", plugin.Permanent(fmt.Errorf("local: artifact entry %q escapes the release directory", name))
+	st, err := in.Stat()
+	if err != nil {
+		return 0, err
 	}
-	return p, nil
+	name := filepath.Base(src)
+	if _, err := x.place(name); err != nil {
+		return 0, err
+	}
+	return 1, x.file(name, name, in, st.Size(), 0o644)
 }
 
-func untar(r io.Reader, dst string) (int, error) {
-	tr := tar.NewReader(r)
-	var total int64
+// An extractor writes an archive's entries into a fresh directory through
+// an os.Root, so that nothing is written outside it, and refuses for good
+// what cannot make a release: a name that is absolute or has "..", a file
+// named ".", two entries of different kinds at one path, an entry under a
+// file or a link, a link leading out of the release, hard links, devices
+// and pipes, more than maxUnpacked bytes or maxEntries entries.
+type extractor struct {
+	ctx     context.Context
+	root    *os.Root
+	entries int
+	bytes   int64
+}
+
+func openExtractor(ctx context.Context, dst string) (*extractor, error) {
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return nil, fmt.Errorf("local: %w", err)
+	}
+	return &extractor{ctx: ctx, root: root}, nil
+}
+
+// refuse is the permanent failure of an entry.
+func refuse(name, why string, args ...any) error {
+	return plugin.Permanent(fmt.Errorf("local: artifact entry %q %s", name, fmt.Sprintf(why, args...)))
+}
+
+// place checks an entry's name and where it goes, and returns its path
+// relative to the release ("." for the release itself, a "./" entry).
+func (x *extractor) place(name string) (string, error) {
+	if err := x.ctx.Err(); err != nil {
+		return "", err
+	}
+	x.entries++
+	if x.entries > maxEntries {
+		return "", plugin.Permanent(fmt.Errorf("local: the artifact has more than %d entries (files, directories and links), the most a release may hold", maxEntries))
+	}
+	if name == "" {
+		return "", refuse(name, "has no name")
+	}
+	if strings.HasPrefix(name, "/") || filepath.IsAbs(name) || filepath.VolumeName(name) != "" {
+		return "", refuse(name, "is an absolute path: an entry's name must be relative to the release")
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." {
+			return "", refuse(name, "has \"..\" in its path: an entry's name must stay inside the release")
+		}
+	}
+	clean := path.Clean(name)
+	// Each directory on the way must be a directory the archive made, not
+	// a file nor a link (writing through a link could lead anywhere).
+	parts := strings.Split(clean, "/")
+	for i := 1; i < len(parts); i++ {
+		pre := strings.Join(parts[:i], "/")
+		st, err := x.root.Lstat(pre)
+		if errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return "", x.fail(name, err)
+		}
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return "", refuse(name, "is under %q, a link in the artifact: an entry must be at its real path, not through a link", pre)
+		}
+		if !st.IsDir() {
+			return "", refuse(name, "is under %q, but the artifact has a file there, not a directory", pre)
+		}
+	}
+	return clean, nil
+}
+
+// existing is the kind of what the archive already put at rel ("" for
+// nothing).
+func (x *extractor) existing(rel string) (string, error) {
+	st, err := x.root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return "link", nil
+	case st.IsDir():
+		return "directory", nil
+	}
+	return "file", nil
+}
+
+// fail turns an error of the file system at an entry into the step's
+// error: a full disk or an I/O error may pass, so they are retried; what
+// the archive itself asks for that cannot be done fails for good. Either
+// names the entry, not the temporary directory.
+func (x *extractor) fail(name string, err error) error {
+	if cerr := x.ctx.Err(); cerr != nil {
+		return cerr
+	}
+	msg := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		msg = pe.Err.Error()
+	}
+	e := fmt.Errorf("local: artifact entry %q could not be written: %s", name, msg)
+	for _, transient := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS, syscall.EMFILE, syscall.ENFILE, syscall.EINTR, syscall.EAGAIN, syscall.ENOMEM} {
+		if errors.Is(err, transient) {
+			return e
+		}
+	}
+	return plugin.Permanent(e)
+}
+
+func (x *extractor) dir(name, rel string) error {
+	if rel == "." {
+		return nil
+	}
+	switch kind, err := x.existing(rel); {
+	case err != nil:
+		return x.fail(name, err)
+	case kind == "file" || kind == "link":
+		return refuse(name, "is a directory, but the artifact has a %s at that path too", kind)
+	}
+	if err := x.root.MkdirAll(rel, 0o755); err != nil {
+		return x.fail(name, err)
+	}
+	return nil
+}
+
+// file writes size bytes of r at rel; a second file at one path replaces
+// the first, as tar does.
+func (x *extractor) file(name, rel string, r io.Reader, size int64, mode os.FileMode) error {
+	if rel == "." {
+		return refuse(name, "is a file named \".\": that is the release directory itself")
+	}
+	switch kind, err := x.existing(rel); {
+	case err != nil:
+		return x.fail(name, err)
+	case kind == "directory" || kind == "link":
+		return refuse(name, "is a file, but the artifact has a %s at that path too", kind)
+	}
+	x.bytes += size
+	if size < 0 || x.bytes > maxUnpacked {
+		return refuse(name, "takes the artifact past %d bytes unpacked, the most a release may hold", maxUnpacked)
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := x.root.MkdirAll(dir, 0o755); err != nil {
+			return x.fail(name, err)
+		}
+	}
+	f, err := x.root.OpenFile(rel, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return x.fail(name, err)
+	}
+	src := &source{ctx: x.ctx, r: io.LimitReader(r, size)}
+	_, err = io.Copy(f, src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case src.err != nil && x.ctx.Err() != nil:
+		return x.ctx.Err()
+	case src.err != nil:
+		return plugin.Permanent(fmt.Errorf("local: read artifact entry %q: %w", name, src.err))
+	case err != nil:
+		return x.fail(name, err)
+	}
+	return nil
+}
+
+// link makes rel a symbolic link to target, which must lead to a place
+// inside the release: relative, its ".." first only, and no more of them
+// than rel is deep (a ".." after a name could climb out through a link).
+func (x *extractor) link(name, rel, target string) error {
+	if rel == "." {
+		return refuse(name, "is a link named \".\": that is the release directory itself")
+	}
+	out := func() error {
+		return refuse(name, "is a link to %q, which leads out of the release: a link must stay inside it (relative, with \"..\" only at its start)", target)
+	}
+	if target == "" {
+		return refuse(name, "is a link to nothing")
+	}
+	if strings.HasPrefix(target, "/") || filepath.IsAbs(target) || filepath.VolumeName(target) != "" {
+		return out()
+	}
+	up, named := 0, false
+	for _, el := range strings.Split(target, "/") {
+		switch el {
+		case "..":
+			if named {
+				return out()
+			}
+			up++
+		case ".", "":
+		default:
+			named = true
+		}
+	}
+	if up > strings.Count(rel, "/") {
+		return out()
+	}
+	switch kind, err := x.existing(rel); {
+	case err != nil:
+		return x.fail(name, err)
+	case kind != "":
+		return refuse(name, "is a link, but the artifact has a %s at that path too", kind)
+	}
+	if dir := path.Dir(rel); dir != "." {
+		if err := x.root.MkdirAll(dir, 0o755); err != nil {
+			return x.fail(name, err)
+		}
+	}
+	if err := x.root.Symlink(target, rel); err != nil {
+		return x.fail(name, err)
+	}
+	return nil
+}
+
+// source reads an entry's bytes, stopping when the deploy is cancelled,
+// and keeps the error of the archive apart from the disk's.
+type source struct {
+	ctx context.Context
+	r   io.Reader
+	err error
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		s.err = err
+		return 0, err
+	}
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// counted fails once more than max bytes were read through it: the
+// decompressed tar stream, whose headers and skipped data the file bound
+// does not see.
+type counted struct {
+	r   io.Reader
+	n   int64
+	max int64
+}
+
+func (c *counted) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.max {
+		return n, fmt.Errorf("the archive is more than %d bytes once decompressed", c.max)
+	}
+	return n, err
+}
+
+func (x *extractor) untar(r io.Reader) (int, error) {
+	tr := tar.NewReader(&counted{r: r, max: 2*maxUnpacked + 64<<20})
 	n := 0
 	for {
 		h, err := tr.Next()
@@ -679,80 +952,97 @@ func untar(r io.Reader, dst string) (int, error) {
 			return n, nil
 		}
 		if err != nil {
+			if cerr := x.ctx.Err(); cerr != nil {
+				return n, cerr
+			}
 			return n, plugin.Permanent(fmt.Errorf("local: read artifact: %w", err))
 		}
-		p, err := safeJoin(dst, h.Name)
+		if h.Typeflag == tar.TypeXGlobalHeader {
+			continue // git archive's commit id: no entry
+		}
+		rel, err := x.place(h.Name)
 		if err != nil {
 			return n, err
 		}
+		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse && h.Size > 0 {
+			return n, refuse(h.Name, "is not a file but carries %d bytes", h.Size)
+		}
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return n, err
+			err = x.dir(h.Name, rel)
+		case tar.TypeReg, tar.TypeGNUSparse:
+			if err = x.file(h.Name, rel, tr, h.Size, os.FileMode(h.Mode)&0o755|0o600); err == nil {
+				n++
 			}
-		case tar.TypeReg:
-			total += h.Size
-			if total > MaxUnpacked {
-				return n, plugin.Permanent(fmt.Errorf("local: artifact unpacks to more than %d bytes", MaxUnpacked))
-			}
-			if err := writeFile(p, io.LimitReader(tr, h.Size), os.FileMode(h.Mode)&0o755|0o600); err != nil {
-				return n, err
-			}
-			n++
+		case tar.TypeSymlink:
+			err = x.link(h.Name, rel, h.Linkname)
+		case tar.TypeLink:
+			err = refuse(h.Name, "is a hard link to %q: a release holds files, directories and links; archive the file itself (tar --hard-dereference)", h.Linkname)
+		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+			err = refuse(h.Name, "is a device or a pipe: a release holds files, directories and links")
 		default:
-			// Links and devices are skipped: a release is plain files.
+			err = refuse(h.Name, "has the tar type %q, which a release cannot hold (files, directories and links)", string(h.Typeflag))
+		}
+		if err != nil {
+			return n, err
 		}
 	}
 }
 
-func unzip(src, dst string) (int, error) {
+func (x *extractor) unzip(src string) (int, error) {
 	zr, err := zip.OpenReader(src)
 	if err != nil {
 		return 0, plugin.Permanent(fmt.Errorf("local: artifact is not a zip: %w", err))
 	}
 	defer zr.Close()
-	var total uint64
 	n := 0
 	for _, f := range zr.File {
-		p, err := safeJoin(dst, f.Name)
+		rel, err := x.place(f.Name)
 		if err != nil {
 			return n, err
 		}
-		if f.FileInfo().IsDir() {
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return n, err
+		mode := f.Mode()
+		switch {
+		case mode.IsDir():
+			err = x.dir(f.Name, rel)
+		case mode&fs.ModeSymlink != 0:
+			err = x.zipLink(f, rel)
+		case mode.IsRegular():
+			if f.UncompressedSize64 > uint64(maxUnpacked) {
+				return n, refuse(f.Name, "takes the artifact past %d bytes unpacked, the most a release may hold", maxUnpacked)
 			}
-			continue
+			var rc io.ReadCloser
+			if rc, err = f.Open(); err != nil {
+				return n, plugin.Permanent(fmt.Errorf("local: read artifact entry %q: %w", f.Name, err))
+			}
+			err = x.file(f.Name, rel, rc, int64(f.UncompressedSize64), mode&0o755|0o600)
+			rc.Close()
+			if err == nil {
+				n++
+			}
+		default:
+			err = refuse(f.Name, "is a device, a pipe or a socket (mode %s): a release holds files, directories and links", mode)
 		}
-		total += f.UncompressedSize64
-		if total > MaxUnpacked {
-			return n, plugin.Permanent(fmt.Errorf("local: artifact unpacks to more than %d bytes", MaxUnpacked))
-		}
-		rc, err := f.Open()
 		if err != nil {
 			return n, err
 		}
-		err = writeFile(p, io.LimitReader(rc, int64(f.UncompressedSize64)), f.Mode()&0o755|0o600)
-		rc.Close()
-		if err != nil {
-			return n, err
-		}
-		n++
 	}
 	return n, nil
 }
 
-func writeFile(p string, r io.Reader, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+// zipLink makes a zip's link entry, whose content is its target.
+func (x *extractor) zipLink(f *zip.File, rel string) error {
+	rc, err := f.Open()
 	if err != nil {
-		return err
+		return plugin.Permanent(fmt.Errorf("local: read artifact entry %q: %w", f.Name, err))
 	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
+	defer rc.Close()
+	target, err := io.ReadAll(io.LimitReader(rc, 4097))
+	if err != nil {
+		return plugin.Permanent(fmt.Errorf("local: read artifact entry %q: %w", f.Name, err))
 	}
-	return f.Close()
+	if len(target) > 4096 {
+		return refuse(f.Name, "is a link whose target is longer than 4096 bytes")
+	}
+	return x.link(f.Name, rel, string(target))
 }
