@@ -207,13 +207,81 @@ func (p *Plugin) dirOf(pc plugin.Context) (string, error) {
 	if d == "" {
 		return "", plugin.Permanent(fmt.Errorf("local: target.with.dir is not set"))
 	}
-	if p.o.Root != "" && filepath.IsAbs(d) && !under(filepath.Clean(d), filepath.Clean(p.o.Root)) {
-		return d, nil
+	if p.o.Root == "" || !filepath.IsAbs(d) || under(filepath.Clean(d), filepath.Clean(p.o.Root)) {
+		if err := p.checkDir(d); err != nil {
+			return "", plugin.Permanent(err)
+		}
 	}
-	if err := p.checkDir(d); err != nil {
-		return "", plugin.Permanent(err)
+	if err := checkOwner(d, pc); err != nil {
+		return "", err
 	}
 	return d, nil
+}
+
+// OwnerFile, in a target directory, records the application and the
+// environment that deploy there: two environments given one directory
+// would overwrite each other's releases and `current`, and a deploy of
+// one could remove what the other is unpacking.
+const OwnerFile = ".manent-owner"
+
+type owner struct {
+	Application string `json:"application"`
+	Environment string `json:"environment"`
+}
+
+// checkOwner refuses, for good, an action in a directory another
+// application or environment owns. A context without an application and
+// an environment (a plugin called outside a deploy) owns nothing.
+func checkOwner(dir string, pc plugin.Context) error {
+	if pc.Application == "" && pc.Environment == "" {
+		return nil
+	}
+	file := filepath.Join(dir, OwnerFile)
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	var o owner
+	if json.Unmarshal(b, &o) != nil || o.Application == "" {
+		return plugin.Permanent(fmt.Errorf("local: %s is not a record of the application and environment that own %s: remove it and deploy again", file, dir))
+	}
+	if o.Application != pc.Application || o.Environment != pc.Environment {
+		return plugin.Permanent(fmt.Errorf("local: target.with.dir %s is the directory of application %q environment %q (recorded in %s): give application %q environment %q a directory of its own, since two environments deploying into one overwrite each other's releases and current; if %s/%s no longer deploys there, remove the file", dir, o.Application, o.Environment, file, pc.Application, pc.Environment, o.Application, o.Environment))
+	}
+	return nil
+}
+
+// claim records pc's application and environment as the owner of dir
+// (which exists) unless one is recorded; of two first deploys racing, one
+// creates the file and the other is refused by checkOwner.
+func (p *Plugin) claim(dir string, pc plugin.Context) error {
+	if pc.Application == "" && pc.Environment == "" {
+		return nil
+	}
+	file := filepath.Join(dir, OwnerFile)
+	b, _ := json.Marshal(owner{pc.Application, pc.Environment})
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return checkOwner(dir, pc)
+	}
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	_, err = f.Write(append(b, '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(file)
+		return fmt.Errorf("local: %w", err)
+	}
+	if err := p.flushDirs(file, dir); err != nil {
+		return err
+	}
+	return nil
 }
 
 // perTarget runs fn once per rollout target, each in <dir>/<target> (or
@@ -331,6 +399,19 @@ func live(dir string) (string, error) {
 // stay untouched until activation switches `current`, so a failure or a
 // cancel before it leaves the running release exactly as it was.
 func (p *Plugin) Deploy(ctx context.Context, pc plugin.Context) (plugin.Result, error) {
+	if len(pc.Targets) > 0 {
+		// The directory holding the targets' is owned too.
+		dir, err := p.dirOf(pc)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("local: %w", err)
+		}
+		if err := p.claim(dir, pc); err != nil {
+			return nil, err
+		}
+	}
 	return p.perTarget(pc, func(pc plugin.Context) (plugin.Result, error) { return p.deployOne(ctx, pc) })
 }
 
@@ -374,6 +455,9 @@ func (p *Plugin) deployOne(ctx context.Context, pc plugin.Context) (plugin.Resul
 	releases := filepath.Join(dir, "releases")
 	if err := os.MkdirAll(releases, 0o755); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
+	}
+	if err := p.claim(dir, pc); err != nil {
+		return nil, err
 	}
 	name := ReleaseName(pc.Version)
 	cur, err := live(dir)

@@ -1,0 +1,83 @@
+package local_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/plugins/local"
+)
+
+// Two environments (or applications) whose with.dir is one directory
+// would overwrite each other's releases and `current`, one deploy at a
+// time each: the first to deploy there owns it, and the other's deploy
+// fails for good at its first action, saying who owns the directory.
+func TestDirectoryBelongsToOneEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	art := filepath.Join(dir, "app-1.tar.gz")
+	writeTarGz(t, art, map[string]string{"index.html": "v1"})
+	p := local.New(local.Options{})
+	ctx := context.Background()
+	pc := func(app, env, id string) plugin.Context {
+		return plugin.Context{DeployID: id, Application: app, Environment: env, Version: "1", Step: "deploy", Artifact: art, With: map[string]any{"dir": target}, Log: io.Discard}
+	}
+	if _, err := p.Deploy(ctx, pc("shop", "prod", "dpl_1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Activate(ctx, pc("shop", "prod", "dpl_1")); err != nil {
+		t.Fatal(err)
+	}
+	// The owner deploys again.
+	if _, err := p.Live(ctx, pc("shop", "prod", "dpl_2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Deploy(ctx, pc("shop", "prod", "dpl_2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []plugin.Context{pc("shop", "staging", "dpl_3"), pc("blog", "prod", "dpl_4")} {
+		for name, action := range map[string]func() error{
+			"live":     func() error { _, err := p.Live(ctx, other); return err },
+			"deploy":   func() error { _, err := p.Deploy(ctx, other); return err },
+			"activate": func() error { _, err := p.Activate(ctx, other); return err },
+			"rollback": func() error { _, err := p.RollbackActivation(ctx, other, nil); return err },
+		} {
+			err := action()
+			if err == nil {
+				t.Fatalf("%s/%s %s in the directory of shop/prod", other.Application, other.Environment, name)
+			}
+			if !plugin.IsPermanent(err) || !strings.Contains(err.Error(), `application "shop" environment "prod"`) || !strings.Contains(err.Error(), ".manent-owner") {
+				t.Errorf("%s: %v, want a permanent error naming shop/prod and the owner file", name, err)
+			}
+		}
+	}
+	if cur, _ := os.Readlink(filepath.Join(target, "current")); cur != filepath.Join("releases", "1") {
+		t.Errorf("current -> %q, want releases/1", cur)
+	}
+}
+
+// Two first deploys of two environments into one new directory: one owns
+// it, the other is refused.
+func TestOneOfTwoFirstDeploysOwnsTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	art := filepath.Join(dir, "app-1.tar.gz")
+	writeTarGz(t, art, map[string]string{"index.html": "v1"})
+	p := local.New(local.Options{})
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, env := range []string{"a", "b"} {
+		wg.Go(func() {
+			_, errs[i] = p.Deploy(context.Background(), plugin.Context{DeployID: "dpl_" + env, Application: "shop", Environment: env, Version: "1", Step: "deploy", Artifact: art, With: map[string]any{"dir": target}, Log: io.Discard})
+		})
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("errors %v, want exactly one deploy refused", errs)
+	}
+}
