@@ -431,6 +431,27 @@ func releaseOf(dir string, pc plugin.Context) string {
 	return ReleaseName(pc.Version)
 }
 
+// removeLeftovers removes the temporary directories (.tmp-…, .old-…) of
+// deploys other than id that were killed while they unpacked a release or
+// swapped it in, and never ran again.
+func removeLeftovers(releases, id string, log io.Writer) {
+	entries, err := os.ReadDir(releases)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasPrefix(n, ".tmp-") && !strings.HasPrefix(n, ".old-") || strings.HasSuffix(n, "-"+id) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(releases, n)); err != nil {
+			fmt.Fprintf(log, "could not remove releases/%s, left by a deploy that stopped: %v\n", n, err)
+			continue
+		}
+		fmt.Fprintf(log, "removed releases/%s, left by a deploy that stopped while unpacking\n", n)
+	}
+}
+
 // pruneStaged removes the copies earlier deploys of the same version
 // unpacked beside a live release (releases/<version>@<id>) that are no
 // longer live: neither `current` nor the checkpoint of this deploy (which
@@ -459,6 +480,9 @@ func (p *Plugin) deployOne(ctx context.Context, pc plugin.Context) (plugin.Resul
 	if err := p.claim(dir, pc); err != nil {
 		return nil, err
 	}
+	// This deploy is the only one in dir now (one per environment at a
+	// time, and dir is the environment's): what another left is unused.
+	removeLeftovers(releases, pc.DeployID, pc.Log)
 	name := ReleaseName(pc.Version)
 	cur, err := live(dir)
 	if err != nil {
