@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -226,5 +228,43 @@ func TestUnpackStopsWhenCancelled(t *testing.T) {
 	_, err := p.Deploy(ctx, plugin.Context{DeployID: "dpl_1", Version: "1", Step: "deploy", Artifact: art, With: map[string]any{"dir": filepath.Join(dir, "target")}, Log: io.Discard})
 	if err == nil {
 		t.Fatal("a cancelled deploy unpacked the artifact")
+	}
+}
+
+// A zip's directory is read whole before its first entry: one of millions
+// of entries (a few tens of MiB) would take GiBs of memory — and take the
+// server down again each time it recovers the step. Its count is checked
+// first, from the end of the file.
+func TestZipWithTooManyEntriesIsRefusedBeforeItsDirectoryIsRead(t *testing.T) {
+	defer local.SetLimits(1<<20, 1000)()
+	dir := t.TempDir()
+	art := filepath.Join(dir, "app.zip")
+	out, err := os.Create(art)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(out)
+	for i := range 100_000 {
+		if _, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("f%d", i), Method: zip.Store}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := local.New(local.Options{})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = p.Deploy(context.Background(), plugin.Context{DeployID: "dpl_1", Version: "1", Step: "deploy", Artifact: art, With: map[string]any{"dir": filepath.Join(dir, "target")}, Log: io.Discard})
+	runtime.ReadMemStats(&after)
+	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "100000 entries") {
+		t.Fatalf("deploy: %v, want a permanent error saying the zip has 100000 entries", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<20 {
+		t.Errorf("refusing the zip allocated %d bytes, want less than 4 MiB (its directory was read)", got)
 	}
 }

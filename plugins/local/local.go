@@ -15,6 +15,7 @@ import (
 	"archive/zip"
 	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1098,6 +1099,9 @@ func (x *extractor) untar(r io.Reader) (int, error) {
 }
 
 func (x *extractor) unzip(src string) (int, error) {
+	if n, err := zipEntries(src); err == nil && n > uint64(maxEntries) {
+		return 0, plugin.Permanent(fmt.Errorf("local: the artifact is a zip of %d entries (files, directories and links), more than the %d a release may hold", n, maxEntries))
+	}
 	zr, err := zip.OpenReader(src)
 	if err != nil {
 		return 0, plugin.Permanent(fmt.Errorf("local: artifact is not a zip: %w", err))
@@ -1153,4 +1157,52 @@ func (x *extractor) zipLink(f *zip.File, rel string) error {
 		return refuse(f.Name, "is a link whose target is longer than 4096 bytes")
 	}
 	return x.link(f.Name, rel, string(target))
+}
+
+// zipEntries reads the number of entries a zip's end record announces:
+// archive/zip reads its whole directory into memory before the first
+// entry, which for millions of entries takes GiBs. An end record it cannot
+// find is left to archive/zip to refuse.
+func zipEntries(src string) (uint64, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	const endLen, locatorLen = 22, 20
+	tail := min(st.Size(), endLen+0xffff)
+	buf := make([]byte, tail)
+	if _, err := f.ReadAt(buf, st.Size()-tail); err != nil {
+		return 0, err
+	}
+	le := binary.LittleEndian
+	for i := len(buf) - endLen; i >= 0; i-- {
+		if le.Uint32(buf[i:]) != 0x06054b50 || i+endLen+int(le.Uint16(buf[i+20:])) != len(buf) {
+			continue
+		}
+		n := uint64(le.Uint16(buf[i+10:]))
+		if n != 0xffff && le.Uint32(buf[i+12:]) != 0xffffffff && le.Uint32(buf[i+16:]) != 0xffffffff {
+			return n, nil
+		}
+		// Zip64: the locator before the end record gives the offset of
+		// the zip64 end record, which holds the count on 8 bytes.
+		at := st.Size() - tail + int64(i) - locatorLen
+		if at < 0 {
+			return 0, errors.New("no zip64 locator")
+		}
+		loc := make([]byte, locatorLen)
+		if _, err := f.ReadAt(loc, at); err != nil || le.Uint32(loc) != 0x07064b50 {
+			return 0, errors.New("no zip64 locator")
+		}
+		end64 := make([]byte, 40)
+		if _, err := f.ReadAt(end64, int64(le.Uint64(loc[8:]))); err != nil || le.Uint32(end64) != 0x06064b50 {
+			return 0, errors.New("no zip64 end record")
+		}
+		return le.Uint64(end64[32:]), nil
+	}
+	return 0, errors.New("no end record")
 }
