@@ -530,6 +530,8 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
 		} else if err := t.Validate(target.With); err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
+		} else if err := checkOwner(t, d, target.With); err != nil {
+			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
 		} else if msg := a.targetCommands(d, target.Plugin); msg != "" {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: msg})
 		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
@@ -553,6 +555,16 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 			Message: "no target: the descriptor names none and the environment configuration gives none"})
 	}
 	return problems
+}
+
+// checkOwner asks a target that belongs to one application and
+// environment (plugin.OwnerCheck) whether it is d's.
+func checkOwner(t plugin.Target, d *descriptor.Descriptor, with map[string]any) error {
+	oc, ok := t.(plugin.OwnerCheck)
+	if !ok {
+		return nil
+	}
+	return oc.CheckOwner(d.Application, d.Environment, with)
 }
 
 // checkSteps is checkPlugins for the custom steps. A plugin custom steps

@@ -11,6 +11,7 @@ import (
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/plugins/local"
 )
 
 // fieldErrors admits extra as a dry run and returns its field errors by
@@ -199,5 +200,34 @@ func TestSecretsTheServerKeepsRefused(t *testing.T) {
 	}
 	if got := open.fieldErrors(t, "secrets: {K: env:MANENT_BOOTSTRAP_TOKEN}\n"); !strings.Contains(got["/secrets/K"], "MANENT_") {
 		t.Errorf("env:MANENT_BOOTSTRAP_TOKEN: %v, want a refusal at /secrets/K", got)
+	}
+}
+
+// A local target directory another application or environment deploys
+// into (its <dir>/.manent-owner) is a 422 at /target/with/dir naming the
+// owner, before anything runs; its owner's deploys and a new directory
+// are admitted.
+func TestLocalDirOfAnotherEnvironment(t *testing.T) {
+	f := newAdmitter(t, admit.Config{})
+	shared := filepath.Join(f.dir, "targets", "shared")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, local.OwnerFile), []byte(`{"application":"billing","environment":"staging"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := f.fieldErrors(t, "target: {plugin: local, with: {dir: \""+shared+"\"}}\n")
+	t.Log(got)
+	if msg := got["/target/with/dir"]; !strings.Contains(msg, `application "billing" environment "staging"`) || !strings.Contains(msg, local.OwnerFile) || strings.Contains(msg, "local: local:") {
+		t.Errorf("billing/prod into billing/staging's directory: %v, want /target/with/dir naming the owner and its file", got)
+	}
+	if err := os.WriteFile(filepath.Join(shared, local.OwnerFile), []byte(`{"application":"billing","environment":"prod"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.fieldErrors(t, "target: {plugin: local, with: {dir: \""+shared+"\"}}\n"); got != nil {
+		t.Errorf("billing/prod into its own directory: refused %v", got)
+	}
+	if got := f.fieldErrors(t, "target: {plugin: local, with: {dir: \""+filepath.Join(f.dir, "targets", "new")+"\"}}\n"); got != nil {
+		t.Errorf("a new directory: refused %v", got)
 	}
 }

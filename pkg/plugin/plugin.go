@@ -100,6 +100,13 @@ type TargetCheck interface {
 	CheckTargets(targets []string) error
 }
 
+// OwnerCheck is implemented by a target plugin whose target belongs to one
+// application and environment once they deploy there (the local plugin's
+// directory): admission refuses a deploy of another one into it.
+type OwnerCheck interface {
+	CheckOwner(application, environment string, with map[string]any) error
+}
+
 // Gate is implemented by a target plugin that has its own health gate
 // between rollout waves (e.g. waiting for the wave's workloads on the
 // cluster). Without it the gate runs the post-test check.

@@ -230,6 +230,21 @@ type owner struct {
 	Environment string `json:"environment"`
 }
 
+// CheckOwner refuses (plugin.OwnerCheck) a target directory that another
+// application or environment owns, at with.dir.
+func (p *Plugin) CheckOwner(application, environment string, with map[string]any) error {
+	d, _ := with["dir"].(string)
+	if d == "" || !filepath.IsAbs(d) {
+		return nil // Validate says so
+	}
+	err := checkOwner(d, plugin.Context{Application: application, Environment: environment})
+	var perm *plugin.PermanentError
+	if errors.As(err, &perm) {
+		return fmt.Errorf("local: %w", plugin.Settingf("dir", "%s", strings.TrimPrefix(perm.Err.Error(), "local: ")))
+	}
+	return err
+}
+
 // checkOwner refuses, for good, an action in a directory another
 // application or environment owns. A context without an application and
 // an environment (a plugin called outside a deploy) owns nothing.
