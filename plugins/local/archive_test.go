@@ -25,6 +25,7 @@ type entry struct {
 	body string
 	link string
 	size int64 // declared size when not len(body)
+	pax  int   // bytes of a PAX comment record
 }
 
 func tarGz(t *testing.T, path string, entries ...entry) {
@@ -36,6 +37,9 @@ func tarGz(t *testing.T, path string, entries ...entry) {
 		h := &tar.Header{Name: e.name, Typeflag: e.kind, Mode: 0o644, Linkname: e.link, Size: int64(len(e.body))}
 		if e.kind == tar.TypeDir {
 			h.Mode = 0o755
+		}
+		if e.pax > 0 {
+			h.PAXRecords = map[string]string{"comment": strings.Repeat("z", e.pax)}
 		}
 		if e.kind == tar.TypeXGlobalHeader {
 			h = &tar.Header{Typeflag: e.kind, PAXRecords: map[string]string{"comment": "0123abc"}}
@@ -147,6 +151,7 @@ func TestHostileArtifactFailsForGoodNamingTheEntry(t *testing.T) {
 		{name: "fifo", entries: []entry{{name: "pipe", kind: tar.TypeFifo}}, want: `"pipe"`},
 		{name: "too many bytes", entries: []entry{{name: "zeros", kind: tar.TypeReg, size: 2 << 20}}, want: `"zeros"`},
 		{name: "too many entries", entries: many, want: "50 entries"},
+		{name: "headers past the stream bound", entries: []entry{{name: "a", kind: tar.TypeReg, pax: 900 << 10}, {name: "b", kind: tar.TypeReg, pax: 900 << 10}, {name: "c", kind: tar.TypeReg, pax: 900 << 10}}, want: "bytes once decompressed"},
 		{name: "zip file then directory", zip: true, entries: []entry{mkFile("a", "x"), mkFile("a/b", "y")}, want: `"a/b"`},
 		{name: "zip absolute", zip: true, entries: []entry{mkFile("/tmp/x", "x")}, want: `"/tmp/x"`},
 		{name: "zip dot dot", zip: true, entries: []entry{mkFile("a/../../x", "x")}, want: `"a/../../x"`},

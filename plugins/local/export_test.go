@@ -5,9 +5,10 @@ package local
 func SetSync(p *Plugin, sync func(path string) error) { p.sync = sync }
 
 // SetLimits lowers the bounds of an artifact's unpacking (bytes written,
-// entries) for a test; it returns a function that restores them.
+// entries; the decompressed tar stream to twice the bytes) for a test; it
+// returns a function that restores them.
 func SetLimits(bytes int64, entries int) (restore func()) {
-	b, e := maxUnpacked, maxEntries
-	maxUnpacked, maxEntries = bytes, entries
-	return func() { maxUnpacked, maxEntries = b, e }
+	b, e, s := maxUnpacked, maxEntries, streamSlack
+	maxUnpacked, maxEntries, streamSlack = bytes, entries, 0
+	return func() { maxUnpacked, maxEntries, streamSlack = b, e, s }
 }

@@ -44,6 +44,9 @@ const (
 var (
 	maxUnpacked int64 = MaxUnpacked
 	maxEntries        = MaxEntries
+	// A tar stream may be twice maxUnpacked and this once decompressed:
+	// headers, padding and PAX records of up to maxEntries entries.
+	streamSlack int64 = 64 << 20
 )
 
 // Options configure the local plugin.
@@ -1068,7 +1071,7 @@ func (c *counted) Read(p []byte) (int, error) {
 }
 
 func (x *extractor) untar(r io.Reader) (int, error) {
-	tr := tar.NewReader(&counted{r: r, max: 2*maxUnpacked + 64<<20})
+	tr := tar.NewReader(&counted{r: r, max: 2*maxUnpacked + streamSlack})
 	n := 0
 	for {
 		h, err := tr.Next()
@@ -1087,9 +1090,6 @@ func (x *extractor) untar(r io.Reader) (int, error) {
 		rel, err := x.place(h.Name)
 		if err != nil {
 			return n, err
-		}
-		if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse && h.Size > 0 {
-			return n, refuse(h.Name, "is not a file but carries %d bytes", h.Size)
 		}
 		switch h.Typeflag {
 		case tar.TypeDir:
