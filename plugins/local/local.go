@@ -406,6 +406,14 @@ func live(dir string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
+		cur := filepath.Join(dir, "current")
+		if st, serr := os.Lstat(cur); serr == nil && st.Mode()&fs.ModeSymlink == 0 {
+			kind := "file"
+			if st.IsDir() {
+				kind = "directory"
+			}
+			return "", plugin.Permanent(fmt.Errorf("local: %s is a %s, not the link to the live release manent switches: move it away (into releases/ to keep it as a release) and deploy again", cur, kind))
+		}
 		return "", fmt.Errorf("local: read current: %w", err)
 	}
 	return filepath.Base(target), nil

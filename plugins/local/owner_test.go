@@ -81,3 +81,31 @@ func TestOneOfTwoFirstDeploysOwnsTheDirectory(t *testing.T) {
 		t.Fatalf("errors %v, want exactly one deploy refused", errs)
 	}
 }
+
+// A `current` that is no link (a directory or a file someone put there)
+// cannot be switched: the deploy fails for good saying so, at its
+// checkpoint, instead of retrying a read or a rename that cannot work.
+func TestCurrentThatIsNoLinkFailsForGood(t *testing.T) {
+	for _, kind := range []string{"directory", "file"} {
+		dir := t.TempDir()
+		target := filepath.Join(dir, "target")
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cur := filepath.Join(target, "current")
+		var err error
+		if kind == "directory" {
+			err = os.MkdirAll(filepath.Join(cur, "www"), 0o755)
+		} else {
+			err = os.WriteFile(cur, []byte("x"), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := local.New(local.Options{})
+		_, err = p.Live(context.Background(), plugin.Context{DeployID: "dpl_1", Application: "shop", Environment: "prod", Version: "1", With: map[string]any{"dir": target}, Log: io.Discard})
+		if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), cur+" is a "+kind) {
+			t.Errorf("%s: live: %v, want a permanent error saying current is a %s", kind, err, kind)
+		}
+	}
+}
