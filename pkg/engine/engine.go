@@ -345,6 +345,19 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		}
 	}
 	err = e.st.Tx(ctx, func(tx *sql.Tx) error {
+		// The deploys it comes after, and its version's successes
+		// (promotion), are locked until the commit: retention.deploys
+		// waits, then sees this deploy and keeps them. One it removed
+		// since admission checked it is said here, not at the gate as
+		// DEPENDENCY_FAILED "does not exist" months later.
+		missing, err := e.st.LockReferencesTx(ctx, tx, in.Waits.After, in.Application, in.Version)
+		if err != nil {
+			return err
+		}
+		if len(missing) > 0 {
+			return manent.Errorf(manent.EConflict, "after: deploy %s no longer exists (retention.deploys removed it while this deploy was submitted): submit again without it",
+				strings.Join(missing, ", "))
+		}
 		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {
 			return err
 		}

@@ -10,10 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
@@ -286,5 +289,32 @@ func TestWorkDirsOfEndedDeploysAreRemoved(t *testing.T) {
 		if _, err := os.Stat(f.eng.WorkDir(id)); (err == nil) != keep {
 			t.Errorf("work directory of %s: %v, want kept %v", id, err, keep)
 		}
+	}
+}
+
+// A deploy that comes after one retention.deploys removed between its
+// admission and its submission is refused (409, naming it) — accepted, it
+// would wait for its schedule.at and then end DEPENDENCY_FAILED "does not
+// exist".
+func TestSubmitRefusesAnAfterRetentionRemoved(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 1)
+	url, sum := f.artifact("a", "x")
+	d, err := descriptor.Parse([]byte(descriptorYAML("app", "prod", "1", url, sum, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := f.node.Admitter.Admit(context.Background(), admit.Request{Descriptor: d, Identity: manent.Identity{Subject: "token:test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := adm.Input
+	at := time.Now().Add(time.Hour).UTC()
+	in.Waits.At, in.Waits.After = &at, []string{"dpl_removed"}
+	_, err = f.eng.Submit(context.Background(), in, adm.Decision)
+	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), "dpl_removed no longer exists") {
+		t.Fatalf("submit after a removed deploy: %v, want a conflict naming dpl_removed", err)
+	}
+	if _, err := f.eng.Store().Deployment(context.Background(), in.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused deploy was kept: %v", err)
 	}
 }

@@ -126,3 +126,7 @@ func OnStatementCached(fn func(query string)) (restore func()) {
 
 // AuditHashOf is the chain hash of an entry, for tests that forge one.
 var AuditHashOf = auditHash
+
+// SetBeforePrune sets what PruneDeploys runs between choosing its batch and
+// deleting it (a submission arriving in between).
+func (s *Store) SetBeforePrune(f func(ids []string)) { s.beforePrune = f }

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // finalStates is the SQL list of final states.
@@ -86,39 +89,142 @@ func (s *Store) PruneLogs(ctx context.Context, before time.Time, limit int) (int
 // events and approvals — except those something still needs (stillNeeded).
 // The audit log is not touched: its chain still verifies. It returns how
 // many it removed.
+//
+// What is still needed is read twice: once to choose the batch, and again
+// inside the transaction that deletes it, after the batch's rows are locked
+// (PostgreSQL; SQLite's write transactions run one at a time). A deploy
+// submitted in between that comes after one of them, or needs one for its
+// promotion, is seen there and keeps it; a submission that locks its
+// references first (engine.Submit, LockReferencesTx) makes this wait for
+// its commit. One transaction deletes the whole batch: a crash leaves
+// every deploy of it whole or gone, never its row without its steps.
 func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (int, error) {
-	keep, err := s.stillNeeded(ctx)
+	keep, err := s.stillNeeded(ctx, s.rdb)
 	if err != nil {
 		return 0, err
 	}
-	ids, err := s.ids(ctx, `SELECT id FROM manent_deployments
+	all, err := s.ids(ctx, `SELECT id FROM manent_deployments
 		WHERE finished_at < ? AND workflows_deleted_at IS NOT NULL AND state IN (`+finalStates()+`)
 		ORDER BY finished_at LIMIT ?`, fmtTime(before), limit+len(keep))
 	if err != nil {
 		return 0, err
 	}
+	var ids []string
+	for _, id := range all {
+		if !keep[id] && len(ids) < limit {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if s.beforePrune != nil {
+		s.beforePrune(ids)
+	}
 	n := 0
-	for _, id := range ids {
-		if keep[id] || n == limit {
-			continue
-		}
-		err := s.Tx(ctx, func(tx *sql.Tx) error {
-			// The children are removed explicitly: PostgreSQL and SQLite
-			// cascade, but an older database may lack a constraint.
-			for _, table := range []string{"manent_steps", "manent_events", "manent_approvals", "manent_wave_approvals"} {
-				if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+table+` WHERE deployment_id = ?`), id); err != nil {
-					return fmt.Errorf("%s: %w", table, err)
-				}
+	err = s.Tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		in, args := placeholders(ids)
+		if s.postgres {
+			// In id order, as LockReferencesTx does: no deadlock.
+			locked, err := queryIDs(ctx, tx, s.q(`SELECT id FROM manent_deployments WHERE id IN (`+in+`) ORDER BY id FOR UPDATE`), args...)
+			if err != nil {
+				return fmt.Errorf("lock: %w", err)
 			}
-			_, err := tx.ExecContext(ctx, s.q(`DELETE FROM manent_deployments WHERE id = ?`), id)
-			return err
-		})
-		if err != nil {
-			return n, fmt.Errorf("prune deploy %s: %w", id, err)
+			ids = locked // another worker's retention may have removed some
 		}
-		n++
+		keep, err := s.stillNeeded(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var gone []string
+		for _, id := range ids {
+			if !keep[id] {
+				gone = append(gone, id)
+			}
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		in, args = placeholders(gone)
+		// The children are removed explicitly: PostgreSQL and SQLite
+		// cascade, but an older database may lack a constraint.
+		for _, table := range []string{"manent_steps", "manent_events", "manent_approvals", "manent_wave_approvals"} {
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM `+table+` WHERE deployment_id IN (`+in+`)`), args...); err != nil {
+				return fmt.Errorf("%s: %w", table, err)
+			}
+		}
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM manent_deployments WHERE id IN (`+in+`)`), args...)
+		if err != nil {
+			return err
+		}
+		removed, err := res.RowsAffected()
+		n = int(removed)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune %d deploys (%s…): %w", len(ids), ids[0], err)
 	}
 	return n, nil
+}
+
+// LockReferencesTx is what a submission does in the transaction that
+// inserts its deploy, before it: it locks the deploys the new one will need
+// (those it comes after, and the successes of its application's version
+// that promotion was judged on) so that retention.deploys waits for the
+// commit and then sees the new deploy, and returns those of `after` that
+// no longer exist (removed by retention.deploys since they were checked).
+func (s *Store) LockReferencesTx(ctx context.Context, tx *sql.Tx, after []string, application, version string) (missing []string, err error) {
+	lock := ""
+	if s.postgres {
+		lock = " ORDER BY id FOR KEY SHARE"
+	}
+	args := []any{application, version}
+	cond := `(application = ? AND version = ? AND state = 'SUCCESS')`
+	if len(after) > 0 {
+		in, a := placeholders(after)
+		cond += ` OR id IN (` + in + `)`
+		args = append(args, a...)
+	}
+	found, err := queryIDs(ctx, tx, s.q(`SELECT id FROM manent_deployments WHERE `+cond+lock), args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock the deploys %s needs: %w", version, err)
+	}
+	have := map[string]bool{}
+	for _, id := range found {
+		have[id] = true
+	}
+	for _, id := range after {
+		if !have[id] {
+			missing = append(missing, id)
+		}
+	}
+	return missing, nil
+}
+
+func placeholders(ids []string) (string, []any) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	return strings.TrimSuffix(strings.Repeat("?,", len(ids)), ","), args
+}
+
+func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // stillNeeded returns the final deploys retention.deploys must keep,
@@ -132,60 +238,95 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 //   - the successes of a deploy not yet final's application and version
 //     (Successes): governance judges promotion again when it starts, and
 //     one gone would refuse it.
-func (s *Store) stillNeeded(ctx context.Context) (map[string]bool, error) {
-	inv, err := s.Inventory(ctx)
+//
+// It reads through q (the pool, or the deleting transaction) in a number
+// of queries that does not grow with the waiting deploys: one per
+// environment (the release before its current one) and three more; of
+// the waiting deploys' saved inputs it reads only those that name an
+// `after`.
+func (s *Store) stillNeeded(ctx context.Context, q querier) (map[string]bool, error) {
+	keep := map[string]bool{}
+	rows, err := q.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory`)
 	if err != nil {
 		return nil, err
 	}
-	keep := map[string]bool{}
-	for _, e := range inv {
-		if e.LastFailure != nil {
-			keep[e.LastFailure.DeploymentID] = true
-		}
-		if e.Current == nil {
-			continue
-		}
-		keep[e.Current.DeploymentID] = true
-		prev, err := s.ReleaseBefore(ctx, e.Application, e.Environment, *e.Current)
-		if err != nil {
+	type env struct {
+		app, env string
+		cur      manent.Release
+	}
+	var envs []env
+	for rows.Next() {
+		var app, name string
+		var cur, fail sql.NullString
+		if err := rows.Scan(&app, &name, &cur, &fail); err != nil {
+			rows.Close()
 			return nil, err
 		}
-		if prev != nil {
-			keep[prev.ID] = true
+		if f := decodeRelease(fail); f != nil {
+			keep[f.DeploymentID] = true
+		}
+		if c := decodeRelease(cur); c != nil {
+			keep[c.DeploymentID] = true
+			envs = append(envs, env{app, name, *c})
 		}
 	}
-	waiting, err := s.Unfinished(ctx)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, e := range envs {
+		at := fmtTime(time.Now())
+		if e.cur.FinishedAt != nil {
+			at = fmtTime(*e.cur.FinishedAt)
+		}
+		prev, err := queryIDs(ctx, q, s.q(`SELECT id FROM manent_deployments
+			WHERE application = ? AND environment = ? AND state = 'SUCCESS' AND id <> ? AND version <> ? AND finished_at <= ?
+			ORDER BY finished_at DESC, id DESC LIMIT 1`), e.app, e.env, e.cur.DeploymentID, e.cur.Version, at)
+		if err != nil {
+			return nil, fmt.Errorf("the release before %s's current one: %w", e.env, err)
+		}
+		for _, id := range prev {
+			keep[id] = true
+		}
+	}
+	// Promotion: every success of a version a waiting deploy deploys
+	// (more than the latest per environment Successes returns: kept
+	// rather than judged here).
+	succ, err := queryIDs(ctx, q, `SELECT d.id FROM manent_deployments d
+		WHERE d.state = 'SUCCESS' AND EXISTS (SELECT 1 FROM manent_deployments w
+			WHERE w.state IN (`+unfinishedStates()+`) AND w.application = d.application AND w.version = d.version)`)
+	if err != nil {
+		return nil, fmt.Errorf("the successes waiting deploys need: %w", err)
+	}
+	for _, id := range succ {
+		keep[id] = true
+	}
+	// The saved input is pkg/plan's Input, compact JSON; only its waits
+	// are read, and only of the inputs that name an `after`.
+	rows, err = q.QueryContext(ctx, `SELECT id, input FROM manent_deployments
+		WHERE state IN (`+unfinishedStates()+`) AND input LIKE '%"after":[%'`)
 	if err != nil {
 		return nil, err
 	}
-	versions := map[[2]string]bool{}
-	for _, r := range waiting {
-		// The saved input is pkg/plan's Input; only its waits are read.
+	defer rows.Close()
+	for rows.Next() {
+		var id, raw string
+		if err := rows.Scan(&id, &raw); err != nil {
+			return nil, err
+		}
 		var in struct {
 			Waits struct {
 				After []string `json:"after"`
 			} `json:"waits"`
 		}
-		if len(r.Input) > 0 {
-			if err := json.Unmarshal(r.Input, &in); err != nil {
-				return nil, fmt.Errorf("read the waits of %s: %w", r.ID, err)
-			}
+		if err := json.Unmarshal([]byte(raw), &in); err != nil {
+			return nil, fmt.Errorf("read the waits of %s: %w", id, err)
 		}
-		for _, id := range in.Waits.After {
-			keep[id] = true
-		}
-		versions[[2]string{r.Application, r.Version}] = true
-	}
-	for av := range versions {
-		succ, err := s.Successes(ctx, av[0], av[1])
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range succ {
-			keep[r.ID] = true
+		for _, dep := range in.Waits.After {
+			keep[dep] = true
 		}
 	}
-	return keep, nil
+	return keep, rows.Err()
 }
 
 func (s *Store) ids(ctx context.Context, query string, args ...any) ([]string, error) {

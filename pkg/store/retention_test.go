@@ -100,3 +100,82 @@ func TestPruneDeploysKeepsWhatIsStillNeeded(t *testing.T) {
 		}
 	})
 }
+
+// A deploy submitted after retention chose its batch and before the batch
+// is deleted — one that comes after a deploy of the batch, or deploys a
+// version whose success in the batch promotion was judged on — keeps that
+// deploy: what is still needed is read again in the deleting transaction.
+// A submission that locked its references first makes retention wait for
+// it; one that comes after the deletion finds the deploy gone
+// (LockReferencesTx) and is refused instead of ending DEPENDENCY_FAILED.
+func TestPruneDeploysSeesWhatIsSubmittedMeanwhile(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		base := time.Now().Add(-100 * 24 * time.Hour).UTC()
+		insertFinished(t, st, "dpl_dep", "billing", "staging", "1", manent.StateSuccess, base)
+		insertFinished(t, st, "dpl_promo", "billing", "staging", "2", manent.StateSuccess, base.Add(time.Hour))
+		insertFinished(t, st, "dpl_old", "billing", "staging", "3", manent.StateSuccess, base.Add(2*time.Hour))
+		for i := 4; i <= 5; i++ {
+			insertFinished(t, st, fmt.Sprintf("dpl_s%d", i), "billing", "staging", fmt.Sprint(i), manent.StateSuccess, base.Add(time.Duration(i)*time.Hour))
+		}
+		submit := func(id, env, version, input string) {
+			t.Helper()
+			err := st.Tx(ctx, func(tx *sql.Tx) error {
+				var after []string
+				if id == "dpl_after" {
+					after = []string{"dpl_dep"}
+				}
+				missing, err := st.LockReferencesTx(ctx, tx, after, "billing", version)
+				if err != nil {
+					return err
+				}
+				if len(missing) > 0 {
+					return fmt.Errorf("missing %v", missing)
+				}
+				return st.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: id, Application: "billing",
+					Environment: env, Version: version, State: manent.StateDelayed, Requester: "token:t", CreatedAt: time.Now()},
+					Input: []byte(input)})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var chosen []string
+		st.SetBeforePrune(func(ids []string) {
+			chosen = ids
+			submit("dpl_after", "prod", "9", `{"id":"dpl_after","waits":{"at":"2027-06-01T00:00:00Z","after":["dpl_dep"]}}`)
+			submit("dpl_promote", "prod", "2", `{"id":"dpl_promote","waits":{"at":"2027-06-01T00:00:00Z"}}`)
+		})
+		n, err := st.PruneDeploys(ctx, time.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(chosen) != 3 {
+			t.Fatalf("the batch was %v, want dpl_dep, dpl_promo and dpl_old", chosen)
+		}
+		for id, what := range map[string]string{"dpl_dep": "the deploy dpl_after comes after", "dpl_promo": "the success dpl_promote's promotion needs"} {
+			if _, err := st.Deployment(ctx, id); err != nil {
+				t.Errorf("%s, %s (submitted while retention ran), was removed: %v", id, what, err)
+			}
+		}
+		if _, err := st.Deployment(ctx, "dpl_old"); !errors.Is(err, store.ErrNotFound) || n != 1 {
+			t.Errorf("removed %d, dpl_old: %v; want 1, dpl_old removed", n, err)
+		}
+
+		// Submitted after the deletion: the submission sees it is gone.
+		err = st.Tx(ctx, func(tx *sql.Tx) error {
+			missing, err := st.LockReferencesTx(ctx, tx, []string{"dpl_dep", "dpl_old"}, "billing", "7")
+			if err == nil && (len(missing) != 1 || missing[0] != "dpl_old") {
+				t.Errorf("missing references %v, want [dpl_old]", missing)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, problems, err := st.VerifyAudit(ctx); err != nil || len(problems) != 0 {
+			t.Fatalf("audit after retention: %v %v", problems, err)
+		}
+	})
+}

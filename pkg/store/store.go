@@ -42,6 +42,9 @@ type Store struct {
 	// path is the SQLite database file ("" on PostgreSQL): Probe checks
 	// the free space beside it.
 	path string
+	// beforePrune, set by tests, runs in PruneDeploys between choosing a
+	// batch and the transaction that deletes it.
+	beforePrune func(ids []string)
 }
 
 // MinPostgresConns is the size of a worker's PostgreSQL pool when the
