@@ -54,3 +54,11 @@ func (e *Engine) TickWorkflows(schedule string) ([]dbos.WorkflowStatus, error) {
 	return dbos.ListWorkflows(e.dbos, dbos.WithFilterWorkflowIDPrefix("sched-"+schedule+"-"),
 		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
 }
+
+// SetRetentionBatch sets how many deploys a retention batch takes, and how
+// many it looks past (0: as it was); it returns what restores both.
+func SetRetentionBatch(batch, scan int) (restore func()) {
+	b, sc := retentionBatch, retentionScan
+	retentionBatch, retentionScan = batch, scan
+	return func() { retentionBatch, retentionScan = b, sc }
+}

@@ -36,9 +36,13 @@ type Retention struct {
 // retentionBatch and retentionBatches bound one run: a run removes at most
 // retentionBatch × retentionBatches deploys' workflows, in steps of one
 // batch, so it never holds the database long; the next run goes on.
-const (
+//
+// retentionScan bounds how many deploys whose DBOS workflows still run (a
+// callback delivery still retrying) one batch looks past.
+var (
 	retentionBatch   = 100
 	retentionBatches = 20
+	retentionScan    = 1000
 )
 
 // RetentionReport is what one retention run removed.
@@ -107,22 +111,31 @@ func (e *Engine) retain(ctx context.Context, now time.Time) (RetentionReport, er
 	var rep RetentionReport
 	r := e.cfg.Retention
 	if r.Workflows > 0 {
-		ids, err := e.st.WorkflowsToDelete(ctx, now.Add(-r.Workflows), retentionBatch)
-		if err != nil {
-			return rep, err
-		}
-		for _, id := range ids {
-			busy, err := e.deployBusy(id)
+		// The deploys left (a delivery still retrying: a later run takes
+		// them) stay first in the list; the batch looks past them, up to
+		// retentionScan of them, so they never stall it.
+		for skipped := 0; rep.Workflows < retentionBatch && skipped < retentionScan; {
+			ids, err := e.st.WorkflowsToDelete(ctx, now.Add(-r.Workflows), retentionBatch, skipped)
 			if err != nil {
 				return rep, err
 			}
-			if busy {
-				continue // a delivery still retrying: a later run takes it
+			if len(ids) == 0 {
+				break
 			}
-			if err := e.deleteWorkflows(ctx, id, now); err != nil {
-				return rep, err
+			for _, id := range ids {
+				busy, err := e.deployBusy(id)
+				if err != nil {
+					return rep, err
+				}
+				if busy {
+					skipped++
+					continue
+				}
+				if err := e.deleteWorkflows(ctx, id, now); err != nil {
+					return rep, err
+				}
+				rep.Workflows++
 			}
-			rep.Workflows++
 		}
 		// Ticks and retention runs are not a deploy's: they go by age.
 		wfs, err := dbos.ListWorkflows(e.dbos,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/admit"
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
@@ -316,5 +317,65 @@ func TestSubmitRefusesAnAfterRetentionRemoved(t *testing.T) {
 	}
 	if _, err := f.eng.Store().Deployment(context.Background(), in.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused deploy was kept: %v", err)
+	}
+}
+
+// Deploys whose callback deliveries still retry do not stall retention:
+// with more of them than a batch takes, oldest first, a batch looks past
+// them and deletes the workflows of the newer deploys.
+func TestRetentionLooksPastRunningDeliveries(t *testing.T) {
+	defer engine.SetRetentionBatch(1, 10)()
+	hold := make(chan struct{})
+	var holdOnce sync.Once
+	release := func() { holdOnce.Do(func() { close(hold) }) }
+	held := make(chan struct{}, 16)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev notify.Event
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		if ev.Type == notify.EventFinished {
+			held <- struct{}{}
+			<-hold
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer recv.Close()
+	defer release()
+	t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
+		c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+		c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
+		c.Retention.Workflows = time.Minute
+		c.Retention.Every = time.Hour // this test runs retention by hand
+	})
+	ctx := context.Background()
+	url, _ := f.artifact("v1", "1")
+	stuck := f.submit(descriptorYAML("ret", "prod", "1", url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))
+	if rec := f.wait(stuck, 30*time.Second); rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	select {
+	case <-held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the finished callback never reached its receiver")
+	}
+	newer := f.submit(descriptorYAML("ret", "prod", "2", url, "", ""))
+	if rec := f.wait(newer, 30*time.Second); rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	later := time.Now().Add(time.Hour)
+	var rep engine.RetentionReport
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		var err error
+		rep, err = f.eng.Retain(ctx, later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Workflows == 1
+	}, "a batch deleting the newer deploy's workflows past the one whose delivery still runs")
+	if wfs, err := f.eng.DeployWorkflows(newer); err != nil || len(wfs) != 0 {
+		t.Fatalf("the newer deploy's workflows after retention: %v (%v)", wfs, err)
+	}
+	if wfs, err := f.eng.DeployWorkflows(stuck); err != nil || len(wfs) < 2 {
+		t.Fatalf("the deploy whose delivery runs lost its workflows: %v (%v)", wfs, err)
 	}
 }

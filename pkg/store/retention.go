@@ -16,11 +16,13 @@ import (
 func finalStates() string { return statesSQL(true) }
 
 // WorkflowsToDelete returns up to limit final deploys, oldest finished
-// first, that finished before `before` and whose DBOS workflows are kept.
-func (s *Store) WorkflowsToDelete(ctx context.Context, before time.Time, limit int) ([]string, error) {
+// first, that finished before `before` and whose DBOS workflows are kept,
+// past the first `skip` of them (those a caller left: a delivery still
+// retrying).
+func (s *Store) WorkflowsToDelete(ctx context.Context, before time.Time, limit, skip int) ([]string, error) {
 	return s.ids(ctx, `SELECT id FROM manent_deployments
 		WHERE finished_at < ? AND workflows_deleted_at IS NULL AND state IN (`+finalStates()+`)
-		ORDER BY finished_at LIMIT ?`, fmtTime(before), limit)
+		ORDER BY finished_at, id LIMIT ? OFFSET ?`, fmtTime(before), limit, skip)
 }
 
 // KeepDeliveries keeps a final deploy's deliveries (JSON, as status shows
