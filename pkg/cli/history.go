@@ -478,7 +478,10 @@ MAX_RECOVERY_ATTEMPTS_EXCEEDED) and finished within the window:
 
 A figure without samples is "-" (null in -o json), never 0. The window is a
 number of hours, days or weeks: 12h, 30d, 4w. Without --application and
---environment, the deploys of every environment you may read are counted.`,
+--environment, the deploys of every environment you may read are counted.
+With the server's retention.deploys set, a window reaching further back than
+it counts only the deploys still kept (the current and previous releases, the
+last failures): the figures for that part are not the history's.`,
 		Example: `  manent dora --application billing --environment prod
   manent dora --window 7d -o json | jq .change_failure_rate.rate`,
 		Args: noArgs,
