@@ -179,3 +179,57 @@ func TestPruneDeploysSeesWhatIsSubmittedMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// Two PostgreSQL workers running retention.deploys at the same instant over
+// the same old deploys: neither fails, each deploy is removed once (the
+// counts add up to what there was), and the audit chain still verifies.
+func TestPruneDeploysOnTwoWorkersAtOnce(t *testing.T) {
+	db := enginetest.Postgres(t)
+	a, b := openStore(t, db), openStore(t, db)
+	ctx := context.Background()
+	base := time.Now().Add(-100 * 24 * time.Hour).UTC()
+	const n = 250
+	for i := 0; i < n; i++ {
+		insertFinished(t, a, fmt.Sprintf("dpl_p%03d", i), "billing", fmt.Sprintf("env-%d", i%5), fmt.Sprint(i), manent.StateSuccess, base.Add(time.Duration(i)*time.Minute))
+	}
+	kept := 10 // per environment: the current release and the one before it
+	start := make(chan struct{})
+	type result struct {
+		n   int
+		err error
+	}
+	results := make(chan result, 2)
+	for _, st := range []*store.Store{a, b} {
+		go func() {
+			<-start
+			total := 0
+			for {
+				k, err := st.PruneDeploys(ctx, time.Now(), 100)
+				total += k
+				if err != nil || k == 0 {
+					results <- result{total, err}
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	total := 0
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("a worker's retention failed: %v", r.err)
+		}
+		total += r.n
+	}
+	if total != n-kept {
+		t.Errorf("the two workers removed %d deploys together, want %d", total, n-kept)
+	}
+	left, _, err := a.List(ctx, store.Filter{Application: "billing", Limit: 1000})
+	if err != nil || len(left) != kept {
+		t.Errorf("%d deploys left (%v), want %d", len(left), err, kept)
+	}
+	if _, problems, err := a.VerifyAudit(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("audit after retention on two workers: %v %v", problems, err)
+	}
+}
