@@ -355,9 +355,10 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	// 5. Governance.
 	waves := plan.WavesOf(d.Rollout)
 	decision, waits := &manent.Decision{Allowed: true, Source: "at each tick"}, plan.Waits{}
+	var successes []string
 	if governed {
 		var refusals []manent.FieldError
-		decision, waits, refusals = a.decide(ctx, req, plan.FreezeRegions(waves), env.config)
+		decision, waits, refusals, successes = a.decide(ctx, req, plan.FreezeRegions(waves), env.config)
 		if len(refusals) > 0 {
 			return nil, refused(refusals)
 		}
@@ -372,6 +373,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 		Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: waves, EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
 		Effective: env.effective, EnvConfig: env.config, Waits: waits, RollbackOf: req.RollbackOf, Worker: a.cfg.Worker,
+		Successes: successes,
 	}
 	return &Admission{Input: in, Decision: decision}, nil
 }

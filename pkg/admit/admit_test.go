@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -50,6 +51,7 @@ type fixture struct {
 	a   *admit.Admitter
 	art string
 	dir string // the local root is dir/targets
+	st  *store.Store
 }
 
 func newAdmitterStore(t *testing.T) *store.Store {
@@ -86,7 +88,7 @@ func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
 	if err := os.WriteFile(art, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{a: a, art: "file://" + art, dir: dir}
+	return &fixture{a: a, art: "file://" + art, dir: dir, st: st}
 }
 
 func (f *fixture) descriptor(t *testing.T, extra string) *descriptor.Descriptor {
@@ -362,5 +364,36 @@ func TestReconfigureNamesTheWorker(t *testing.T) {
 	_, err = newAdmitter(t, admit.Config{}).a.Reconfigure(ctx, adm.Input)
 	if want := `plugin "script" is not allowed in custom steps on this server`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("one server: got %v, want %q", err, want)
+	}
+}
+
+// The admitted input names the successes of its version the governance
+// policy judged promotion on: engine.Submit refuses the deploy when
+// retention.deploys removed one in between (the policy, asked again at its
+// start, would refuse it then).
+func TestAdmissionNamesTheSuccessesPromotionWasJudgedOn(t *testing.T) {
+	rules, err := governance.ParseRules("g.yaml", []byte("promotion:\n  - {environment: prod, requires: [staging]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: rules})
+	ctx := context.Background()
+	at := time.Now().UTC()
+	err = f.st.Tx(ctx, func(tx *sql.Tx) error {
+		return f.st.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: "dpl_staging", Application: "billing",
+			Environment: "staging", Version: "1", State: manent.StatePending, Requester: "token:t", CreatedAt: at}, Input: []byte(`{}`)})
+	})
+	if err == nil {
+		err = f.st.Finish(ctx, "dpl_staging", store.Outcome{State: manent.StateSuccess, At: at})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm, err := f.a.Admit(ctx, admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(adm.Input.Successes, ","); got != "dpl_staging" {
+		t.Fatalf("the admitted input's successes: %q, want dpl_staging", got)
 	}
 }

@@ -19,9 +19,10 @@ import (
 
 // decide is check 5, governance: freezes, promotion, approvals, change
 // management, and the waits of the descriptor itself (schedule.at, after).
-// It returns the decision to save, what the deploy waits for, and the
-// problems that refuse it.
-func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any) (*manent.Decision, plan.Waits, []manent.FieldError) {
+// It returns the decision to save, what the deploy waits for, the
+// problems that refuse it, and the successes of its version the policy was
+// given (plan.Input.Successes).
+func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any) (_ *manent.Decision, _ plan.Waits, _ []manent.FieldError, successes []string) {
 	d := req.Descriptor
 	var waits plan.Waits
 	var problems []manent.FieldError
@@ -59,19 +60,19 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 		Environment: governance.Environment{Name: d.Environment, Regions: regions, Config: config},
 		Now:         now,
 	}
-	dec, err := a.governanceDecision(ctx, in)
+	dec, err := a.governanceDecision(ctx, in, &successes)
 	if err == nil && waits.At != nil {
 		// The deploy starts at schedule.at at the earliest: a freeze then
 		// refuses it, one now does not.
 		in.Now = *waits.At
 		var then governance.Decision
-		if then, err = a.governanceDecision(ctx, in); err == nil {
+		if then, err = a.governanceDecision(ctx, in, &successes); err == nil {
 			dec = freezeOf(dec, then, d.Environment)
 		}
 	}
 	if err != nil {
 		a.log.Error("governance decision failed", "error", err)
-		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()})
+		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()}), nil
 	}
 	out := dec.ToDecision()
 	refusals := denials(dec, d.Environment)
@@ -106,7 +107,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 		waits.Approvals = &plan.ApprovalRule{Count: dec.Approvals.Count, Approvers: dec.Approvals.Approvers, Expires: dec.Approvals.Expires.D()}
 		out.ApprovalsExpire = dec.Approvals.Expires.D().String()
 	}
-	return out, waits, problems
+	return out, waits, problems, successes
 }
 
 // scheduleClockSkew is how far in the past schedule.at may be and still
@@ -142,8 +143,9 @@ func freezeReason(reason, environment string) bool {
 }
 
 // governanceDecision asks the decider, with what the store knows of earlier
-// deploys (promotion, the current release).
-func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input) (governance.Decision, error) {
+// deploys (promotion, the current release); the ids of the successes it
+// was given are added to *seen when seen is not nil.
+func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, seen *[]string) (governance.Decision, error) {
 	decider := a.cfg.Governance
 	if decider == nil {
 		decider = governance.AllowAll{}
@@ -154,6 +156,9 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input) 
 		return governance.Decision{}, err
 	}
 	for _, r := range succ {
+		if seen != nil && !slices.Contains(*seen, r.ID) {
+			*seen = append(*seen, r.ID)
+		}
 		in.Inventory.Successes = append(in.Inventory.Successes, governance.Success{Application: r.Application,
 			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt, SHA256: r.ArtifactSHA256})
 	}
@@ -206,7 +211,7 @@ func blockingFreeze(dec governance.Decision) *governance.FreezeInfo {
 // submitted through a worker configured otherwise, or before the
 // configuration changed) refuses it too (unmetWaits).
 func (a *Admitter) recheckGovernance(ctx context.Context, in plan.Input) error {
-	dec, err := a.governanceDecision(ctx, runInput(in, in.Descriptor, plan.FreezeRegions(in.Waves)))
+	dec, err := a.governanceDecision(ctx, runInput(in, in.Descriptor, plan.FreezeRegions(in.Waves)), nil)
 	if err != nil {
 		return fmt.Errorf("governance: %w", err)
 	}
@@ -273,7 +278,7 @@ func (a *Admitter) Promoted(ctx context.Context, in plan.Input, sha256 string) e
 	}
 	d := *in.Descriptor
 	d.Artifact.SHA256 = sha256
-	dec, err := a.governanceDecision(ctx, runInput(in, &d, plan.FreezeRegions(in.Waves)))
+	dec, err := a.governanceDecision(ctx, runInput(in, &d, plan.FreezeRegions(in.Waves)), nil)
 	if err != nil {
 		return fmt.Errorf("governance: %w", err)
 	}

@@ -350,13 +350,16 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		// waits, then sees this deploy and keeps them. One it removed
 		// since admission checked it is said here, not at the gate as
 		// DEPENDENCY_FAILED "does not exist" months later.
-		missing, err := e.st.LockReferencesTx(ctx, tx, in.Waits.After, in.Application, in.Version)
+		missing, err := e.st.LockReferencesTx(ctx, tx, append(slices.Clip(in.Waits.After), in.Successes...), in.Application, in.Version)
 		if err != nil {
 			return err
 		}
-		if len(missing) > 0 {
-			return manent.Errorf(manent.EConflict, "after: deploy %s no longer exists (retention.deploys removed it while this deploy was submitted): submit again without it",
-				strings.Join(missing, ", "))
+		for _, id := range missing {
+			if slices.Contains(in.Waits.After, id) {
+				return manent.Errorf(manent.EConflict, "after: deploy %s no longer exists (retention.deploys removed it while this deploy was submitted): submit again without it", id)
+			}
+			return manent.Errorf(manent.EConflict, "deploy %s, a success of version %s the governance policy judged promotion on, no longer exists (retention.deploys removed it while this deploy was submitted): submit again, to be judged on what is kept",
+				id, in.Version)
 		}
 		if err := e.st.InsertDeployment(ctx, tx, rec); err != nil {
 			return err

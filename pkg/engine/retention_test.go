@@ -312,11 +312,18 @@ func TestSubmitRefusesAnAfterRetentionRemoved(t *testing.T) {
 	at := time.Now().Add(time.Hour).UTC()
 	in.Waits.At, in.Waits.After = &at, []string{"dpl_removed"}
 	_, err = f.eng.Submit(context.Background(), in, adm.Decision)
-	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), "dpl_removed no longer exists") {
+	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), "after: deploy dpl_removed no longer exists") {
 		t.Fatalf("submit after a removed deploy: %v, want a conflict naming dpl_removed", err)
 	}
 	if _, err := f.eng.Store().Deployment(context.Background(), in.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused deploy was kept: %v", err)
+	}
+	// A success its promotion was judged on, removed: refused too.
+	in = adm.Input
+	in.Successes = []string{"dpl_staging_gone"}
+	_, err = f.eng.Submit(context.Background(), in, adm.Decision)
+	if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), "deploy dpl_staging_gone, a success of version 1 the governance policy judged promotion on, no longer exists") {
+		t.Fatalf("submit after a removed success: %v, want a conflict naming dpl_staging_gone", err)
 	}
 }
 

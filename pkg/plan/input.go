@@ -52,6 +52,11 @@ type Input struct {
 	// config step, run by any worker, names it when their configurations
 	// differ ("" before this field existed).
 	Worker string `json:"worker,omitempty"`
+	// Successes are the SUCCESS deploys of its application and version the
+	// governance policy was given at submission (promotion): engine.Submit
+	// refuses the deploy when retention.deploys removed one meanwhile, as
+	// the policy judges again at its start without it.
+	Successes []string `json:"successes,omitempty"`
 }
 
 // Requesting returns the identity that submitted the deploy.

@@ -172,10 +172,11 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 
 // LockReferencesTx is what a submission does in the transaction that
 // inserts its deploy, before it: it locks the deploys the new one will need
-// (those it comes after, and the successes of its application's version
-// that promotion was judged on) so that retention.deploys waits for the
-// commit and then sees the new deploy, and returns those of `after` that
-// no longer exist (removed by retention.deploys since they were checked).
+// (`after`: those it comes after and the successes promotion was judged
+// on; and every success of its application's version) so that
+// retention.deploys waits for the commit and then sees the new deploy, and
+// returns those of `after` that no longer exist (removed by
+// retention.deploys since they were checked).
 func (s *Store) LockReferencesTx(ctx context.Context, tx *sql.Tx, after []string, application, version string) (missing []string, err error) {
 	lock := ""
 	if s.postgres {
