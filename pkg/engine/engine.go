@@ -350,9 +350,14 @@ func (e *Engine) Submit(ctx context.Context, in plan.Input, decision *manent.Dec
 		// waits, then sees this deploy and keeps them. One it removed
 		// since admission checked it is said here, not at the gate as
 		// DEPENDENCY_FAILED "does not exist" months later.
-		missing, err := e.st.LockReferencesTx(ctx, tx, append(slices.Clip(in.Waits.After), in.Successes...), in.Application, in.Version)
-		if err != nil {
-			return err
+		// A deploy that needs none (most: a new version, no after) asks
+		// nothing more.
+		var missing []string
+		if len(in.Waits.After) > 0 || len(in.Successes) > 0 {
+			var lerr error
+			if missing, lerr = e.st.LockReferencesTx(ctx, tx, append(slices.Clip(in.Waits.After), in.Successes...), in.Application, in.Version); lerr != nil {
+				return lerr
+			}
 		}
 		for _, id := range missing {
 			if slices.Contains(in.Waits.After, id) {
