@@ -46,7 +46,8 @@ func NewCmdDeploy(f *Factory, runF func(*DeployOptions) error) *cobra.Command {
 with the deploy's id and first state; from then on the deploy is durable.
 
 With --wait the command follows the deploy to its final state, printing
-state changes and finished steps on stderr (and, when stderr is not a
+state changes, finished steps and failed attempts that another attempt
+follows ("attempt 1 of 4 failed; retrying in 1s: ...") on stderr (and, when stderr is not a
 terminal, the state again after 5 minutes without a line), and exits 0 if it ended
 SUCCESS, 1 if it ended otherwise (printing the failed step, its error and
 the rollback outcome), 3 if --timeout elapsed first, 4 if the server is

@@ -226,10 +226,15 @@ func (p *progress) update(d *manent.Deployment) {
 	started := false
 	for _, s := range d.Steps {
 		started = started || s.StartedAt != nil
-		if !stepDone(s.State) || neverStarted(s) {
+		retrying := s.Retrying()
+		if (!stepDone(s.State) && !retrying) || neverStarted(s) {
 			continue
 		}
 		key := s.Name + "@" + formatTimePtr(s.StartedAt)
+		if retrying {
+			// One line per failed attempt; the step's result follows.
+			key += fmt.Sprintf("#%d", s.Attempts)
+		}
 		if p.seen[key] {
 			continue
 		}
@@ -253,8 +258,12 @@ func (p *progress) update(d *manent.Deployment) {
 	if d.Reason != "" {
 		line += " (" + safeText(d.Reason) + ")"
 	}
-	if step := runningStep(d); step != "" {
-		line += ", step " + safeText(step) + " running"
+	if step, retrying := runningStep(d); step != "" {
+		if retrying {
+			line += ", step " + safeText(step) + " waiting to retry"
+		} else {
+			line += ", step " + safeText(step) + " running"
+		}
 	}
 	if !p.st.tty {
 		now := p.now()
@@ -317,14 +326,15 @@ func (p *progress) finish() {
 	p.st.done = true
 }
 
-// runningStep names the step of d that runs now ("" when none does).
-func runningStep(d *manent.Deployment) string {
+// runningStep names the step of d that runs now ("" when none does), and
+// whether it waits between two attempts.
+func runningStep(d *manent.Deployment) (string, bool) {
 	for _, s := range d.Steps {
 		if s.State == manent.StepRunning {
-			return s.Name
+			return s.Name, s.Retrying()
 		}
 	}
-	return ""
+	return "", false
 }
 
 // stepDone reports whether a step has its result.
@@ -342,8 +352,13 @@ func neverStarted(s manent.Step) bool {
 	return s.State == manent.StepSkipped && s.StartedAt == nil
 }
 
-// stepLine prints a finished step: `step deploy: ERROR after 3 attempts (4.2s): exit status 1`.
+// stepLine prints a finished step: `step deploy: ERROR after 3 attempts (4.2s): exit status 1`,
+// or a failed attempt another will follow: `step deploy: attempt 1 of 4
+// failed; retrying in 2s: exit status 1`.
 func stepLine(s *IOStreams, st manent.Step, now time.Time) string {
+	if note := retryNote(st, now); note != "" {
+		return fmt.Sprintf("step %s: %s: %s", safeText(st.Name), note, safeText(st.Error))
+	}
 	line := fmt.Sprintf("step %s: %s", safeText(st.Name), s.State(string(st.State)))
 	if st.Attempts > 1 {
 		line += fmt.Sprintf(" after %d attempts", st.Attempts)

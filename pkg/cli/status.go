@@ -190,7 +190,7 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 		fmt.Fprintln(w)
 		t := s.NewTable("STEP", "STATE", "ATTEMPTS", "DURATION", "ERROR").StateColumn(1)
 		for _, st := range d.Steps {
-			t.AddRow(st.Name, string(st.State), attempts(st.Attempts), durationCell(st.StartedAt, st.FinishedAt, now), st.Error)
+			t.AddRow(st.Name, string(st.State), attempts(st.Attempts), durationCell(st.StartedAt, st.FinishedAt, now), stepErrorCell(st, now))
 		}
 		if err := t.RenderTo(w); err != nil {
 			return err
@@ -227,6 +227,36 @@ func observeCell(wv manent.WaveStatus, now time.Time) string {
 	return wv.Observe
 }
 
+// retryNote says what a step between two attempts waits for: `attempt 2
+// of 5 failed; retrying in 4s` ("" when the step is not retrying). Its
+// attempt count includes the attempts of executions before a recovery,
+// which MaxAttempts (this execution's) does not bound.
+func retryNote(st manent.Step, now time.Time) string {
+	if !st.Retrying() {
+		return ""
+	}
+	line := fmt.Sprintf("attempt %d", st.Attempts)
+	if st.MaxAttempts >= st.Attempts {
+		line += fmt.Sprintf(" of %d", st.MaxAttempts)
+	}
+	line += " failed; "
+	if left := st.NextAttemptAt.Sub(now); left > 0 {
+		line += "retrying in " + formatDuration((left + time.Second - 1).Truncate(time.Second))
+	} else {
+		line += "retrying now"
+	}
+	return line
+}
+
+// stepErrorCell is a step's error in a table: a retrying step's error is
+// its last attempt's, and says another follows.
+func stepErrorCell(st manent.Step, now time.Time) string {
+	if note := retryNote(st, now); note != "" {
+		return note + ": " + st.Error
+	}
+	return st.Error
+}
+
 func attempts(n int) string {
 	if n <= 0 {
 		return ""
@@ -245,6 +275,9 @@ func runningStepLine(steps []manent.Step, now time.Time) string {
 			continue
 		}
 		line := "step " + st.Name
+		if note := retryNote(st, now); note != "" {
+			return line + ", " + note + " (" + safeText(st.Error) + ")"
+		}
 		if st.Attempts > 1 {
 			line += fmt.Sprintf(" (attempt %d)", st.Attempts)
 		}

@@ -29,8 +29,10 @@ func NewCmdSteps(f *Factory, runF func(*StepsOptions) error) *cobra.Command {
 		Short: "List every recorded step of a deploy",
 		Long: `List every recorded step of a deploy, including checkpoints, notifications
 and rollback compensations: start, end, duration, attempts, output and
-error. In the table the output is compact JSON, cut to fit; -o json prints
-it whole as {"steps": [...]}.`,
+error. A step between two attempts is RUNNING with its last attempt's
+error, next_attempt_at and max_attempts; the table says "attempt 1 of 4
+failed; retrying in 2s" before the error. In the table the output is
+compact JSON, cut to fit; -o json prints it whole as {"steps": [...]}.`,
 		Example: `  manent steps dpl_01JABCDEF
   manent steps dpl_01JABCDEF -o json | jq '.steps[] | select(.state == "ERROR")'`,
 		Args: exactArgs(1, "deploy id"),
@@ -80,7 +82,7 @@ func renderSteps(s *IOStreams, w io.Writer, steps []manent.Step, now time.Time) 
 			out = truncate(compactJSON(st.Output), outputWidth)
 		}
 		t.AddRow(st.Name, string(st.State), formatTimePtr(st.StartedAt), formatTimePtr(st.FinishedAt),
-			durationCell(st.StartedAt, st.FinishedAt, now), attempts(st.Attempts), out, st.Error)
+			durationCell(st.StartedAt, st.FinishedAt, now), attempts(st.Attempts), out, stepErrorCell(st, now))
 	}
 	return t.RenderTo(w)
 }

@@ -34,7 +34,7 @@ func TestCutOffWorkerRunsNoAction(t *testing.T) {
 	// Fresh: the action runs. (Its end is not recorded: that needs a DBOS
 	// step of a deploy workflow, which this test does not run.)
 	e.live.lastOK.Store(int64(e.live.now()))
-	if _, err := r.attempt(ctx, "noop", action, false, false); !ran {
+	if _, err := r.attempt(ctx, "noop", action, false, false, tries{n: 1, of: 1}); !ran {
 		t.Fatalf("with a fresh heartbeat the action did not run: %v", err)
 	}
 
@@ -45,7 +45,7 @@ func TestCutOffWorkerRunsNoAction(t *testing.T) {
 	e.live.lastOK.Store(int64(e.live.now() - e.cutOff() - time.Millisecond))
 	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
-	if _, err := r.attempt(sctx, "noop", action, false, false); !errors.Is(err, context.DeadlineExceeded) || ran {
+	if _, err := r.attempt(sctx, "noop", action, false, false, tries{n: 1, of: 1}); !errors.Is(err, context.DeadlineExceeded) || ran {
 		t.Fatalf("past the cut-off: ran %v, %v; want it not run, waiting until the engine stops", ran, err)
 	}
 	select {

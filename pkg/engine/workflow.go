@@ -278,7 +278,12 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	fn := r.action(ps)
 	seen := r.cancelSeen
 	r.cancelSeen = nil
+	// runs counts this execution's attempts as DBOS does: the last one
+	// (ps.MaxRetries+1) ends the step whatever its outcome.
+	runs := 0
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
+		runs++
+		try := tries{n: runs, of: max(ps.MaxRetries, 0) + 1, base: r.e.cfg.RetryBase, max: r.e.cfg.RetryMax}
 		// Only the first attempt may use the flag the previous step read.
 		known := seen
 		seen = nil
@@ -322,7 +327,7 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 		}
 		// The first step makes the deploy PENDING, in the transaction
 		// that shows the step running or ended.
-		return r.attempt(sctx, ps.Name, fn, ps.Name == manent.StepConfig, r.changesTarget(ps))
+		return r.attempt(sctx, ps.Name, fn, ps.Name == manent.StepConfig, r.changesTarget(ps), try)
 	},
 		dbos.WithStepName(ps.Name),
 		dbos.WithStepMaxRetries(ps.MaxRetries),
@@ -342,7 +347,9 @@ func (r *run) interrupted(ctx context.Context, name string) (bool, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
-	if err != nil || st.State != manent.StepRunning {
+	// A step between two attempts is RUNNING too, but its last attempt
+	// ended: nothing of it runs or is left half done.
+	if err != nil || st.State != manent.StepRunning || st.Retrying() {
 		return false, err
 	}
 	err = r.e.st.AppendLog(ctx, r.in.ID, name, []store.LogEntry{{Time: time.Now(),
@@ -399,11 +406,39 @@ func (r *run) changesTarget(ps manent.PlanStep) bool {
 	return ps.Plugin != "" || compensable(baseStep(ps.Name))
 }
 
+// tries is which attempt of a step runs (n, from 1, of at most of) and
+// the backoff between attempts (the step's DBOS retry options).
+type tries struct {
+	n, of     int
+	base, max time.Duration
+}
+
+// retry returns how an attempt that failed with err is recorded when
+// another attempt will follow it: the step stays RUNNING — it has no
+// result yet — with the error, when the next attempt is due and a log
+// line saying so. ok is false when this attempt ends the step (the last
+// one, or a permanent error): it is recorded ERROR.
+func (t tries) retry(err error, now time.Time) (next time.Time, line string, ok bool) {
+	if t.n >= t.of || plugin.IsPermanent(err) || errors.Is(err, errCutByCancel) || errors.Is(err, dbos.ErrConflictingWorkflowID) {
+		return time.Time{}, "", false
+	}
+	// DBOS's backoff: base × 2^(n-1), at most max (±5 % jitter).
+	d := t.base
+	for i := 1; i < t.n && d < t.max; i++ {
+		d *= 2
+	}
+	if t.max > 0 && d > t.max {
+		d = t.max
+	}
+	return now.Add(d), fmt.Sprintf("attempt %d of %d failed: %s; retrying in %s", t.n, t.of, err, d), true
+}
+
 // attempt runs one attempt of a step and records it: RUNNING once it has
 // run for startRecordDelay (at once when eager), then its end with its
-// output or error and its log lines. first: the deploy becomes PENDING
-// with the first record.
-func (r *run) attempt(ctx context.Context, name string, fn action, first, eager bool) (stepOut, error) {
+// output or error and its log lines — an error another attempt will
+// follow leaves the step RUNNING (tries.retry). first: the deploy becomes
+// PENDING with the first record.
+func (r *run) attempt(ctx context.Context, name string, fn action, first, eager bool, try tries) (stepOut, error) {
 	startedAt := time.Now()
 	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite}
 	var counted atomic.Bool
@@ -477,6 +512,11 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	}
 	if err != nil {
 		end.State, end.Output, end.Error = manent.StepError, out, err.Error()
+		now := time.Now()
+		if next, line, ok := try.retry(err, now); ok {
+			end.State, end.NextAttemptAt, end.MaxAttempts = manent.StepRunning, &next, try.of
+			end.Logs = append(end.Logs, store.LogEntry{Time: now, Text: line})
+		}
 		if _, serr := r.recordEnd(ctx, name, end); serr != nil {
 			return stepOut{}, errors.Join(err, serr)
 		}

@@ -91,6 +91,19 @@ type Step struct {
 	FinishedAt *time.Time      `json:"finished_at"`
 	Output     json.RawMessage `json:"output"`
 	Error      string          `json:"error"`
+	// NextAttemptAt is set while the step waits between two attempts: its
+	// last attempt failed with Error, the step is still RUNNING, and its
+	// next attempt (of at most MaxAttempts) is due then. Unset otherwise,
+	// and on every step an earlier release recorded (that release showed
+	// the step ERROR between attempts).
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	MaxAttempts   int        `json:"max_attempts,omitempty"`
+}
+
+// Retrying reports whether the step waits between two attempts: its last
+// attempt failed, another will run, and Error is the failed attempt's.
+func (s Step) Retrying() bool {
+	return s.State == StepRunning && s.NextAttemptAt != nil
 }
 
 // Duration returns how long the step ran, or 0 when it has not finished.

@@ -43,7 +43,7 @@ func (s *Store) StepStarted(ctx context.Context, id, name string, at time.Time) 
 	var st manent.Step
 	err := s.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, attempts = attempts + 1,
-			started_at = COALESCE(started_at, ?), finished_at = NULL, error = '' WHERE deployment_id = ? AND name = ?`),
+			started_at = COALESCE(started_at, ?), finished_at = NULL, error = '', next_attempt_at = NULL WHERE deployment_id = ? AND name = ?`),
 			string(manent.StepRunning), fmtTime(at), id, name)
 		if err != nil {
 			return err
@@ -89,6 +89,11 @@ type StepEnd struct {
 	// with the step as recorded (the engine records the DBOS step's
 	// checkpoint there, and queues the step's callbacks).
 	Also func(tx *sql.Tx, st manent.Step) error
+	// NextAttemptAt, with State RUNNING, records an attempt that failed
+	// with Error when another of at most MaxAttempts will run then: the
+	// step has no result yet (manent.Step.Retrying).
+	NextAttemptAt *time.Time
+	MaxAttempts   int
 	// CancelRequested, when set, receives the deploy's cancel flag as the
 	// transaction that records the end read it (RequestCancel): the engine
 	// checks it before the next step without reading it again.
@@ -96,7 +101,8 @@ type StepEnd struct {
 }
 
 // StepFinished records the end of an attempt — SUCCESS with its output,
-// ERROR with its error (another attempt may follow), or SKIPPED — with the
+// ERROR with its error, RUNNING with its error and end.NextAttemptAt when
+// another attempt follows, or SKIPPED — with the
 // step's pending log lines, in one transaction; end.Also, when set, runs
 // last in that transaction.
 func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) (manent.Step, error) {
@@ -120,15 +126,22 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) 
 		if !end.Counted && !end.StartedAt.IsZero() {
 			add = 1
 		}
+		// A step between attempts has no end yet.
+		finished := fmtTimePtr(&now)
+		if end.NextAttemptAt != nil {
+			finished = nil
+		}
 		var err error
 		st, err = scanStep(tx.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ?,
-			attempts = attempts + ?, started_at = COALESCE(started_at, ?) WHERE deployment_id = ? AND name = ? RETURNING `+stepColumns),
-			string(end.State), fmtTime(now), out, end.Error, add, fmtTimePtr(&end.StartedAt), id, name))
+			attempts = attempts + ?, started_at = COALESCE(started_at, ?), next_attempt_at = ?,
+			max_attempts = CASE WHEN ? > 0 THEN ? ELSE max_attempts END WHERE deployment_id = ? AND name = ? RETURNING `+stepColumns),
+			string(end.State), finished, out, end.Error, add, fmtTimePtr(&end.StartedAt), fmtTimePtr(end.NextAttemptAt),
+			end.MaxAttempts, end.MaxAttempts, id, name))
 		if errors.Is(err, sql.ErrNoRows) {
-			st, err = scanStep(tx.QueryRowContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error)
-				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?
+			st, err = scanStep(tx.QueryRowContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error, next_attempt_at, max_attempts)
+				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?
 				RETURNING `+stepColumns),
-				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), fmtTime(now), out, end.Error, id))
+				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), finished, out, end.Error, fmtTimePtr(end.NextAttemptAt), end.MaxAttempts, id))
 		}
 		if err != nil {
 			return err
@@ -152,30 +165,32 @@ func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) 
 
 // closeSteps is what a deploy's ending does to its step table: the steps
 // that never ran become SKIPPED, and a step still RUNNING — its worker
-// crashed in it and the deploy was given up — becomes ERROR, so no step is
-// left RUNNING.
+// crashed in it and the deploy was given up, or it waited between two
+// attempts (keeping its last attempt's error) — becomes ERROR, so no step
+// is left RUNNING.
 func (s *Store) closeSteps(ctx context.Context, tx *sql.Tx, id string, at time.Time, state manent.State) error {
 	if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ? WHERE deployment_id = ? AND state = ?`),
 		string(manent.StepSkipped), id, string(manent.StepPending)); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?,
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, next_attempt_at = NULL,
 		error = CASE WHEN error = '' THEN ? ELSE error END WHERE deployment_id = ? AND state = ?`),
 		string(manent.StepError), fmtTime(at), "interrupted: the deploy ended "+string(state)+" while this step ran",
 		id, string(manent.StepRunning))
 	return err
 }
 
-const stepColumns = `name, state, attempts, started_at, finished_at, output, error`
+const stepColumns = `name, state, attempts, started_at, finished_at, output, error, next_attempt_at, max_attempts`
 
 func scanStep(row interface{ Scan(...any) error }) (manent.Step, error) {
 	var st manent.Step
-	var started, finished, output sql.NullString
-	if err := row.Scan(&st.Name, &st.State, &st.Attempts, &started, &finished, &output, &st.Error); err != nil {
+	var started, finished, output, next sql.NullString
+	if err := row.Scan(&st.Name, &st.State, &st.Attempts, &started, &finished, &output, &st.Error, &next, &st.MaxAttempts); err != nil {
 		return st, err
 	}
 	st.StartedAt = parseTime(started)
 	st.FinishedAt = parseTime(finished)
+	st.NextAttemptAt = parseTime(next)
 	if output.Valid && output.String != "" {
 		st.Output = json.RawMessage(output.String)
 	}
