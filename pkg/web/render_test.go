@@ -148,3 +148,30 @@ func TestAgoIsTheCLIRule(t *testing.T) {
 		}
 	}
 }
+
+// A step between two attempts reads as one: running, its attempt failed,
+// when the next one starts — not a failed step (its error alone under a
+// "running" badge read as a failure).
+func TestDeployPageRetryingStep(t *testing.T) {
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{pages: pages}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	next := at.Add(4 * time.Second)
+	d := manent.Deployment{
+		ID: "dpl_X", Application: "billing", Environment: "prod", Version: "1.0", State: manent.StatePending,
+		Requester: "token:alice", CreatedAt: at, StartedAt: &at,
+		Steps: []manent.Step{{Name: "smoke", State: manent.StepRunning, Attempts: 2, StartedAt: &at,
+			Error: "exit 1: connection refused", NextAttemptAt: &next, MaxAttempts: 5}},
+	}
+	p := &pageData{Title: "t", User: &manent.Identity{Subject: "token:bob"}, CSRF: "c", Data: deployView{D: d}}
+	rec := httptest.NewRecorder()
+	h.render(rec, httptest.NewRequest(http.MethodGet, "/deployments/dpl_X", nil), "deployment", http.StatusOK, p)
+	body := rec.Body.String()
+	want := `<span class="attempts">attempt 2 of 5 failed; next attempt at <time datetime="2026-12-04T10:00:04Z">2026-12-04 10:00:04 UTC</time></span>`
+	if !strings.Contains(body, want) {
+		t.Errorf("no %q in the deploy page:\n%s", want, body)
+	}
+}
