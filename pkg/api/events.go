@@ -91,6 +91,11 @@ type ActivityItem struct {
 	// Step is the step a running deploy is in, and StepAttempts its attempt.
 	Step         string `json:"step,omitempty"`
 	StepAttempts int    `json:"step_attempts,omitempty"`
+	// StepNextAttemptAt and StepMaxAttempts are set while the step waits
+	// between two attempts (manent.Step.Retrying): attempt StepAttempts
+	// failed and the next, of at most StepMaxAttempts, starts then.
+	StepNextAttemptAt *time.Time `json:"step_next_attempt_at,omitempty"`
+	StepMaxAttempts   int        `json:"step_max_attempts,omitempty"`
 	// Queued is set on a PENDING deploy back in the queue, taken over from
 	// a worker that died or left (manent.Deployment.Queued): no step runs.
 	Queued bool `json:"queued,omitempty"`
@@ -98,7 +103,8 @@ type ActivityItem struct {
 
 // Why says what the deploy does or waits for, as `manent activity` and the
 // web activity page show it: the step a running deploy runs ("running step
-// deploy (attempt 2)") followed by its reason if it has one, else the
+// deploy (attempt 2)", "running step deploy: attempt 2 of 5 failed; the
+// next starts at <time>" between two attempts) followed by its reason if it has one, else the
 // reason a waiting deploy waits.
 func (it ActivityItem) Why() string {
 	if it.State != manent.StatePending || it.Queued {
@@ -107,7 +113,13 @@ func (it ActivityItem) Why() string {
 	line := "running"
 	if it.Step != "" {
 		line = "running step " + it.Step
-		if it.StepAttempts > 1 {
+		if it.StepNextAttemptAt != nil {
+			line += fmt.Sprintf(": attempt %d", it.StepAttempts)
+			if it.StepMaxAttempts >= it.StepAttempts {
+				line += fmt.Sprintf(" of %d", it.StepMaxAttempts)
+			}
+			line += " failed; the next starts at " + it.StepNextAttemptAt.UTC().Format(time.RFC3339)
+		} else if it.StepAttempts > 1 {
 			line += fmt.Sprintf(" (attempt %d)", it.StepAttempts)
 		}
 	}

@@ -44,6 +44,7 @@ func TestARetriedStepIsNotShownFailed(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		seen     []manent.Step
+		whys     []string
 		deployID string
 	)
 	ctx, stop := context.WithCancel(context.Background())
@@ -69,6 +70,15 @@ func TestARetriedStepIsNotShownFailed(t *testing.T) {
 							seen = append(seen, st)
 							mu.Unlock()
 						}
+					}
+				}
+			}
+			if act, err := srv.Client().Activity(ctx); err == nil {
+				for _, g := range act.Environments {
+					for _, it := range g.Items {
+						mu.Lock()
+						whys = append(whys, it.Why())
+						mu.Unlock()
 					}
 				}
 			}
@@ -114,6 +124,9 @@ func TestARetriedStepIsNotShownFailed(t *testing.T) {
 	}
 	if retrying == 0 {
 		t.Errorf("the API never showed the step between attempts (next_attempt_at); saw %d readings", len(seen))
+	}
+	if !regexp.MustCompile(`(?m)^running step flaky: attempt [12] of 4 failed; the next starts at `).MatchString(strings.Join(whys, "\n")) {
+		t.Errorf("activity never said the step waits for its next attempt; it said:\n%s", strings.Join(whys, "\n"))
 	}
 	code, stdout, stderr = runCLI(t, env, "steps", deployID, "-o", "json")
 	if code != 0 || strings.Contains(stdout, "next_attempt_at") || !strings.Contains(stdout, `"attempts": 3`) {

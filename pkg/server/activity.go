@@ -98,6 +98,9 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 			}
 			if st, ok := runningStep(steps); ok {
 				it.Step, it.StepAttempts = st.Name, st.Attempts
+				if st.Retrying() {
+					it.StepNextAttemptAt, it.StepMaxAttempts = st.NextAttemptAt, st.MaxAttempts
+				}
 			}
 			if rec.CancelRequested {
 				it.Reason = cancelRequestedReason(steps)
@@ -106,7 +109,7 @@ func (s *Server) handleActivity(w http.ResponseWriter, r *http.Request) {
 				it.Reason = s.deadWorkerReason(wk, it.Reason)
 			}
 			if from, ok := requeued[rec.ID]; ok {
-				it.Queued, it.Step, it.StepAttempts = true, "", 0
+				it.Queued, it.Step, it.StepAttempts, it.StepNextAttemptAt, it.StepMaxAttempts = true, "", 0, nil, 0
 				it.Reason = requeuedReason(rec.Application, rec.Environment, from, rec.CancelRequested)
 			}
 		}
