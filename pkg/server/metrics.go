@@ -85,7 +85,8 @@ func (l *stepLabels) label(name string) string {
 // registerMetrics adds the families of SPEC §11.5 [contract]:
 //
 //   - manent_step_duration_seconds{step,state}: steps that ended SUCCESS or
-//     ERROR in this process (each attempt), from start to end; at most
+//     ERROR in this process (each attempt: one that another attempt follows,
+//     the step still RUNNING, as ERROR), from start to end; at most
 //     maxStepLabels step names, the rest as step="other";
 //   - manent_deploys_finished_total{state}: deploys this process finished,
 //     by final state;
@@ -120,7 +121,16 @@ func (s *Server) registerMetrics(reg *prometheus.Registry) {
 			switch e.Type {
 			case store.EventStep:
 				var st manent.Step
-				if json.Unmarshal(e.Data, &st) != nil || st.StartedAt == nil || st.FinishedAt == nil {
+				if json.Unmarshal(e.Data, &st) != nil || st.StartedAt == nil {
+					continue
+				}
+				if st.Retrying() {
+					// An attempt that failed, another to follow: the step
+					// has no end, the attempt ended with the event.
+					steps.WithLabelValues(labels.label(st.Name), string(manent.StepError)).Observe(e.Time.Sub(*st.StartedAt).Seconds())
+					continue
+				}
+				if st.FinishedAt == nil {
 					continue
 				}
 				if st.State == manent.StepSuccess || st.State == manent.StepError {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,6 +81,16 @@ func TestMetricsFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ci, bad.ID, manent.StateError)
+	// A step that fails twice, then succeeds: its failed attempts are
+	// observed ERROR, as each attempt is, though the step stayed RUNNING
+	// between them.
+	count := filepath.Join(t.TempDir(), "count")
+	flaky, err := ci.Submit(ctx, simple(art, "staging", "3", fmt.Sprintf(
+		"steps:\n  - {name: flaky, after: deploy, plugin: script, with: {command: [sh, -c, \"n=$(cat %[1]s 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]s; [ $n -gt 2 ]\"]}, max_retries: 3}\n", count)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, flaky.ID, manent.StateSuccess)
 	held, err := ci.Submit(ctx, simple(art, "prod", "1", ""), false)
 	if err != nil {
 		t.Fatal(err)
@@ -98,12 +109,14 @@ func TestMetricsFamilies(t *testing.T) {
 
 	m := scrape(t, srv.URL)
 	want := map[string]float64{
-		`manent_deploys_finished_total{state="SUCCESS"}`:                    1,
+		`manent_deploys_finished_total{state="SUCCESS"}`:                    2,
+		`manent_step_duration_seconds_count{state="ERROR",step="flaky"}`:    2,
+		`manent_step_duration_seconds_count{state="SUCCESS",step="flaky"}`:  1,
 		`manent_deploys_finished_total{state="ERROR"}`:                      1,
 		`manent_deploys_finished_total{state="CANCELLED"}`:                  0,
 		`manent_queue_depth{state="AWAITING_APPROVAL"}`:                     1,
 		`manent_queue_depth{state="ENQUEUED"}`:                              0,
-		`manent_step_duration_seconds_count{state="SUCCESS",step="deploy"}`: 2,
+		`manent_step_duration_seconds_count{state="SUCCESS",step="deploy"}`: 3,
 		`manent_step_duration_seconds_count{state="ERROR",step="smoke"}`:    1,
 		`manent_sse_streams`:   1,
 		`manent_sse_cut_total`: float64(server.StreamsCut()),
