@@ -728,6 +728,10 @@ const (
 	StepChangeClose = manent.StepChangeClose
 )
 
+// changeOpenRetries is how often change:open is tried again after a
+// failure that may pass (docs/itsm.md: 6 attempts in all).
+const changeOpenRetries = 5
+
 // change opens the deploy's ITSM change and waits for its approval
 // (AWAITING_APPROVAL): approved → on, rejected (or closed, cancelled) →
 // REJECTED. No ticket, no deploy: a change that cannot be opened ends the
@@ -737,7 +741,13 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 	if p == nil {
 		return g.end(ctx, manent.StateError, "a change ticket is required but "+g.e.here()+" has no ITSM provider (itsm.url)")
 	}
+	// The step's attempts as DBOS counts them, and its backoff (DBOS's
+	// default ceiling, 5 s, or retry_base when longer), for the record of
+	// an attempt another follows (tries.retry).
+	runs, ceiling := 0, max(5*time.Second, g.e.cfg.RetryBase)
 	ch, err := dbos.RunAsStep(ctx, func(sctx context.Context) (itsm.Change, error) {
+		runs++
+		try := tries{n: runs, of: changeOpenRetries + 1, base: g.e.cfg.RetryBase, max: ceiling}
 		start := time.Now()
 		prev, err := g.e.st.StepStarted(sctx, g.in.ID, StepChangeOpen, start)
 		if err != nil {
@@ -755,12 +765,18 @@ func (g *gate) change(ctx dbos.Context) (bool, Result, error) {
 				err = fmt.Errorf("%w; the ITSM may have opened a change for this deploy: manent asks for it again (same Idempotency-Key) and closes it once the ITSM answers", err)
 			}
 			end.Error = err.Error()
+			now := time.Now()
+			if next, line, ok := try.retry(err, now); ok {
+				end.State, end.NextAttemptAt, end.MaxAttempts = manent.StepRunning, &next, try.of
+				end.Logs = []store.LogEntry{{Time: now, Text: line}}
+			}
 		}
 		if _, serr := g.e.st.StepFinished(sctx, g.in.ID, StepChangeOpen, end); serr != nil {
 			return c, serr
 		}
 		return c, err
-	}, dbos.WithStepName("gate:"+StepChangeOpen), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(g.e.cfg.RetryBase),
+	}, dbos.WithStepName("gate:"+StepChangeOpen), dbos.WithStepMaxRetries(changeOpenRetries), dbos.WithStepBaseInterval(g.e.cfg.RetryBase),
+		dbos.WithStepMaxInterval(ceiling),
 		dbos.WithStepRetryPredicate(func(err error) bool { return !plugin.IsPermanent(err) }))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/plan"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // A step between two attempts is RUNNING with its last attempt's error
@@ -61,4 +64,41 @@ func TestCancelBetweenAttemptsRunsTheStepNoMore(t *testing.T) {
 			t.Errorf("after the cancel the step reads %+v, want ERROR with its last error, ended", s)
 		}
 	})
+}
+
+// change:open retries an ITSM that fails too: between its attempts it is
+// RUNNING with the failure and the next attempt's time, never ERROR until
+// its last attempt failed.
+func TestChangeOpenBetweenAttemptsIsNotShownFailed(t *testing.T) {
+	fl := newFlakyITSM()
+	fl.set("open", 2)
+	f := changeFixture(t, fl, func(c *node.Config) { c.Workers.RetryBase = 500 * time.Millisecond })
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	retrying := 0
+	var d *manent.Deployment
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d = f.state(id)
+		for _, s := range d.Steps {
+			if s.Name != engine.StepChangeOpen {
+				continue
+			}
+			if s.State == manent.StepError {
+				t.Fatalf("change:open reads ERROR after attempt %d while it is retried: %s", s.Attempts, s.Error)
+			}
+			if s.Retrying() {
+				retrying++
+				if !strings.Contains(s.Error, "itsm database unavailable") || s.MaxAttempts != 6 {
+					t.Fatalf("change:open between attempts reads %+v, want the ITSM's error and max_attempts 6", s)
+				}
+			}
+		}
+		return strings.Contains(d.Reason, "CHG0001 pending") || d.State.Final()
+	}, "the deploy to wait for change CHG0001: %s", stateOf{&d})
+	if retrying == 0 {
+		t.Errorf("change:open was never read between two attempts")
+	}
+	if s := step(t, &store.Record{Deployment: *f.state(id)}, engine.StepChangeOpen); s.State != manent.StepSuccess || s.Attempts != 3 {
+		t.Errorf("change:open reads %s after %d attempts, want SUCCESS after 3", s.State, s.Attempts)
+	}
 }
