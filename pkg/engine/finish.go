@@ -218,7 +218,17 @@ func (e *Engine) changeCloseWorkflow(ctx dbos.Context, id string) (Result, error
 				line = fmt.Sprintf("attempt %d failed; trying again in %s (until %s)", n, d, until.Format(time.RFC3339))
 			}
 			e.log.Warn("closing a change ticket failed", "deploy", id, "attempt", n, "error", failure, "next", d)
-			return d, e.st.AppendLog(sctx, id, StepChangeClose, []store.LogEntry{{Time: time.Now(), Text: line}})
+			now := time.Now()
+			logs := []store.LogEntry{{Time: now, Text: line}}
+			if d <= 0 {
+				return d, e.st.AppendLog(sctx, id, StepChangeClose, logs)
+			}
+			// Another attempt follows: the step has no result yet
+			// (manent.Step.Retrying); how many is bounded by time only.
+			next := now.Add(d)
+			_, err := e.st.StepFinished(sctx, id, StepChangeClose, store.StepEnd{State: manent.StepRunning, Error: storableError(errors.New(failure)).Error(),
+				Counted: true, Logs: logs, NextAttemptAt: &next})
+			return d, err
 		}, dbos.WithStepName(fmt.Sprintf("change:close-retry-%d", n)), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 		if err != nil {
 			return Result{}, err

@@ -11,6 +11,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/itsm"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plan"
@@ -100,5 +101,46 @@ func TestChangeOpenBetweenAttemptsIsNotShownFailed(t *testing.T) {
 	}
 	if s := step(t, &store.Record{Deployment: *f.state(id)}, engine.StepChangeOpen); s.State != manent.StepSuccess || s.Attempts != 3 {
 		t.Errorf("change:open reads %s after %d attempts, want SUCCESS after 3", s.State, s.Attempts)
+	}
+}
+
+// change:close, tried again for itsm.give_up_after after its deploy ended,
+// is RUNNING with the ITSM's failure and the next attempt's time between
+// its attempts — it read ERROR, for hours on a long ITSM outage, while it
+// would be tried again.
+func TestChangeCloseBetweenAttemptsIsNotShownFailed(t *testing.T) {
+	fl := newFlakyITSM()
+	f := changeFixture(t, fl, func(c *node.Config) { c.ITSM.Poll = 400 * time.Millisecond })
+	url, _ := f.artifact("v1", "x")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "CHG0001 pending") }, "the deploy to wait for change CHG0001")
+	fl.set("close", 2)
+	fl.ref.Set("CHG0001", itsm.Approved)
+	f.waitState(id, manent.StateSuccess)
+	retrying := 0
+	var last manent.Step
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		for _, s := range f.state(id).Steps {
+			if s.Name != engine.StepChangeClose {
+				continue
+			}
+			last = s
+			if s.State == manent.StepError {
+				t.Fatalf("change:close reads ERROR after attempt %d while it is tried again: %s", s.Attempts, s.Error)
+			}
+			if s.Retrying() {
+				retrying++
+				if !strings.Contains(s.Error, "itsm database unavailable") || s.FinishedAt != nil {
+					t.Fatalf("change:close between attempts reads %+v, want the ITSM's error and no end", s)
+				}
+			}
+		}
+		return last.State == manent.StepSuccess
+	}, "change:close to succeed; it reads %+v", &last)
+	if retrying == 0 {
+		t.Errorf("change:close was never read between two attempts")
+	}
+	if last.Attempts != 3 || last.Retrying() {
+		t.Errorf("change:close reads %+v, want SUCCESS after 3 attempts", last)
 	}
 }
