@@ -190,7 +190,14 @@ func scanStep(row interface{ Scan(...any) error }) (manent.Step, error) {
 	}
 	st.StartedAt = parseTime(started)
 	st.FinishedAt = parseTime(finished)
-	st.NextAttemptAt = parseTime(next)
+	// Only a step between attempts shows them: a row an earlier
+	// release's worker wrote (it clears neither) keeps them past its end.
+	if st.State == manent.StepRunning {
+		st.NextAttemptAt = parseTime(next)
+	}
+	if st.NextAttemptAt == nil {
+		st.MaxAttempts = 0
+	}
 	if output.Valid && output.String != "" {
 		st.Output = json.RawMessage(output.String)
 	}

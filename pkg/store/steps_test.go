@@ -204,3 +204,57 @@ func TestUnfinishedBriefLeavesOutTheInput(t *testing.T) {
 		}
 	})
 }
+
+// A step between two attempts reads RUNNING with its error, when the next
+// attempt is due and its most attempts; the next attempt's start and any
+// end clear them — max_attempts too, which a finished step does not show
+// (docs/descriptor.md) — and so does a deploy ending while the step waits,
+// which shows it ERROR with its last error. A row an earlier release left
+// with next_attempt_at on a step it ended (its writes do not clear it)
+// reads without it.
+func TestStepBetweenAttempts(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		insertDeploy(t, st, "dpl_1", "deploy", "smoke")
+		now := time.Now()
+		next := now.Add(4 * time.Second)
+		retry := store.StepEnd{State: manent.StepRunning, Error: "exit 1", StartedAt: now, NextAttemptAt: &next, MaxAttempts: 4}
+		s, err := st.StepFinished(ctx, "dpl_1", "deploy", retry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.Retrying() || s.Error != "exit 1" || s.MaxAttempts != 4 || s.FinishedAt != nil || s.Attempts != 1 ||
+			s.NextAttemptAt.Unix() != next.Unix() {
+			t.Fatalf("between attempts: %+v", s)
+		}
+		if s, err = st.StepStarted(ctx, "dpl_1", "deploy", now); err != nil || s.Retrying() || s.Error != "" || s.Attempts != 2 {
+			t.Fatalf("the next attempt started: %+v %v", s, err)
+		}
+		if s, err = st.StepFinished(ctx, "dpl_1", "deploy", store.StepEnd{State: manent.StepSuccess, StartedAt: now, Counted: true}); err != nil ||
+			s.NextAttemptAt != nil || s.MaxAttempts != 0 || s.State != manent.StepSuccess {
+			t.Fatalf("the step succeeded: %+v %v", s, err)
+		}
+		// A release before next_attempt_at ended the step without clearing it.
+		if err := st.Tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE manent_steps SET next_attempt_at = '2026-12-06T10:00:00Z', max_attempts = 4 WHERE name = 'deploy'`)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if s, err = st.Step(ctx, "dpl_1", "deploy"); err != nil || s.NextAttemptAt != nil || s.MaxAttempts != 0 {
+			t.Fatalf("a step an earlier release ended: %+v %v", s, err)
+		}
+		// Ended while waiting between attempts.
+		if _, err := st.StepFinished(ctx, "dpl_1", "smoke", retry); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Finish(ctx, "dpl_1", store.Outcome{State: manent.StateCancelled, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		s, err = st.Step(ctx, "dpl_1", "smoke")
+		if err != nil || s.State != manent.StepError || s.Error != "exit 1" || s.NextAttemptAt != nil || s.FinishedAt == nil {
+			t.Fatalf("after the deploy ended: %+v %v", s, err)
+		}
+	})
+}
