@@ -14,6 +14,7 @@ import (
 func TestRunningStepLine(t *testing.T) {
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	started := now.Add(-(11*time.Minute + 32*time.Second))
+	next := now.Add(3500 * time.Millisecond)
 	for _, c := range []struct {
 		steps []manent.Step
 		want  string
@@ -23,6 +24,12 @@ func TestRunningStepLine(t *testing.T) {
 		{[]manent.Step{{Name: "soak", State: manent.StepRunning, Attempts: 2, StartedAt: &started}},
 			"step soak (attempt 2), 11m32s since its first attempt"},
 		{[]manent.Step{{Name: "deploy", State: manent.StepSuccess}}, "between steps"},
+		// Between two attempts: the failed one, the next's time, the error.
+		{[]manent.Step{{Name: "smoke", State: manent.StepRunning, Attempts: 2, StartedAt: &started, Error: "exit 1",
+			NextAttemptAt: &next, MaxAttempts: 5}}, "step smoke, attempt 2 of 5 failed; retrying in 4s (exit 1)"},
+		// Past a recovery the count goes beyond this execution's most.
+		{[]manent.Step{{Name: "smoke", State: manent.StepRunning, Attempts: 7, StartedAt: &started, Error: "exit 1",
+			NextAttemptAt: &now, MaxAttempts: 5}}, "step smoke, attempt 7 failed; retrying now (exit 1)"},
 	} {
 		if got := runningStepLine(c.steps, now); got != c.want {
 			t.Errorf("got %q, want %q", got, c.want)
