@@ -156,7 +156,9 @@ func TestCheckpointerSaysOnceWhyTheWALCannotBeCopied(t *testing.T) {
 	if len(lines) != 2 || lines[0]["msg"] != failed || lines[1]["msg"] != again {
 		t.Fatalf("log:\n%s\nwant one line %q, then one %q", logs.String(), failed, again)
 	}
-	if n, _ := lines[1]["failed_checkpoints"].(float64); n < 5 {
-		t.Fatalf("failed_checkpoints = %v, want at least 5 (the failures the log told once)", lines[1]["failed_checkpoints"])
+	// The told failure and the three tries after it that had ended when
+	// the fourth began: that one may run once there is room again.
+	if n, _ := lines[1]["failed_checkpoints"].(float64); n < 4 {
+		t.Fatalf("failed_checkpoints = %v, want at least 4 (the failures the log told once)", lines[1]["failed_checkpoints"])
 	}
 }
