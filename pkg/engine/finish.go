@@ -196,6 +196,19 @@ func (e *Engine) changeCloseWorkflow(ctx dbos.Context, id string) (Result, error
 	r := &run{e: e, in: in, outputs: map[string]json.RawMessage{}, waves: map[string]*plan.Wave{}}
 	backoff := retry.Policy{Initial: e.changePoll(), Max: changeCloseMax}
 	for n := 1; ; n++ {
+		// The attempt records its own end with the decision: RUNNING
+		// with the next attempt's time while another follows, ERROR with
+		// why none does — never ERROR for an instant before a retry.
+		r.again = func(err error, now time.Time) (time.Time, string, bool) {
+			d := backoff.Delay(n)
+			switch {
+			case plugin.IsPermanent(err):
+				return time.Time{}, fmt.Sprintf("attempt %d failed and cannot succeed if tried again (the ITSM refused it): the change stays open in the ITSM; close it there", n), false
+			case now.Add(d).After(until):
+				return time.Time{}, changeCloseGiveUp(n, until), false
+			}
+			return now.Add(d), fmt.Sprintf("attempt %d failed; trying again in %s (until %s)", n, d, until.Format(time.RFC3339)), true
+		}
 		_, err := r.step(ctx, manent.PlanStep{Name: StepChangeClose})
 		if err == nil {
 			return Result{State: manent.StateSuccess}, nil
@@ -203,32 +216,33 @@ func (e *Engine) changeCloseWorkflow(ctx dbos.Context, id string) (Result, error
 		if ctx.Err() != nil {
 			return Result{}, err
 		}
-		// Decided in a step: a replay takes the recorded decision (the
-		// error read back from DBOS is no longer marked permanent).
-		permanent, failure := plugin.IsPermanent(err), err.Error()
+		// How long until the next attempt, as the attempt recorded it (a
+		// replay takes this step's recorded answer); 0: none follows.
+		failure := err.Error()
 		next, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Duration, error) {
-			d := backoff.Delay(n)
-			var line string
-			switch {
-			case permanent:
-				d, line = 0, fmt.Sprintf("attempt %d failed and cannot succeed if tried again (the ITSM refused it): the change stays open in the ITSM; close it there", n)
-			case time.Now().Add(d).After(until):
-				d, line = 0, fmt.Sprintf("attempt %d failed; no more attempts: they have failed for itsm.give_up_after (until %s). The change stays open in the ITSM; close it there", n, until.Format(time.RFC3339))
-			default:
-				line = fmt.Sprintf("attempt %d failed; trying again in %s (until %s)", n, d, until.Format(time.RFC3339))
+			e.log.Warn("closing a change ticket failed", "deploy", id, "attempt", n, "error", failure)
+			st, err := e.st.Step(sctx, id, StepChangeClose)
+			if err != nil {
+				return 0, err
 			}
-			e.log.Warn("closing a change ticket failed", "deploy", id, "attempt", n, "error", failure, "next", d)
 			now := time.Now()
-			logs := []store.LogEntry{{Time: now, Text: line}}
-			if d <= 0 {
-				return d, e.st.AppendLog(sctx, id, StepChangeClose, logs)
+			switch {
+			case !st.Retrying():
+				if st.State == manent.StepRunning {
+					// The attempt's end was not recorded (its record
+					// failed): end the step here.
+					_, err := e.st.StepFinished(sctx, id, StepChangeClose, store.StepEnd{State: manent.StepError, Error: storableError(errors.New(failure)).Error(),
+						Logs: []store.LogEntry{{Time: now, Text: fmt.Sprintf("attempt %d failed and its end could not be recorded; no more attempts: the change stays open in the ITSM; close it there", n)}}})
+					return 0, err
+				}
+				return 0, nil
+			case now.After(until):
+				// Resumed past itsm.give_up_after (a worker was down).
+				_, err := e.st.StepFinished(sctx, id, StepChangeClose, store.StepEnd{State: manent.StepError, Error: st.Error,
+					Logs: []store.LogEntry{{Time: now, Text: changeCloseGiveUp(n, until)}}})
+				return 0, err
 			}
-			// Another attempt follows: the step has no result yet
-			// (manent.Step.Retrying); how many is bounded by time only.
-			next := now.Add(d)
-			_, err := e.st.StepFinished(sctx, id, StepChangeClose, store.StepEnd{State: manent.StepRunning, Error: storableError(errors.New(failure)).Error(),
-				Counted: true, Logs: logs, NextAttemptAt: &next})
-			return d, err
+			return max(st.NextAttemptAt.Sub(now), time.Millisecond), nil
 		}, dbos.WithStepName(fmt.Sprintf("change:close-retry-%d", n)), dbos.WithStepMaxRetries(5), dbos.WithStepBaseInterval(e.cfg.RetryBase))
 		if err != nil {
 			return Result{}, err
@@ -240,6 +254,12 @@ func (e *Engine) changeCloseWorkflow(ctx dbos.Context, id string) (Result, error
 			return Result{}, err
 		}
 	}
+}
+
+// changeCloseGiveUp is the log line of change:close's last attempt when
+// itsm.give_up_after has passed.
+func changeCloseGiveUp(n int, until time.Time) string {
+	return fmt.Sprintf("attempt %d failed; no more attempts: they have failed for itsm.give_up_after (until %s). The change stays open in the ITSM; close it there", n, until.Format(time.RFC3339))
 }
 
 // input reads a deploy's saved workflow input, as a step.

@@ -125,10 +125,11 @@ func TestChangeCloseBetweenAttemptsIsNotShownFailed(t *testing.T) {
 				continue
 			}
 			last = s
-			// An attempt's end is recorded ERROR, and the step that
-			// decides to try again makes it RUNNING a moment later: a
-			// poll may catch that instant (left as it is: the decision
-			// needs the attempt's outcome), never a long wait.
+			// The attempt records its end with the decision: a poll never
+			// catches ERROR before another attempt.
+			if s.State == manent.StepError {
+				t.Fatalf("change:close reads ERROR while another attempt follows: %+v", s)
+			}
 			if s.Retrying() {
 				retrying++
 				if !strings.Contains(s.Error, "itsm database unavailable") || s.FinishedAt != nil {

@@ -67,6 +67,10 @@ type run struct {
 	// customOutput is what the custom steps of this execution returned,
 	// in bytes (boundOutput).
 	customOutput int
+	// again, when set, decides whether another attempt follows a failed
+	// one instead of the plan step's max_retries (change:close's attempts
+	// are bounded by time, not count: changeCloseWorkflow).
+	again func(err error, now time.Time) (next time.Time, line string, ok bool)
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -283,7 +287,7 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 	runs := 0
 	return dbos.RunAsStep(ctx, func(sctx context.Context) (stepOut, error) {
 		runs++
-		try := tries{n: runs, of: max(ps.MaxRetries, 0) + 1, base: r.e.cfg.RetryBase, max: r.e.cfg.RetryMax}
+		try := tries{n: runs, of: max(ps.MaxRetries, 0) + 1, base: r.e.cfg.RetryBase, max: r.e.cfg.RetryMax, again: r.again}
 		// Only the first attempt may use the flag the previous step read.
 		known := seen
 		seen = nil
@@ -411,15 +415,24 @@ func (r *run) changesTarget(ps manent.PlanStep) bool {
 type tries struct {
 	n, of     int
 	base, max time.Duration
+	// again replaces the count and backoff when set (run.again).
+	again func(err error, now time.Time) (next time.Time, line string, ok bool)
 }
 
 // retry returns how an attempt that failed with err is recorded when
 // another attempt will follow it: the step stays RUNNING — it has no
 // result yet — with the error, when the next attempt is due and a log
 // line saying so. ok is false when this attempt ends the step (the last
-// one, or a permanent error): it is recorded ERROR.
+// one, or a permanent error): it is recorded ERROR, with line when it is
+// not empty (why no attempt follows).
 func (t tries) retry(err error, now time.Time) (next time.Time, line string, ok bool) {
-	if t.n >= t.of || plugin.IsPermanent(err) || errors.Is(err, errCutByCancel) || errors.Is(err, dbos.ErrConflictingWorkflowID) {
+	if errors.Is(err, errCutByCancel) || errors.Is(err, dbos.ErrConflictingWorkflowID) {
+		return time.Time{}, "", false
+	}
+	if t.again != nil {
+		return t.again(err, now)
+	}
+	if t.n >= t.of || plugin.IsPermanent(err) {
 		return time.Time{}, "", false
 	}
 	// DBOS's backoff: base × 2^(n-1), at most max (±5 % jitter).
@@ -513,8 +526,14 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	if err != nil {
 		end.State, end.Output, end.Error = manent.StepError, out, err.Error()
 		now := time.Now()
-		if next, line, ok := try.retry(err, now); ok {
+		next, line, ok := try.retry(err, now)
+		if ok {
 			end.State, end.NextAttemptAt, end.MaxAttempts = manent.StepRunning, &next, try.of
+			if try.again != nil {
+				end.MaxAttempts = 0 // bounded by time, not count
+			}
+		}
+		if line != "" {
 			end.Logs = append(end.Logs, store.LogEntry{Time: now, Text: line})
 		}
 		if _, serr := r.recordEnd(ctx, name, end); serr != nil {
