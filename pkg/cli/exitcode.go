@@ -164,6 +164,11 @@ func printError(w io.Writer, err error) {
 		id := safeText(refused.ID)
 		fmt.Fprintf(w, "hint: the server refused the token while following deploy %s (it expired or was revoked, or may not read the deploy); the deploy goes on on the server: follow it with 'manent wait %s' and a valid token (do not submit it again)\n", id, id)
 	}
+	var gone *GoneError
+	if errors.As(err, &gone) {
+		id := safeText(gone.ID)
+		fmt.Fprintf(w, "hint: deploy %s was on the server while this command followed it and is no longer: the server's database was most likely restored from a backup taken before the deploy was submitted, which undoes the deploy (it will not run). Check with 'manent list' and submit it again if it should run\n", id)
+	}
 }
 
 // formatFieldError prints "/path (line:col): message", leaving out what is

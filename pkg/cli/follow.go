@@ -146,8 +146,10 @@ func (e *RefusedError) Error() string { return e.Err.Error() }
 
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// refusedWhileFollowing wraps err in a *RefusedError when it is a 401 or
-// 403 of the server; other errors pass unchanged.
+// refusedWhileFollowing wraps err, an answer about deploy id after the
+// server had answered about it: a 401 or 403 in a *RefusedError (the
+// token expired or was revoked since), a 404 in a *GoneError (the deploy
+// is no longer there); other errors pass unchanged.
 func refusedWhileFollowing(id string, err error) error {
 	switch manent.ErrorCode(err) {
 	case manent.EUnauthorized, manent.EForbidden:
@@ -155,9 +157,26 @@ func refusedWhileFollowing(id string, err error) error {
 		if !errors.As(err, &refused) {
 			return &RefusedError{ID: id, Err: err}
 		}
+	case manent.ENotFound:
+		var gone *GoneError
+		if !errors.As(err, &gone) {
+			return &GoneError{ID: id, Err: err}
+		}
 	}
 	return err
 }
+
+// GoneError says deploy ID, which the server had answered about while a
+// command followed it, is no longer there (a 404): its database was
+// restored from a backup older than the deploy. Exit 2, like the 404.
+type GoneError struct {
+	ID  string
+	Err error
+}
+
+func (e *GoneError) Error() string { return e.Err.Error() }
+
+func (e *GoneError) Unwrap() error { return e.Err }
 
 // transient reports whether err may pass by itself: the server is
 // unreachable (restarting, a network blip) or answered 502/503/504

@@ -146,3 +146,44 @@ func TestFollowingSaysTheDeployGoesOnWhenItsTokenIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The server's database is restored from a backup taken before the deploy
+// was submitted, while deploy --wait, wait and logs -f follow it: the
+// deploy is undone and will never run. They exit 2 as for any unknown
+// deploy, and now say why it vanished and what to do; they said only
+// "deployment … not found", as if the id they had followed were a typo.
+func TestFollowingADeployARestoreUndid(t *testing.T) {
+	srv := startRestartable(t)
+	backup := t.TempDir()
+	srv.stop(true)
+	enginetest.RestoreSQLite(t, srv.dir, backup) // the backup: before any deploy
+	srv.start()
+
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	desc := writeSlowDescriptor(t, "while [ ! -f '"+gate+"' ]; do sleep 0.05; done")
+	deployErr, deployDone := startCLI(srv.url(), 30*time.Second, "deploy", "-f", desc, "--wait")
+	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
+	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
+	waitErr, waitDone := startCLI(srv.url(), 30*time.Second, "wait", id)
+	logsErr, logsDone := startCLI(srv.url(), 30*time.Second, "logs", "-f", id)
+	waitFor(t, "wait and logs -f to see the step run", func() bool {
+		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
+	})
+
+	srv.stop(true)
+	enginetest.RestoreSQLite(t, backup, srv.dir)
+	srv.start()
+
+	want := fmt.Sprintf("hint: deploy %s was on the server while this command followed it and is no longer: the server's database was most likely restored from a backup taken before the deploy was submitted", id)
+	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
+		res := <-done
+		if res.code != 2 {
+			t.Errorf("%s: exit %d, want 2\nstderr:\n%s", name, res.code, res.stderr)
+			continue
+		}
+		if got := res.stderr.String(); !strings.Contains(got, "not found") || !strings.Contains(got, want) {
+			t.Errorf("%s: stderr:\n%s\nwant the 404 and the hint\n%s", name, got, want)
+		}
+	}
+}
