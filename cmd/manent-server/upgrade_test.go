@@ -344,6 +344,21 @@ func (b *upgradeBed) finish(t *testing.T, c, sre *api.Client, s shapes, upgraded
 			}
 		}
 	}
+	// The change is closed by a workflow of its own, after the deploy
+	// ended: its step ends a moment later.
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err := c.Deployment(ctx, s.changed)
+		if err != nil {
+			return false
+		}
+		for _, st := range d.Steps {
+			if st.Name == "change:close" && (st.State == manent.StepRunning || st.State == manent.StepPending) {
+				return false
+			}
+		}
+		final[s.changed] = d
+		return true
+	}, "change:close of %s to end", s.changed)
 	// The schedule fires on after the upgrade, once per tick.
 	enginetest.Eventually(t, 60*time.Second, func() bool {
 		for _, d := range b.ticks(t, c) {
