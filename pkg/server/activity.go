@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -412,6 +413,27 @@ func delayedReason(input json.RawMessage) string {
 		return ""
 	}
 	return in.Waits.FirstReason()
+}
+
+// delayedStateEvent is e with the reason of delayedReason when it is the
+// `state` event of a DELAYED deploy that carries none: a release before
+// f5a0be8 stored {"state":"DELAYED"}, and a follower of its deploy saw
+// DELAYED and nothing after it until the deploy's time came.
+func delayedStateEvent(e store.Event, input json.RawMessage) store.Event {
+	if e.Type != store.EventState || !bytes.Contains(e.Data, []byte(manent.StateDelayed)) {
+		return e
+	}
+	var sd store.StateData
+	if json.Unmarshal(e.Data, &sd) != nil || sd.State != manent.StateDelayed || sd.Reason != "" {
+		return e
+	}
+	if sd.Reason = delayedReason(input); sd.Reason == "" {
+		return e
+	}
+	if b, err := json.Marshal(sd); err == nil {
+		e.Data = b
+	}
+	return e
 }
 
 // waitedForApproval says whether deploy r waited for approvals or a change

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,43 @@ func TestDelayedDeployOfAnOlderReleaseSaysWhy(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("activity does not list %s: %+v", res.ID, act)
+		}
+	})
+}
+
+// The same deploy's `state` event, as that release stored it
+// ({"state":"DELAYED"}), carries the reason on the deploy's stream and the
+// global stream's first states: a follower saw "DELAYED" and nothing after
+// it until the deploy's time came.
+func TestDelayedStateEventOfAnOlderReleaseSaysWhy(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil)
+		c := api.NewClient(srv.URL, "admin-token", nil)
+		ctx := context.Background()
+		at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		res, err := c.Submit(ctx, simple(artifactFile(t), "prod", "1", fmt.Sprintf("schedule: {at: %q}\n", at.Format(time.RFC3339))), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `"reason":"schedule.at ` + at.Format(time.RFC3339) + `"`
+		waitFor(t, c, res.ID, manent.StateDelayed)
+		for _, q := range []string{
+			`UPDATE manent_deployments SET reason = '' WHERE id = '` + res.ID + `'`,
+			`UPDATE manent_events SET data = '{"state":"DELAYED"}' WHERE deployment_id = '` + res.ID + `' AND type = 'state' AND data LIKE '%DELAYED%'`,
+		} {
+			if _, err := srv.Store.DB().ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		own := openStream(t, srv.URL+"/api/v1/deployments/"+res.ID+"/events", "admin-token", "")
+		got := own.until(t, func(f sseFrame) bool { return f.Event == "state" && strings.Contains(f.Data, `"DELAYED"`) })
+		if last := got[len(got)-1]; !strings.Contains(last.Data, want) {
+			t.Errorf("the deploy's stream: state event %s, want %s", last.Data, want)
+		}
+		global := openStream(t, srv.URL+"/api/v1/events", "admin-token", "")
+		got = global.until(t, func(f sseFrame) bool { return f.Event == "state" && strings.HasPrefix(f.ID, res.ID+":") })
+		if last := got[len(got)-1]; !strings.Contains(last.Data, want) {
+			t.Errorf("the global stream: state event %s, want %s", last.Data, want)
 		}
 	})
 }

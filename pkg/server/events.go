@@ -152,7 +152,7 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 			}
 			for _, e := range evs {
 				if wanted(e.Type) {
-					sw.write(sseFrame(strconv.FormatInt(e.Seq, 10), e))
+					sw.write(sseFrame(strconv.FormatInt(e.Seq, 10), delayedStateEvent(e, rec.Input)))
 				}
 				last = e.Seq
 				if e.Type == store.EventDone {
@@ -299,6 +299,13 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		seen.start(hd.ID, hd.LastSeq, ok)
 		if !ok || !types[store.EventState] {
 			continue
+		}
+		if hd.State == manent.StateDelayed && hd.Reason == "" {
+			// A DELAYED deploy of a release before f5a0be8: its reason is
+			// in its saved input (delayedReason).
+			if rec, err := s.st.Deployment(r.Context(), hd.ID); err == nil {
+				hd.Reason = delayedReason(rec.Input)
+			}
 		}
 		data, _ := json.Marshal(store.StateData{State: hd.State, Reason: hd.Reason})
 		e := store.Event{DeploymentID: hd.ID, Seq: hd.LastSeq, Type: store.EventState, Time: now, Data: data}
