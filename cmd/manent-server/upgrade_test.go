@@ -504,16 +504,69 @@ func upgradeSQLite(t *testing.T, old string, sig syscall.Signal) {
 	b := newUpgradeBed(t, enginetest.SQLite(t))
 	p := b.serve(t, old, "w1")
 	s := b.hold(t, api.NewClient(p.addr, "ci-token", nil))
+	releases := b.twoReleases(t, api.NewClient(p.addr, "ci-token", nil))
 	done := b.succeeded(t, api.NewClient(p.addr, "ci-token", nil), sig)
 	stop(t, p, sig)
 	upgradedAt := time.Now()
 	p = b.serve(t, serverBin, "w1")
 	c, sre := api.NewClient(p.addr, "ci-token", nil), api.NewClient(p.addr, "sre-token", nil)
 	explained(t, c, s)
+	rollsBack(t, c, releases)
 	b.finish(t, c, sre, s, upgradedAt, done)
 	stop(t, p, syscall.SIGTERM)
 	b.verifyAudit(t)
 	b.downgrade(t, old)
+}
+
+// twoReleases deploys versions 1 and 2 of up to environment "back"
+// through the old server, each to SUCCESS, and returns their ids.
+func (b *upgradeBed) twoReleases(t *testing.T, c *api.Client) [2]string {
+	t.Helper()
+	var ids [2]string
+	for i, v := range []string{"1", "2"} {
+		res, err := c.Submit(context.Background(), []byte(fmt.Sprintf(`apiVersion: manent/v1
+application: up
+environment: back
+version: %q
+artifact: {url: "file://%s"}
+target: {plugin: local, with: {dir: %q}}
+`, v, b.art, filepath.Join(b.dir, "targets", "back"))), false)
+		if err != nil {
+			t.Fatalf("submit version %s to back: %v", v, err)
+		}
+		ids[i] = res.ID
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			d, err := c.Deployment(context.Background(), res.ID)
+			if err == nil && d.State.Final() && d.State != manent.StateSuccess {
+				t.Fatalf("version %s to back ended %s: %s", v, d.State, d.Error)
+			}
+			return err == nil && d.State == manent.StateSuccess
+		}, "version %s to back to succeed on the old server", v)
+	}
+	return ids
+}
+
+// rollsBack rolls environment "back" back, through this release, to the
+// version 1 the old release deployed and recorded: the rollback deploys
+// the old record's descriptor and ends SUCCESS, version 1 current.
+func rollsBack(t *testing.T, c *api.Client, ids [2]string) {
+	t.Helper()
+	ctx := context.Background()
+	rb, err := c.Rollback(ctx, "up", "back", api.RollbackRequest{})
+	if err != nil {
+		t.Fatalf("rollback to the release the old server recorded: %v", err)
+	}
+	if rb.Version != "1" || rb.From != ids[0] || rb.RollbackOf != ids[1] {
+		t.Errorf("rollback %+v, want version 1 from %s, rollback_of %s", rb, ids[0], ids[1])
+	}
+	var d *manent.Deployment
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err = c.Deployment(ctx, rb.ID)
+		return err == nil && d.State.Final()
+	}, "the rollback to end")
+	if d.State != manent.StateSuccess {
+		t.Fatalf("the rollback to the old server's release ended %s: %s", d.State, d.Error)
+	}
 }
 
 // downgrade starts the old binary on the upgraded database: refused with
