@@ -33,6 +33,7 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 		before string   // current's release once killed
 		want   string   // and at the end
 	}{
+		{name: "claim of the directory, retried", child: "deploy:1", after: []string{"deploy:1", "activate:1"}, before: "", want: "1"},
 		{name: "unpack, retried", setup: []string{"deploy:1", "activate:1"}, child: "deploy:2", after: []string{"deploy:2", "activate:2"}, before: "1", want: "2"},
 		{name: "unpack, compensated", setup: []string{"deploy:1", "activate:1"}, child: "deploy:2", after: []string{"rollback-deploy:2", "deploy:3", "activate:3"}, before: "1", want: "3"},
 		{name: "activation, retried", setup: []string{"deploy:1", "activate:1", "deploy:2"}, child: "activate:2", after: []string{"activate:2"}, before: "1", want: "2"},
@@ -83,7 +84,13 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 			}
 			<-done
 
-			checkCurrent(t, target, c.before, "once killed")
+			if c.before == "" {
+				if _, err := os.Lstat(filepath.Join(target, "current")); err == nil {
+					t.Error("once killed: current exists, want none")
+				}
+			} else {
+				checkCurrent(t, target, c.before, "once killed")
+			}
 			for _, a := range c.after {
 				if err := crashAction(ctx, p, dir, a); err != nil {
 					t.Fatalf("%s after the kill: %v", a, err)
@@ -98,6 +105,9 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 			}
 			if _, err := os.Lstat(filepath.Join(target, ".current-tmp")); err == nil {
 				t.Errorf(".current-tmp is left at the end")
+			}
+			if left, _ := filepath.Glob(filepath.Join(target, ".manent-owner.*")); len(left) > 0 {
+				t.Errorf("%v left at the end", left)
 			}
 		})
 	}
@@ -137,7 +147,8 @@ func crashAction(ctx context.Context, p *local.Plugin, dir, action string) error
 }
 
 // TestCrashChild is the process TestKilledStepIsRetriedOrCompensated
-// kills: it runs one action and stops for good at its crash point — a
+// kills: it runs one action and stops for good at its crash point — the
+// flush of the written, not yet linked record of the directory's owner, a
 // flush inside the release being unpacked, or the flush of the target
 // directory once the new link is made and before it is renamed over
 // `current` — after saying so in <dir>/ready.
@@ -150,7 +161,8 @@ func TestCrashChild(t *testing.T) {
 	p := local.New(local.Options{})
 	local.SetSync(p, func(path string) error {
 		_, linked := os.Lstat(filepath.Join(target, ".current-tmp"))
-		if strings.Contains(path, string(filepath.Separator)+".tmp-") || path == target && linked == nil {
+		claiming := strings.HasPrefix(filepath.Base(path), local.OwnerFile+".claim-")
+		if claiming || strings.Contains(path, string(filepath.Separator)+".tmp-") || path == target && linked == nil {
 			if err := os.WriteFile(filepath.Join(dir, "ready"), nil, 0o644); err != nil {
 				t.Error(err)
 			}

@@ -257,7 +257,10 @@ func checkOwner(dir string, pc plugin.Context) error {
 	}
 	file := filepath.Join(dir, OwnerFile)
 	b, err := os.ReadFile(file)
-	if os.IsNotExist(err) {
+	if os.IsNotExist(err) || err == nil && len(b) == 0 {
+		// No record, or the empty one a claim of an earlier manent left
+		// when it was killed between creating and writing it: the next
+		// deploy's claim replaces it.
 		return nil
 	}
 	if err != nil {
@@ -275,31 +278,101 @@ func checkOwner(dir string, pc plugin.Context) error {
 
 // claim records pc's application and environment as the owner of dir
 // (which exists) unless one is recorded; of two first deploys racing, one
-// creates the file and the other is refused by checkOwner.
+// makes the record and the other is refused by checkOwner. The record
+// appears whole or not at all: it is written and flushed under a
+// temporary name, then linked to its name (a link, unlike a rename, fails
+// when the name exists), so a claim killed midway leaves at most a
+// temporary file, which the next claim removes, never an empty record.
 func (p *Plugin) claim(dir string, pc plugin.Context) error {
 	if pc.Application == "" && pc.Environment == "" {
 		return nil
 	}
 	file := filepath.Join(dir, OwnerFile)
-	b, _ := json.Marshal(owner{pc.Application, pc.Environment})
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return checkOwner(dir, pc)
+	st, err := os.Lstat(file)
+	switch {
+	case err == nil && st.Mode().IsRegular() && st.Size() == 0:
+		// The empty record a claim of an earlier manent (which created the
+		// file, then wrote it) left when it was killed in between.
+		if err := dropEmptyRecord(dir, file); err != nil {
+			return err
+		}
+	case err == nil:
+		if err := checkOwner(dir, pc); err != nil {
+			return err
+		}
+		removeClaimTemps(dir)
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("local: %w", err)
 	}
+	b, _ := json.Marshal(owner{pc.Application, pc.Environment})
+	tmp, err := os.CreateTemp(dir, OwnerFile+claimTemp+"*")
 	if err != nil {
 		return fmt.Errorf("local: %w", err)
 	}
-	_, err = f.Write(append(b, '\n'))
-	if cerr := f.Close(); err == nil {
+	name := tmp.Name()
+	defer os.Remove(name)
+	_, err = tmp.Write(append(b, '\n'))
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = p.flush(name)
+	}
 	if err != nil {
-		_ = os.Remove(file)
 		return fmt.Errorf("local: %w", err)
 	}
-	if err := p.flushDirs(file, dir); err != nil {
+	if err := os.Link(name, file); err != nil {
+		// Another claim made the record first (or, having made it,
+		// removed this claim's temporary file as a leftover).
+		if _, serr := os.Lstat(file); serr == nil {
+			return checkOwner(dir, pc)
+		}
+		return fmt.Errorf("local: record the owner of %s: %w", dir, err)
+	}
+	if err := p.flushDirs(dir); err != nil {
 		return err
 	}
+	removeClaimTemps(dir)
+	return nil
+}
+
+// claimTemp marks the temporary file of a claim: <dir>/.manent-owner.claim-…
+const claimTemp = ".claim-"
+
+// removeClaimTemps removes the temporary files of claims killed before
+// they linked or removed them. Only once the record exists: a claim whose
+// file is removed under it finds the record when its link fails.
+func removeClaimTemps(dir string) {
+	left, _ := filepath.Glob(filepath.Join(dir, OwnerFile+claimTemp+"*"))
+	for _, f := range left {
+		_ = os.Remove(f)
+	}
+}
+
+// dropEmptyRecord moves an empty record out of the way. It moves it
+// aside first and puts it back should it no longer be empty: a claim
+// racing this one may have replaced it with its own record meanwhile.
+func dropEmptyRecord(dir, file string) error {
+	aside, err := os.CreateTemp(dir, OwnerFile+claimTemp+"empty-*")
+	if err != nil {
+		return fmt.Errorf("local: %w", err)
+	}
+	aside.Close()
+	if err := os.Rename(file, aside.Name()); err != nil {
+		os.Remove(aside.Name())
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("local: %w", err)
+	}
+	if st, err := os.Stat(aside.Name()); err == nil && st.Size() > 0 {
+		_ = os.Link(aside.Name(), file)
+	}
+	_ = os.Remove(aside.Name())
 	return nil
 }
 

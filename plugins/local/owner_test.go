@@ -109,3 +109,58 @@ func TestCurrentThatIsNoLinkFailsForGood(t *testing.T) {
 		}
 	}
 }
+
+// A first deploy killed while it records the owner of its directory
+// leaves one of these on disk; the next deploy of the environment claims
+// the directory, removes what the killed claim left, and goes on.
+func TestKilledClaimDoesNotBlockTheDirectory(t *testing.T) {
+	record := `{"application":"shop","environment":"prod"}` + "\n"
+	for _, c := range []struct {
+		name  string
+		files map[string]string // under the target directory
+	}{
+		{"record created, not written (an earlier manent)", map[string]string{".manent-owner": ""}},
+		{"temporary created, not written", map[string]string{".manent-owner.claim-1": ""}},
+		{"temporary half written", map[string]string{".manent-owner.claim-1": `{"applic`}},
+		{"temporary written, not linked", map[string]string{".manent-owner.claim-1": record}},
+		{"linked, temporary not removed", map[string]string{".manent-owner.claim-1": record, ".manent-owner": record}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "target")
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range c.files {
+				if err := os.WriteFile(filepath.Join(target, name), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			art := filepath.Join(dir, "app-1.tar.gz")
+			writeTarGz(t, art, map[string]string{"index.html": "v1"})
+			p := local.New(local.Options{})
+			with := map[string]any{"dir": target}
+			if err := p.CheckOwner("shop", "prod", with); err != nil {
+				t.Fatalf("admission: %v", err)
+			}
+			pc := plugin.Context{DeployID: "dpl_1", Application: "shop", Environment: "prod", Version: "1", Step: "deploy", Artifact: art, With: with, Log: io.Discard}
+			if _, err := p.Live(context.Background(), pc); err != nil {
+				t.Fatalf("checkpoint: %v", err)
+			}
+			if _, err := p.Deploy(context.Background(), pc); err != nil {
+				t.Fatalf("deploy: %v", err)
+			}
+			if b, err := os.ReadFile(filepath.Join(target, ".manent-owner")); err != nil || string(b) != record {
+				t.Errorf(".manent-owner reads %q (%v), want %q", b, err, record)
+			}
+			left, _ := filepath.Glob(filepath.Join(target, ".manent-owner.*"))
+			if len(left) > 0 {
+				t.Errorf("left after the deploy: %v", left)
+			}
+			// And the directory is shop/prod's.
+			if err := p.CheckOwner("shop", "staging", with); err == nil {
+				t.Error("shop/staging admitted into the directory of shop/prod")
+			}
+		})
+	}
+}
