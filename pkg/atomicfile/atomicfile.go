@@ -1,15 +1,19 @@
 // Package atomicfile writes a file whole or not at all: through a synced
 // temporary file in the same directory, renamed over the target. A reader
 // never sees a half-written file, and a crash leaves the old file or the
-// new one. The CLI's config file and the trial server's record use it.
+// new one; the directory is flushed after the rename, so that once Write
+// returns a power loss cannot bring the old file back. The CLI's config file and the trial server's record use it.
 //
 // It imports nothing of this module.
 package atomicfile
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 )
 
 // Write writes data to path with mode perm, creating path's directory
@@ -47,5 +51,23 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	ok = true
+	return syncDir(dir)
+}
+
+// syncDir flushes a directory's entries (the rename) to disk; a no-op on
+// Windows, and on a file system that cannot flush a directory (EINVAL:
+// some network and FUSE ones). A variable for the tests.
+var syncDir = func(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
 	return nil
 }
