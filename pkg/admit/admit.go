@@ -566,7 +566,13 @@ func checkOwner(t plugin.Target, d *descriptor.Descriptor, with map[string]any) 
 	if !ok {
 		return nil
 	}
-	return oc.CheckOwner(d.Application, d.Environment, with)
+	var targets []string
+	if d.Rollout != nil {
+		for _, w := range d.Rollout.Waves {
+			targets = append(targets, w.Targets...)
+		}
+	}
+	return oc.CheckOwner(d.Application, d.Environment, with, targets)
 }
 
 // checkSteps is checkPlugins for the custom steps. A plugin custom steps

@@ -397,3 +397,35 @@ func TestAdmissionNamesTheSuccessesPromotionWasJudgedOn(t *testing.T) {
 		t.Fatalf("the admitted input's successes: %q, want dpl_staging", got)
 	}
 }
+
+// A rollout deploys each of its targets into a directory of its own under
+// with.dir; one that another environment owns (its with.dir) is refused at
+// submission, as with.dir itself would be, not at the first action of the
+// wave that reaches it, after the waves before it deployed.
+func TestRolloutTargetInAnotherEnvironmentsDirectory(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	x := filepath.Join(f.dir, "targets", "x")
+	if err := os.MkdirAll(filepath.Join(x, "eu-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(x, "eu-2", local.OwnerFile), []byte(`{"application":"billing","environment":"staging"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	extra := "target: {plugin: local, with: {dir: " + x + "}}\nrollout: {waves: [{name: a, targets: [eu-1]}, {name: b, targets: [eu-2]}]}\n"
+	_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra), Identity: ci, DryRun: true})
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/target/with/dir" ||
+		!strings.Contains(me.Fields[0].Message, `application "billing" environment "staging"`) || !strings.Contains(me.Fields[0].Message, "eu-2") {
+		t.Fatalf("got %v (%+v), want a 422 at /target/with/dir naming billing/staging and the target eu-2", err, me)
+	}
+	if !strings.Contains(me.Fields[0].Message, "rollout target eu-2 deploys into") {
+		t.Errorf("%q does not say the rollout target deploys there", me.Fields[0].Message)
+	}
+	// Its own directory, deployed by an earlier rollout, is admitted.
+	if err := os.WriteFile(filepath.Join(x, "eu-2", local.OwnerFile), []byte(`{"application":"billing","environment":"prod"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra), Identity: ci, DryRun: true}); err != nil {
+		t.Fatalf("its own directories refused: %v", err)
+	}
+}

@@ -102,9 +102,11 @@ type TargetCheck interface {
 
 // OwnerCheck is implemented by a target plugin whose target belongs to one
 // application and environment once they deploy there (the local plugin's
-// directory): admission refuses a deploy of another one into it.
+// directory): admission refuses a deploy of another one into it. targets
+// are the rollout targets of every wave (none without a rollout), each of
+// which may have a place of its own (the local plugin's <dir>/<target>).
 type OwnerCheck interface {
-	CheckOwner(application, environment string, with map[string]any) error
+	CheckOwner(application, environment string, with map[string]any, targets []string) error
 }
 
 // Gate is implemented by a target plugin that has its own health gate

@@ -234,16 +234,26 @@ type owner struct {
 }
 
 // CheckOwner refuses (plugin.OwnerCheck) a target directory that another
-// application or environment owns, at with.dir.
-func (p *Plugin) CheckOwner(application, environment string, with map[string]any) error {
+// application or environment owns, at with.dir: with.dir itself, or the
+// directory of one of the rollout targets under it.
+func (p *Plugin) CheckOwner(application, environment string, with map[string]any, targets []string) error {
 	d, _ := with["dir"].(string)
 	if d == "" || !filepath.IsAbs(d) {
 		return nil // Validate says so
 	}
-	err := checkOwner(d, plugin.Context{Application: application, Environment: environment})
+	pc := plugin.Context{Application: application, Environment: environment}
+	where := ""
+	err := checkOwner(d, pc)
+	for _, t := range targets {
+		if err != nil {
+			break
+		}
+		err = checkOwner(filepath.Join(d, ReleaseName(t)), pc)
+		where = fmt.Sprintf("rollout target %s deploys into %s: ", t, filepath.Join(d, ReleaseName(t)))
+	}
 	var perm *plugin.PermanentError
 	if errors.As(err, &perm) {
-		return fmt.Errorf("local: %w", plugin.Settingf("dir", "%s", strings.TrimPrefix(perm.Err.Error(), "local: ")))
+		return fmt.Errorf("local: %w", plugin.Settingf("dir", "%s%s", where, strings.TrimPrefix(perm.Err.Error(), "local: ")))
 	}
 	return err
 }
@@ -452,6 +462,11 @@ func (p *Plugin) Live(_ context.Context, pc plugin.Context) (json.RawMessage, er
 	}
 	byTarget := map[string]Checkpoint{}
 	for _, t := range pc.Targets {
+		// Each target's directory is checked at the checkpoint, before
+		// the first wave deploys, not when its own wave reaches it.
+		if err := checkOwner(filepath.Join(dir, ReleaseName(t)), pc); err != nil {
+			return nil, fmt.Errorf("rollout target %s: %w", t, err)
+		}
 		rel, err := live(filepath.Join(dir, ReleaseName(t)))
 		if err != nil {
 			return nil, err

@@ -140,7 +140,7 @@ func TestKilledClaimDoesNotBlockTheDirectory(t *testing.T) {
 			writeTarGz(t, art, map[string]string{"index.html": "v1"})
 			p := local.New(local.Options{})
 			with := map[string]any{"dir": target}
-			if err := p.CheckOwner("shop", "prod", with); err != nil {
+			if err := p.CheckOwner("shop", "prod", with, nil); err != nil {
 				t.Fatalf("admission: %v", err)
 			}
 			pc := plugin.Context{DeployID: "dpl_1", Application: "shop", Environment: "prod", Version: "1", Step: "deploy", Artifact: art, With: with, Log: io.Discard}
@@ -158,9 +158,27 @@ func TestKilledClaimDoesNotBlockTheDirectory(t *testing.T) {
 				t.Errorf("left after the deploy: %v", left)
 			}
 			// And the directory is shop/prod's.
-			if err := p.CheckOwner("shop", "staging", with); err == nil {
+			if err := p.CheckOwner("shop", "staging", with, nil); err == nil {
 				t.Error("shop/staging admitted into the directory of shop/prod")
 			}
 		})
+	}
+}
+
+// The checkpoint of a rollout checks the directory of every target, so a
+// target another environment owns fails the deploy before its first wave
+// deploys anything, not when its own wave comes.
+func TestRolloutCheckpointChecksEveryTargetsDirectory(t *testing.T) {
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.MkdirAll(filepath.Join(target, "us-1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "us-1", local.OwnerFile), []byte(`{"application":"shop","environment":"staging"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := local.New(local.Options{})
+	_, err := p.Live(context.Background(), plugin.Context{DeployID: "dpl_1", Application: "shop", Environment: "prod", Version: "1", Targets: []string{"eu-1", "us-1"}, Wave: "all", With: map[string]any{"dir": target}, Log: io.Discard})
+	if err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "rollout target us-1") || !strings.Contains(err.Error(), `environment "staging"`) {
+		t.Fatalf("checkpoint: %v, want a permanent error naming the target us-1 and shop/staging", err)
 	}
 }
