@@ -38,6 +38,7 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 		{name: "unpack, compensated", setup: []string{"deploy:1", "activate:1"}, child: "deploy:2", after: []string{"rollback-deploy:2", "deploy:3", "activate:3"}, before: "1", want: "3"},
 		{name: "activation, retried", setup: []string{"deploy:1", "activate:1", "deploy:2"}, child: "activate:2", after: []string{"activate:2"}, before: "1", want: "2"},
 		{name: "activation, compensated", setup: []string{"deploy:1", "activate:1", "deploy:2"}, child: "activate:2", after: []string{"rollback-activate:2", "rollback-deploy:2"}, before: "1", want: "1"},
+		{name: "keep_releases prune, retried", setup: []string{"deploy:1", "activate:1", "deploy:2", "activate:2"}, child: "keep-deploy:3", after: []string{"keep-deploy:3", "activate:3"}, before: "2", want: "3"},
 		{name: "rollback, retried", setup: []string{"deploy:1", "activate:1", "deploy:2", "activate:2"}, child: "rollback-activate:2", after: []string{"rollback-activate:2", "rollback-deploy:2"}, before: "2", want: "1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -91,6 +92,18 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 			} else {
 				checkCurrent(t, target, c.before, "once killed")
 			}
+			// Every release under its name is whole.
+			killed, _ := os.ReadDir(filepath.Join(target, "releases"))
+			for _, e := range killed {
+				if strings.HasPrefix(e.Name(), ".") {
+					continue
+				}
+				for _, f := range []string{"index.html", "static/app.js"} {
+					if _, err := os.Stat(filepath.Join(target, "releases", e.Name(), f)); err != nil {
+						t.Errorf("once killed: releases/%s is partial: %v", e.Name(), err)
+					}
+				}
+			}
 			for _, a := range c.after {
 				if err := crashAction(ctx, p, dir, a); err != nil {
 					t.Fatalf("%s after the kill: %v", a, err)
@@ -125,8 +138,9 @@ func checkCurrent(t *testing.T, target, v, when string) {
 	}
 }
 
-// crashAction runs "deploy:V", "activate:V", "rollback-activate:V" (back to
-// the release before V) or "rollback-deploy:V", as the deploy of V.
+// crashAction runs "deploy:V", "keep-deploy:V" (with keep_releases 2),
+// "activate:V", "rollback-activate:V" (back to the release before V) or
+// "rollback-deploy:V", as the deploy of V.
 func crashAction(ctx context.Context, p *local.Plugin, dir, action string) error {
 	verb, v, _ := strings.Cut(action, ":")
 	prev := map[string]string{"2": "1", "3": "1"}[v]
@@ -135,6 +149,9 @@ func crashAction(ctx context.Context, p *local.Plugin, dir, action string) error
 	var err error
 	switch verb {
 	case "deploy":
+		_, err = p.Deploy(ctx, pc)
+	case "keep-deploy":
+		pc.With["keep_releases"] = 2
 		_, err = p.Deploy(ctx, pc)
 	case "activate":
 		_, err = p.Activate(ctx, pc)
@@ -149,7 +166,8 @@ func crashAction(ctx context.Context, p *local.Plugin, dir, action string) error
 // TestCrashChild is the process TestKilledStepIsRetriedOrCompensated
 // kills: it runs one action and stops for good at its crash point — the
 // flush of the written, not yet linked record of the directory's owner, a
-// flush inside the release being unpacked, or the flush of the target
+// flush inside the release being unpacked, the flush of releases/ once
+// keep_releases moved a release aside, or the flush of the target
 // directory once the new link is made and before it is renamed over
 // `current` — after saying so in <dir>/ready.
 func TestCrashChild(t *testing.T) {
@@ -160,9 +178,17 @@ func TestCrashChild(t *testing.T) {
 	target := filepath.Join(dir, "target")
 	p := local.New(local.Options{})
 	local.SetSync(p, func(path string) error {
-		_, linked := os.Lstat(filepath.Join(target, ".current-tmp"))
-		claiming := strings.HasPrefix(filepath.Base(path), local.OwnerFile+".claim-")
-		if claiming || strings.Contains(path, string(filepath.Separator)+".tmp-") || path == target && linked == nil {
+		var here bool
+		if strings.HasPrefix(action, "keep-") {
+			// Once a release is moved aside, before it is removed.
+			pruned, _ := filepath.Glob(filepath.Join(target, "releases", ".pruned-*"))
+			here = path == filepath.Join(target, "releases") && len(pruned) > 0
+		} else {
+			_, linked := os.Lstat(filepath.Join(target, ".current-tmp"))
+			here = strings.HasPrefix(filepath.Base(path), local.OwnerFile+".claim-") ||
+				strings.Contains(path, string(filepath.Separator)+".tmp-") || path == target && linked == nil
+		}
+		if here {
 			if err := os.WriteFile(filepath.Join(dir, "ready"), nil, 0o644); err != nil {
 				t.Error(err)
 			}

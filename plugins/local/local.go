@@ -101,12 +101,16 @@ func settings(with map[string]any) (dir string, keep int, err error) {
 // pruneReleases makes room for this deploy's release (name) under
 // releases/ so that keep remain once it is unpacked: it removes the oldest
 // (by the time they were unpacked) beyond the keep most recent. The live
-// release — this deploy's rollback — and name always count as kept.
-func pruneReleases(dir string, keep int, live, name string, log io.Writer) {
+// release — this deploy's rollback — and name always count as kept. A
+// release leaves whole: it is renamed aside (releases/.pruned-…) and the
+// rename flushed before its files are removed, so a prune killed midway
+// leaves no partial release under a release's name, only a dot-name the
+// next deploy removes.
+func (p *Plugin) pruneReleases(dir string, keep int, live, name, id string, log io.Writer) error {
 	releases := filepath.Join(dir, "releases")
 	entries, err := os.ReadDir(releases)
 	if err != nil {
-		return
+		return nil
 	}
 	type release struct {
 		name string
@@ -132,17 +136,42 @@ func pruneReleases(dir string, keep int, live, name string, log io.Writer) {
 		}
 		kept[r.name] = true
 	}
+	aside := map[string]string{}
 	for _, r := range all {
 		if kept[r.name] {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(releases, r.name)); err != nil {
+		to := filepath.Join(releases, prunedPrefix+r.name+"-"+id)
+		_ = os.RemoveAll(to)
+		if err := os.Rename(filepath.Join(releases, r.name), to); err != nil {
 			fmt.Fprintf(log, "could not remove releases/%s (keep_releases %d): %v\n", r.name, keep, err)
+			continue
+		}
+		aside[r.name] = to
+	}
+	if len(aside) == 0 {
+		return nil
+	}
+	if err := p.flushDirs(releases); err != nil {
+		return err
+	}
+	for _, r := range all {
+		to, ok := aside[r.name]
+		if !ok {
+			continue
+		}
+		if err := os.RemoveAll(to); err != nil {
+			fmt.Fprintf(log, "could not remove releases/%s (keep_releases %d, moved aside to %s): %v\n", r.name, keep, filepath.Base(to), err)
 			continue
 		}
 		fmt.Fprintf(log, "removed releases/%s (keep_releases %d)\n", r.name, keep)
 	}
+	return nil
 }
+
+// prunedPrefix marks a release keep_releases removes, moved aside first:
+// releases/.pruned-<release>-<deploy id>.
+const prunedPrefix = ".pruned-"
 
 func (p *Plugin) checkDir(d string) error {
 	if !filepath.IsAbs(d) {
@@ -548,7 +577,8 @@ func releaseOf(dir string, pc plugin.Context) string {
 
 // removeLeftovers removes the temporary directories (.tmp-…, .old-…) of
 // deploys other than id that were killed while they unpacked a release or
-// swapped it in, and never ran again.
+// swapped it in, and never ran again, and the releases keep_releases moved
+// aside (.pruned-…) that a deploy killed midway did not remove.
 func removeLeftovers(releases, id string, log io.Writer) {
 	entries, err := os.ReadDir(releases)
 	if err != nil {
@@ -556,11 +586,18 @@ func removeLeftovers(releases, id string, log io.Writer) {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if !strings.HasPrefix(n, ".tmp-") && !strings.HasPrefix(n, ".old-") || strings.HasSuffix(n, "-"+id) {
+		// A pruned release is nobody's, this deploy's own (a retry of a
+		// prune killed midway) included.
+		pruned := strings.HasPrefix(n, prunedPrefix)
+		if !pruned && (!strings.HasPrefix(n, ".tmp-") && !strings.HasPrefix(n, ".old-") || strings.HasSuffix(n, "-"+id)) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(releases, n)); err != nil {
 			fmt.Fprintf(log, "could not remove releases/%s, left by a deploy that stopped: %v\n", n, err)
+			continue
+		}
+		if pruned {
+			fmt.Fprintf(log, "removed releases/%s, left by a deploy that stopped while removing it (keep_releases)\n", n)
 			continue
 		}
 		fmt.Fprintf(log, "removed releases/%s, left by a deploy that stopped while unpacking\n", n)
@@ -612,7 +649,9 @@ func (p *Plugin) deployOne(ctx context.Context, pc plugin.Context) (plugin.Resul
 		return nil, plugin.Permanent(err)
 	}
 	if keep > 0 {
-		pruneReleases(dir, keep, cur, name, pc.Log)
+		if err := p.pruneReleases(dir, keep, cur, name, pc.DeployID, pc.Log); err != nil {
+			return nil, err
+		}
 	}
 	final := filepath.Join(releases, name)
 	tmp := filepath.Join(releases, ".tmp-"+name+"-"+pc.DeployID)
