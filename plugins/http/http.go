@@ -54,18 +54,22 @@ package httpplugin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
@@ -368,7 +372,7 @@ func (p *Plugin) call(ctx context.Context, c config, pc plugin.Context, method, 
 			method, urlpolicy.Redact(target), resp.StatusCode, http.StatusText(resp.StatusCode), where, settingOf(c, rawURL)))
 	}
 	err = fmt.Errorf("http: %s %s answered %d %s%s", method, urlpolicy.Redact(target), resp.StatusCode,
-		http.StatusText(resp.StatusCode), snippet(data))
+		http.StatusText(resp.StatusCode), quote(data, resp.Header.Get("Content-Type")))
 	if resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusRequestTimeout &&
 		resp.StatusCode != http.StatusTooManyRequests {
 		return a, plugin.Permanent(err)
@@ -464,7 +468,7 @@ func (p *Plugin) poll(ctx context.Context, c config, pc plugin.Context, statusUR
 					msg = stringAt(a.document, "message")
 				}
 				if msg != "" {
-					msg = ": " + msg
+					msg = ": " + oneLine(msg)
 				}
 				return state, a.document, plugin.Permanent(fmt.Errorf("http: the platform reports %s %q%s", c.StatusField, state, msg))
 			}
@@ -604,15 +608,87 @@ func resolve(base, ref string) string {
 	return b.ResolveReference(r).String()
 }
 
-func snippet(b []byte) string {
-	s := strings.TrimSpace(string(b))
-	if s == "" {
+// maxQuote is the most runes of an answer's text an error quotes.
+const maxQuote = 200
+
+// quote is what an error answer's body adds to the step's error, which
+// anyone who may read the deploy sees: the title and detail of a
+// problem+json (RFC 9457), else the error or message of a JSON document,
+// else the first line of plain text — short, on one line, URLs without
+// their user information and query, and credentials out (see oneLine). An
+// HTML page or another document is named, not quoted: it would be noise,
+// and may carry tokens or personal data.
+func quote(b []byte, contentType string) string {
+	text := strings.TrimSpace(string(b))
+	if text == "" {
 		return ""
 	}
-	if r := []rune(s); len(r) > 300 {
-		s = string(r[:300]) + "…"
+	var doc map[string]any
+	if json.Unmarshal(b, &doc) == nil {
+		title, detail := stringAt(doc, "title"), stringAt(doc, "detail")
+		if detail == "" {
+			detail = stringAt(doc, "error")
+		}
+		if detail == "" {
+			detail = stringAt(doc, "error.message")
+		}
+		if detail == "" {
+			detail = stringAt(doc, "message")
+		}
+		switch {
+		case title != "" && detail != "":
+			return ": " + oneLine(title+": "+detail)
+		case title != "" || detail != "":
+			return ": " + oneLine(title+detail)
+		}
+		return fmt.Sprintf(" (a JSON document of %d bytes without title, detail, error or message: not quoted)", len(b))
 	}
-	return ": " + s
+	mt, _, _ := mime.ParseMediaType(contentType)
+	lower := strings.ToLower(text[:min(len(text), 512)])
+	if strings.Contains(mt, "html") || strings.HasPrefix(lower, "<!doctype html") || strings.HasPrefix(lower, "<html") {
+		return fmt.Sprintf(" (an HTML page of %d bytes: not quoted)", len(b))
+	}
+	if mt != "" && !strings.HasPrefix(mt, "text/") || !utf8.ValidString(text) {
+		return fmt.Sprintf(" (%d bytes of %s: not quoted)", len(b), cmp.Or(mt, "binary data"))
+	}
+	line, _, _ := strings.Cut(text, "\n")
+	return ": " + oneLine(line)
+}
+
+// oneLine makes s fit an error: control characters become spaces, URLs
+// lose their user information and query (urlpolicy.Redact), the word
+// after Bearer or Basic and the value of a key=value whose key names a
+// credential (plugin.SensitiveKey) become "[redacted]", and it is cut at
+// maxQuote runes.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	words := strings.Fields(s)
+	for i, w := range words {
+		switch {
+		case strings.Contains(w, "://"):
+			end := len(w)
+			for end > 0 && strings.ContainsRune(".,;:)]}'\"", rune(w[end-1])) {
+				end--
+			}
+			words[i] = urlpolicy.Redact(w[:end]) + w[end:]
+		case i > 0 && (strings.EqualFold(words[i-1], "bearer") || strings.EqualFold(words[i-1], "basic")):
+			words[i] = "[redacted]"
+		default:
+			if k, _, ok := strings.Cut(w, "="); ok && plugin.SensitiveKey(strings.Trim(k, `"'{(,`)) {
+				words[i] = k + "=[redacted]"
+			}
+		}
+	}
+	s = strings.Join(words, " ")
+	if r := []rune(s); len(r) > maxQuote {
+		s = string(r[:maxQuote]) + "…"
+	}
+	return s
 }
 
 func logf(pc plugin.Context, format string, args ...any) {

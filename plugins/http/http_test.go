@@ -644,3 +644,65 @@ func TestUnreachablePlatformHidesTheURLsQuery(t *testing.T) {
 		}
 	}
 }
+
+// An error answer is quoted for what helps — its status, the title and
+// detail of a problem+json (or the error or message of JSON), or the first
+// line of plain text, each short — never an HTML page, and never a URL's
+// query or a bearer token it carries: the step's error is shown to anyone
+// who may read the deploy, and kept.
+func TestErrorAnswerIsQuotedShortAndRedacted(t *testing.T) {
+	html := "<!DOCTYPE html><html><head><title>502</title></head><body>" + strings.Repeat("<div>upstream</div>", 200) + "</body></html>"
+	for _, tt := range []struct {
+		name        string
+		ctype, body string
+		status      int
+		want        []string
+		never       []string
+		max         int // the most runes of the error
+	}{
+		{name: "problem+json", ctype: "application/problem+json", status: 422,
+			body:  `{"type":"about:blank","title":"Unprocessable Entity","detail":"version 1.4.2 is unknown: see https://ops:PW@platform.example/versions?token=SECRETTOKEN","instance":"/x","user":{"email":"jane@example.com"}}`,
+			want:  []string{"422 Unprocessable Entity", "Unprocessable Entity: version 1.4.2 is unknown: see https://platform.example/versions"},
+			never: []string{"SECRETTOKEN", "PW", "jane@example.com", "about:blank"}, max: 400},
+		{name: "JSON error", ctype: "application/json", status: 400,
+			body: `{"error":"bad replicas","trace":"` + strings.Repeat("frame ", 100) + `"}`,
+			want: []string{"400 Bad Request: bad replicas"}, never: []string{"frame"}, max: 300},
+		{name: "long JSON detail", ctype: "application/json", status: 409,
+			body: `{"detail":"` + strings.Repeat("x", 5000) + `"}`,
+			want: []string{"409 Conflict: xxx", "…"}, max: 400},
+		{name: "HTML page", ctype: "text/html; charset=utf-8", status: 502, body: html,
+			want: []string{"502 Bad Gateway", "an HTML page"}, never: []string{"<", "upstream"}, max: 300},
+		{name: "plain text", ctype: "text/plain", status: 503,
+			body:  "maintenance until 14:00, Authorization: Bearer sk-LIVE-123 refused\nline two\nline three",
+			want:  []string{"503 Service Unavailable: maintenance until 14:00, Authorization: Bearer [redacted] refused"},
+			never: []string{"sk-LIVE-123", "line two"}, max: 300},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			pf := newPlatform(t, map[string]func(http.ResponseWriter, *http.Request, int){
+				"POST /deploys": func(w http.ResponseWriter, _ *http.Request, _ int) {
+					w.Header().Set("Content-Type", tt.ctype)
+					w.WriteHeader(tt.status)
+					_, _ = io.WriteString(w, tt.body)
+				},
+			})
+			_, err := httpplugin.New(pf.srv.Client()).Deploy(context.Background(), pctx(withBase(pf.srv.URL, nil)))
+			if err == nil {
+				t.Fatal("Deploy succeeded")
+			}
+			msg := err.Error()
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not say %q", msg, w)
+				}
+			}
+			for _, n := range tt.never {
+				if strings.Contains(msg, n) {
+					t.Errorf("error %q quotes %q", msg, n)
+				}
+			}
+			if strings.ContainsAny(msg, "\n\r") || len([]rune(msg)) > tt.max {
+				t.Errorf("error of %d runes (at most %d, one line): %q", len([]rune(msg)), tt.max, msg)
+			}
+		})
+	}
+}
