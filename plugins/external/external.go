@@ -13,6 +13,7 @@ package external
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/manent-io/manent/pkg/plugin"
@@ -52,8 +54,14 @@ const (
 const (
 	// DefaultTimeout bounds one action when the context has no earlier deadline.
 	DefaultTimeout = 10 * time.Minute
-	// ValidateTimeout bounds a validate action (run at submission).
+	// ValidateTimeout bounds a validate action (run at submission, which
+	// waits for it), waiting for a slot included, unless
+	// Plugin.ValidateTimeout says otherwise.
 	ValidateTimeout = 10 * time.Second
+	// MaxValidations bounds the validate actions of one plugin running at
+	// once: a flood of submissions naming a plugin whose validate hangs
+	// starts no more processes than this.
+	MaxValidations = 4
 	// MaxResponse bounds stdout.
 	MaxResponse = 4 << 20
 )
@@ -125,6 +133,12 @@ type Plugin struct {
 	// Procs runs the executable in its own process group and records it
 	// (nil: not recorded).
 	Procs *plugin.Procs
+	// ValidateTimeout bounds a validate action, waiting for one of the
+	// MaxValidations slots included; 0 means ValidateTimeout.
+	ValidateTimeout time.Duration
+
+	slotsOnce sync.Once
+	slots     chan struct{}
 }
 
 // Discover finds the external plugins in dirs: executable files named
@@ -179,9 +193,7 @@ func Register(reg *plugin.Registry, plugins map[string]*Plugin) error {
 
 // Validate asks the plugin to check `with`.
 func (p *Plugin) Validate(with map[string]any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), ValidateTimeout)
-	defer cancel()
-	_, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	_, err := p.validate(with)
 	return err
 }
 
@@ -189,9 +201,7 @@ func (p *Plugin) Validate(with map[string]any) error {
 // deploys a share of a release: its answer's output must declare
 // `"capabilities": {"percentages": true}`.
 func (p *Plugin) HonoursPercentages(with map[string]any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), ValidateTimeout)
-	defer cancel()
-	out, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	out, err := p.validate(with)
 	if err != nil {
 		return err
 	}
@@ -199,6 +209,28 @@ func (p *Plugin) HonoursPercentages(with map[string]any) error {
 		return nil
 	}
 	return fmt.Errorf("plugin %s does not declare the capability \"percentages\" (its validate answer has no output.capabilities.percentages: true): it would deploy every wave in full", p.Name)
+}
+
+// validate runs the validate action within the validate timeout, in one
+// of the plugin's MaxValidations slots. A submission waits for it, so one
+// that does not answer in time is refused saying which plugin it was and
+// what to do, its process group killed.
+func (p *Plugin) validate(with map[string]any) (plugin.Result, error) {
+	timeout := cmp.Or(p.ValidateTimeout, ValidateTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	p.slotsOnce.Do(func() { p.slots = make(chan struct{}, MaxValidations) })
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("plugin %s: validate: %d validations of this plugin were already running and none ended within %s: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, MaxValidations, timeout, Prefix, p.Name)
+	}
+	out, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("plugin %s: validate did not answer within %s and was stopped: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, Prefix, p.Name)
+	}
+	return out, err
 }
 
 // Live asks what is live now; the response's output is the checkpoint.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -396,5 +397,33 @@ esac
 	}
 	if err := p.HonoursPercentages(map[string]any{}); err == nil || !strings.Contains(err.Error(), `capability "percentages"`) {
 		t.Errorf("a plugin declaring nothing: %v, want a refusal", err)
+	}
+}
+
+// A flood of submissions naming a plugin whose validate hangs starts no
+// more than MaxValidations of its processes at a time; each submission
+// past them waits for a slot within the validate timeout, then is refused
+// saying which plugin did not answer and what to do — as is one whose own
+// validate does not answer in time (its process group killed).
+func TestHungValidateIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	path := writeScript(t, dir, "manent-plugin-hung", "echo x >> "+started+"\nexec sleep 60\n", 0o755)
+	p := &external.Plugin{Name: "hung", Path: path, ValidateTimeout: 500 * time.Millisecond}
+	const n = 3 * external.MaxValidations
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = p.Validate(map[string]any{}) })
+	}
+	wg.Wait()
+	b, _ := os.ReadFile(started)
+	if got := strings.Count(string(b), "x"); got > external.MaxValidations {
+		t.Errorf("%d validate processes started at once, want at most %d", got, external.MaxValidations)
+	}
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "plugin hung") || !strings.Contains(err.Error(), "within 500ms") || !strings.Contains(err.Error(), "try again") {
+			t.Errorf("validate %d: %v, want a refusal naming the plugin, the timeout and what to do", i, err)
+		}
 	}
 }
