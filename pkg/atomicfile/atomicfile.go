@@ -2,7 +2,8 @@
 // temporary file in the same directory, renamed over the target. A reader
 // never sees a half-written file, and a crash leaves the old file or the
 // new one; the directory is flushed after the rename, so that once Write
-// returns a power loss cannot bring the old file back. The CLI's config file and the trial server's record use it.
+// returns a power loss cannot bring the old file back. The CLI's config
+// file and the trial server's record use it.
 //
 // It imports nothing of this module.
 package atomicfile
