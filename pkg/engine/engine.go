@@ -71,6 +71,10 @@ type Config struct {
 	// through a symbolic link (artifacts.sources); nil allows any.
 	ArtifactFiles func(path string) error
 	Plugins       *plugin.Registry
+	// PassEnv names the server's variables script and external plugin
+	// commands get (plugins.pass_env): their values are masked in what
+	// steps write, as secrets.
+	PassEnv []string
 	// Callbacks is the callback policy; CallbackSecret signs callbacks (none:
 	// callback deliveries fail visibly); Chat maps chat channels to
 	// Slack-compatible incoming-webhook URLs.

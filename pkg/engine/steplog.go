@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -67,12 +68,16 @@ type logWriter struct {
 	// now) drops what its step's command still writes.
 	mayWrite func() bool
 	budget   *logBudget
-	mu       sync.Mutex
-	buf      []byte // the start of an unterminated line, at most MaxLogLine
-	over     int    // bytes of that line beyond buf
-	pending  []store.LogEntry
-	last     time.Time
-	live     bool // the step is shown RUNNING: flush as lines come
+	// mask masks the secrets the step is given in each line (nil: none).
+	// A line is masked whole, however the command wrote it; a line cut at
+	// MaxLogLine also loses a secret's start at its end.
+	mask    *plugin.Masker
+	mu      sync.Mutex
+	buf     []byte // the start of an unterminated line, at most MaxLogLine
+	over    int    // bytes of that line beyond buf
+	pending []store.LogEntry
+	last    time.Time
+	live    bool // the step is shown RUNNING: flush as lines come
 
 	keptLines, keptBytes int
 	full                 string // why nothing more is kept ("" while there is room)
@@ -124,7 +129,9 @@ func (l *logWriter) line(now time.Time) {
 			}
 			text = text[:len(text)-1]
 		}
-		text = fmt.Sprintf("%s … [line cut: %d bytes, at most %d kept]", text, size, MaxLogLine)
+		text = fmt.Sprintf("%s … [line cut: %d bytes, at most %d kept]", l.mask.MaskCut(text), size, MaxLogLine)
+	} else {
+		text = l.mask.Mask(text)
 	}
 	l.buf, l.over = l.buf[:0], 0
 	if l.full == "" {

@@ -43,6 +43,42 @@ func TestLogLineCut(t *testing.T) {
 	}
 }
 
+// A secret is masked in a log line however the command wrote it: through
+// the script plugin's line writer, in pieces, in a line cut at MaxLogLine
+// across the secret (its start is the end of the part kept), and in a line
+// longer than the line writer's 64 KiB pieces with the secret across two.
+func TestLogLineMasksSecrets(t *testing.T) {
+	const secret = "s3cret-0123456789abcdef"
+	l := &logWriter{mask: plugin.NewMasker([]plugin.Secret{{Where: "with.env.TOKEN", Value: secret}})}
+	lw := plugin.NewLineWriter(l)
+	write := func(s string) {
+		for len(s) > 0 { // in pieces of 7 bytes, as a pipe may deliver them
+			n := min(7, len(s))
+			_, _ = lw.Write([]byte(s[:n]))
+			s = s[n:]
+		}
+	}
+	write("token=" + secret + "\n")
+	write(strings.Repeat("x", MaxLogLine-10) + secret + "\n")
+	write(strings.Repeat("y", 64<<10-10) + secret + " tail\n")
+	lw.Flush()
+	got := l.take()
+	if len(got) != 3 {
+		t.Fatalf("%d lines, want 3: a long line is one line: %.200q", len(got), got)
+	}
+	for i, e := range got {
+		if strings.Contains(e.Text, secret[:6]) || strings.Contains(e.Text, secret[len(secret)-6:]) {
+			t.Errorf("line %d shows a part of the secret: %q", i, e.Text[max(0, len(e.Text)-200):])
+		}
+	}
+	if got[0].Text != "token=***" {
+		t.Errorf("line 0 = %q, want token=***", got[0].Text)
+	}
+	if !strings.HasPrefix(got[1].Text, strings.Repeat("x", MaxLogLine-10)+"*** … [line cut:") {
+		t.Errorf("line 1 ends %q: the secret's start at the cut should be masked", got[1].Text[len(got[1].Text)-80:])
+	}
+}
+
 // An attempt keeps MaxStepLogLines lines, says at once that it stopped
 // keeping, and at its end how much it left out.
 func TestStepLogLimit(t *testing.T) {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -391,6 +392,71 @@ func storableError(err error) error {
 	return &storedError{msg: clean, err: err}
 }
 
+// maskError returns err with the secrets in its message masked
+// (plugin.Masker); errors.Is and errors.As see err as it was.
+func maskError(m *plugin.Masker, err error) error {
+	if m == nil || err == nil {
+		return err
+	}
+	msg := err.Error()
+	if shown := m.Mask(msg); shown != msg {
+		return &storedError{msg: shown, err: err}
+	}
+	return err
+}
+
+// maskOutput returns a step's output as readers see it: every string in it
+// (keys too) masked. An output with nothing to mask is returned as it is.
+func maskOutput(m *plugin.Masker, out any) any {
+	if m == nil || out == nil {
+		return out
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return out // attempt reports it
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return out
+	}
+	changed := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if s := m.Mask(x); s != x {
+				changed = true
+				return s
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			y := make(map[string]any, len(x))
+			for k, val := range x {
+				if mk := m.Mask(k); mk != k {
+					changed, k = true, mk
+				}
+				y[k] = walk(val)
+			}
+			return y
+		}
+		return v
+	}
+	v = walk(v)
+	if !changed {
+		return out
+	}
+	shown, err := json.Marshal(v)
+	if err != nil {
+		return out
+	}
+	return json.RawMessage(shown)
+}
+
 // storedError is an error shown with another message (storableError).
 type storedError struct {
 	msg string
@@ -453,7 +519,11 @@ func (t tries) retry(err error, now time.Time) (next time.Time, line string, ok 
 // PENDING with the first record.
 func (r *run) attempt(ctx context.Context, name string, fn action, first, eager bool, try tries) (stepOut, error) {
 	startedAt := time.Now()
-	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite}
+	// What the step writes, returns or fails with is masked before it is
+	// stored: every reader (logs, events, the web page, callbacks, chat)
+	// reads it from there.
+	mask := plugin.NewMasker(r.secretsOf(r.in.Target, r.in.Parameters))
+	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite, mask: mask}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
 	stopFlush := make(chan struct{})
@@ -499,7 +569,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	if err == nil {
 		out, err = fn(ctx, log)
 	}
-	err = storableError(err)
+	err = storableError(maskError(mask, err))
 	if timer == nil || !timer.Stop() {
 		<-recorded
 	}
@@ -524,7 +594,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 		return stepOut{}, err
 	}
 	if err != nil {
-		end.State, end.Output, end.Error = manent.StepError, out, err.Error()
+		end.State, end.Output, end.Error = manent.StepError, maskOutput(mask, out), err.Error()
 		now := time.Now()
 		next, line, ok := try.retry(err, now)
 		if ok {
@@ -553,6 +623,9 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 		// What readers see differs from what the deploy records for itself.
 		end.Output = s.shown()
 	}
+	// Readers see the output masked; the deploy reads its own (a target's
+	// checkpoint is given back to its rollback as the plugin returned it).
+	end.Output = maskOutput(mask, end.Output)
 	res := stepOut{Output: raw}
 	cancel := false
 	end.CancelRequested = &cancel
@@ -838,7 +911,30 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	default:
 		fmt.Fprintf(log, "configuration %s revision %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
 	}
+	if un := plugin.Unmasked(r.secretsOf(out.Target, out.Parameters)); len(un) > 0 {
+		fmt.Fprintf(log, "manent: not masked in this deploy's log, errors and outputs (shorter than %d characters, or past %d KiB of secrets): %s\n",
+			plugin.MinMasked, plugin.MaxMaskedBytes>>10, strings.Join(un, ", "))
+	}
 	return out, nil
+}
+
+// secretsOf are the secret values the deploy's steps are given, with
+// target and parameters: the credentials of the target's and the custom
+// steps' settings and of the parameters (what readers see redacted), and
+// the values of plugins.pass_env. What the steps write is masked with them
+// (attempt); a descriptor's `secrets` are not among them, as no step is
+// given their values (masking them would tell a step that prints a guess
+// whether it guessed right).
+func (r *run) secretsOf(target descriptor.Target, parameters map[string]any) []plugin.Secret {
+	out := plugin.PassEnvSecrets(r.e.cfg.PassEnv)
+	out = append(out, plugin.SettingSecrets("target.with", target.With)...)
+	out = append(out, plugin.SettingSecrets("parameters", parameters)...)
+	for _, ps := range r.in.Plan.Steps {
+		if ps.Plugin != "" {
+			out = append(out, plugin.SettingSecrets("steps."+ps.Name+".with", ps.With)...)
+		}
+	}
+	return out
 }
 
 func (r *run) notifyStarted(ctx context.Context, log *logWriter) (any, error) {

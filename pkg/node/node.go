@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,6 +219,10 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err := checkPassEnv(cfg); err != nil {
 		return nil, configError(err)
 	}
+	if un := plugin.Unmasked(plugin.PassEnvSecrets(cfg.Plugins.PassEnv)); len(un) > 0 {
+		log.Warn("values given to steps are not masked in their logs: shorter than "+strconv.Itoa(plugin.MinMasked)+" characters (docs/security.md, masking)",
+			"variables", strings.Join(un, ", "))
+	}
 	procsRoot := filepath.Join(dataDir, "procs")
 	// One process per executor id and data_dir on this host, which also
 	// tells a restart here that its predecessor is dead (engine.Config.Seat).
@@ -328,7 +333,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		MaxArtifactBytes:    cfg.Artifacts.MaxBytes,
 		ArtifactIdleTimeout: cfg.Artifacts.IdleTimeout, ArtifactTimeout: cfg.Artifacts.Timeout,
 		ArtifactFiles: func(p string) error { return sources.Allowed((&url.URL{Scheme: "file", Path: p}).String()) },
-		Plugins:       reg, Admitter: adm, ITSM: changes, ChangePoll: cfg.ITSM.Poll, ChangeGiveUp: cfg.ITSM.GiveUpAfter,
+		Plugins:       reg, PassEnv: cfg.Plugins.PassEnv, Admitter: adm, ITSM: changes, ChangePoll: cfg.ITSM.Poll, ChangeGiveUp: cfg.ITSM.GiveUpAfter,
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},

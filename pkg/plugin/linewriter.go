@@ -7,12 +7,16 @@ import (
 )
 
 // LineWriter forwards whole lines to a deploy log, safe for a command's
-// stdout and stderr at once. A line longer than 64 KiB is forwarded in
-// pieces; Flush forwards an unterminated last line.
+// stdout and stderr at once. Of a line longer than 64 KiB it forwards the
+// first pieces without a line end, so the log still reads one line (and
+// masks a secret across two pieces, cuts it at its bound and says how long
+// it was); Flush forwards an unterminated last line.
 type LineWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
 	buf []byte
+	// midLine: pieces of the current line were forwarded already.
+	midLine bool
 }
 
 // NewLineWriter writes lines to w (nil: discards them).
@@ -31,8 +35,15 @@ func (l *LineWriter) Write(p []byte) (int, error) {
 		l.buf = l.buf[i+1:]
 	}
 	if len(l.buf) > 64<<10 {
-		l.emit(l.buf)
-		l.buf = nil
+		// A carriage return may end the line (\r\n): keep it for emit.
+		piece := l.buf
+		if piece[len(piece)-1] == '\r' {
+			piece = piece[:len(piece)-1]
+		}
+		if l.w != nil && len(piece) > 0 {
+			_, _ = l.w.Write(piece)
+		}
+		l.buf, l.midLine = append([]byte(nil), l.buf[len(piece):]...), true
 	}
 	return len(p), nil
 }
@@ -41,7 +52,7 @@ func (l *LineWriter) Write(p []byte) (int, error) {
 func (l *LineWriter) Flush() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
+	if len(l.buf) > 0 || l.midLine {
 		l.emit(l.buf)
 	}
 	l.buf = nil
@@ -53,4 +64,5 @@ func (l *LineWriter) emit(line []byte) {
 		out = append(out, bytes.TrimRight(line, "\r")...)
 		_, _ = l.w.Write(append(out, '\n'))
 	}
+	l.midLine = false
 }
