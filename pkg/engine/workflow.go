@@ -522,7 +522,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	// What the step writes, returns or fails with is masked before it is
 	// stored: every reader (logs, events, the web page, callbacks, chat)
 	// reads it from there.
-	mask := plugin.NewMasker(r.secretsOf(r.in.Target, r.in.Parameters))
+	mask := plugin.NewMasker(r.secretsOf(r.in.Target, r.in.Parameters, name))
 	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite, mask: mask}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
@@ -911,7 +911,7 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	default:
 		fmt.Fprintf(log, "configuration %s revision %s: target %s, %d plan steps\n", out.Source, out.Revision, out.Target.Plugin, len(r.in.Plan.Steps))
 	}
-	if un := plugin.Unmasked(r.secretsOf(out.Target, out.Parameters)); len(un) > 0 {
+	if un := plugin.Unmasked(r.secretsOf(out.Target, out.Parameters, "")); len(un) > 0 {
 		fmt.Fprintf(log, "manent: not masked in this deploy's log, errors and outputs (shorter than %d characters, or past %d KiB of secrets): %s\n",
 			plugin.MinMasked, plugin.MaxMaskedBytes>>10, strings.Join(un, ", "))
 	}
@@ -921,13 +921,18 @@ func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 // secretsOf are the secret values the deploy's steps are given, with
 // target and parameters: the credentials of the target's and the custom
 // steps' settings and of the parameters (what readers see redacted), and
-// the values of plugins.pass_env. What the steps write is masked with them
-// (attempt); a descriptor's `secrets` are not among them, as no step is
-// given their values (masking them would tell a step that prints a guess
-// whether it guessed right).
-func (r *run) secretsOf(target descriptor.Target, parameters map[string]any) []plugin.Secret {
+// the values of plugins.pass_env. What step writes is masked with them
+// (attempt; "": every step). A mask must tell a step nothing it was not
+// given — a step printing guesses would learn which one is masked — so a
+// custom step, the submitter's code, is masked without the target's
+// credentials (an environment configuration's), which it is not given;
+// and a descriptor's `secrets` are never among them, as no step is given
+// their values.
+func (r *run) secretsOf(target descriptor.Target, parameters map[string]any, step string) []plugin.Secret {
 	out := plugin.PassEnvSecrets(r.e.cfg.PassEnv)
-	out = append(out, plugin.SettingSecrets("target.with", target.With)...)
+	if !r.customStep(step) {
+		out = append(out, plugin.SettingSecrets("target.with", target.With)...)
+	}
 	out = append(out, plugin.SettingSecrets("parameters", parameters)...)
 	for _, ps := range r.in.Plan.Steps {
 		if ps.Plugin != "" {
@@ -935,6 +940,21 @@ func (r *run) secretsOf(target descriptor.Target, parameters map[string]any) []p
 		}
 	}
 	return out
+}
+
+// customStep says whether step (of a wave too) is one of the deploy's
+// custom steps.
+func (r *run) customStep(step string) bool {
+	if step == "" {
+		return false
+	}
+	base := baseStep(step)
+	for _, ps := range r.in.Plan.Steps {
+		if ps.Plugin != "" && ps.Name == base {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) notifyStarted(ctx context.Context, log *logWriter) (any, error) {

@@ -219,3 +219,60 @@ steps:
 		t.Errorf("the deploy's error should name the refusal, masked:\nstatus %s\ncallbacks %s", shown["status"], shown["callbacks"])
 	}
 }
+
+// Masking tells a step nothing it was not given: a custom step (the
+// submitter's code) that prints guesses of a credential the environment
+// configuration gives only the target sees its guesses as printed — were
+// the right one masked, a loop over a weak password's candidates would
+// find it. The target, which is given it, has it masked.
+func TestMaskingIsNoOracle(t *testing.T) {
+	const pin = "4711-0815"
+	envDir := t.TempDir()
+	env := fmt.Sprintf(`target:
+  plugin: script
+  with:
+    command: [sh, -c, 'echo "target: $DB_PASSWORD"']
+    env: {DB_PASSWORD: %s}
+`, pin)
+	if err := os.WriteFile(filepath.Join(envDir, "staging.yaml"), []byte(env), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
+		configured(c)
+		c.Environments = envconfig.Settings{Provider: "files", Dir: envDir}
+	})
+	admin := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	guess := `for p in 4711-0814 4711-0815 4711-0816; do echo "guess $p"; done`
+	desc := fmt.Sprintf(`apiVersion: manent/v1
+application: billing
+environment: staging
+version: "7"
+artifact: {url: %q}
+steps:
+  - {name: guess, before: deploy, plugin: script, with: {command: [sh, -c, %q]}}
+`, artifactFile(t), guess)
+	res, err := admin.Submit(ctx, []byte(desc), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if d, err := admin.Wait(wctx, res.ID, 50*time.Millisecond); err != nil || d.State != manent.StateSuccess {
+		t.Fatalf("deploy: %v %+v", err, d)
+	}
+	logs, err := admin.Logs(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range logs.Lines {
+		got = append(got, l.Step+": "+l.Text)
+	}
+	all := strings.Join(got, "\n")
+	for _, want := range []string{"guess: guess 4711-0814", "guess: guess 4711-0815", "guess: guess 4711-0816", "deploy: target: ***"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the log has no %q:\n%s", want, all)
+		}
+	}
+}
