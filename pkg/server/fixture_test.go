@@ -124,11 +124,16 @@ func gatedStaging(art, gate string) string { return gatedDescriptor(art, "stagin
 
 func store_filter(action string) store.AuditFilter { return store.AuditFilter{Action: action} }
 
+// do sends body with token; a body that begins with "{" goes as
+// application/json, as the JSON routes want it.
 func do(t *testing.T, method, url, token, body string) (int, []byte, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -21,7 +21,7 @@ func (s *Server) routesHistory() {
 	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/history", s.handleHistory)
 	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/current", s.handleCurrent)
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/effective", s.handleEffective)
-	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", s.handleRollback)
+	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", jsonBody(s.handleRollback))
 	s.mux.HandleFunc("GET /api/v1/metrics/dora", s.handleDORA)
 	s.mux.HandleFunc("GET /api/v1/version", s.handleVersion) // version.go
 }

@@ -24,6 +24,9 @@ func sendBody(t *testing.T, method, url string, body []byte, headers ...string) 
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer admin-token")
+	if bytes.HasPrefix(body, []byte("{")) {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

@@ -30,6 +30,9 @@ func postWithKey[T any](t *testing.T, url, token, key, body string) (int, T, htt
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

@@ -6,10 +6,50 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/manent-io/manent/pkg/manent"
 )
+
+// jsonBody serves next only when the request's body, if it has one, says
+// it is JSON: Content-Type application/json or a +json type, parameters
+// allowed, its charset (if named) UTF-8. Anything else is a 415 naming
+// what was sent and what is wanted. A cross-site form (enctype=text/plain)
+// and a no-cors fetch are "simple requests" a browser sends without asking
+// the server first, with a body that may parse as JSON: these routes read
+// none of them. A request without a body passes whatever its headers.
+func jsonBody(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 {
+			if detail := notJSONContentType(r.Header.Get("Content-Type")); detail != "" {
+				writeStatus(w, http.StatusUnsupportedMediaType, detail)
+				return
+			}
+		}
+		next(w, r)
+	}
+}
+
+// notJSONContentType says why a body of type ct is not read as JSON, or ""
+// when it is.
+func notJSONContentType(ct string) string {
+	const want = "this route reads a JSON body; send it with Content-Type: application/json"
+	if strings.TrimSpace(ct) == "" {
+		return "no Content-Type: " + want
+	}
+	sent := "Content-Type " + manent.ClipText(ct, maxEchoed)
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))) {
+		return sent + ": " + want
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return sent + ": the body must be UTF-8; send it with Content-Type: application/json (or charset=utf-8)"
+	}
+	return ""
+}
 
 // jsonUnmarshalStrict decodes a JSON body that checkJSONBody accepts,
 // refusing unknown fields.
