@@ -198,6 +198,9 @@ func (o *oidcVerifier) verify(ctx context.Context, raw string) (manent.Identity,
 	if err := tok.Claims(&claims); err != nil {
 		return manent.Identity{}, unauthorized("OIDC token claims are not a JSON object")
 	}
+	if err := o.checkAuthorizedParty(tok.Audience, claims); err != nil {
+		return manent.Identity{}, err
+	}
 	subject := tok.Subject
 	if o.cfg.Claim != "sub" {
 		s, _ := claims[o.cfg.Claim].(string)
@@ -217,6 +220,36 @@ func (o *oidcVerifier) verify(ctx context.Context, raw string) (manent.Identity,
 		}
 	}
 	return manent.Identity{Subject: "oidc:" + subject, Groups: groupsOf(claims[o.cfg.GroupsClaim])}, nil
+}
+
+// checkAuthorizedParty refuses a token for several audiences that was not
+// issued to manent (OIDC Core 3.1.3.7; go-oidc checks only that aud holds
+// ours): its azp, the client it was issued to, must be auth.oidc.audience.
+// Without the check, a token another client of the same issuer obtained
+// for itself and a second audience of ours — and may pass on, or leak —
+// signs in to manent. A token for manent alone is taken whatever its azp:
+// issued through another client of the same provider (Google's cross-client
+// ID tokens name it in azp), it is still for us.
+func (o *oidcVerifier) checkAuthorizedParty(aud []string, claims map[string]any) error {
+	if len(aud) < 2 {
+		return nil
+	}
+	want := o.cfg.Audience
+	azp, ok := claims["azp"]
+	if !ok {
+		return unauthorized(fmt.Sprintf("OIDC token is for %d audiences and does not say which it was issued to (no azp claim): "+
+			"a token with several audiences must carry azp %q (auth.oidc.audience); have the issuer add it, or give the token %q as its only audience",
+			len(aud), want, want))
+	}
+	if azp == want {
+		return nil
+	}
+	got := jsonOf(azp)
+	if len(got) > 64 {
+		got = manent.ClipText(got, 64)
+	}
+	return unauthorized(fmt.Sprintf("OIDC token is for %d audiences and was issued to %s (its azp), not to %q (auth.oidc.audience): "+
+		"have the issuer issue it to manent's client, or give it %q as its only audience", len(aud), got, want, want))
 }
 
 // refusal maps a go-oidc verification error to the domain error. go-oidc

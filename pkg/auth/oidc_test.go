@@ -68,8 +68,49 @@ func TestOIDCTokens(t *testing.T) {
 			wantID: manent.Identity{Subject: "oidc:alice@example.com", Groups: []string{"sre"}},
 		},
 		{
-			name:   "audience list containing ours",
-			token:  is.sign(good, with(func(c map[string]any) { c["aud"] = []string{"other", "manent"} })),
+			// OIDC Core 3.1.3.7: a token for several audiences says which
+			// one it was issued to (azp); ours, it is accepted.
+			name: "audience list containing ours, azp ours",
+			token: is.sign(good, with(func(c map[string]any) {
+				c["aud"], c["azp"] = []string{"other", "manent"}, "manent"
+			})),
+			wantID: manent.Identity{Subject: "oidc:alice@example.com"},
+		},
+		{
+			// Issued to "other" (its azp), which may pass it on: with us
+			// among its audiences, it would sign in to manent as alice.
+			name: "audience list, azp another client",
+			token: is.sign(good, with(func(c map[string]any) {
+				c["aud"], c["azp"] = []string{"other", "manent"}, "other"
+			})),
+			wantCode:   manent.EUnauthorized,
+			wantSubstr: `OIDC token is for 2 audiences and was issued to "other" (its azp), not to "manent" (auth.oidc.audience): have the issuer issue it to manent's client, or give it "manent" as its only audience`,
+		},
+		{
+			name:       "audience list, no azp",
+			token:      is.sign(good, with(func(c map[string]any) { c["aud"] = []string{"other", "manent"} })),
+			wantCode:   manent.EUnauthorized,
+			wantSubstr: `OIDC token is for 2 audiences and does not say which it was issued to (no azp claim): a token with several audiences must carry azp "manent" (auth.oidc.audience)`,
+		},
+		{
+			name: "audience list, azp not a string",
+			token: is.sign(good, with(func(c map[string]any) {
+				c["aud"], c["azp"] = []string{"other", "manent"}, []string{"manent"}
+			})),
+			wantCode:   manent.EUnauthorized,
+			wantSubstr: `was issued to ["manent"] (its azp), not to "manent"`,
+		},
+		{
+			// A token for manent alone, issued through another client of
+			// the same provider (Google's cross-client ID tokens name it
+			// in azp): it is for us.
+			name:   "one audience, azp another client",
+			token:  is.sign(good, with(func(c map[string]any) { c["azp"] = "android-app" })),
+			wantID: manent.Identity{Subject: "oidc:alice@example.com"},
+		},
+		{
+			name:   "one audience in a list, no azp",
+			token:  is.sign(good, with(func(c map[string]any) { c["aud"] = []string{"manent"} })),
 			wantID: manent.Identity{Subject: "oidc:alice@example.com"},
 		},
 		{

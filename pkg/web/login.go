@@ -389,7 +389,12 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 	id, err := h.guard.Authenticate(r.Context(), "Bearer "+raw)
 	if err != nil {
 		h.log.Info("web: oidc id token refused by authentication", "error", err)
-		failed(http.StatusForbidden, "The identity provider signed you in, but this server does not accept its ID token (is auth.oidc.audience the client_id?).")
+		msg := "The identity provider signed you in, but this server does not accept its ID token (is auth.oidc.audience the client_id?)."
+		if me := (*manent.Error)(nil); errors.As(err, &me) && me.Code == manent.EUnauthorized {
+			// Why, in authentication's words: they never quote the token.
+			msg = "The identity provider signed you in, but this server does not accept its ID token: " + me.Message + "."
+		}
+		failed(http.StatusForbidden, msg)
 		return
 	}
 	notStarted := func(err error) {

@@ -38,6 +38,8 @@ type codeIssuer struct {
 	seen []url.Values
 	// refused says why /token refused the last exchange.
 	refused string
+	// mutate, when set, changes the claims of the ID tokens /token issues.
+	mutate func(map[string]any)
 }
 
 type authRequest struct {
@@ -121,8 +123,14 @@ func newCodeIssuer(t *testing.T, email string, groups []string) *codeIssuer {
 			return
 		}
 		now := time.Now()
-		idt := is.sign(map[string]any{"iss": is.srv.URL, "aud": req.clientID, "sub": "u-1", "email": email,
-			"email_verified": true, "groups": groups, "nonce": req.nonce, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+		claims := map[string]any{"iss": is.srv.URL, "aud": req.clientID, "sub": "u-1", "email": email,
+			"email_verified": true, "groups": groups, "nonce": req.nonce, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		is.mu.Lock()
+		if is.mutate != nil {
+			is.mutate(claims)
+		}
+		is.mu.Unlock()
+		idt := is.sign(claims)
 		writeJSON(w, map[string]any{"access_token": "at-" + rand.Text(), "token_type": "Bearer", "expires_in": 3600, "id_token": idt})
 	})
 	is.srv = httptest.NewServer(mux)
@@ -258,5 +266,48 @@ func TestOIDCStartWithAHugeNextStillSignsIn(t *testing.T) {
 	cb, _ := url.Parse(resp.Header.Get("Location"))
 	if p := b.get("/login/callback?" + cb.RawQuery); p.Status != http.StatusOK || !strings.Contains(p.Body, `href="/"`) {
 		t.Fatalf("callback: %d\n%s", p.Status, p.Body)
+	}
+}
+
+// An ID token for several audiences is taken only when its azp is our
+// client (OIDC Core 3.1.3.7): one issued to another client of the same
+// issuer, with ours among its audiences, does not sign in — and the page
+// says why. With azp ours it signs in.
+func TestOIDCSignInWantsAzpWithSeveralAudiences(t *testing.T) {
+	is := newCodeIssuer(t, "olga@example.com", []string{"sre"})
+	s := startUI(t, func(c *node.Config) {
+		c.Auth.OIDC = &auth.OIDCConfig{Issuer: is.srv.URL, Audience: "manent-ui", ClientID: "manent-ui"}
+	})
+	signIn := func(mutate func(map[string]any)) page {
+		t.Helper()
+		is.mu.Lock()
+		is.mutate = mutate
+		is.mu.Unlock()
+		b := newBrowser(t, s.URL)
+		start := b.get("/login/oidc?next=" + url.QueryEscape("/audit"))
+		resp, err := b.hc.Get(start.Header.Get("Location"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cb, _ := url.Parse(resp.Header.Get("Location"))
+		return b.get("/login/callback?" + cb.RawQuery)
+	}
+	for _, tt := range []struct {
+		name   string
+		mutate func(map[string]any)
+		status int
+		want   string
+	}{
+		{"issued to another client", func(c map[string]any) { c["aud"], c["azp"] = []string{"other-app", "manent-ui"}, "other-app" },
+			http.StatusForbidden, `was issued to &#34;other-app&#34; (its azp), not to &#34;manent-ui&#34; (auth.oidc.audience)`},
+		{"no azp", func(c map[string]any) { c["aud"] = []string{"other-app", "manent-ui"} },
+			http.StatusForbidden, `does not say which it was issued to (no azp claim)`},
+		{"azp ours", func(c map[string]any) { c["aud"], c["azp"] = []string{"other-app", "manent-ui"}, "manent-ui" },
+			http.StatusOK, `href="/audit"`},
+	} {
+		if p := signIn(tt.mutate); p.Status != tt.status || !strings.Contains(p.Body, tt.want) {
+			t.Errorf("%s: %d, want %d with %q\n%s", tt.name, p.Status, tt.status, tt.want, p.Body)
+		}
 	}
 }
