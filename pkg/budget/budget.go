@@ -115,6 +115,9 @@ func (l *Limiter) Admit(key string) (ok bool, wait time.Duration, begins bool, e
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, known := l.buckets[key]; !known {
+		return true, 0, false, nil // a whole budget: no bucket made for it
+	}
 	now := l.now()
 	b := l.bucket(key, now)
 	if b.limited.IsZero() {

@@ -106,6 +106,9 @@ type Config struct {
 		// SignInsPerMinute bounds each client address's refused sign-ins
 		// of the web UI's token form (0: the UI's default).
 		SignInsPerMinute int `mapstructure:"sign_ins_per_minute"`
+		// BearerFailuresPerMinute bounds each client address's refused
+		// bearer tokens on the API (0: the server's default).
+		BearerFailuresPerMinute int `mapstructure:"bearer_failures_per_minute"`
 		// Connections bounds the connections the server holds open at
 		// once (pkg/servercmd).
 		Connections int `mapstructure:"connections"`

@@ -349,7 +349,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 		StreamsPerIdentity:   cfg.Limits.StreamsPerIdentity, Streams: cfg.Limits.Streams,
-		RefusalsPerMinute: cfg.Limits.RefusalsPerMinute,
+		RefusalsPerMinute: cfg.Limits.RefusalsPerMinute, BearerFailuresPerMinute: cfg.Limits.BearerFailuresPerMinute,
 	})
 	// The web UI's sessions are sealed with a key kept in the data dir.
 	// A one-shot admin command serves no UI and makes no key.

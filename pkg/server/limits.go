@@ -8,9 +8,11 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
@@ -167,4 +169,45 @@ func (s *Server) limitRefusals(w http.ResponseWriter, r *http.Request, p manent.
 func (s *Server) auditRefused(r *http.Request, p manent.Identity, action, target string, err error) {
 	s.refusals.Refused(p.Subject)
 	s.audit(r.Context(), r, p, action, target, "refused", refusal(err))
+}
+
+// DefaultBearerFailuresPerMinute is limits.bearer_failures_per_minute's
+// default.
+const DefaultBearerFailuresPerMinute = 60
+
+// clientKey is the budget r's client counts against (budget.ClientKey).
+func (s *Server) clientKey(r *http.Request) string { return budget.ClientKey(r) }
+
+// limitBearerFailures answers 429 with Retry-After, without checking the
+// credential, a request to the API that carries one from a client address
+// whose credentials were refused more than limits.bearer_failures_per_minute
+// times in a minute (authenticateHeader takes each refusal from it): a
+// right token too, or the answer would tell which guess hit. Other
+// addresses are not touched, and a request without a credential takes
+// nothing (it guesses nothing). The log says when an address's stretch of
+// 429s begins and, with how many it held, when it ends — the address,
+// never a token.
+func (s *Server) limitBearerFailures(w http.ResponseWriter, r *http.Request) bool {
+	if r.Header.Get("Authorization") == "" || (r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/")) {
+		return true
+	}
+	key := s.clientKey(r)
+	ok, wait, begins, ended := s.bearerFailures.Admit(key)
+	if ended != nil {
+		s.log.Info("refused credentials of an address are no longer limited", "address", key, "answered", ended.Answered,
+			"since", ended.Since.UTC().Format(time.RFC3339))
+	}
+	if ok {
+		return true
+	}
+	secs := int(math.Ceil(wait.Seconds()))
+	if begins {
+		s.log.Warn("refused credentials of an address are limited", "address", key, "retry_after", secs,
+			"limit", "limits.bearer_failures_per_minute", "per_minute", s.bearerFailures.PerMinute())
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	writeError(w, r, s.log, manent.Errorf(manent.ETooManyRequests,
+		"more than %.0f refused credentials in a minute from %s (limits.bearer_failures_per_minute): its requests are answered 429 without checking their credential; retry in %ds",
+		s.bearerFailures.PerMinute(), key, secs))
+	return false
 }

@@ -47,6 +47,9 @@ type Config struct {
 	// approve, reject, cancel and agent reports (0:
 	// DefaultRefusalsPerMinute).
 	RefusalsPerMinute int
+	// BearerFailuresPerMinute bounds each client address's refused
+	// credentials (0: DefaultBearerFailuresPerMinute).
+	BearerFailuresPerMinute int
 }
 
 // The default bounds of open event streams (limits.streams_per_identity,
@@ -82,7 +85,10 @@ type Server struct {
 	// many answers it held, when it ends (the identity's next request let
 	// through).
 	refusals *budget.Limiter
-	streams  *streamLimiter
+	// bearerFailures bounds, per client address, the refused credentials
+	// of API requests (limitBearerFailures).
+	bearerFailures *budget.Limiter
+	streams        *streamLimiter
 	// web serves every path outside /api/ that no API route matched (the
 	// web UI, pkg/web), when mounted.
 	web http.Handler
@@ -105,8 +111,12 @@ func New(cfg Config) *Server {
 	if cfg.RefusalsPerMinute == 0 {
 		cfg.RefusalsPerMinute = DefaultRefusalsPerMinute
 	}
+	if cfg.BearerFailuresPerMinute == 0 {
+		cfg.BearerFailuresPerMinute = DefaultBearerFailuresPerMinute
+	}
 	s := &Server{cfg: cfg, eng: cfg.Engine, admit: cfg.Admitter, st: cfg.Engine.Store(), log: cfg.Logger, mux: http.NewServeMux(),
-		limiter: budget.New(cfg.SubmissionsPerMinute, nil), refusals: budget.New(cfg.RefusalsPerMinute, nil), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
+		limiter: budget.New(cfg.SubmissionsPerMinute, nil), refusals: budget.New(cfg.RefusalsPerMinute, nil),
+		bearerFailures: budget.New(cfg.BearerFailuresPerMinute, nil), streams: newStreamLimiter(cfg.StreamsPerIdentity, cfg.Streams)}
 	s.routes()
 	return s
 }
@@ -214,6 +224,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			manent.ClipText(strings.Join(ce, ", "), maxEchoed)))
 		return
 	}
+	if !s.limitBearerFailures(sw, r) {
+		return
+	}
 	s.mux.ServeHTTP(sw, r)
 }
 
@@ -237,12 +250,22 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // authenticate returns the caller or writes 401.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (manent.Identity, bool) {
-	p, err := s.cfg.Guard.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	p, err := s.authenticateHeader(r, r.Header.Get("Authorization"))
 	if err != nil {
 		writeError(w, r, s.log, err)
 		return manent.Identity{}, false
 	}
 	return p, true
+}
+
+// authenticateHeader authenticates header, an Authorization value of r; a
+// credential refused takes from the budget of r's client address.
+func (s *Server) authenticateHeader(r *http.Request, header string) (manent.Identity, error) {
+	p, err := s.cfg.Guard.Authenticate(r.Context(), header)
+	if me := (*manent.Error)(nil); err != nil && strings.TrimSpace(header) != "" && errors.As(err, &me) && me.Code == manent.EUnauthorized {
+		s.bearerFailures.Refused(s.clientKey(r))
+	}
+	return p, err
 }
 
 // deployment loads a deploy after checking the caller may act on it.

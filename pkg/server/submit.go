@@ -42,7 +42,7 @@ func (s *Server) allProblems(r *http.Request, body []byte, d *descriptor.Descrip
 	if d == nil || header == "" || !errors.As(err, &own) || own.Code != manent.EInvalid || r.Context().Err() != nil {
 		return err
 	}
-	p, aerr := s.cfg.Guard.Authenticate(r.Context(), header)
+	p, aerr := s.authenticateHeader(r, header)
 	if aerr != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("limits.streams", server.DefaultStreams)
 	v.SetDefault("limits.refusals_per_minute", server.DefaultRefusalsPerMinute)
 	v.SetDefault("limits.sign_ins_per_minute", web.DefaultSignInsPerMinute)
+	v.SetDefault("limits.bearer_failures_per_minute", server.DefaultBearerFailuresPerMinute)
 	v.SetDefault("limits.connections", DefaultConnections)
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")

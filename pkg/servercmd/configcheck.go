@@ -361,6 +361,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if c.Limits.SignInsPerMinute < 1 {
 		bad("limits.sign_ins_per_minute", "must be at least 1 (default %d)", web.DefaultSignInsPerMinute)
 	}
+	if c.Limits.BearerFailuresPerMinute < 1 {
+		bad("limits.bearer_failures_per_minute", "must be at least 1 (default %d)", server.DefaultBearerFailuresPerMinute)
+	}
 	checkRetention(c, bad)
 	if c.ShutdownDelay < 0 || c.ShutdownDelay > maxShutdownDelay {
 		bad("shutdown_delay", "must be between 0s and %s (the time load balancers take to stop sending requests, e.g. 10s)", maxShutdownDelay)

@@ -137,6 +137,8 @@ open-file limit), limits.streams_per_identity (200) and limits.streams
 identity),
 limits.refusals_per_minute (60 audited refusals per identity),
 limits.sign_ins_per_minute (10 refused web sign-ins per client address),
+limits.bearer_failures_per_minute (60 refused API credentials per client
+address),
 schedules.min_interval (1m) and schedules.max_per_environment (25).
 
 A descriptor's secrets may not name the server's own variables as env:

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -39,24 +37,8 @@ func newSignInLimiter(perMinute int, now func() time.Time) *budget.Limiter {
 	return budget.New(perMinute, now)
 }
 
-// clientKey is the budget r's sign-ins count against: the connection's
-// address, an IPv6 one as its /64.
-func clientKey(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	a, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+// clientKey is the budget r's sign-ins count against (budget.ClientKey).
+func clientKey(r *http.Request) string { return budget.ClientKey(r) }
 
 // limitSignIn lets r's sign-in be checked, or answers it 429 with
 // Retry-After (the page says why and when) and returns false. It audits
