@@ -93,7 +93,10 @@ type Config struct {
 	Health struct {
 		Allow []string `mapstructure:"allow"`
 	} `mapstructure:"health"`
-	Limits struct {
+	// TrustedProxies are the reverse proxies (CIDR ranges or addresses)
+	// whose X-Forwarded-For names the client of the per-address limits.
+	TrustedProxies []string `mapstructure:"trusted_proxies"`
+	Limits         struct {
 		SubmissionsPerMinute int `mapstructure:"submissions_per_minute"`
 		// StreamsPerIdentity and Streams bound the event streams open at
 		// once, per identity and in all (0: the server's defaults).

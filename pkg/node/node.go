@@ -9,7 +9,7 @@
 // (plugins/builtin.Register from cmd/manent-server), as caddy wires its
 // modules from cmd/.
 //
-// It imports pkg/admit, pkg/auth, pkg/egress, pkg/engine, pkg/envconfig,
+// It imports pkg/admit, pkg/auth, pkg/budget (trusted_proxies), pkg/egress, pkg/engine, pkg/envconfig,
 // pkg/governance, pkg/itsm, pkg/manent, pkg/notify, pkg/plugin, pkg/server,
 // pkg/store, pkg/urlpolicy, pkg/web and plugins/external; that is every
 // server-side package but the command that calls it (pkg/manent for its
@@ -33,6 +33,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/envconfig"
@@ -345,11 +346,17 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	proxies, err := budget.ParseProxies(cfg.TrustedProxies)
+	if err != nil {
+		eng.Shutdown(0)
+		return nil, fmt.Errorf("trusted_proxies: %w", err)
+	}
 	api := server.New(server.Config{
 		Engine: eng, Admitter: adm, Guard: guard, Logger: log,
 		SubmissionsPerMinute: cfg.Limits.SubmissionsPerMinute,
 		StreamsPerIdentity:   cfg.Limits.StreamsPerIdentity, Streams: cfg.Limits.Streams,
 		RefusalsPerMinute: cfg.Limits.RefusalsPerMinute, BearerFailuresPerMinute: cfg.Limits.BearerFailuresPerMinute,
+		Proxies: proxies,
 	})
 	// The web UI's sessions are sealed with a key kept in the data dir.
 	// A one-shot admin command serves no UI and makes no key.
@@ -361,7 +368,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 			return nil, err
 		}
 		if ui, err = web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC,
-			SignInsPerMinute: cfg.Limits.SignInsPerMinute, Logger: log.With("component", "web")}); err != nil {
+			SignInsPerMinute: cfg.Limits.SignInsPerMinute, Proxies: proxies, Logger: log.With("component", "web")}); err != nil {
 			eng.Shutdown(0)
 			return nil, err
 		}

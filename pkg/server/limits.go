@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
@@ -175,8 +174,9 @@ func (s *Server) auditRefused(r *http.Request, p manent.Identity, action, target
 // default.
 const DefaultBearerFailuresPerMinute = 60
 
-// clientKey is the budget r's client counts against (budget.ClientKey).
-func (s *Server) clientKey(r *http.Request) string { return budget.ClientKey(r) }
+// clientKey is the budget r's client counts against: its address
+// (trusted_proxies), an IPv6 one by its /64.
+func (s *Server) clientKey(r *http.Request) string { return s.cfg.Proxies.ClientKey(r) }
 
 // limitBearerFailures answers 429 with Retry-After, without checking the
 // credential, a request to the API that carries one from a client address

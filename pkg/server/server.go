@@ -50,6 +50,9 @@ type Config struct {
 	// BearerFailuresPerMinute bounds each client address's refused
 	// credentials (0: DefaultBearerFailuresPerMinute).
 	BearerFailuresPerMinute int
+	// Proxies are the reverse proxies whose X-Forwarded-For names the
+	// client of the per-address limits (trusted_proxies; empty: none).
+	Proxies budget.Proxies
 }
 
 // The default bounds of open event streams (limits.streams_per_identity,
@@ -63,6 +66,9 @@ const (
 type Server struct {
 	// stopping is set by Stopping: /readyz answers 503 from then on.
 	stopping atomic.Bool
+	// forwardedUntrusted is set once a request came with an
+	// X-Forwarded-For while trusted_proxies is empty (logged once).
+	forwardedUntrusted atomic.Bool
 
 	cfg   Config
 	eng   *engine.Engine
@@ -223,6 +229,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(sw, http.StatusUnsupportedMediaType, fmt.Sprintf("Content-Encoding %s: the server reads request bodies as sent; send the body uncompressed, without Content-Encoding",
 			manent.ClipText(strings.Join(ce, ", "), maxEchoed)))
 		return
+	}
+	if len(s.cfg.Proxies) == 0 && r.Header.Get("X-Forwarded-For") != "" && s.forwardedUntrusted.CompareAndSwap(false, true) {
+		s.log.Warn("requests come through a reverse proxy (X-Forwarded-For), but X-Forwarded-For is not trusted: "+
+			"every client behind it counts as the proxy's one address in the limits of refused sign-ins and credentials; "+
+			"name the proxy in trusted_proxies (docs/operations.md, Behind a reverse proxy)", "proxy", s.cfg.Proxies.ClientAddr(r))
 	}
 	if !s.limitBearerFailures(sw, r) {
 		return

@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
@@ -360,6 +361,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	}
 	if c.Limits.SignInsPerMinute < 1 {
 		bad("limits.sign_ins_per_minute", "must be at least 1 (default %d)", web.DefaultSignInsPerMinute)
+	}
+	if _, err := budget.ParseProxies(c.TrustedProxies); err != nil {
+		bad("trusted_proxies", "%v", err)
 	}
 	if c.Limits.BearerFailuresPerMinute < 1 {
 		bad("limits.bearer_failures_per_minute", "must be at least 1 (default %d)", server.DefaultBearerFailuresPerMinute)

@@ -46,6 +46,10 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 			[]string{"MANENT_WORKERS_SLOTS=four", "MANENT_WORKERS_HEARTBEAT=5"}, []string{
 				`MANENT_WORKERS_HEARTBEAT: 5 is not a duration: give its unit (e.g. 5s)`,
 				`MANENT_WORKERS_SLOTS: "four" is not a whole number`}},
+		{"trusted_proxies not a range", "trusted_proxies: [10.0.0.0/8, 10.0.0.300/32]\n",
+			nil, []string{`manent-server.yaml:1:18: trusted_proxies: entry 2, "10.0.0.300/32", is not an address or a CIDR range (e.g. 10.0.0.0/8, 192.0.2.7 or fd00::/8)`}},
+		{"bearer failures 0", "limits: {bearer_failures_per_minute: 0}\n",
+			nil, []string{`manent-server.yaml:1:38: limits.bearer_failures_per_minute: must be at least 1 (default 60)`}},
 		{"unknown log level", "log_level: verbose\n",
 			nil, []string{`manent-server.yaml:1:12: log_level: "verbose" is not a log level: debug, info, warn or error`}},
 		{"log level variable", "",

@@ -7,7 +7,7 @@
 // heartbeats and whether a database exists), pkg/version, pkg/atomicfile
 // (the trial server's record), pkg/auth (admin new-token), pkg/server (the
 // defaults of its limits), pkg/web (the default of its sign-in limit),
-// pkg/engine (the default heartbeat and dead_after, for admin recover and
+// pkg/budget (the check of trusted_proxies), pkg/engine (the default heartbeat and dead_after, for admin recover and
 // the check of workers:), pkg/yamlvalue, pkg/manent and pkg/suggest
 // (placing and explaining the mistakes of manent-server.yaml).
 package servercmd
@@ -138,7 +138,8 @@ identity),
 limits.refusals_per_minute (60 audited refusals per identity),
 limits.sign_ins_per_minute (10 refused web sign-ins per client address),
 limits.bearer_failures_per_minute (60 refused API credentials per client
-address),
+address; behind a reverse proxy, name it in trusted_proxies, or all its
+clients are one address),
 schedules.min_interval (1m) and schedules.max_per_environment (25).
 
 A descriptor's secrets may not name the server's own variables as env:

@@ -110,8 +110,8 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := h.guard.Authenticate(r.Context(), "Bearer "+token)
 	if err != nil {
-		h.signIns.Refused(clientKey(r))
-		h.log.Info("web: sign-in refused", "address", clientKey(r), "error", err)
+		h.signIns.Refused(h.clientKey(r))
+		h.log.Info("web: sign-in refused", "address", h.clientKey(r), "error", err)
 		fail("This token is not valid.")
 		return
 	}

@@ -28,8 +28,9 @@ const DefaultSignInsPerMinute = 10
 // next sign-in let through).
 //
 // The address is the connection's (RemoteAddr), an IPv6 one by its /64: a
-// client holds a whole prefix. X-Forwarded-For is not read — any client
-// can write it — so behind a proxy every client shares the proxy's budget.
+// client holds a whole prefix. X-Forwarded-For is read only from a peer in
+// trusted_proxies (budget.Proxies) — any client can write it — so behind a
+// proxy not named there every client shares the proxy's budget.
 func newSignInLimiter(perMinute int, now func() time.Time) *budget.Limiter {
 	if perMinute <= 0 {
 		perMinute = DefaultSignInsPerMinute
@@ -37,15 +38,16 @@ func newSignInLimiter(perMinute int, now func() time.Time) *budget.Limiter {
 	return budget.New(perMinute, now)
 }
 
-// clientKey is the budget r's sign-ins count against (budget.ClientKey).
-func clientKey(r *http.Request) string { return budget.ClientKey(r) }
+// clientKey is the budget r's sign-ins count against: its client's
+// address (trusted_proxies), an IPv6 one by its /64.
+func (h *Handler) clientKey(r *http.Request) string { return h.cfg.Proxies.ClientKey(r) }
 
 // limitSignIn lets r's sign-in be checked, or answers it 429 with
 // Retry-After (the page says why and when) and returns false. It audits
 // the beginning of a stretch of 429s and, on the first sign-in it lets
 // through after one, its end.
 func (h *Handler) limitSignIn(w http.ResponseWriter, r *http.Request, next string) bool {
-	key := clientKey(r)
+	key := h.clientKey(r)
 	ok, wait, begins, ended := h.signIns.Admit(key)
 	if ended != nil {
 		h.auditLimit(r, w, "limits.sign-ins", key, fmt.Sprintf(

@@ -75,6 +75,9 @@ type Config struct {
 	// in a minute before its sign-ins are answered 429
 	// (limits.sign_ins_per_minute; 0: DefaultSignInsPerMinute).
 	SignInsPerMinute int
+	// Proxies are the reverse proxies whose X-Forwarded-For names the
+	// client of the sign-in limit (trusted_proxies; empty: none).
+	Proxies budget.Proxies
 }
 
 // Handler serves the web UI.
@@ -244,6 +247,10 @@ func (h *Handler) call(r *http.Request, v *viewer, method, path string, body any
 		return err
 	}
 	req.RemoteAddr = r.RemoteAddr
+	// The API's per-address limits name the same client as the UI's.
+	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		req.Header["X-Forwarded-For"] = xff
+	}
 	req.Header.Set("Authorization", "Bearer "+v.sess.Credential)
 	req.Header.Set("Accept", "application/json")
 	if body != nil {
