@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -140,6 +141,11 @@ type Engine struct {
 	outbox      *notify.Outbox
 	log         *slog.Logger
 	live        *liveness
+	// retentionFrom is where this worker's last batch of
+	// retention.workflows stopped looking (past deploys whose deliveries
+	// still run); a hint, lost with the process: the next batch then
+	// starts from the oldest again.
+	retentionFrom atomic.Pointer[store.RetentionMark]
 }
 
 // New prepares the engine on st's database: DBOS context, queue and

@@ -10,6 +10,7 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/pkg/notify"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // RetentionWorkflow is the scheduled workflow that keeps DBOS's tables to
@@ -37,8 +38,9 @@ type Retention struct {
 // retentionBatch × retentionBatches deploys' workflows, in steps of one
 // batch, so it never holds the database long; the next run goes on.
 //
-// retentionScan bounds how many deploys whose DBOS workflows still run (a
-// callback delivery still retrying) one batch looks past.
+// retentionScan bounds how many deploys one batch of retention.workflows
+// looks at: those whose DBOS workflows still run (a callback delivery
+// still retrying) are looked past, and the next batch goes on after them.
 var (
 	retentionBatch   = 100
 	retentionBatches = 20
@@ -112,31 +114,45 @@ func (e *Engine) retain(ctx context.Context, now time.Time) (RetentionReport, er
 	r := e.cfg.Retention
 	if r.Workflows > 0 {
 		// The deploys left (a delivery still retrying: a later run takes
-		// them) stay first in the list; the batch looks past them, up to
-		// retentionScan of them, so they never stall it.
-		for skipped := 0; rep.Workflows < retentionBatch && skipped < retentionScan; {
-			ids, err := e.st.WorkflowsToDelete(ctx, now.Add(-r.Workflows), retentionBatch, skipped)
+		// them) stay first in the list; a batch looks past up to
+		// retentionScan of them, on from where the last batch of this
+		// worker stopped (retentionFrom), and back from the first once it
+		// reaches the end: any number of them never stalls retention.
+		from := e.retentionFrom.Load()
+		if from == nil {
+			from = &store.RetentionMark{}
+		}
+		wrapped := false
+		for looked := 0; rep.Workflows < retentionBatch && looked < retentionScan; {
+			fs, err := e.st.WorkflowsToDelete(ctx, now.Add(-r.Workflows), min(retentionBatch, retentionScan-looked), *from)
 			if err != nil {
 				return rep, err
 			}
-			if len(ids) == 0 {
-				break
+			if len(fs) == 0 {
+				if wrapped || *from == (store.RetentionMark{}) {
+					from = &store.RetentionMark{}
+					break
+				}
+				from, wrapped = &store.RetentionMark{}, true
+				continue
 			}
-			for _, id := range ids {
-				busy, err := e.deployBusy(id)
+			for _, f := range fs {
+				looked++
+				busy, err := e.deployBusy(f.ID)
 				if err != nil {
 					return rep, err
 				}
 				if busy {
-					skipped++
+					from = &f
 					continue
 				}
-				if err := e.deleteWorkflows(ctx, id, now); err != nil {
+				if err := e.deleteWorkflows(ctx, f.ID, now); err != nil {
 					return rep, err
 				}
 				rep.Workflows++
 			}
 		}
+		e.retentionFrom.Store(from)
 		// Ticks and retention runs are not a deploy's: they go by age.
 		wfs, err := dbos.ListWorkflows(e.dbos,
 			dbos.WithFilterName(TickWorkflow, RetentionWorkflow),

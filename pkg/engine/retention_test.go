@@ -394,3 +394,85 @@ func TestRetentionLooksPastRunningDeliveries(t *testing.T) {
 		t.Fatalf("the deploy whose delivery runs lost its workflows: %v (%v)", wfs, err)
 	}
 }
+
+// TestRetentionMakesProgressPastAnyNumberOfRunningDeliveries: more deploys
+// whose deliveries still run than one batch looks past (retentionScan) do
+// not stall retention.workflows: the next batches look on from where the
+// last one stopped, and reach the newer deploys.
+func TestRetentionMakesProgressPastAnyNumberOfRunningDeliveries(t *testing.T) {
+	defer engine.SetRetentionBatch(1, 1)()
+	hold := make(chan struct{})
+	var holdOnce sync.Once
+	release := func() { holdOnce.Do(func() { close(hold) }) }
+	held := make(chan struct{}, 16)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev notify.Event
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		if ev.Type == notify.EventFinished {
+			held <- struct{}{}
+			<-hold
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer recv.Close()
+	defer release()
+	t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
+		c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+		c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
+		c.Retention.Workflows = time.Minute
+		c.Retention.Every = time.Hour // this test runs retention by hand
+	})
+	ctx := context.Background()
+	url, _ := f.artifact("v1", "1")
+	var stuck []string
+	for _, v := range []string{"1", "2", "3"} {
+		id := f.submit(descriptorYAML("ret", "prod", v, url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))
+		if rec := f.wait(id, 30*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		select {
+		case <-held:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the finished callback never reached its receiver")
+		}
+		stuck = append(stuck, id)
+	}
+	newer := f.submit(descriptorYAML("ret", "prod", "4", url, "", ""))
+	if rec := f.wait(newer, 30*time.Second); rec.State != manent.StateSuccess {
+		t.Fatalf("state %s (%s)", rec.State, rec.Error)
+	}
+	later := time.Now().Add(time.Hour)
+	deleted := 0
+	for i := 0; i < 10 && deleted == 0; i++ {
+		rep, err := f.eng.Retain(ctx, later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted = rep.Workflows
+	}
+	if deleted != 1 {
+		t.Fatalf("10 batches that each look past 1 deploy whose delivery runs deleted %d deploys' workflows behind 3 such deploys, want 1: retention stalls behind them", deleted)
+	}
+	if wfs, err := f.eng.DeployWorkflows(newer); err != nil || len(wfs) != 0 {
+		t.Fatalf("the newer deploy's workflows after retention: %v (%v)", wfs, err)
+	}
+	for _, id := range stuck {
+		if wfs, err := f.eng.DeployWorkflows(id); err != nil || len(wfs) < 2 {
+			t.Fatalf("the deploy %s whose delivery runs lost its workflows: %v (%v)", id, wfs, err)
+		}
+	}
+	// Once their deliveries end, the next batches take them too.
+	release()
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		if _, err := f.eng.Retain(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range stuck {
+			if wfs, err := f.eng.DeployWorkflows(id); err != nil || len(wfs) != 0 {
+				return false
+			}
+		}
+		return true
+	}, "the deploys whose deliveries ended are retained by later batches")
+}

@@ -15,14 +15,35 @@ import (
 // finalStates is the SQL list of final states.
 func finalStates() string { return statesSQL(true) }
 
+// RetentionMark is a final deploy as retention.workflows goes through
+// them: oldest finished first, then by id.
+type RetentionMark struct {
+	ID         string
+	FinishedAt string // as stored: fixed-width text that sorts as time
+}
+
 // WorkflowsToDelete returns up to limit final deploys, oldest finished
 // first, that finished before `before` and whose DBOS workflows are kept,
-// past the first `skip` of them (those a caller left: a delivery still
-// retrying).
-func (s *Store) WorkflowsToDelete(ctx context.Context, before time.Time, limit, skip int) ([]string, error) {
-	return s.ids(ctx, `SELECT id FROM manent_deployments
+// after `from` in that order (the zero RetentionMark: from the first) — past
+// those a caller left (a delivery still retrying), however many.
+func (s *Store) WorkflowsToDelete(ctx context.Context, before time.Time, limit int, from RetentionMark) ([]RetentionMark, error) {
+	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT id, finished_at FROM manent_deployments
 		WHERE finished_at < ? AND workflows_deleted_at IS NULL AND state IN (`+finalStates()+`)
-		ORDER BY finished_at, id LIMIT ? OFFSET ?`, fmtTime(before), limit, skip)
+		AND (finished_at > ? OR (finished_at = ? AND id > ?))
+		ORDER BY finished_at, id LIMIT ?`), fmtTime(before), from.FinishedAt, from.FinishedAt, from.ID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []RetentionMark
+	for rows.Next() {
+		var f RetentionMark
+		if err := rows.Scan(&f.ID, &f.FinishedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
 }
 
 // KeepDeliveries keeps a final deploy's deliveries (JSON, as status shows
