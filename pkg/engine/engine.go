@@ -190,6 +190,10 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Engine, error) {
 		ApplicationVersion:       WorkflowVersion,
 		Logger:                   cfg.Logger.With("component", "dbos"),
 		SchedulerPollingInterval: cfg.SchedulerPoll,
+		// A schedule's ticks missed while no worker ran are made up once
+		// (the latest deploys): one tick workflow, not one a missed tick
+		// (DBOS patch 13).
+		AutomaticBackfillMaxTicks: 1,
 	}
 	if st.Postgres() {
 		dcfg.SystemDBPool = st.Pool()

@@ -40,8 +40,8 @@ func TickDeployID(schedule string, at time.Time) string {
 }
 
 // CreateSchedule records a recurring deploy and registers it with the DBOS
-// scheduler, which fires each tick once across all workers and backfills
-// ticks missed while no worker ran.
+// scheduler, which fires each tick once across all workers and, of the
+// ticks missed while no worker ran, enqueues the latest (DBOS patch 13).
 //
 // The expression is read by pkg/cronspec (5 fields, CRON_TZ=, the @ forms;
 // UTC by default) and handed to DBOS in its 6-field form with its zone.
@@ -232,8 +232,8 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 	if later, err := e.laterTick(sc.ID, fired); err != nil {
 		return "", err
 	} else if !later.IsZero() {
-		// Ticks missed while no server ran are all enqueued at the
-		// restart (DBOS's backfill); the latest deploys, once.
+		// A tick that could not start before the next was due (a
+		// server stopped mid-tick); the later deploys, once.
 		e.log.Info("schedule tick skipped: a later tick of the schedule is already due and deploys instead (ticks missed while no server ran are made up once)",
 			"schedule", sc.ID, "tick", at, "later", later)
 		return "", nil

@@ -65,6 +65,7 @@ type Config struct {
 	EnablePatching                 bool            // Deprecated: pins the application version to "PATCHING_ENABLED" so every deployment shares one version. Patch and DeprecatePatch no longer require it
 	Serializer                     Serializer[any] // Custom serializer for encoding/decoding workflow inputs, outputs, and events (defaults to JSON serializer)
 	SchedulerPollingInterval       time.Duration   // controls how often dynamic schedules are reconciled with the database (defaults to 30 seconds)
+	AutomaticBackfillMaxTicks      int             // Automatic backfill enqueues at most the latest this many missed executions of a schedule (default 0: every missed execution). [manent patch: backfill the latest missed ticks only]
 	SystemDBStartupTimeout         time.Duration   // Maximum time for system-database connection and migrations (defaults to 2 minutes)
 	SystemDBIdleTransactionTimeout time.Duration   // Postgres idle_in_transaction_session_timeout for the connections DBOS creates (defaults to 1 minute; negative leaves the server setting)
 	NotificationCoalesceInterval   time.Duration   // Controls how often stream-write and set-event notifications are batched
@@ -130,6 +131,7 @@ func processConfig(inputConfig *Config) (*Config, error) {
 		EnablePatching:                 inputConfig.EnablePatching,
 		Serializer:                     inputConfig.Serializer,
 		SchedulerPollingInterval:       inputConfig.SchedulerPollingInterval,
+		AutomaticBackfillMaxTicks:      inputConfig.AutomaticBackfillMaxTicks,
 		SystemDBStartupTimeout:         inputConfig.SystemDBStartupTimeout,
 		SystemDBIdleTransactionTimeout: inputConfig.SystemDBIdleTransactionTimeout,
 		NotificationCoalesceInterval:   inputConfig.NotificationCoalesceInterval,

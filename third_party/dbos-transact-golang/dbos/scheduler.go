@@ -357,6 +357,7 @@ func (c *dbosContext) maybeAutomaticBackfill(sched *WorkflowSchedule) {
 			ScheduleName: sched.ScheduleName,
 			StartTime:    start,
 			EndTime:      end,
+			Latest:       c.config.AutomaticBackfillMaxTicks, // [manent patch: backfill the latest missed ticks only]
 		})
 	}, sysdb.WithRetrierLogger(c.logger)); err != nil {
 		c.logger.Error("automatic backfill failed", "schedule", sched.ScheduleName, "error", err)
