@@ -130,3 +130,15 @@ var AuditHashOf = auditHash
 // SetBeforePrune sets what PruneDeploys runs between choosing its batch and
 // deleting it (a submission arriving in between).
 func (s *Store) SetBeforePrune(f func(ids []string)) { s.beforePrune = f }
+
+// SetAfterTx sets what runs after each transaction of Tx ends, with how
+// long it ran.
+func (s *Store) SetAfterTx(f func(took time.Duration)) { s.afterTx = f }
+
+// SetPruneChunk sets how many log lines one transaction of retention
+// removes; it returns what restores it.
+func SetPruneChunk(n int) (restore func()) {
+	was := pruneChunk
+	pruneChunk = n
+	return func() { pruneChunk = was }
+}

@@ -81,30 +81,98 @@ func (s *Store) SavedDeliveries(ctx context.Context, id string) (deliveries []by
 	return []byte(d.String), true, nil
 }
 
+// pruneChunk bounds the log lines one transaction of retention removes:
+// SQLite has one writer, and submissions, step records and heartbeats
+// wait while a transaction holds it.
+var pruneChunk = 2000
+
 // PruneLogs removes the log lines of up to limit final deploys that
 // finished before `before` (their other events stay: state, steps, the
 // outcome). It returns how many deploys it pruned.
+//
+// Each deploy is marked first (logs_removed_from: it then reads as a
+// deploy whose log retention removed), then its lines go in transactions
+// of at most pruneChunk rows, then logs_pruned_at says they are all gone.
+// A crash in between leaves it marked, and the next run goes on with it.
 func (s *Store) PruneLogs(ctx context.Context, before time.Time, limit int) (int, error) {
 	ids, err := s.ids(ctx, `SELECT id FROM manent_deployments
 		WHERE finished_at < ? AND logs_pruned_at IS NULL AND state IN (`+finalStates()+`)
 		ORDER BY finished_at LIMIT ?`, fmtTime(before), limit)
-	if err != nil {
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
+	in, args := placeholders(ids)
 	now := fmtTime(time.Now())
-	for _, id := range ids {
-		err := s.Tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM manent_events WHERE deployment_id = ? AND type = ?`), id, EventLog); err != nil {
-				return err
-			}
-			_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET logs_pruned_at = ? WHERE id = ?`), now, id)
-			return err
-		})
-		if err != nil {
-			return 0, fmt.Errorf("prune logs of %s: %w", id, err)
-		}
+	if err := s.Tx(ctx, func(tx *sql.Tx) error { return s.markLogsRemovedTx(ctx, tx, ids, now) }); err != nil {
+		return 0, fmt.Errorf("prune logs: %w", err)
+	}
+	if err := s.removeLogs(ctx, ids); err != nil {
+		return 0, fmt.Errorf("prune logs: %w", err)
+	}
+	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_deployments SET logs_pruned_at = ? WHERE id IN (`+in+`)`), append([]any{now}, args...)...); err != nil {
+		return 0, fmt.Errorf("prune logs: %w", err)
 	}
 	return len(ids), nil
+}
+
+// markLogsRemovedTx marks ids as deploys whose log lines retention
+// removes from now on (kept from an earlier mark).
+func (s *Store) markLogsRemovedTx(ctx context.Context, tx *sql.Tx, ids []string, now string) error {
+	in, args := placeholders(ids)
+	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET logs_removed_from = ? WHERE id IN (`+in+`) AND logs_removed_from IS NULL`),
+		append([]any{now}, args...)...)
+	if err != nil {
+		return fmt.Errorf("mark the deploys whose log lines go: %w", err)
+	}
+	return nil
+}
+
+// removeLogs removes the log lines of ids, marked first
+// (markLogsRemovedTx), in transactions of at most pruneChunk rows: a
+// deploy's events are taken in order of seq, pruneChunk at a time, so
+// that no transaction reads again what an earlier one removed.
+func (s *Store) removeLogs(ctx context.Context, ids []string) error {
+	bound := s.q(`SELECT seq FROM manent_events WHERE deployment_id = ? AND seq > ? ORDER BY seq LIMIT 1 OFFSET ?`)
+	upTo := s.q(`DELETE FROM manent_events WHERE deployment_id = ? AND type = ? AND seq > ? AND seq <= ?`)
+	rest := s.q(`DELETE FROM manent_events WHERE deployment_id = ? AND type = ? AND seq > ?`)
+	for _, id := range ids {
+		for after, done := int64(0), false; !done; {
+			err := s.Tx(ctx, func(tx *sql.Tx) error {
+				var last int64
+				err := tx.QueryRowContext(ctx, bound, id, after, pruneChunk-1).Scan(&last)
+				if errors.Is(err, sql.ErrNoRows) {
+					done = true
+					_, err = tx.ExecContext(ctx, rest, id, EventLog, after)
+					return err
+				}
+				if err != nil {
+					return err
+				}
+				_, err = tx.ExecContext(ctx, upTo, id, EventLog, after, last)
+				after = last
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("remove the log lines of %s: %w", id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// LogsRemovedFrom returns when retention began removing the log lines of
+// deploy id (retention.logs, or retention.deploys on its way to remove
+// it), or nil while its log is whole.
+func (s *Store) LogsRemovedFrom(ctx context.Context, id string) (*time.Time, error) {
+	var at sql.NullString
+	err := s.rdb.QueryRowContext(ctx, s.q(`SELECT logs_removed_from FROM manent_deployments WHERE id = ?`), id).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read whether the log of %s was removed: %w", id, err)
+	}
+	return parseTime(at), nil
 }
 
 // PruneDeploys removes up to limit final deploys that finished before
@@ -119,8 +187,20 @@ func (s *Store) PruneLogs(ctx context.Context, before time.Time, limit int) (int
 // submitted in between that comes after one of them, or needs one for its
 // promotion, is seen there and keeps it; a submission that locks its
 // references first (engine.Submit, LockReferencesTx) makes this wait for
-// its commit. One transaction deletes the whole batch: a crash leaves
-// every deploy of it whole or gone, never its row without its steps.
+// its commit.
+//
+// Log lines are most of a deploy's rows (200,000 for 100 deploys of 2,000
+// lines), and one transaction removing them held SQLite's only writer
+// for over a second. So the batch goes in three parts: a transaction
+// that locks the batch, reads what is still needed and marks the others
+// (logs_removed_from: each then reads as a deploy whose log retention
+// removed); their log lines, in transactions of at most pruneChunk rows;
+// and one that locks the marked ones, reads what is still needed again
+// and deletes those that are not, with their steps and other events. A
+// crash leaves each deploy whole, marked with its log partly gone, or
+// gone, never its row without its steps; the next run goes on. One that
+// became needed between the first and last part (a deploy submitted
+// meanwhile comes after it) is kept, its log removed.
 func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (int, error) {
 	keep, err := s.stillNeeded(ctx, s.rdb)
 	if err != nil {
@@ -144,32 +224,55 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 	if s.beforePrune != nil {
 		s.beforePrune(ids)
 	}
-	n := 0
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
-		n = 0
-		in, args := placeholders(ids)
+	// lockFree locks ids (PostgreSQL; SQLite's write transactions run one
+	// at a time) and returns those still there and not needed.
+	lockFree := func(tx *sql.Tx, ids []string) ([]string, error) {
 		if s.postgres {
+			in, args := placeholders(ids)
 			// In id order, as LockReferencesTx does: no deadlock.
 			locked, err := queryIDs(ctx, tx, s.q(`SELECT id FROM manent_deployments WHERE id IN (`+in+`) ORDER BY id FOR UPDATE`), args...)
 			if err != nil {
-				return fmt.Errorf("lock: %w", err)
+				return nil, fmt.Errorf("lock: %w", err)
 			}
 			ids = locked // another worker's retention may have removed some
 		}
 		keep, err := s.stillNeeded(ctx, tx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		var gone []string
+		var free []string
 		for _, id := range ids {
 			if !keep[id] {
-				gone = append(gone, id)
+				free = append(free, id)
 			}
 		}
-		if len(gone) == 0 {
-			return nil
+		return free, nil
+	}
+	var marked []string
+	err = s.Tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if marked, err = lockFree(tx, ids); err != nil || len(marked) == 0 {
+			return err
 		}
-		in, args = placeholders(gone)
+		return s.markLogsRemovedTx(ctx, tx, marked, fmtTime(time.Now()))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune %d deploys (%s…): %w", len(ids), ids[0], err)
+	}
+	if len(marked) == 0 {
+		return 0, nil
+	}
+	if err := s.removeLogs(ctx, marked); err != nil {
+		return 0, fmt.Errorf("prune %d deploys: %w", len(marked), err)
+	}
+	n := 0
+	err = s.Tx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		gone, err := lockFree(tx, marked)
+		if err != nil || len(gone) == 0 {
+			return err
+		}
+		in, args := placeholders(gone)
 		// The children are removed explicitly: PostgreSQL and SQLite
 		// cascade, but an older database may lack a constraint.
 		for _, table := range []string{"manent_steps", "manent_events", "manent_approvals", "manent_wave_approvals"} {
@@ -186,7 +289,7 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("prune %d deploys (%s…): %w", len(ids), ids[0], err)
+		return 0, fmt.Errorf("prune %d deploys (%s…): %w", len(marked), marked[0], err)
 	}
 	return n, nil
 }

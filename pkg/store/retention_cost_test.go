@@ -88,3 +88,64 @@ func envInt(name string) int {
 	n, _ := strconv.Atoi(os.Getenv(name))
 	return n
 }
+
+// seedLogs gives each deploy of ids lines log lines, numbered from 1000,
+// in one transaction.
+func seedLogs(t *testing.T, st *store.Store, ids []string, lines int) {
+	ctx := context.Background()
+	err := st.Tx(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			q := fmt.Sprintf(`INSERT INTO manent_events (deployment_id, seq, type, time, data)
+				WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n+1 FROM c WHERE n < %d)
+				SELECT '%s', 1000+n, 'log', '2026-01-01T00:00:00.000000000Z', '{"step":"deploy","text":"line of a deploy that retention removes"}' FROM c`, lines-1, id)
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The longest transaction of a retention.deploys batch of 100 deploys of
+// 2,000 log lines each: how long it holds SQLite's only writer (and a
+// PostgreSQL transaction's locks) while submissions, step records and
+// heartbeats wait. Figures only, no timed assertion: it prints them.
+// MANENT_PRUNE_HOLD_LINES sets the lines per deploy (2000).
+func TestPruneWriterHold(t *testing.T) {
+	lines := 2000
+	if v := envInt("MANENT_PRUNE_HOLD_LINES"); v > 0 {
+		lines = v
+	}
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		base := time.Now().Add(-100 * 24 * time.Hour).UTC()
+		var ids []string
+		for j := 0; j < 102; j++ {
+			id := fmt.Sprintf("dpl_b%04d", j)
+			insertFinished(t, st, id, "billing", "prod", fmt.Sprint(j), manent.StateSuccess, base.Add(time.Duration(j)*time.Minute))
+			ids = append(ids, id)
+		}
+		seedLogs(t, st, ids, lines)
+		var longest, total time.Duration
+		txs := 0
+		st.SetAfterTx(func(took time.Duration) {
+			longest = max(longest, took)
+			total += took
+			txs++
+		})
+		start := time.Now()
+		removed, err := st.PruneDeploys(context.Background(), time.Now(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.SetAfterTx(nil)
+		if removed != 100 {
+			t.Errorf("removed %d deploys, want 100 (the current release and the one before it kept)", removed)
+		}
+		t.Logf("retention.deploys removed %d deploys of %d log lines in %v, in %d transactions: the longest held the writer %v (all of them %v)",
+			removed, lines, time.Since(start).Round(time.Millisecond), txs, longest.Round(time.Millisecond), total.Round(time.Millisecond))
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +233,72 @@ func TestPruneDeploysOnTwoWorkersAtOnce(t *testing.T) {
 	if _, problems, err := a.VerifyAudit(ctx); err != nil || len(problems) != 0 {
 		t.Fatalf("audit after retention on two workers: %v %v", problems, err)
 	}
+}
+
+// retention removes a deploy's log lines in transactions of a bounded
+// number of rows (store.SetPruneChunk), not all of a batch's in one: 100
+// deploys of 2,000 lines held SQLite's only writer for 1.2 s, during which
+// submissions, step records and heartbeats waited (TestPruneWriterHold).
+// While its lines go, a deploy reads as one whose log retention removed
+// (LogsRemovedFrom), never as whole; a crash then leaves it so, and the next
+// run goes on.
+func TestPruneBoundsEachTransaction(t *testing.T) {
+	defer store.SetPruneChunk(50)()
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		base := time.Now().Add(-100 * 24 * time.Hour).UTC()
+		var ids []string
+		for j := 0; j < 6; j++ {
+			id := fmt.Sprintf("dpl_c%d", j)
+			insertFinished(t, st, id, "billing", "prod", fmt.Sprint(j), manent.StateSuccess, base.Add(time.Duration(j)*time.Minute))
+			ids = append(ids, id)
+		}
+		seedLogs(t, st, ids, 200)
+		count := func(q string, args ...any) int {
+			if st.Postgres() {
+				q = strings.ReplaceAll(q, "?", "$1")
+			}
+			var n int
+			if err := st.DB().QueryRowContext(ctx, q, args...).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		events := count(`SELECT COUNT(*) FROM manent_events`)
+		most := 0
+		st.SetAfterTx(func(time.Duration) {
+			now := count(`SELECT COUNT(*) FROM manent_events`)
+			most = max(most, events-now)
+			events = now
+			for _, id := range ids {
+				lines := count(`SELECT COUNT(*) FROM manent_events WHERE type = 'log' AND deployment_id = ?`, id)
+				if lines == 0 || lines == 200 {
+					continue
+				}
+				if at, err := st.LogsRemovedFrom(ctx, id); err != nil || at == nil {
+					t.Errorf("%s has %d of its 200 log lines and reads as whole (logs removed from %v, %v)", id, lines, at, err)
+				}
+			}
+		})
+		// retention.logs of the two newest, then retention.deploys of
+		// the four oldest (the current release and the one before it
+		// are kept).
+		if n, err := st.PruneLogs(ctx, base.Add(time.Hour), 100); err != nil || n != 6 {
+			t.Fatalf("PruneLogs: %d, %v", n, err)
+		}
+		seedLogs(t, st, ids[:4], 200)
+		if n, err := st.PruneDeploys(ctx, time.Now(), 100); err != nil || n != 4 {
+			t.Fatalf("PruneDeploys: %d, %v", n, err)
+		}
+		st.SetAfterTx(nil)
+		if most > 60 {
+			t.Errorf("one transaction of retention removed %d events, want at most the chunk of 50 log lines and a deploy's few others", most)
+		}
+		for _, id := range ids[4:] {
+			if at, err := st.LogsRemovedFrom(ctx, id); err != nil || at == nil {
+				t.Errorf("%s: its log lines were removed and it reads as whole (%v, %v)", id, at, err)
+			}
+		}
+	})
 }

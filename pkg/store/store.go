@@ -45,6 +45,9 @@ type Store struct {
 	// beforePrune, set by tests, runs in PruneDeploys between choosing a
 	// batch and the transaction that deletes it.
 	beforePrune func(ids []string)
+	// afterTx, set by tests, runs after each transaction of Tx ends, with
+	// how long it ran from its BEGIN (what a writer holds SQLite for).
+	afterTx func(took time.Duration)
 }
 
 // MinPostgresConns is the size of a worker's PostgreSQL pool when the
@@ -322,9 +325,13 @@ type querier interface {
 
 // Tx runs fn in a transaction, committing when it returns nil.
 func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	began := time.Now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
+	}
+	if s.afterTx != nil {
+		defer func() { s.afterTx(time.Since(began)) }()
 	}
 	s.hooks.begin(tx)
 	if err := fn(tx); err != nil {
