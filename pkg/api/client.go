@@ -192,6 +192,7 @@ func (c *Client) Logs(ctx context.Context, id string) (*LogsResult, error) {
 	err := c.EachLogsPage(ctx, id, func(page *LogsResult) error {
 		all.Lines = append(all.Lines, page.Lines...)
 		all.State = page.State
+		all.LogsRemovedFrom = page.LogsRemovedFrom
 		return nil
 	})
 	return all, err

@@ -75,6 +75,10 @@ type LogsResult struct {
 	// NextAfter, when set, is the ?after= of the next page: the log goes
 	// on past this one (MaxLogPage lines or MaxLogPageBytes of text as JSON).
 	NextAfter int64 `json:"next_after,omitempty"`
+	// LogsRemovedFrom, when set, is when retention (retention.logs, or
+	// retention.deploys on its way to remove the deploy) began removing
+	// the deploy's log lines: the lines here, if any, are what is left.
+	LogsRemovedFrom *time.Time `json:"logs_removed_from,omitempty"`
 }
 
 // The most one page of GET /api/v1/deployments/{id}/logs holds: ?limit=

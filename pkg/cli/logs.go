@@ -56,6 +56,11 @@ server either way) or answers with a server error; Ctrl-C stops the
 following, not the deploy (exit 130: 'manent cancel <id>' does). With
 -o json each line is printed as one JSON object per line.
 
+An old deploy's log may have been removed by the server's retention
+(retention.logs, or retention.deploys on its way to remove the deploy):
+the command then says so on stderr, with when the removal began, and
+prints what is left, if anything (-o json: logs_removed_from).
+
 Log text is what the deploy's steps wrote, so it is not trusted: control
 characters and escape sequences are printed visibly (ESC as "\x1b", CR as
 "\x0d") and can never drive the terminal. --raw prints each line's text
@@ -110,7 +115,13 @@ func logsRun(ctx context.Context, opts *LogsOptions) error {
 		}
 		// Page by page (the server sends at most api.MaxLogPage lines at
 		// once): a long log is printed as it comes, not held whole.
+		said := false
 		return client.EachLogsPage(ctx, opts.ID, func(page *api.LogsResult) error {
+			if page.LogsRemovedFrom != nil && !said {
+				said = true
+				fmt.Fprintf(opts.IO.ErrOut, "the log of %s was removed by retention (retention.logs or retention.deploys) from %s: the lines below, if any, are what is left\n",
+					opts.ID, page.LogsRemovedFrom.UTC().Format(time.RFC3339))
+			}
 			for _, l := range page.Lines {
 				if err := writeLogLine(opts, l); err != nil {
 					return err

@@ -109,3 +109,31 @@ func TestLogsArePaged(t *testing.T) {
 		}
 	}
 }
+
+// A deploy whose log retention removed (retention.logs, or
+// retention.deploys on its way: a crash may leave part of it) says so:
+// GET …/logs answers logs_removed_from, so that an empty or partial log
+// never reads as the deploy's whole log.
+func TestLogsSayRetentionRemovedThem(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	c := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	res, err := c.Submit(ctx, simple(artifactFile(t), "staging", "1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, res.ID, manent.StateSuccess)
+	if got, err := c.Logs(ctx, res.ID); err != nil || got.LogsRemovedFrom != nil || len(got.Lines) == 0 {
+		t.Fatalf("a whole log: %d lines, removed from %v, %v", len(got.Lines), got.LogsRemovedFrom, err)
+	}
+	if n, err := srv.Store.PruneLogs(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("PruneLogs: %d, %v", n, err)
+	}
+	got, err := c.Logs(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LogsRemovedFrom == nil || len(got.Lines) != 0 {
+		t.Fatalf("a log retention removed: %d lines, logs_removed_from %v; want none and when", len(got.Lines), got.LogsRemovedFrom)
+	}
+}

@@ -365,6 +365,10 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	// the page says whether the log goes on. A line counts for what its
 	// text weighs in JSON: 16 KiB of control characters is about 100 kB.
 	res := api.LogsResult{Lines: []manent.LogLine{}, State: rec.State}
+	if res.LogsRemovedFrom, err = s.st.LogsRemovedFrom(r.Context(), rec.ID); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	size := 0
 	for {
 		chunk, full, err := s.st.LogsUpTo(r.Context(), rec.ID, after, min(logChunk, limit+1-len(res.Lines)), logChunkBytes)
