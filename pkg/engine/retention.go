@@ -53,6 +53,10 @@ type RetentionReport struct {
 	Deploys    int `json:"deploys"`
 	LogsOf     int `json:"logs_of"`
 	Background int `json:"background"`
+	// LookedPast is how many deploys whose deliveries still run a batch
+	// looked past when it stopped at retentionScan with more to look at:
+	// the run goes on with another batch rather than end there.
+	LookedPast int `json:"looked_past,omitempty"`
 }
 
 func (e *Engine) registerRetention(dctx dbos.Context) {
@@ -92,12 +96,14 @@ func (e *Engine) retentionWorkflow(ctx dbos.Context, in dbos.ScheduledWorkflowIn
 		rep.Deploys += n.Deploys
 		rep.LogsOf += n.LogsOf
 		rep.Background += n.Background
+		rep.LookedPast += n.LookedPast
 		if n == (RetentionReport{}) {
 			break
 		}
 	}
 	if rep != (RetentionReport{}) {
-		e.log.Info("retention", "workflows_of", rep.Workflows, "logs_of", rep.LogsOf, "deploys", rep.Deploys, "background_workflows", rep.Background)
+		e.log.Info("retention", "workflows_of", rep.Workflows, "logs_of", rep.LogsOf, "deploys", rep.Deploys, "background_workflows", rep.Background,
+			"looked_past_running_deliveries", rep.LookedPast)
 	}
 	return rep, nil
 }
@@ -123,7 +129,8 @@ func (e *Engine) retain(ctx context.Context, now time.Time) (RetentionReport, er
 			from = &store.RetentionMark{}
 		}
 		wrapped := false
-		for looked := 0; rep.Workflows < retentionBatch && looked < retentionScan; {
+		looked := 0
+		for rep.Workflows < retentionBatch && looked < retentionScan {
 			fs, err := e.st.WorkflowsToDelete(ctx, now.Add(-r.Workflows), min(retentionBatch, retentionScan-looked), *from)
 			if err != nil {
 				return rep, err
@@ -153,6 +160,9 @@ func (e *Engine) retain(ctx context.Context, now time.Time) (RetentionReport, er
 			}
 		}
 		e.retentionFrom.Store(from)
+		if looked >= retentionScan && rep.Workflows < retentionBatch {
+			rep.LookedPast = looked - rep.Workflows
+		}
 		// Ticks and retention runs are not a deploy's: they go by age.
 		wfs, err := dbos.ListWorkflows(e.dbos,
 			dbos.WithFilterName(TickWorkflow, RetentionWorkflow),

@@ -449,6 +449,11 @@ func TestRetentionMakesProgressPastAnyNumberOfRunningDeliveries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if i == 0 && rep.LookedPast != 1 {
+			// The scheduled run goes on with another batch only if
+			// the batch says it stopped with more to look at.
+			t.Errorf("the first batch looked past %d deploys whose delivery runs, want 1 (it stopped at the scan bound)", rep.LookedPast)
+		}
 		deleted = rep.Workflows
 	}
 	if deleted != 1 {
