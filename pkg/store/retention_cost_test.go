@@ -73,7 +73,7 @@ func TestRetentionCostWithThousandsWaiting(t *testing.T) {
 			t.Fatal(err)
 		}
 		batch := time.Since(start)
-		t.Logf("%d waiting deploys: one batch of retention.deploys (its keep-list read twice) %v, removed %d; the keep-list's reads as they were (Unfinished, Successes per version), once: %v",
+		t.Logf("%d waiting deploys: one batch of retention.deploys (its keep-list read three times: to choose, to mark, to delete) %v, removed %d; the keep-list's reads as they were (Unfinished, Successes per version), once: %v",
 			n, batch.Round(time.Millisecond), removed, before.Round(time.Millisecond))
 		// dpl_old0000..0199: every tenth waiting deploy comes after one
 		// with i%10 == 0 → dpl_old0000, 0010, …, 0190 (20) are kept,
