@@ -380,7 +380,7 @@ func (e *Engine) workerLoop(ctx context.Context) {
 					e.fence(ErrFenced)
 				}
 			case ctx.Err() == nil:
-				e.log.Warn("heartbeat failed", "error", err, "silent_for", e.live.sinceOK().Round(time.Millisecond).String(), "cut_off", e.cutOff().String())
+				e.warnBeatFailed(err)
 			}
 		}
 		select {
@@ -389,6 +389,21 @@ func (e *Engine) workerLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// warnBeatFailed says that a heartbeat did not land, and what the silence
+// means on this database: on PostgreSQL the worker stops at its cut-off
+// (the others may take its deploys over); on SQLite it has none — the
+// server holds the database's lock, no other worker takes its deploys, and
+// it goes on until a beat lands.
+func (e *Engine) warnBeatFailed(err error) {
+	silent := e.live.sinceOK().Round(time.Millisecond).String()
+	if e.canBeCutOff() {
+		e.log.Warn("heartbeat failed", "error", err, "silent_for", silent, "cut_off", e.cutOff().String())
+		return
+	}
+	e.log.Warn("heartbeat failed", "error", err, "silent_for", silent,
+		"meaning", "SQLite: this server holds the database's lock, so no other worker takes its deploys over and it has no cut-off; it goes on, and its next heartbeat tries again")
 }
 
 // leaderLoop keeps or tries to take the leader lock every heartbeat, and
