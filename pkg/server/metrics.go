@@ -53,10 +53,11 @@ var waitingStates = []manent.State{manent.StateDelayed, manent.StateWaitingDepen
 // manent_step_duration_seconds in one process: step names come from
 // descriptors (custom steps, waves), and /metrics needs no token, so a
 // submitter could otherwise grow every scrape without limit. Names beyond
-// the bound are counted under stepLabelOther.
+// the bound are counted under stepLabelOther, in parentheses so that no
+// step can be named so (a step named "other" keeps its own series).
 const (
 	maxStepLabels  = 500
-	stepLabelOther = "other"
+	stepLabelOther = "(other)"
 )
 
 // stepLabels hands out step label values: a name seen before, or a new one
@@ -87,7 +88,8 @@ func (l *stepLabels) label(name string) string {
 //   - manent_step_duration_seconds{step,state}: steps that ended SUCCESS or
 //     ERROR in this process (each attempt: one that another attempt follows,
 //     the step still RUNNING, as ERROR), from start to end; at most
-//     maxStepLabels step names, the rest as step="other";
+//     maxStepLabels step names, the rest as step="(other)", which no step name
+//     can be (every one starts with a lowercase letter or a digit);
 //   - manent_deploys_finished_total{state}: deploys this process finished,
 //     by final state;
 //   - manent_queue_depth{state}: deploys waiting now, across all workers;
