@@ -14,31 +14,43 @@ import (
 	"github.com/manent-io/manent/pkg/store"
 )
 
-// stateCollector reports the number of deploys per state at scrape time.
-type stateCollector struct {
-	st   *store.Store
-	desc *prometheus.Desc
+// countByState counts the deploys per state (store.CountByState).
+type countByState func(ctx context.Context) (map[manent.State]int, error)
+
+// deployCollectors report manent_deployments{state} and
+// manent_queue_depth{state} at scrape time, from one count per scrape.
+func deployCollectors(count countByState) []prometheus.Collector {
+	return []prometheus.Collector{&deployCollector{count: count,
+		states: prometheus.NewDesc("manent_deployments", "Deploys by state.", []string{"state"}, nil),
+		queue: prometheus.NewDesc("manent_queue_depth",
+			"Deploys waiting now (DELAYED, WAITING_DEPENDENCY, AWAITING_APPROVAL, ENQUEUED), by state.", []string{"state"}, nil)}}
 }
 
-func newStateCollector(st *store.Store) *stateCollector {
-	return &stateCollector{st: st, desc: prometheus.NewDesc("manent_deployments",
-		"Deploys by state.", []string{"state"}, nil)}
+// deployCollector reports the number of deploys per state, and of those
+// waiting, at scrape time: both from one count (it was asked twice).
+type deployCollector struct {
+	count         countByState
+	states, queue *prometheus.Desc
 }
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *deployCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.states; ch <- c.queue }
 
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *deployCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	counts, err := c.st.CountByState(ctx)
+	counts, err := c.count(ctx)
 	if err != nil {
-		// Fails the scrape, naming the error: left out, the family
+		// Fails the scrape, naming the error: left out, the families
 		// vanished from a 200 answer as if nothing were there to count.
-		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("count deploys by state: %w", err))
+		ch <- prometheus.NewInvalidMetric(c.states, fmt.Errorf("count deploys by state: %w", err))
+		ch <- prometheus.NewInvalidMetric(c.queue, fmt.Errorf("count waiting deploys: %w", err))
 		return
 	}
 	for _, s := range manent.States {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+		ch <- prometheus.MustNewConstMetric(c.states, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+	for _, s := range waitingStates {
+		ch <- prometheus.MustNewConstMetric(c.queue, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 }
 
@@ -110,8 +122,8 @@ func (s *Server) registerMetrics(reg *prometheus.Registry) {
 			finished.WithLabelValues(string(st))
 		}
 	}
-	reg.MustRegister(steps, finished, &queueCollector{st: s.st, desc: prometheus.NewDesc("manent_queue_depth",
-		"Deploys waiting now (DELAYED, WAITING_DEPENDENCY, AWAITING_APPROVAL, ENQUEUED), by state.", []string{"state"}, nil)},
+	reg.MustRegister(deployCollectors(s.st.CountByState)...)
+	reg.MustRegister(steps, finished,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manent_sse_streams", Help: "Server-Sent Events streams open in this process."},
 			func() float64 { return float64(streamsOpen.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "manent_sse_cut_total",
@@ -146,25 +158,4 @@ func (s *Server) registerMetrics(reg *prometheus.Registry) {
 			}
 		}
 	})
-}
-
-// queueCollector reports manent_queue_depth at scrape time.
-type queueCollector struct {
-	st   *store.Store
-	desc *prometheus.Desc
-}
-
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	counts, err := c.st.CountByState(ctx)
-	if err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("count waiting deploys: %w", err))
-		return
-	}
-	for _, s := range waitingStates {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
-	}
 }

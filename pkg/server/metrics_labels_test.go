@@ -1,10 +1,17 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // Step names come from descriptors: past maxStepLabels distinct names, a
@@ -47,5 +54,43 @@ func TestStepLabelOverflowIsNoStepName(t *testing.T) {
 	}
 	if got := l.label("one-too-many"); got == "other" || !strings.Contains(got, "other") {
 		t.Fatalf("a name past the bound is labelled %q: want a label apart from the step named other", got)
+	}
+}
+
+// A scrape counts the deploys by state once: manent_deployments and
+// manent_queue_depth are read from the same count (it asked the database
+// twice per scrape).
+func TestScrapeCountsDeploysOnce(t *testing.T) {
+	var calls atomic.Int64 // a registry gathers its collectors at once
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(deployCollectors(func(context.Context) (map[manent.State]int, error) {
+		calls.Add(1)
+		return map[manent.State]int{manent.StateSuccess: 3, manent.StateEnqueued: 2}, nil
+	})...)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("a scrape counted the deploys by state %d times, want once", n)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	if got["manent_deployments/SUCCESS"] != 3 || got["manent_queue_depth/ENQUEUED"] != 2 || got["manent_deployments/ENQUEUED"] != 2 {
+		t.Errorf("figures %v: want SUCCESS 3 and ENQUEUED 2 in manent_deployments, ENQUEUED 2 in manent_queue_depth", got)
+	}
+	if _, ok := got["manent_queue_depth/SUCCESS"]; ok {
+		t.Errorf("manent_queue_depth counts SUCCESS: %v", got)
+	}
+
+	// A count that fails fails both families.
+	reg = prometheus.NewRegistry()
+	reg.MustRegister(deployCollectors(func(context.Context) (map[manent.State]int, error) { return nil, errors.New("database is closed") })...)
+	if _, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "manent_deployments") || !strings.Contains(err.Error(), "manent_queue_depth") {
+		t.Errorf("a failed count: %v, want an error naming both families", err)
 	}
 }

@@ -148,7 +148,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.handleHealth)
 	s.mux.HandleFunc("GET /readyz", s.handleReady)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGoCollector(), newStateCollector(s.st))
+	reg.MustRegister(prometheus.NewGoCollector())
 	s.registerMetrics(reg) // metrics.go: the families of SPEC §11.5
 	// A family that cannot be read (the database does not answer) fails
 	// the scrape with a 500 naming the error, and the log says it:
