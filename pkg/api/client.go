@@ -264,7 +264,12 @@ func (c *Client) List(ctx context.Context, o ListOptions) (*ListResult, error) {
 // Cancel asks the server to cancel a deploy and returns it as it is then.
 func (c *Client) Cancel(ctx context.Context, id string) (*manent.Deployment, error) {
 	var out manent.Deployment
-	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/cancel", "", nil, &out)
+	// Sent again only after a refusal that says when to come back (429,
+	// 503 with Retry-After: nothing was done); after a dropped answer a
+	// second cancel could find the deploy CANCELLED by the first and
+	// answer 409.
+	_, err := c.send(ctx, request{method: http.MethodPost, path: "/api/v1/deployments/" + url.PathEscape(id) + "/cancel",
+		refusedAgain: true}, &out)
 	return &out, err
 }
 
@@ -319,6 +324,11 @@ type request struct {
 	// idempotent: sending it twice does no more than sending it once, so it
 	// is retried after a dropped connection or a 429/502/503/504.
 	idempotent bool
+	// refusedAgain: sent again after a 429 or 503 that carries a
+	// Retry-After — the server refused it without acting and said when to
+	// come back — but not after a dropped connection, a 502/504 or a 503
+	// without Retry-After (a proxy's), after which it may have acted.
+	refusedAgain bool
 }
 
 // send sends req and decodes a 2xx answer into out, returning the answer's
@@ -330,8 +340,9 @@ type request struct {
 // the server's Retry-After (when it sent one and it is at most
 // Options.MaxRetryWait) or an exponential backoff (200 ms doubling, at most
 // 5 s). An idempotent request is retried after a 429, 502, 503 or 504 and
-// after a connection error; any request is retried when the connection was
-// refused (nothing was sent). A request that timed out is not sent again.
+// after a connection error; a refusedAgain request after a 429 or 503 with
+// a Retry-After; any request is retried when the connection was refused
+// (nothing was sent). A request that timed out is not sent again.
 func (c *Client) send(ctx context.Context, req request, out any) (http.Header, error) {
 	var h http.Header
 	p := RetryPolicy
@@ -418,7 +429,9 @@ func (c *Client) once(ctx context.Context, req request, out any) (h http.Header,
 			se.RetryAfter = ra
 		}
 		switch resp.StatusCode {
-		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			return resp.Header, ra, req.idempotent || (req.refusedAgain && ra > 0), perr
+		case http.StatusBadGateway, http.StatusGatewayTimeout:
 			return resp.Header, ra, req.idempotent, perr
 		}
 		return resp.Header, 0, false, perr

@@ -200,19 +200,59 @@ func TestTooManyRequestsRetried(t *testing.T) {
 	}
 }
 
-// A request that is not idempotent (cancel, approve, a submission without
-// a key) is never sent twice after an answer.
+// A request that is not idempotent (approve, a submission without a key)
+// is never sent twice after an answer; nor is a cancel after an answer
+// that may come after it acted (a 502/504, a 503 without Retry-After: a
+// proxy's).
 func TestNonIdempotentNotRetried(t *testing.T) {
 	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(503, "0", "busy"), okDeployment}}
 	c := api.NewClient(start(t, rc), "", nil)
-	if _, err := c.Cancel(context.Background(), "dpl_1"); !api.IsServerError(err) {
-		t.Fatalf("err = %v, want the 503", err)
-	}
 	if _, err := c.Submit(context.Background(), []byte("x: 1"), false); !api.IsServerError(err) && err != nil {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := c.Approve(context.Background(), "dpl_1", "", ""); err != nil {
 		t.Fatalf("err = %v", err)
 	}
 	if rc.count() != 2 {
 		t.Errorf("%d requests, want 2 (each sent once)", rc.count())
+	}
+	for _, a := range []func(http.ResponseWriter, *http.Request){problem(502, "1", "bad gateway"), problem(504, "1", "gateway timeout"), problem(503, "", "no upstream")} {
+		rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){a, okDeployment}}
+		c := api.NewClient(start(t, rc), "", nil)
+		_, err := c.Cancel(context.Background(), "dpl_1")
+		if !api.IsServerError(err) {
+			t.Fatalf("err = %v, want the error answer", err)
+		}
+		if rc.count() != 1 {
+			t.Errorf("cancel sent %d times after %v, want once", rc.count(), err)
+		}
+	}
+}
+
+// A cancel the server refused without acting, saying when to come back (a
+// 429 of limits.refusals_per_minute, a 503 of a busy database), is sent
+// again after its Retry-After, as a read would be: 'manent cancel' quoted
+// the Retry-After and gave up.
+func TestCancelRefusedWithRetryAfterIsSentAgain(t *testing.T) {
+	for _, status := range []int{429, 503} {
+		rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(status, "1", "busy; retry in 1s"), okDeployment}}
+		c := api.NewClient(start(t, rc), "", nil)
+		d, err := c.Cancel(context.Background(), "dpl_1")
+		if err != nil || d.ID != "dpl_1" {
+			t.Fatalf("%d then 202: got %+v, %v; want the deploy", status, d, err)
+		}
+		if rc.count() != 2 {
+			t.Fatalf("%d then 202: %d requests, want 2", status, rc.count())
+		}
+		if gap := rc.times[1].Sub(rc.times[0]); gap < time.Second {
+			t.Errorf("%d: the cancel came again %s after, before its Retry-After of 1s", status, gap)
+		}
+	}
+	// Longer than MaxRetryWait: not waited; the error says when.
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(429, "45", "refused more than 60 times in a minute; retry in 45s")}}
+	c := api.NewClient(start(t, rc), "", nil)
+	if _, err := c.Cancel(context.Background(), "dpl_1"); err == nil || !strings.Contains(err.Error(), "retry in 45s") || rc.count() != 1 {
+		t.Fatalf("a 45 s Retry-After: %v after %d requests, want the 429 at once", err, rc.count())
 	}
 }
 

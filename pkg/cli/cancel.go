@@ -34,7 +34,12 @@ first waves, say) is rolled back first. A cancel
 that arrives during the deploy's last step has nothing left to stop: the
 deploy ends as that step does, and its log says so. Use 'manent wait' to
 see it end. The answer says "cancelled" for a deploy that ended at once,
-"cancel requested (state PENDING)" for a running one.`,
+"cancel requested (state PENDING)" for a running one. A cancel the server
+refuses without acting, saying when to come back (429 past
+limits.refusals_per_minute, 503 while its database is busy), is sent
+again after that Retry-After when it is at most 30s (4 more times at
+most); a longer one is not waited for, and the error says when to try
+again.`,
 		Example: `  manent cancel dpl_01JABCDEF
   # deploy dpl_01JABCDEF: cancel requested (state PENDING)
   # deploy dpl_01JABCDEF: cancelled          (it was still waiting)
