@@ -21,7 +21,7 @@ func (s *Server) routesAgent() {
 	s.mux.HandleFunc("POST /api/v1/agent/reports", jsonBody(s.handleAgentReport))
 	// The same, with the cluster in the path too: it must match the body's.
 	s.mux.HandleFunc("POST /api/v1/clusters/{cluster}/reports", jsonBody(s.handleAgentReport))
-	s.mux.HandleFunc("GET /api/v1/clusters", s.handleClusters)
+	s.mux.HandleFunc("GET /api/v1/clusters", query(s.handleClusters))
 	s.mux.HandleFunc("GET /api/v1/clusters/{cluster}/status", s.handleClusterStatus)
 }
 

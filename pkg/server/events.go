@@ -28,7 +28,7 @@ func (s *Server) routesEvents() {
 	s.mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
 		s.handleGlobalEvents(h, w, r)
 	})
-	s.mux.HandleFunc("GET /api/v1/activity", s.handleActivity)
+	s.mux.HandleFunc("GET /api/v1/activity", query(s.handleActivity, "application", "environment", "from", "limit"))
 }
 
 // followLogs serves GET /api/v1/deployments/{id}/logs?follow=true: the

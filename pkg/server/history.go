@@ -18,11 +18,11 @@ import (
 
 // History, rollback and DORA (SPEC §11.5).
 func (s *Server) routesHistory() {
-	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/history", s.handleHistory)
+	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/history", query(s.handleHistory, "limit", "cursor"))
 	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/current", s.handleCurrent)
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/effective", s.handleEffective)
 	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", jsonBody(s.handleRollback))
-	s.mux.HandleFunc("GET /api/v1/metrics/dora", s.handleDORA)
+	s.mux.HandleFunc("GET /api/v1/metrics/dora", query(s.handleDORA, "application", "environment", "window"))
 	s.mux.HandleFunc("GET /api/v1/version", s.handleVersion) // version.go
 }
 

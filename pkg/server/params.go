@@ -1,15 +1,20 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/suggest"
 )
 
 // intParam reads the query parameter name of r as an integer from lo to
@@ -92,4 +97,67 @@ func invalidUTF8(s string) string {
 		i += size
 	}
 	return ""
+}
+
+// query wraps the handler of a list route that reads the query
+// parameters known, and no other: a parameter it does not read is
+// refused (400) naming it and the closest known one — a script's typo
+// (?stat=ERROR) listed everything, as if unfiltered — and so is one given
+// more than once, which the route read the first of (?state=A&state=B
+// listed A; state takes a comma-separated list).
+func query(h http.HandlerFunc, known ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := unknownParameter(r, known); err != nil {
+			// 400, as a query string that is not text (targetNotText): the
+			// request is malformed, whatever its values.
+			w.Header().Set("Content-Type", api.ProblemContentType)
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(api.Problem{Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
+				Detail: err.Error(), Errors: err.Fields})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// unknownParameter checks r's query against known (see query): the first
+// wrong parameter in name order, as a field error "query.<name>", or nil.
+func unknownParameter(r *http.Request, known []string) *manent.Error {
+	q := r.URL.Query() // decodable: targetNotText checked it before any route
+	names := make([]string, 0, len(q))
+	for name := range q {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	route := r.Pattern
+	if route == "" {
+		route = r.Method + " " + r.URL.Path
+	}
+	takes := "no query parameter"
+	if len(known) > 0 {
+		takes = "only " + strings.Join(known, ", ")
+	}
+	for _, name := range names {
+		shown := manent.ClipText(name, maxEchoed)
+		if !slices.Contains(known, name) {
+			msg := fmt.Sprintf("unknown query parameter %q", shown)
+			if len(name) <= maxEchoed {
+				if near := suggest.Closest(name, known); near != "" {
+					msg += fmt.Sprintf("; did you mean %q?", near)
+				}
+			}
+			return &manent.Error{Code: manent.EInvalid,
+				Message: fmt.Sprintf("%s: %s takes %s (a parameter it does not read would not narrow the answer)", msg, route, takes),
+				Fields:  []manent.FieldError{{Path: "query." + shown, Message: msg}}}
+		}
+		if n := len(q[name]); n > 1 {
+			msg := fmt.Sprintf("query parameter %q is given %d times; give it once", shown, n)
+			if name == "state" {
+				msg += " (it takes a comma-separated list: state=ERROR,CANCELLED)"
+			}
+			return &manent.Error{Code: manent.EInvalid, Message: fmt.Sprintf("%s: %s reads one value of each", msg, route),
+				Fields: []manent.FieldError{{Path: "query." + shown, Message: msg}}}
+		}
+	}
+	return nil
 }

@@ -129,15 +129,15 @@ func New(cfg Config) *Server {
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /api/v1/deployments", s.handleSubmit)
-	s.mux.HandleFunc("GET /api/v1/deployments", s.handleList)
+	s.mux.HandleFunc("GET /api/v1/deployments", query(s.handleList, "application", "environment", "state", "limit", "cursor"))
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}", s.handleStatus)
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/steps", s.handleSteps)
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/logs", s.handleLogs)
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/cancel", s.handleCancel)
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/approve", jsonBody(s.handleApprove("approve")))
 	s.mux.HandleFunc("POST /api/v1/deployments/{id}/reject", jsonBody(s.handleApprove("reject")))
-	s.mux.HandleFunc("GET /api/v1/inventory", s.handleInventory)
-	s.mux.HandleFunc("GET /api/v1/schedules", s.handleSchedules)
+	s.mux.HandleFunc("GET /api/v1/inventory", query(s.handleInventory, "application", "environment"))
+	s.mux.HandleFunc("GET /api/v1/schedules", query(s.handleSchedules, "application", "environment"))
 	s.mux.HandleFunc("DELETE /api/v1/schedules/{id}", s.handleDeleteSchedule)
 	// Each capability registers its own routes in its own file.
 	s.routesEvents()
