@@ -152,9 +152,15 @@ type Worker struct {
 	// dead (silent for workers.dead_after, or gone).
 	State    string    `json:"state"`
 	LastSeen time.Time `json:"last_seen"`
-	// Running is the number of deploys running on it (PENDING under its
-	// executor id); on a dead worker, the deploys waiting to be taken over.
-	Running   int        `json:"running"`
+	// Running is the number of its deploys (PENDING under its executor
+	// id) that hold one of its slots — at most its workers.slots; on a
+	// dead worker, with Waiting, the deploys waiting to be taken over.
+	Running int `json:"running"`
+	// Waiting is the number of its deploys that hold no slot, as of its
+	// last heartbeat: between rollout waves, waiting for an approval, a
+	// freeze, an observation, or for a slot back. 0 on a worker of an
+	// earlier version, whose Running counts them.
+	Waiting   int        `json:"waiting"`
 	StartedAt time.Time  `json:"started_at"`
 	Version   string     `json:"version,omitempty"`
 	TakenOver *time.Time `json:"taken_over_at,omitempty"`

@@ -234,7 +234,7 @@ func (e *Engine) checkAlive(ctx context.Context, starting bool) error {
 			return nil
 		}
 		sent := e.live.now()
-		err := e.st.Heartbeat(ctx, e.cfg.ExecutorID, e.live.instance)
+		err := e.st.HeartbeatWaiting(ctx, e.cfg.ExecutorID, e.live.instance, int(e.live.parked.Load()))
 		switch {
 		case err == nil:
 			e.beatLanded(sent)
@@ -370,7 +370,7 @@ func (e *Engine) workerLoop(ctx context.Context) {
 				hctx, cancel = context.WithTimeout(ctx, max(e.cfg.Heartbeat, time.Second))
 			}
 			sent := e.live.now()
-			err := e.st.Heartbeat(hctx, e.cfg.ExecutorID, e.live.instance)
+			err := e.st.HeartbeatWaiting(hctx, e.cfg.ExecutorID, e.live.instance, int(e.live.parked.Load()))
 			cancel()
 			switch {
 			case err == nil:
@@ -624,7 +624,14 @@ func (e *Engine) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	}
 	out := make([]WorkerInfo, len(ws))
 	for i, w := range ws {
-		out[i] = WorkerInfo{Worker: w, Running: running[w.ID], ConfigNote: e.configNote(w, ws)}
+		// Of its PENDING deploys, those that held no slot at its last
+		// heartbeat wait; the others run. This worker counts its own now.
+		waiting := w.Waiting
+		if w.ID == e.cfg.ExecutorID && e.live != nil && e.live.started {
+			waiting = int(e.live.parked.Load())
+		}
+		w.Waiting = min(max(waiting, 0), running[w.ID])
+		out[i] = WorkerInfo{Worker: w, Running: running[w.ID] - w.Waiting, ConfigNote: e.configNote(w, ws)}
 	}
 	return out, nil
 }
@@ -637,8 +644,11 @@ func (e *Engine) pending(opts ...dbos.ListWorkflowsOption) ([]dbos.WorkflowStatu
 		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))...)
 }
 
-// WorkerInfo is a worker and the deploys it runs (PENDING in DBOS under
-// its executor id).
+// WorkerInfo is a worker and its deploys (PENDING in DBOS under its
+// executor id): Running those that hold one of its slots (at most
+// workers.slots), Waiting (store.Worker's, bounded here) those that hold
+// none — waiting between rollout waves for an approval, a freeze, an
+// observation, or for a slot back.
 type WorkerInfo struct {
 	store.Worker
 	Running int

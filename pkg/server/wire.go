@@ -48,7 +48,7 @@ func wireEvent(e store.Event) api.Event {
 // wireWorker converts a worker with its running count.
 func wireWorker(w engine.WorkerInfo) api.Worker {
 	return api.Worker{
-		ID: w.ID, State: w.State, LastSeen: w.LastSeen, Running: w.Running,
+		ID: w.ID, State: w.State, LastSeen: w.LastSeen, Running: w.Running, Waiting: w.Waiting,
 		StartedAt: w.StartedAt, Version: w.Version, TakenOver: w.TakenOverAt, TakenOverBy: w.TakenOverBy,
 		Config: w.ConfigNote,
 	}

@@ -338,7 +338,10 @@ func newWorkersCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Comm
 		Short: "List the workers sharing the database",
 		Long: `List the manent-server workers that share the database (SPEC §11.3): id,
 state (alive, leaving, dead), when each was last seen, and how many deploys
-run on it. A dead worker's running deploys are taken over by a live worker
+run on it: RUNNING those that hold one of its slots (at most its
+workers.slots), WAITING those that hold none (between rollout waves, for
+an approval, a freeze, an observation or a slot back; as of its last
+heartbeat). A dead worker's deploys are taken over by a live worker
 within workers.dead_after + 15 s (PostgreSQL); a count on a dead worker is
 what still waits for that. CONFIG compares each worker's policy-relevant
 configuration (governance, rbac, auth subjects, plugins.steps, allow-lists,
@@ -363,10 +366,10 @@ submitted through one may be refused at its config step on another.`,
 				return err
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tRUNNING\tVERSION\tCONFIG\tTAKEN OVER BY")
+			fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tRUNNING\tWAITING\tVERSION\tCONFIG\tTAKEN OVER BY")
 			for _, w := range ws {
 				ago := time.Since(w.LastSeen).Round(time.Second)
-				fmt.Fprintf(tw, "%s\t%s\t%s (%s ago)\t%d\t%s\t%s\t%s\n", w.ID, w.State, w.LastSeen.Format(time.RFC3339), ago, w.Running, w.Version, w.ConfigNote, w.TakenOverBy)
+				fmt.Fprintf(tw, "%s\t%s\t%s (%s ago)\t%d\t%d\t%s\t%s\t%s\n", w.ID, w.State, w.LastSeen.Format(time.RFC3339), ago, w.Running, w.Waiting, w.Version, w.ConfigNote, w.TakenOverBy)
 			}
 			return tw.Flush()
 		},

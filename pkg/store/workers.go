@@ -39,6 +39,9 @@ type Worker struct {
 	// Config is the worker's policy-relevant configuration as it recorded
 	// it when it started (zero: a row of an earlier version).
 	Config WorkerConfig
+	// Waiting is how many of its deploys held none of its slots at its
+	// last heartbeat (HeartbeatWaiting): waiting between rollout waves.
+	Waiting int
 }
 
 // WorkerConfig digests a worker's policy-relevant configuration: Digest
@@ -243,8 +246,14 @@ func (s *Store) LastBeat(ctx context.Context, id string) (Beat, error) {
 // declared it dead (or it left), or another process registered with its id
 // since: a worker never revives itself; it must stop and start again.
 func (s *Store) Heartbeat(ctx context.Context, id, instance string) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers SET last_seen_ms = `+s.nowMs()+`
-		WHERE id = ? AND state = 'alive' AND instance = ?`), id, instance)
+	return s.HeartbeatWaiting(ctx, id, instance, 0)
+}
+
+// HeartbeatWaiting is Heartbeat that also records how many of the
+// worker's deploys hold none of its slots now (Worker.Waiting).
+func (s *Store) HeartbeatWaiting(ctx context.Context, id, instance string, waiting int) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_workers SET last_seen_ms = `+s.nowMs()+`, waiting = ?
+		WHERE id = ? AND state = 'alive' AND instance = ?`), waiting, id, instance)
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -434,7 +443,7 @@ func (s *Store) TakeOver(ctx context.Context, id, by string, claimFor time.Durat
 // Workers lists every worker that ever registered, by id.
 func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, state, last_seen_ms, started_at_ms, version, app_version, taken_over_ms, taken_over_by,
-			claimed_by, claim_until_ms, config_digest, config_parts
+			claimed_by, claim_until_ms, config_digest, config_parts, waiting
 		FROM manent_workers ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -446,7 +455,7 @@ func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 		var seen, started int64
 		var over, until sql.NullInt64
 		var by, claimedBy, digest, parts sql.NullString
-		if err := rows.Scan(&w.ID, &w.State, &seen, &started, &w.Version, &w.AppVersion, &over, &by, &claimedBy, &until, &digest, &parts); err != nil {
+		if err := rows.Scan(&w.ID, &w.State, &seen, &started, &w.Version, &w.AppVersion, &over, &by, &claimedBy, &until, &digest, &parts, &w.Waiting); err != nil {
 			return nil, err
 		}
 		w.Config.Digest = digest.String
