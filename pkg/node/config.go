@@ -155,6 +155,15 @@ type Config struct {
 		Every     time.Duration `mapstructure:"every"`
 	} `mapstructure:"retention"`
 
+	// Web configures the web UI (docs/web.md).
+	Web struct {
+		// PathPrefix is the path a reverse proxy mounts the UI under and
+		// strips before it passes requests on ("/manent"; "": the root of
+		// the host): the UI writes its links, redirects and cookies under
+		// it (web.Config.PathPrefix).
+		PathPrefix string `mapstructure:"path_prefix"`
+	} `mapstructure:"web"`
+
 	// Trial is set when no configuration file was given (SPEC §8.1): local
 	// trial mode.
 	Trial bool `mapstructure:"-"`

@@ -368,7 +368,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 			return nil, err
 		}
 		if ui, err = web.New(web.Config{API: api, Guard: guard, Secret: webSecret, Sessions: st, Audit: st, OIDC: cfg.Auth.OIDC,
-			SignInsPerMinute: cfg.Limits.SignInsPerMinute, Proxies: proxies, Logger: log.With("component", "web")}); err != nil {
+			SignInsPerMinute: cfg.Limits.SignInsPerMinute, Proxies: proxies, PathPrefix: cfg.Web.PathPrefix, Logger: log.With("component", "web")}); err != nil {
 			eng.Shutdown(0)
 			return nil, err
 		}

@@ -47,6 +47,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("schedules.min_interval", "1m")
 	v.SetDefault("log_level", "info")
 	v.SetDefault("shutdown_delay", "0s")
+	v.SetDefault("web.path_prefix", "") // read from MANENT_WEB_PATH_PREFIX too
 	v.SetDefault("retention.workflows", "168h")
 	v.SetDefault("retention.every", "10m")
 	v.SetEnvPrefix("MANENT")

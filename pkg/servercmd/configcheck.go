@@ -368,6 +368,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if c.Limits.BearerFailuresPerMinute < 1 {
 		bad("limits.bearer_failures_per_minute", "must be at least 1 (default %d)", server.DefaultBearerFailuresPerMinute)
 	}
+	if err := web.CheckPathPrefix(c.Web.PathPrefix); err != nil {
+		bad("web.path_prefix", "%q %s: the path the reverse proxy mounts the UI under, e.g. /manent", clipValue(c.Web.PathPrefix), err)
+	}
 	checkRetention(c, bad)
 	if c.ShutdownDelay < 0 || c.ShutdownDelay > maxShutdownDelay {
 		bad("shutdown_delay", "must be between 0s and %s (the time load balancers take to stop sending requests, e.g. 10s)", maxShutdownDelay)

@@ -66,7 +66,7 @@ func TestANSISpansHostile(t *testing.T) {
 // The deploy page renders a line's colours as classes and its text as
 // text: no escape character, no markup of the step's.
 func TestDeployPageLogColours(t *testing.T) {
-	pages, err := parsePages()
+	pages, err := parsePages("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func loginError(code string) string { return loginErrors[code] }
 // loginCSRF returns the sign-in form's CSRF token, setting its cookie when
 // the browser has none.
 func (h *Handler) loginCSRF(w http.ResponseWriter, r *http.Request) string {
-	if c, err := cookie(r, loginCookie); err == nil && len(c.Value) >= 16 {
+	if c, err := h.cookie(r, loginCookie); err == nil && len(c.Value) >= 16 {
 		return h.seal.loginToken(c.Value)
 	}
 	v := randomString(24)
@@ -55,14 +55,14 @@ func (h *Handler) oidcEnabled() bool {
 }
 
 func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
-	next := localPath(r.URL.Query().Get("next"))
+	next := h.localPath(r.URL.Query().Get("next"))
 	_, err := h.signedIn(r)
 	if err == nil {
 		// Signed in: no message of loginErrors would be true.
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if _, cerr := cookie(r, sessionCookie); cerr == nil && errors.Is(err, errNoSession) {
+	if _, cerr := h.cookie(r, sessionCookie); cerr == nil && errors.Is(err, errNoSession) {
 		// A session cookie that is no longer honoured (expired, signed
 		// out, sealed before sessions had ids): the browser drops it.
 		h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
@@ -71,6 +71,14 @@ func (h *Handler) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 		// An unprefixed session cookie over HTTPS (sealed before the
 		// __Host- prefix, or set by another host) is not read: dropped.
 		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+		if h.prefix != "" {
+			http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: h.prefix, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+		}
+	}
+	if _, cerr := r.Cookie(hostPrefix + sessionCookie); cerr == nil && secure(r) && h.prefix != "" {
+		// A session of this UI from before it moved under a path prefix:
+		// not read, and sent to every application of the host (Path=/).
+		http.SetCookie(w, &http.Cookie{Name: hostPrefix + sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	}
 	p := &pageData{Title: "Sign in", CSRF: h.loginCSRF(w, r), Data: loginView{Next: next, OIDC: h.oidcEnabled(),
 		Error: loginError(r.URL.Query().Get("error"))}}
@@ -85,12 +93,12 @@ func (h *Handler) handleLogin(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, nil, http.StatusBadRequest, "The form could not be read.")
 		return
 	}
-	c, err := cookie(r, loginCookie)
+	c, err := h.cookie(r, loginCookie)
 	if err != nil || !equalStrings(h.seal.loginToken(c.Value), r.PostForm.Get("csrf")) {
 		h.renderError(w, r, nil, http.StatusForbidden, "This form is missing its CSRF token: reload the sign-in page and try again.")
 		return
 	}
-	next := localPath(r.PostForm.Get("next"))
+	next := h.localPath(r.PostForm.Get("next"))
 	if !h.limitSignIn(w, r, next) {
 		return
 	}
@@ -221,7 +229,7 @@ func (h *Handler) handleLogout(w http.ResponseWriter, r *http.Request) {
 		h.log.Error("web: audit of a sign-out failed", "identity", subject, "error", err)
 	}
 	h.setCookie(w, r, sessionCookie, "", -1, http.SameSiteStrictMode)
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	http.Redirect(w, r, h.prefix+"/login", http.StatusSeeOther)
 }
 
 // oidcErrorCodes are the error codes of an authorization response (RFC
@@ -280,13 +288,14 @@ func (h *Handler) oauth(c *oidcClient, redirect string) *oauth2.Config {
 	}
 }
 
-// callbackURL is this server's /login/callback as the browser reaches it.
-func callbackURL(r *http.Request) string {
+// callbackURL is this server's /login/callback as the browser reaches it
+// (under the path prefix): the redirect URL to register at the issuer.
+func (h *Handler) callbackURL(r *http.Request) string {
 	scheme := "http"
 	if secure(r) {
 		scheme = "https"
 	}
-	return (&url.URL{Scheme: scheme, Host: r.Host, Path: "/login/callback"}).String()
+	return (&url.URL{Scheme: scheme, Host: r.Host, Path: h.prefix + "/login/callback"}).String()
 }
 
 // handleOIDCStart sends the browser to the issuer: authorization code
@@ -303,7 +312,7 @@ func (h *Handler) handleOIDCStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := oidcState{State: randomString(24), Nonce: randomString(24), Verifier: oauth2.GenerateVerifier(),
-		Next: localPath(r.URL.Query().Get("next")), Redirect: callbackURL(r), Expires: h.now().Add(10 * time.Minute).Unix()}
+		Next: h.localPath(r.URL.Query().Get("next")), Redirect: h.callbackURL(r), Expires: h.now().Add(10 * time.Minute).Unix()}
 	switch prev, err := h.readSession(r); {
 	case err == nil:
 		st.Prior = h.priorSessionOf(r, prev)
@@ -312,10 +321,10 @@ func (h *Handler) handleOIDCStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := h.seal.seal(oidcCookie, st)
-	if err == nil && len(cookieName(r, oidcCookie))+len(v) > maxBrowserCookie && st.Next != "/" {
+	if err == nil && len(h.cookieName(r, oidcCookie))+len(v) > maxBrowserCookie && st.Next != h.home() {
 		// A page address too long for the cookie a browser keeps: the
 		// sign-in lands on the home page rather than fail at the callback.
-		st.Next = "/"
+		st.Next = h.home()
 		v, err = h.seal.seal(oidcCookie, st)
 	}
 	if err != nil {
@@ -339,7 +348,7 @@ func (h *Handler) handleOIDCCallback(w http.ResponseWriter, r *http.Request) {
 		h.renderError(w, r, nil, status, msg)
 	}
 	var st oidcState
-	ck, err := cookie(r, oidcCookie)
+	ck, err := h.cookie(r, oidcCookie)
 	if err != nil || h.seal.open(oidcCookie, ck.Value, &st) != nil || h.now().Unix() > st.Expires {
 		failed(http.StatusBadRequest, "The sign-in took too long or was started in another browser; start again.")
 		return

@@ -171,12 +171,14 @@ func stepDuration(s manent.Step) string {
 }
 
 // parsePages parses layout.html with each page template.
-func parsePages() (map[string]*template.Template, error) {
+// Templates write every address of the UI as {{base}}/…: base is the
+// path prefix (web.path_prefix), "" at the root of the host.
+func parsePages(prefix string) (map[string]*template.Template, error) {
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
-	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	base, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"base": func() string { return prefix }}).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +236,8 @@ func (h *Handler) page(name string, fn pageFunc) http.HandlerFunc {
 			return
 		}
 		if err != nil {
-			to := "/login?next=" + url.QueryEscape(r.URL.RequestURI())
-			if _, cerr := cookie(r, sessionCookie); cerr == nil {
+			to := h.prefix + "/login?next=" + url.QueryEscape(h.prefix+r.URL.RequestURI())
+			if _, cerr := h.cookie(r, sessionCookie); cerr == nil {
 				to += "&error=" + loginErrSessionEnded
 			}
 			http.Redirect(w, r, to, http.StatusSeeOther)
@@ -304,7 +306,7 @@ func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer
 		// 422): the page of an environment with nothing, the link's text
 		// not repeated.
 		p.Title, p.Data = "Activity", activityView{Environment: env, PageSize: activityPage}
-		p.Stream, p.Live = "/events", true
+		p.Stream, p.Live = h.prefix+"/events", true
 		return nil
 	}
 	// The API cuts the page (?limit=, ?from=): the whole list of 10,000
@@ -336,18 +338,18 @@ func (h *Handler) pageActivity(w http.ResponseWriter, r *http.Request, v *viewer
 		if env != "" && g.Environment != env {
 			continue
 		}
-		av.Groups = append(av.Groups, pageActivityGroup(g, from))
+		av.Groups = append(av.Groups, pageActivityGroup(g, from, h.prefix))
 	}
 	// The environment asked for is not repeated: only names the API
 	// answered with are shown.
 	p.Title, p.Data = "Activity", av
-	p.Stream, p.Live = "/events", true
+	p.Stream, p.Live = h.prefix+"/events", true
 	return nil
 }
 
 // pageActivityGroup is one page of g's deploys, which the API cut from
-// its deploy from (counted from 0).
-func pageActivityGroup(g api.ActivityGroup, from int) activityGroup {
+// its deploy from (counted from 0); its links are under prefix.
+func pageActivityGroup(g api.ActivityGroup, from int, prefix string) activityGroup {
 	n, end := g.Total, from+len(g.Items)
 	out := activityGroup{Environment: g.Environment, Items: g.Items, Total: n, First: from + 1, Last: end}
 	link := func(at int) string {
@@ -355,7 +357,7 @@ func pageActivityGroup(g api.ActivityGroup, from int) activityGroup {
 		if at > 0 {
 			q.Set("from", strconv.Itoa(at))
 		}
-		return "/?" + q.Encode()
+		return prefix + "/?" + q.Encode()
 	}
 	if from > 0 {
 		out.Prev = link(max(from-activityPage, 0))
@@ -494,7 +496,7 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 	p.Title = fmt.Sprintf("%s %s → %s", d.Application, d.Version, d.Environment)
 	p.Data = dv
 	if !d.State.Final() || r.URL.Query().Get("follow") != "" {
-		p.Stream = "/deployments/" + url.PathEscape(id) + "/events?last_event_id=" + strconv.FormatInt(dv.LastSeq, 10)
+		p.Stream = h.prefix + "/deployments/" + url.PathEscape(id) + "/events?last_event_id=" + strconv.FormatInt(dv.LastSeq, 10)
 		p.Live, p.Log = true, true
 	}
 	return nil
@@ -535,7 +537,7 @@ func (h *Handler) handleAction(action string) http.HandlerFunc {
 			h.fail(w, r, v, err)
 			return
 		}
-		http.Redirect(w, r, "/deployments/"+url.PathEscape(id), http.StatusSeeOther)
+		http.Redirect(w, r, h.prefix+"/deployments/"+url.PathEscape(id), http.StatusSeeOther)
 	}
 }
 
@@ -545,7 +547,7 @@ func (h *Handler) pageEnvironments(w http.ResponseWriter, r *http.Request, v *vi
 		return err
 	}
 	p.Title, p.Data = "Environments", inv
-	p.Stream, p.Live = "/events", true
+	p.Stream, p.Live = h.prefix+"/events", true
 	return nil
 }
 
@@ -579,7 +581,7 @@ func (h *Handler) pageHistory(w http.ResponseWriter, r *http.Request, v *viewer,
 
 func (h *Handler) pageClusters(w http.ResponseWriter, r *http.Request, v *viewer, p *pageData) error {
 	if c := strings.TrimSpace(r.URL.Query().Get("cluster")); c != "" {
-		http.Redirect(w, r, "/clusters/"+url.PathEscape(c), http.StatusSeeOther)
+		http.Redirect(w, r, h.prefix+"/clusters/"+url.PathEscape(c), http.StatusSeeOther)
 		return errRedirected
 	}
 	var res api.ClustersResult
@@ -634,7 +636,7 @@ func (h *Handler) pageCluster(w http.ResponseWriter, r *http.Request, v *viewer,
 		}
 	}
 	p.Title, p.Nav, p.Data = "Cluster "+c, "clusters", cv
-	p.Stream, p.Live = "/events", true
+	p.Stream, p.Live = h.prefix+"/events", true
 	return nil
 }
 
@@ -673,7 +675,7 @@ func (h *Handler) pageAudit(w http.ResponseWriter, r *http.Request, v *viewer, p
 		if action != "" {
 			nq.Set("action", action)
 		}
-		av.Next = "/audit?" + nq.Encode()
+		av.Next = h.prefix + "/audit?" + nq.Encode()
 	}
 	p.Title, p.Data = "Audit log", av
 	return nil

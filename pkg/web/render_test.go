@@ -16,7 +16,7 @@ import (
 // end-to-end tests drive real deploys; a failed rollout with a rollback is
 // built here from the API's types.)
 func TestDeployPageContent(t *testing.T) {
-	pages, err := parsePages()
+	pages, err := parsePages("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestDeployPageContent(t *testing.T) {
 // the millisecond — and the server's text, by the CLI's rule, stays the
 // no-script fallback.
 func TestDeployPageTimesTick(t *testing.T) {
-	pages, err := parsePages()
+	pages, err := parsePages("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestDeployPageTimesTick(t *testing.T) {
 // On a server without governance the decision says so in words, not
 // "by none" (the CLI's "allowed, source: none").
 func TestDeployPageDecisionWithoutGovernance(t *testing.T) {
-	pages, err := parsePages()
+	pages, err := parsePages("")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestAgoIsTheCLIRule(t *testing.T) {
 // when the next one starts — not a failed step (its error alone under a
 // "running" badge read as a failure).
 func TestDeployPageRetryingStep(t *testing.T) {
-	pages, err := parsePages()
+	pages, err := parsePages("")
 	if err != nil {
 		t.Fatal(err)
 	}

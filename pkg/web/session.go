@@ -228,25 +228,47 @@ func secure(r *http.Request) bool {
 // CSRF). Over plain HTTP the prefix cannot be used (it needs Secure).
 const hostPrefix = "__Host-"
 
+// securePrefix starts the UI's cookie names over HTTPS under a path prefix
+// (web.path_prefix): __Host- needs Path=/, which would send the session to
+// every application of the host. A browser takes a __Secure- cookie only
+// over HTTPS and Secure, so no plain-HTTP page can set one; a sibling
+// subdomain over HTTPS still can (with Domain), which a host of manent's
+// own avoids (docs/web.md).
+const securePrefix = "__Secure-"
+
 // cookieName is the name of the UI's cookie base for r: __Host-base over
-// HTTPS (secure), base over plain HTTP. Only that name is read: over HTTPS
-// an unprefixed cookie may have been set by anyone on a sibling host.
-func cookieName(r *http.Request, base string) string {
-	if secure(r) {
-		return hostPrefix + base
+// HTTPS (secure), __Secure-base over HTTPS under a path prefix, base over
+// plain HTTP. Only that name is read: over HTTPS an unprefixed cookie may
+// have been set by anyone on a sibling host.
+func (h *Handler) cookieName(r *http.Request, base string) string {
+	switch {
+	case !secure(r):
+		return base
+	case h.prefix != "":
+		return securePrefix + base
 	}
-	return base
+	return hostPrefix + base
+}
+
+// cookiePath is the Path of the UI's cookies: / at the root of its host,
+// else the path prefix, so that the browser sends them to manent only and
+// not to the other applications of the host.
+func (h *Handler) cookiePath() string {
+	if h.prefix == "" {
+		return "/"
+	}
+	return h.prefix
 }
 
 // cookie reads the UI's cookie base under the name in use for r.
-func cookie(r *http.Request, base string) (*http.Cookie, error) {
-	return r.Cookie(cookieName(r, base))
+func (h *Handler) cookie(r *http.Request, base string) (*http.Cookie, error) {
+	return r.Cookie(h.cookieName(r, base))
 }
 
 // setCookie sets the UI's cookie base (named for r: cookieName).
 func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, base, value string, maxAge int, sameSite http.SameSite) {
 	http.SetCookie(w, &http.Cookie{
-		Name: cookieName(r, base), Value: value, Path: "/", MaxAge: maxAge,
+		Name: h.cookieName(r, base), Value: value, Path: h.cookiePath(), MaxAge: maxAge,
 		HttpOnly: true, Secure: secure(r), SameSite: sameSite,
 	})
 }
@@ -264,7 +286,7 @@ func (h *Handler) newSession(r *http.Request, p manent.Identity, credential, met
 	if err != nil {
 		return session{}, "", err
 	}
-	if n := len(cookieName(r, sessionCookie)) + len(v); n > maxBrowserCookie {
+	if n := len(h.cookieName(r, sessionCookie)) + len(v); n > maxBrowserCookie {
 		return session{}, "", &cookieTooLargeError{size: n, method: method}
 	}
 	return s, v, nil
@@ -309,7 +331,7 @@ func sessionRef(id string) string {
 // sealed before sessions had ids (it cannot be revoked, so it is not
 // honoured) — or the error of the revocation check.
 func (h *Handler) readSession(r *http.Request) (session, error) {
-	c, err := cookie(r, sessionCookie)
+	c, err := h.cookie(r, sessionCookie)
 	if err != nil || len(c.Value) > maxSessionCookie {
 		return session{}, errNoSession
 	}

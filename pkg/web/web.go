@@ -78,6 +78,13 @@ type Config struct {
 	// Proxies are the reverse proxies whose X-Forwarded-For names the
 	// client of the sign-in limit (trusted_proxies; empty: none).
 	Proxies budget.Proxies
+	// PathPrefix is the path the browser reaches the UI under when a
+	// reverse proxy mounts it there and strips it (web.path_prefix, e.g.
+	// "/manent"; "": the UI is at the root of its host). The UI still
+	// serves its routes at /, and writes every address it sends the
+	// browser (links, forms, redirects, streams, the OIDC redirect URL)
+	// under the prefix; its cookies are scoped to it (cookiePath).
+	PathPrefix string
 }
 
 // Handler serves the web UI.
@@ -98,6 +105,8 @@ type Handler struct {
 	auditLog AuditLog
 	// signIns bounds the refused sign-ins of each client address.
 	signIns *budget.Limiter
+	// prefix is Config.PathPrefix.
+	prefix string
 
 	oidcMu sync.Mutex
 	oidc   *oidcClient
@@ -107,6 +116,9 @@ type Handler struct {
 func New(cfg Config) (*Handler, error) {
 	if cfg.API == nil || cfg.Guard == nil || cfg.Sessions == nil || cfg.Audit == nil {
 		return nil, errors.New("web: API, Guard, Sessions and Audit are required")
+	}
+	if err := CheckPathPrefix(cfg.PathPrefix); err != nil {
+		return nil, fmt.Errorf("web: path prefix: %w", err)
 	}
 	seal, err := newSealer(cfg.Secret)
 	if err != nil {
@@ -122,8 +134,8 @@ func New(cfg Config) (*Handler, error) {
 		cfg.HTTPClient = auth.IssuerClient(*cfg.OIDC) // the outbound policy of auth.oidc.issuer
 	}
 	h := &Handler{cfg: cfg, api: cfg.API, guard: cfg.Guard, seal: seal, sessions: cfg.Sessions, auditLog: cfg.Audit, log: cfg.Logger, now: cfg.Now, mux: http.NewServeMux(),
-		signIns: newSignInLimiter(cfg.SignInsPerMinute, cfg.Now)}
-	if h.pages, err = parsePages(); err != nil {
+		signIns: newSignInLimiter(cfg.SignInsPerMinute, cfg.Now), prefix: cfg.PathPrefix}
+	if h.pages, err = parsePages(h.prefix); err != nil {
 		return nil, err
 	}
 	sub, _ := fs.Sub(staticFS, "static")
@@ -171,6 +183,12 @@ func (h *Handler) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	msg := "There is no page at this address. Check the link, or sign in and start from the activity page."
 	if v != nil {
 		msg = "There is no page at this address. Check the link, or start from a page of the navigation above."
+	}
+	if h.prefix != "" && (r.URL.Path == h.prefix || strings.HasPrefix(r.URL.Path, h.prefix+"/")) {
+		// The proxy passed the prefix on: every page would be a 404.
+		h.log.Warn("web: a request still has the path prefix (web.path_prefix): the reverse proxy must strip it (docs/operations.md, \"Behind a reverse proxy\")",
+			"path", manent.ClipText(r.URL.Path, 200))
+		msg = "There is no page at this address: it still starts with " + h.prefix + ", which the reverse proxy in front of manent should remove (web.path_prefix). Tell the server's operator."
 	}
 	h.renderError(w, r, v, http.StatusNotFound, msg)
 }
@@ -339,13 +357,69 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 	}
 }
 
-// localPath returns next when it is a path on this site, else "/".
-func localPath(next string) string {
+// home is the address of the activity page as the browser reaches it.
+func (h *Handler) home() string { return h.prefix + "/" }
+
+// localPath returns next when it is a page of this UI as the browser
+// reaches it (a path on this site, under the path prefix when there is
+// one), else the activity page: a sign-in never sends the browser to
+// another site, nor, on a host shared under a prefix, to another
+// application of the host.
+func (h *Handler) localPath(next string) string {
 	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
+		return h.home()
 	}
-	if u, err := url.Parse(next); err != nil || u.Host != "" || u.Scheme != "" {
-		return "/"
+	u, err := url.Parse(next)
+	if err != nil || u.Host != "" || u.Scheme != "" {
+		return h.home()
+	}
+	if h.prefix != "" {
+		// A browser resolves dot segments (also %2e%2e) and reads a
+		// backslash as a slash: /manent/../other is /other.
+		if !strings.HasPrefix(next, h.prefix+"/") || strings.Contains(next, "\\") || strings.ContainsAny(u.Path, "\\") {
+			return h.home()
+		}
+		for _, seg := range strings.Split(u.Path, "/") {
+			if seg == "." || seg == ".." {
+				return h.home()
+			}
+		}
 	}
 	return next
 }
+
+// CheckPathPrefix says what is wrong with p as web.path_prefix: "" or a
+// path of letters, digits and -._~ segments, starting with / and without
+// a trailing slash, a query or dot segments ("/manent", "/tools/manent").
+func CheckPathPrefix(p string) error {
+	if p == "" {
+		return nil
+	}
+	switch {
+	case len(p) > maxPathPrefix:
+		return fmt.Errorf("longer than %d characters", maxPathPrefix)
+	case !strings.HasPrefix(p, "/"):
+		return errors.New("must start with / (e.g. /manent)")
+	case p == "/":
+		return errors.New("/ is the root: leave the key out instead")
+	case strings.HasSuffix(p, "/"):
+		return fmt.Errorf("must not end with / (write %s)", strings.TrimRight(p, "/"))
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		switch seg {
+		case "":
+			return errors.New("has an empty segment (//)")
+		case ".", "..":
+			return fmt.Errorf("has a %q segment", seg)
+		}
+		for _, c := range seg {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("-._~", c)) {
+				return fmt.Errorf("has %q: a prefix is letters, digits, -._~ and / only (no query, fragment or escapes)", string(c))
+			}
+		}
+	}
+	return nil
+}
+
+// maxPathPrefix bounds web.path_prefix.
+const maxPathPrefix = 200

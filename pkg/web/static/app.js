@@ -66,6 +66,9 @@
   setInterval(tick, 1000);
 
   var streamURL = body.getAttribute('data-stream');
+  // base is the path prefix the UI is served under (web.path_prefix).
+  var base = body.getAttribute('data-base') || '';
+  var deployStream = base + '/deployments/';
   if (!streamURL || !window.EventSource) { return; }
   var live = document.getElementById('live');
   var log = document.getElementById('log');
@@ -299,7 +302,7 @@
   }
 
   function url() {
-    if (!lastID || streamURL.indexOf('/deployments/') !== 0) { return streamURL; }
+    if (!lastID || streamURL.indexOf(deployStream) !== 0) { return streamURL; }
     return streamURL.replace(/last_event_id=[^&]*/, 'last_event_id=' + encodeURIComponent(lastID));
   }
 
@@ -324,7 +327,7 @@
   // an older backup. What the page shows after that event is undone there,
   // so the page is loaded again, from the server's state. Otherwise next.
   function rewound(next) {
-    if (!lastID || streamURL.indexOf('/deployments/') !== 0 || !window.AbortController) { next(); return; }
+    if (!lastID || streamURL.indexOf(deployStream) !== 0 || !window.AbortController) { next(); return; }
     var ac = new AbortController();
     fetch(url(), { headers: { 'Accept': 'text/event-stream' }, credentials: 'same-origin', signal: ac.signal })
       .then(function (r) {
