@@ -10,6 +10,7 @@ import (
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
@@ -154,9 +155,12 @@ func (m *merger) target() descriptor.Target {
 		return descriptor.Target{Plugin: dt.Plugin, With: cloneMap(dt.With)}
 	}
 	if !m.policy.AllowTargetOverride {
+		// The values quoted are those readers see: quoting a credential
+		// would answer a submitter's guess of it with the real one.
+		shown := plugin.RedactSettings(et.With)
 		for _, p := range overrides(et.With, dt.With, []string{"target", "with"}) {
 			m.add(p, "%s, and its descriptor policy does not allow the descriptor to override the target (allow_target_override)",
-				envSays(m.d.Environment, "target.with", et.With, p[2:]))
+				envSays(m.d.Environment, "target.with", shown, p[2:]))
 		}
 	}
 	return descriptor.Target{Plugin: dt.Plugin, With: mergeMaps(et.With, dt.With)}
@@ -180,13 +184,16 @@ func envSays(environment, prefix string, m map[string]any, path []string) string
 	return fmt.Sprintf("environment %s sets %s to %s", environment, name, show(v))
 }
 
-// show formats a generic value briefly, as JSON.
+// show formats a generic value briefly, as JSON (without escaping &, <
+// and > for HTML: the text is read, not embedded in a page).
 func show(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	s := string(b)
+	s := strings.TrimSuffix(b.String(), "\n")
 	if r := []rune(s); len(r) > 80 {
 		s = string(r[:80]) + "…"
 	}
