@@ -74,6 +74,12 @@ func (a *Admitter) environment(ctx context.Context, d *descriptor.Descriptor) en
 	}
 	res.target, res.parameters, res.rollback = eff.Target, eff.Parameters, eff.Rollback
 	res.effective = shownEffective(eff)
+	for _, w := range eff.Warnings {
+		if res.notice != "" {
+			res.notice += "; "
+		}
+		res.notice += w
+	}
 	return res
 }
 
@@ -220,6 +226,7 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 		out.Source, out.Revision = rev.Source, rev.Revision
 		out.Target, out.Parameters, out.Rollback = eff.Target, eff.Parameters, eff.Rollback
 		out.EnvConfig = ConfigDocument(cfg)
+		out.Notes = append(out.Notes, eff.Warnings...)
 		if in.EnvChecked && rev.Revision != in.EnvRevision.Revision {
 			out.Notes = append(out.Notes, fmt.Sprintf("environment configuration changed since submission: revision %s, was %s", rev.Revision, in.EnvRevision.Revision))
 		}

@@ -38,6 +38,11 @@ type Effective struct {
 	Source      *descriptor.Source       `json:"source,omitempty"`
 	// Regions are the environment's regions, when it names them.
 	Regions []string `json:"regions,omitempty"`
+	// Warnings are what the submitter and the config step's log must be
+	// told about a merge that is allowed: the environment's target
+	// credentials running under the descriptor's target settings, which an
+	// explicit allow_target_override permits.
+	Warnings []string `json:"-"`
 }
 
 // RollbackPolicy is the resolved rollback of a deploy: whether to
@@ -73,6 +78,13 @@ func DefaultRollbackOn() []string {
 //     overrides.
 //   - Regions: when the environment names regions, every rollout wave
 //     target must be one of them.
+//   - Credentials: when the environment's target.with holds credentials
+//     (what readers see redacted: plugin.SettingSecrets) and the descriptor
+//     changes any value of the same plugin's `with`, the environment's
+//     credentials would run under the descriptor's settings (its command,
+//     its URL). Without a policy (env.Policy nil) that is refused at each
+//     changed path; only a policy that says allow_target_override allows
+//     it, with a warning in Effective.Warnings.
 //
 // What the environment leaves unset the descriptor may always set, except
 // parameters. On failure Merge returns one *manent.Error with code EInvalid
@@ -85,7 +97,7 @@ func Merge(d *descriptor.Descriptor, env *Config) (*Effective, error) {
 	if env == nil {
 		env = &Config{}
 	}
-	m := &merger{d: d, env: env, policy: AllowAll()}
+	m := &merger{d: d, env: env, policy: AllowAll(), implicit: env.Policy == nil}
 	if env.Policy != nil {
 		m.policy = *env.Policy
 	}
@@ -98,6 +110,7 @@ func Merge(d *descriptor.Descriptor, env *Config) (*Effective, error) {
 	eff.Rollback = m.rollback()
 	m.regions()
 	eff.Regions = slices.Clone(env.Regions)
+	eff.Warnings = m.warnings
 	if len(m.errs) > 0 {
 		noun := "problems"
 		if len(m.errs) == 1 {
@@ -128,7 +141,11 @@ type merger struct {
 	d      *descriptor.Descriptor
 	env    *Config
 	policy Policy
-	errs   []manent.FieldError
+	// implicit says no policy was written, neither in the environment's
+	// configuration nor in the server's: policy is AllowAll by default.
+	implicit bool
+	errs     []manent.FieldError
+	warnings []string
 }
 
 func (m *merger) add(at []string, format string, args ...any) {
@@ -154,16 +171,48 @@ func (m *merger) target() descriptor.Target {
 		}
 		return descriptor.Target{Plugin: dt.Plugin, With: cloneMap(dt.With)}
 	}
-	if !m.policy.AllowTargetOverride {
+	changed := overrides(et.With, dt.With, []string{"target", "with"})
+	switch creds := credentialNames(et.With); {
+	case !m.policy.AllowTargetOverride:
 		// The values quoted are those readers see: quoting a credential
 		// would answer a submitter's guess of it with the real one.
 		shown := plugin.RedactSettings(et.With)
-		for _, p := range overrides(et.With, dt.With, []string{"target", "with"}) {
+		for _, p := range changed {
 			m.add(p, "%s, and its descriptor policy does not allow the descriptor to override the target (allow_target_override)",
 				envSays(m.d.Environment, "target.with", shown, p[2:]))
 		}
+	case len(changed) == 0 || creds == "":
+	case m.implicit:
+		for _, p := range changed {
+			m.add(p, "environment %s gives its target credentials (%s), and the descriptor may not change %s under them: the descriptor's settings would run with those credentials (its own command, URL or files). "+
+				"Repeat the environment's value or leave it out; an operator who trusts every submitter to %s with the credentials writes descriptor_policy: {allow_target_override: true} in its configuration (no policy written is not that)",
+				m.d.Environment, creds, strings.Join(p, "."), m.d.Environment)
+		}
+	default:
+		names := make([]string, len(changed))
+		for i, p := range changed {
+			names[i] = strings.Join(p, ".")
+		}
+		m.warnings = append(m.warnings, fmt.Sprintf("environment %s's target credentials (%s) run under this descriptor's %s: its descriptor policy allows it (allow_target_override: true)",
+			m.d.Environment, creds, strings.Join(names, ", ")))
 	}
 	return descriptor.Target{Plugin: dt.Plugin, With: mergeMaps(et.With, dt.With)}
+}
+
+// credentialNames names the credentials of an environment's target.with
+// (plugin.SettingSecrets: what readers see redacted), at most three and a
+// count of the rest; "" when it holds none.
+func credentialNames(with map[string]any) string {
+	var names []string
+	for _, s := range plugin.SettingSecrets("target.with", with) {
+		if !slices.Contains(names, s.Where) {
+			names = append(names, s.Where)
+		}
+	}
+	if len(names) > 3 {
+		names = append(names[:3], fmt.Sprintf("and %d more", len(names)-3))
+	}
+	return strings.Join(names, ", ")
 }
 
 // envSays describes the environment's value at path below m, named as

@@ -189,6 +189,49 @@ steps: [{name: smoke, before: activation, plugin: script, with: {command: [./smo
 	}
 }
 
+// Merge warns when it merges a descriptor's target settings over the
+// environment's credentials because a written policy allows it, and only
+// then.
+func TestMergeWarnsOfCredentials(t *testing.T) {
+	const head = "apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: \"1\"\nartifact: {url: \"https://a.example/b.tgz\"}\n"
+	creds := &descriptor.Target{Plugin: "script", With: map[string]any{
+		"command": []any{"./migrate.sh"}, "env": map[string]any{"DB_PASSWORD": "pw-1234", "REGION": "eu"}}}
+	plain := &descriptor.Target{Plugin: "script", With: map[string]any{"command": []any{"./migrate.sh"}}}
+	allow := &Policy{AllowTargetOverride: true}
+	tests := []struct {
+		name   string
+		target string
+		env    *Config
+		want   []string
+	}{
+		{"written policy, command changed", "target: {plugin: script, with: {command: [./steal.sh], env: {REGION: us}}}\n",
+			&Config{Target: creds, Policy: allow},
+			[]string{"environment prod's target credentials (target.with.env.DB_PASSWORD) run under this descriptor's target.with.command, target.with.env.REGION: its descriptor policy allows it (allow_target_override: true)"}},
+		{"written policy, values repeated", "target: {plugin: script, with: {command: [./migrate.sh]}}\n",
+			&Config{Target: creds, Policy: allow}, nil},
+		{"written policy, another plugin", "target: {plugin: local, with: {dir: /srv/billing}}\n",
+			&Config{Target: creds, Policy: allow}, nil},
+		{"written policy, no credentials", "target: {plugin: script, with: {command: [./other.sh]}}\n",
+			&Config{Target: plain, Policy: allow}, nil},
+		{"no policy, no descriptor target", "", &Config{Target: creds}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := descriptor.Parse([]byte(head + tc.target))
+			if err != nil {
+				t.Fatal(err)
+			}
+			eff, err := Merge(d, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(eff.Warnings, tc.want) {
+				t.Errorf("warnings %q, want %q", eff.Warnings, tc.want)
+			}
+		})
+	}
+}
+
 func TestMergeNilDescriptor(t *testing.T) {
 	if _, err := Merge(nil, nil); err == nil {
 		t.Fatal("Merge(nil, nil) returned no error")
