@@ -172,18 +172,31 @@ func (m *merger) target() descriptor.Target {
 		return descriptor.Target{Plugin: dt.Plugin, With: cloneMap(dt.With)}
 	}
 	changed := overrides(et.With, dt.With, []string{"target", "with"})
+	guarded, credSet := changed, [][]string(nil)
+	if !m.policy.AllowTargetOverride || m.implicit {
+		// A credential the descriptor repeats is refused as one it changes:
+		// accepting the right value and refusing a wrong one would tell a
+		// submitter's dry runs which guess is the environment's.
+		credSet = credentialsSet(et.With, dt.With, []string{"target", "with"}, false)
+		guarded = union(changed, credSet)
+	}
 	switch creds := credentialNames(et.With); {
 	case !m.policy.AllowTargetOverride:
 		// The values quoted are those readers see: quoting a credential
 		// would answer a submitter's guess of it with the real one.
 		shown := plugin.RedactSettings(et.With)
-		for _, p := range changed {
+		for _, p := range guarded {
 			m.add(p, "%s, and its descriptor policy does not allow the descriptor to override the target (allow_target_override)",
 				envSays(m.d.Environment, "target.with", shown, p[2:]))
 		}
-	case len(changed) == 0 || creds == "":
+	case len(guarded) == 0 || creds == "":
 	case m.implicit:
-		for _, p := range changed {
+		for _, p := range guarded {
+			if slices.ContainsFunc(credSet, func(q []string) bool { return slices.Equal(p, q) }) {
+				m.add(p, "environment %s gives %s, which holds a credential: the descriptor may not set it, whatever its value (it is never compared with the environment's); leave it out",
+					m.d.Environment, strings.Join(p, "."))
+				continue
+			}
 			m.add(p, "environment %s gives its target credentials (%s), and the descriptor may not change %s under them: the descriptor's settings would run with those credentials (its own command, URL or files). "+
 				"Repeat the environment's value or leave it out; an operator who trusts every submitter to %s with the credentials writes descriptor_policy: {allow_target_override: true} in its configuration (no policy written is not that)",
 				m.d.Environment, creds, strings.Join(p, "."), m.d.Environment)
@@ -197,6 +210,45 @@ func (m *merger) target() descriptor.Target {
 			m.d.Environment, creds, strings.Join(names, ", ")))
 	}
 	return descriptor.Target{Plugin: dt.Plugin, With: mergeMaps(et.With, dt.With)}
+}
+
+// credentialsSet returns the paths (below at) where the descriptor's value
+// set meets a value of env holding a credential — what
+// plugin.SettingSecrets finds, hide saying a key above was named like one —
+// whether set repeats it or not.
+func credentialsSet(env, set any, at []string, hide bool) [][]string {
+	em, eok := env.(map[string]any)
+	sm, sok := set.(map[string]any)
+	if eok && sok {
+		var out [][]string
+		for _, k := range sortedKeys(sm) {
+			ev, has := em[k]
+			if !has {
+				continue
+			}
+			out = append(out, credentialsSet(ev, sm[k], with(at, k), hide || plugin.SensitiveKey(k) || strings.EqualFold(k, "headers"))...)
+		}
+		return out
+	}
+	if env == nil {
+		return nil
+	}
+	if hide || len(plugin.SettingSecrets("", map[string]any{"": env})) > 0 {
+		return [][]string{at}
+	}
+	return nil
+}
+
+// union returns the paths of a and those of b not in a, in order.
+func union(a, b [][]string) [][]string {
+	out := slices.Clone(a)
+	for _, p := range b {
+		if !slices.ContainsFunc(out, func(q []string) bool { return slices.Equal(p, q) }) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, slices.Compare)
+	return out
 }
 
 // credentialNames names the credentials of an environment's target.with

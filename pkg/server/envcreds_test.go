@@ -238,7 +238,8 @@ func TestEnvironmentCredentialsExplicitlyAllowed(t *testing.T) {
 }
 
 // Ordinary deploys are unaffected: a descriptor that repeats the
-// environment's target, one that names none, one that names a target where
+// environment's command (not its credential: see
+// testdata/merge/target-credential-guess-*), one that names none, one that names a target where
 // the environment gives none, and one that adds to a target whose `with`
 // holds no credentials.
 func TestEnvironmentCredentialsOrdinaryDeploys(t *testing.T) {
@@ -253,7 +254,6 @@ func TestEnvironmentCredentialsOrdinaryDeploys(t *testing.T) {
 	}
 	cases := []struct{ name, desc, want string }{
 		{"no target", head("staging"), "deploy: migrating with the password"},
-		{"the environment's target repeated", head("staging") + scriptEnv, "deploy: migrating with the password"},
 		{"the environment's command repeated", head("staging") +
 			"target: {plugin: script, with: {command: [sh, -c, 'echo \"migrating with the password\"']}}\n", "deploy: migrating with the password"},
 		{"a target where the environment gives none", head("dev") +
