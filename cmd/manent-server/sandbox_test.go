@@ -80,7 +80,7 @@ target: {plugin: local, with: {dir: %q}}
 
 	// 1. The environment dump.
 	res, err := ci.Submit(ctx, descriptor(filepath.Join(root, "billing", "prod"),
-		"steps:\n  - {name: dump, after: deploy, plugin: script, with: {command: [env], env: {FROM_WITH: with-value}}}\n"), false)
+		"steps:\n  - {name: dump, after: deploy, plugin: script, with: {command: [sh, -c, 'env; [ \"$TEST_PASSED\" = passed-value ] && echo pass_env reached the step'], env: {FROM_WITH: with-value}}}\n"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,9 @@ target: {plugin: local, with: {dir: %q}}
 	for _, l := range logs.Lines {
 		fmt.Fprintln(&logText, l.Text)
 	}
-	for _, want := range []string{"MANENT_DEPLOY_ID=" + res.ID, "MANENT_STEP=dump", "PATH=", "TEST_PASSED=passed-value", "FROM_WITH=with-value"} {
+	for _, want := range []string{"MANENT_DEPLOY_ID=" + res.ID, "MANENT_STEP=dump", "PATH=", "FROM_WITH=with-value",
+		// A pass_env value reaches the step, and is masked in its log.
+		"TEST_PASSED=***", "pass_env reached the step"} {
 		if !strings.Contains(logText.String(), want) {
 			t.Fatalf("the step's environment dump has no %q: the dump did not run?\n%s", want, logText.String())
 		}
