@@ -329,7 +329,7 @@ func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (e
 	// the descriptor's alone: checked anyway, so that a mistyped plugin
 	// is not hidden until the environment's problems are fixed.
 	if len(env.problems) == 0 {
-		problems = append(problems, a.checkTarget(d, env.target, env.checked)...)
+		problems = append(problems, a.checkTarget(d, env.target, env.config, env.checked)...)
 	}
 	problems = append(problems, a.checkSteps(d)...)
 	problems = append(problems, a.checkSecrets(d)...)
@@ -516,12 +516,13 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 // registered plugin that accepts its settings, and that custom steps use
 // only the plugins of plugins.steps (SPEC §11.1). Without the environment's
 // answer (checked false) a missing target is left to the config step.
-func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
-	return append(a.checkTarget(d, target, checked), a.checkSteps(d)...)
+func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) []manent.FieldError {
+	return append(a.checkTarget(d, target, envConfig, checked), a.checkSteps(d)...)
 }
 
-// checkTarget is checkPlugins for the target.
-func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Target, checked bool) []manent.FieldError {
+// checkTarget is checkPlugins for the target; envConfig is the
+// environment configuration as read (ConfigDocument; nil: none read).
+func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) []manent.FieldError {
 	reg := a.cfg.Plugins
 	var problems []manent.FieldError
 	switch {
@@ -533,6 +534,8 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 		} else if err := t.Validate(target.With); err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
 		} else if err := checkOwner(t, d, target.With); err != nil {
+			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
+		} else if err := checkEnvironment(t, d, target, envConfig); err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
 		} else if msg := a.targetCommands(d, target.Plugin); msg != "" {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: msg})
@@ -573,6 +576,22 @@ func checkOwner(t plugin.Target, d *descriptor.Descriptor, with map[string]any) 
 		}
 	}
 	return oc.CheckOwner(d.Application, d.Environment, with, targets)
+}
+
+// checkEnvironment asks a target whose places the server keeps to some
+// environments (plugin.EnvironmentCheck) whether d's environment may use
+// the one target names. What the environment configuration itself gives
+// that plugin (envConfig's target.with) is the operator's choice.
+func checkEnvironment(t plugin.Target, d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any) error {
+	ec, ok := t.(plugin.EnvironmentCheck)
+	if !ok {
+		return nil
+	}
+	var envWith map[string]any
+	if et, ok := envConfig["target"].(map[string]any); ok && et["plugin"] == target.Plugin {
+		envWith, _ = et["with"].(map[string]any)
+	}
+	return ec.CheckEnvironment(d.Environment, target.With, envWith)
 }
 
 // checkSteps is checkPlugins for the custom steps. A plugin custom steps

@@ -231,7 +231,7 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 			out.Notes = append(out.Notes, fmt.Sprintf("environment configuration changed since submission: revision %s, was %s", rev.Revision, in.EnvRevision.Revision))
 		}
 	}
-	if problems := append(a.checkPlugins(d, out.Target, true), a.checkSecrets(d)...); len(problems) > 0 {
+	if problems := append(a.checkPlugins(d, out.Target, out.EnvConfig, true), a.checkSecrets(d)...); len(problems) > 0 {
 		return nil, plugin.Permanent(fmt.Errorf("%s", describe(problems)))
 	}
 	now := in

@@ -1,7 +1,10 @@
 package node
 
 import (
+	"fmt"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
@@ -76,8 +79,10 @@ type Config struct {
 		Kubernetes struct {
 			// Kubeconfigs lists the kubeconfig files a kubernetes target
 			// may name in with.kubeconfig (none by default; any in local
-			// trial mode).
-			Kubeconfigs []string `mapstructure:"kubeconfigs"`
+			// trial mode): each a path (any environment) or a mapping
+			// {path, environments} keeping the file to the environments
+			// named (ParseKubeconfigs).
+			Kubeconfigs []any `mapstructure:"kubeconfigs"`
 		} `mapstructure:"kubernetes"`
 	} `mapstructure:"plugins"`
 	// Secrets is the policy of the descriptors' secrets: FilesUnder lists
@@ -169,14 +174,102 @@ type Config struct {
 	Trial bool `mapstructure:"-"`
 }
 
+// Kubeconfig is one entry of plugins.kubernetes.kubeconfigs.
+type Kubeconfig struct {
+	Path string
+	// Environments are the environment names or path.Match patterns that
+	// may name the file; none: every environment.
+	Environments []string
+}
+
+// KubeconfigProblem is what is wrong with entry Index of
+// plugins.kubernetes.kubeconfigs.
+type KubeconfigProblem struct {
+	Index   int
+	Message string
+}
+
+// ParseKubeconfigs reads plugins.kubernetes.kubeconfigs: each entry a path,
+// or a mapping {path, environments} whose environments are names or
+// path.Match patterns ("prod-*"). Entries with problems are left out.
+func (c *Config) ParseKubeconfigs() ([]Kubeconfig, []KubeconfigProblem) {
+	var out []Kubeconfig
+	var problems []KubeconfigProblem
+	bad := func(i int, format string, args ...any) {
+		problems = append(problems, KubeconfigProblem{Index: i, Message: fmt.Sprintf(format, args...)})
+	}
+	for i, e := range c.Plugins.Kubernetes.Kubeconfigs {
+		switch v := e.(type) {
+		case string:
+			if strings.TrimSpace(v) == "" {
+				bad(i, "must not be empty: the path of a kubeconfig file")
+				continue
+			}
+			out = append(out, Kubeconfig{Path: v})
+		case map[string]any:
+			k, ok := kubeconfigEntry(v, func(format string, args ...any) { bad(i, format, args...) })
+			if ok {
+				out = append(out, k)
+			}
+		default:
+			bad(i, "must be a path or a mapping {path: /etc/manent/kube/prod.yaml, environments: [prod]}")
+		}
+	}
+	return out, problems
+}
+
+func kubeconfigEntry(m map[string]any, bad func(format string, args ...any)) (Kubeconfig, bool) {
+	var k Kubeconfig
+	ok := true
+	for key, v := range m {
+		switch strings.ToLower(key) {
+		case "path":
+			p, isText := v.(string)
+			if !isText || strings.TrimSpace(p) == "" {
+				bad("path must be the path of a kubeconfig file")
+				ok = false
+			}
+			k.Path = p
+		case "environments":
+			list, isList := v.([]any)
+			if !isList || len(list) == 0 {
+				bad("environments must list the environments (names or patterns such as prod-*) that may use the file; leave it out for every environment")
+				ok = false
+				continue
+			}
+			for _, item := range list {
+				env, isText := item.(string)
+				if _, err := path.Match(env, ""); !isText || env == "" || err != nil {
+					bad("environments: %v is not an environment name or pattern (e.g. prod, prod-*)", item)
+					ok = false
+					continue
+				}
+				k.Environments = append(k.Environments, env)
+			}
+		default:
+			bad("unknown key %q (known: path, environments)", key)
+			ok = false
+		}
+	}
+	if k.Path == "" && ok {
+		bad("path must be the path of a kubeconfig file")
+		ok = false
+	}
+	return k, ok
+}
+
 // Kubeconfigs is the kubernetes target's allowed kubeconfig files
 // (SPEC §11.1): plugins.kubernetes.kubeconfigs, none when unset, nil (any)
 // in local trial mode.
-func (c *Config) Kubeconfigs() []string {
+func (c *Config) Kubeconfigs() []Kubeconfig {
 	if c.Trial {
 		return nil
 	}
-	return append([]string{}, c.Plugins.Kubernetes.Kubeconfigs...)
+	ks, _ := c.ParseKubeconfigs()
+	if ks == nil {
+		ks = []Kubeconfig{}
+	}
+	return ks
 }
 
 // LocalRoot is the absolute directory the local target writes under

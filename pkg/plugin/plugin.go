@@ -109,6 +109,16 @@ type OwnerCheck interface {
 	CheckOwner(application, environment string, with map[string]any, targets []string) error
 }
 
+// EnvironmentCheck is implemented by a target plugin whose settings name
+// a place the server's configuration keeps to some environments (the
+// kubernetes plugin's kubeconfig files): admission, the dry run and the
+// config step refuse a deploy of another environment naming it. envWith is
+// the environment configuration's own `with` for this plugin (nil: none),
+// whose choices are the operator's and allowed.
+type EnvironmentCheck interface {
+	CheckEnvironment(environment string, with, envWith map[string]any) error
+}
+
 // Gate is implemented by a target plugin that has its own health gate
 // between rollout waves (e.g. waiting for the wave's workloads on the
 // cluster). Without it the gate runs the post-test check.

@@ -48,7 +48,10 @@ current-context: x
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
 				configured(c)
-				c.Plugins.Kubernetes.Kubeconfigs = tc.list
+				c.Plugins.Kubernetes.Kubeconfigs = nil
+				for _, f := range tc.list {
+					c.Plugins.Kubernetes.Kubeconfigs = append(c.Plugins.Kubernetes.Kubeconfigs, f)
+				}
 			})
 			c := api.NewClient(srv.URL, "admin-token", nil)
 			desc := fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: staging\nversion: \"1\"\nartifact: {url: %q}\ntarget: {plugin: kubernetes, with: {kubeconfig: %q}}\n", artifactFile(t), tc.path)

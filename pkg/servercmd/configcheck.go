@@ -372,6 +372,11 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 		bad("web.path_prefix", "%q %s: the path the reverse proxy mounts the UI under, e.g. /manent", clipValue(c.Web.PathPrefix), err)
 	}
 	checkRetention(c, bad)
+	if _, ps := c.ParseKubeconfigs(); len(ps) > 0 {
+		for _, p := range ps {
+			bad(fmt.Sprintf("plugins.kubernetes.kubeconfigs[%d]", p.Index), "%s", p.Message)
+		}
+	}
 	if c.ShutdownDelay < 0 || c.ShutdownDelay > maxShutdownDelay {
 		bad("shutdown_delay", "must be between 0s and %s (the time load balancers take to stop sending requests, e.g. 10s)", maxShutdownDelay)
 	}

@@ -71,7 +71,19 @@ func resolvePaths(c *node.Config, v *viper.Viper, path string, flags map[string]
 	one("environments.dir", &c.Environments.Dir)
 	one("plugins.local.root", &c.Plugins.Local.Root)
 	list("plugins.path", c.Plugins.Path)
-	list("plugins.kubernetes.kubeconfigs", c.Plugins.Kubernetes.Kubeconfigs)
+	// Each entry is a path or a mapping {path, environments}.
+	for i, e := range c.Plugins.Kubernetes.Kubeconfigs {
+		switch v := e.(type) {
+		case string:
+			c.Plugins.Kubernetes.Kubeconfigs[i] = abs(baseOf("plugins.kubernetes.kubeconfigs"), v)
+		case map[string]any:
+			for k, p := range v {
+				if s, ok := p.(string); ok && strings.EqualFold(k, "path") {
+					v[k] = abs(baseOf("plugins.kubernetes.kubeconfigs"), s)
+				}
+			}
+		}
+	}
 	list("secrets.files_under", c.Secrets.FilesUnder)
 
 	// moved is the key whose database the new reading moves, and the

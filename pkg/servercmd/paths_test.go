@@ -25,7 +25,7 @@ environments: {provider: files, dir: envs}
 plugins:
   path: [plugins, /opt/manent/plugins]
   local: {root: targets}
-  kubernetes: {kubeconfigs: [kube/prod.yaml]}
+  kubernetes: {kubeconfigs: [kube/prod.yaml, {path: kube/dev.yaml, environments: [dev]}]}
 `
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -49,8 +49,12 @@ plugins:
 	if want := []string{in("plugins"), "/opt/manent/plugins"}; !slices.Equal(c.Plugins.Path, want) {
 		t.Errorf("plugins.path = %q, want %q", c.Plugins.Path, want)
 	}
-	if want := []string{in("kube/prod.yaml")}; !slices.Equal(c.Plugins.Kubernetes.Kubeconfigs, want) {
-		t.Errorf("plugins.kubernetes.kubeconfigs = %q, want %q", c.Plugins.Kubernetes.Kubeconfigs, want)
+	var kubeconfigs []string
+	for _, k := range c.Kubeconfigs() {
+		kubeconfigs = append(kubeconfigs, k.Path)
+	}
+	if want := []string{in("kube/prod.yaml"), in("kube/dev.yaml")}; !slices.Equal(kubeconfigs, want) {
+		t.Errorf("plugins.kubernetes.kubeconfigs = %q, want %q", kubeconfigs, want)
 	}
 
 	// Flags and the environment: the working directory.

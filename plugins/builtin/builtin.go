@@ -36,11 +36,18 @@ func Register(reg *plugin.Registry, host node.Host) error {
 	if len(host.Config.Plugins.HTTPAllow) == 0 {
 		hp = httpplugin.Disabled()
 	}
+	var kubeconfigs []kubernetes.Kubeconfig // nil: any (local trial mode)
+	if ks := host.Config.Kubeconfigs(); ks != nil {
+		kubeconfigs = []kubernetes.Kubeconfig{}
+		for _, k := range ks {
+			kubeconfigs = append(kubeconfigs, kubernetes.Kubeconfig{Path: k.Path, Environments: k.Environments})
+		}
+	}
 	return errors.Join(
 		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
-		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr, Kubeconfigs: host.Config.Kubeconfigs()})),
+		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr, Kubeconfigs: kubeconfigs})),
 		reg.RegisterRunner("cluster-ready", cr),
 		reg.RegisterTarget("http", hp),
 	)

@@ -61,6 +61,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,7 +104,17 @@ type Options struct {
 	// kubeconfig can run commands (exec credentials) and read files
 	// (tokenFile) as the server, so a descriptor may not pick any file.
 	// nil allows any file (local trial mode); an empty list allows none.
-	Kubeconfigs []string
+	Kubeconfigs []Kubeconfig
+}
+
+// Kubeconfig is one file of plugins.kubernetes.kubeconfigs and the
+// environments whose deploys may name it.
+type Kubeconfig struct {
+	// Path is the file, absolute.
+	Path string
+	// Environments are the environment names or path.Match patterns
+	// ("prod", "prod-*") that may name the file; none: every environment.
+	Environments []string
 }
 
 // ClusterReady waits for a deploy's workloads as the agent reports them
@@ -117,16 +128,16 @@ type Plugin struct {
 	restConfig  func(kubeconfig, context string) (*rest.Config, error)
 	every       time.Duration
 	ready       ClusterReady
-	kubeconfigs []string // nil: any
+	kubeconfigs []Kubeconfig // nil: any
 }
 
 // New returns the kubernetes plugin.
 func New(opts Options) *Plugin {
 	p := &Plugin{restConfig: opts.RESTConfig, every: opts.PollInterval, ready: opts.ClusterReady}
 	if opts.Kubeconfigs != nil {
-		p.kubeconfigs = []string{}
-		for _, f := range opts.Kubeconfigs {
-			p.kubeconfigs = append(p.kubeconfigs, filepath.Clean(f))
+		p.kubeconfigs = []Kubeconfig{}
+		for _, k := range opts.Kubeconfigs {
+			p.kubeconfigs = append(p.kubeconfigs, Kubeconfig{Path: filepath.Clean(k.Path), Environments: slices.Clone(k.Environments)})
 		}
 	}
 	if p.restConfig == nil {
@@ -204,18 +215,73 @@ func (p *Plugin) Validate(with map[string]any) error {
 }
 
 // checkKubeconfig refuses a with.kubeconfig that is not one of the
-// server's plugins.kubernetes.kubeconfigs.
+// server's plugins.kubernetes.kubeconfigs. When some file is kept to some
+// environments the message lists none: a submitter of one environment is
+// not told the file names of another's clusters.
 func (p *Plugin) checkKubeconfig(c config) error {
 	if c.Kubeconfig == "" || p.kubeconfigs == nil {
 		return nil
 	}
-	if filepath.IsAbs(c.Kubeconfig) && slices.Contains(p.kubeconfigs, filepath.Clean(c.Kubeconfig)) {
+	if _, ok := p.listed(c.Kubeconfig); ok {
 		return nil
 	}
 	if len(p.kubeconfigs) == 0 {
 		return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is not allowed: this server allows no kubeconfig file (plugins.kubernetes.kubeconfigs is empty; without with.kubeconfig the in-cluster configuration or the server's own kubeconfig is used)", c.Kubeconfig)
 	}
-	return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is not one of this server's kubeconfig files (plugins.kubernetes.kubeconfigs: %s)", c.Kubeconfig, strings.Join(p.kubeconfigs, ", "))
+	paths := make([]string, len(p.kubeconfigs))
+	for i, k := range p.kubeconfigs {
+		if len(k.Environments) > 0 {
+			return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is not one of this server's kubeconfig files (plugins.kubernetes.kubeconfigs): ask its operators which file this environment deploys with, or leave with.kubeconfig to the environment configuration", c.Kubeconfig)
+		}
+		paths[i] = k.Path
+	}
+	return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is not one of this server's kubeconfig files (plugins.kubernetes.kubeconfigs: %s)", c.Kubeconfig, strings.Join(paths, ", "))
+}
+
+// listed returns the entry of plugins.kubernetes.kubeconfigs for file.
+func (p *Plugin) listed(file string) (Kubeconfig, bool) {
+	if !filepath.IsAbs(file) {
+		return Kubeconfig{}, false
+	}
+	i := slices.IndexFunc(p.kubeconfigs, func(k Kubeconfig) bool { return k.Path == filepath.Clean(file) })
+	if i < 0 {
+		return Kubeconfig{}, false
+	}
+	return p.kubeconfigs[i], true
+}
+
+// CheckEnvironment refuses (plugin.EnvironmentCheck) a with.kubeconfig
+// that plugins.kubernetes.kubeconfigs keeps to other environments: a
+// submitter allowed to deploy to billing/dev must not apply manifests with
+// the production cluster's kubeconfig. A file the environment
+// configuration names itself (envWith) is the operator's choice for that
+// environment. The message names the environments the file is for, never
+// the other files.
+func (p *Plugin) CheckEnvironment(environment string, with, envWith map[string]any) error {
+	c, err := parse(with)
+	if err != nil || c.Kubeconfig == "" || p.kubeconfigs == nil {
+		return nil // Validate says what is wrong
+	}
+	k, ok := p.listed(c.Kubeconfig)
+	if !ok || len(k.Environments) == 0 || MayUse(k.Environments, environment) {
+		return nil
+	}
+	if e, ok := envWith["kubeconfig"].(string); ok && filepath.IsAbs(e) && filepath.Clean(e) == k.Path {
+		return nil
+	}
+	return plugin.Settingf("kubeconfig", "target.with.kubeconfig %q is kept to environments %s by this server's plugins.kubernetes.kubeconfigs, not %s: leave with.kubeconfig to %s's environment configuration, or ask the operators to add %s to the file's environments",
+		c.Kubeconfig, strings.Join(k.Environments, ", "), environment, environment, environment)
+}
+
+// MayUse says whether environment matches one of patterns (names or
+// path.Match patterns such as "prod-*").
+func MayUse(patterns []string, environment string) bool {
+	for _, pat := range patterns {
+		if ok, err := path.Match(pat, environment); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 func logOf(pc plugin.Context) io.Writer {

@@ -189,7 +189,14 @@ func TestKubeconfigAllowed(t *testing.T) {
 		{"relative", []string{"/etc/kube/prod.yaml"}, "prod.yaml", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := New(Options{Kubeconfigs: tc.list, RESTConfig: rc})
+			var list []Kubeconfig
+			if tc.list != nil {
+				list = []Kubeconfig{}
+			}
+			for _, f := range tc.list {
+				list = append(list, Kubeconfig{Path: f})
+			}
+			p := New(Options{Kubeconfigs: list, RESTConfig: rc})
 			with := map[string]any{"kubeconfig": tc.path}
 			err := p.Validate(with)
 			if (err == nil) != tc.ok {
@@ -211,7 +218,7 @@ func TestKubeconfigAllowed(t *testing.T) {
 			}
 		})
 	}
-	if err := New(Options{Kubeconfigs: []string{}}).Validate(map[string]any{}); err != nil {
+	if err := New(Options{Kubeconfigs: []Kubeconfig{}}).Validate(map[string]any{}); err != nil {
 		t.Fatalf("no with.kubeconfig: %v, want the default configuration allowed", err)
 	}
 }
