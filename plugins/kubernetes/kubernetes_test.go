@@ -222,3 +222,55 @@ func TestKubeconfigAllowed(t *testing.T) {
 		t.Fatalf("no with.kubeconfig: %v, want the default configuration allowed", err)
 	}
 }
+
+// CheckEnvironment keeps a file of plugins.kubernetes.kubeconfigs to the
+// environments its entry names (names or patterns, the path compared
+// clean), lets the environment configuration's own file through, and
+// leaves every other question to Validate.
+func TestCheckEnvironment(t *testing.T) {
+	p := New(Options{Kubeconfigs: []Kubeconfig{
+		{Path: "/etc/kube/prod.yaml", Environments: []string{"prod", "prod-*"}},
+		{Path: "/etc/kube/shared.yaml"},
+	}})
+	for _, tc := range []struct {
+		env, file, envFile string
+		ok                 bool
+	}{
+		{"prod", "/etc/kube/prod.yaml", "", true},
+		{"prod-eu", "/etc/kube/./prod.yaml", "", true},
+		{"dev", "/etc/kube/prod.yaml", "", false},
+		{"dev", "/etc/kube/x/../prod.yaml", "", false},
+		{"production", "/etc/kube/prod.yaml", "", false},
+		{"dev", "/etc/kube/prod.yaml", "/etc/kube/./prod.yaml", true}, // the operator's choice
+		{"dev", "/etc/kube/prod.yaml", "/etc/kube/shared.yaml", false},
+		{"dev", "/etc/kube/shared.yaml", "", true},
+		{"dev", "/etc/kube/unlisted.yaml", "", true}, // Validate refuses it
+		{"dev", "", "", true},
+	} {
+		with := map[string]any{}
+		if tc.file != "" {
+			with["kubeconfig"] = tc.file
+		}
+		var envWith map[string]any
+		if tc.envFile != "" {
+			envWith = map[string]any{"kubeconfig": tc.envFile}
+		}
+		err := p.CheckEnvironment(tc.env, with, envWith)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s naming %q (environment's %q): %v, want ok %v", tc.env, tc.file, tc.envFile, err, tc.ok)
+			continue
+		}
+		if err != nil {
+			var se *plugin.SettingError
+			if !errors.As(err, &se) || se.Path != "kubeconfig" || !strings.Contains(err.Error(), "prod, prod-*") || strings.Contains(err.Error(), "shared.yaml") {
+				t.Errorf("%s naming %q: %v, want a setting error at kubeconfig naming prod, prod-* and no other file", tc.env, tc.file, err)
+			}
+		}
+	}
+	// A file not listed, while some entry names environments: the list is
+	// not shown.
+	err := p.Validate(map[string]any{"kubeconfig": "/tmp/planted.yaml"})
+	if err == nil || strings.Contains(err.Error(), "prod.yaml") || strings.Contains(err.Error(), "shared.yaml") {
+		t.Errorf("Validate of an unlisted file: %v, want a refusal naming no listed file", err)
+	}
+}
