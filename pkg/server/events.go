@@ -22,12 +22,12 @@ import (
 func (s *Server) routesEvents() {
 	h := newHub(s.st, s.log)
 	s.st.OnCommit(h.publish)
-	s.mux.HandleFunc("GET /api/v1/deployments/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+	s.mux.HandleFunc("GET /api/v1/deployments/{id}/events", query(func(w http.ResponseWriter, r *http.Request) {
 		s.handleDeployEvents(h, w, r)
-	})
-	s.mux.HandleFunc("GET /api/v1/events", func(w http.ResponseWriter, r *http.Request) {
+	}, "last_event_id", "types"))
+	s.mux.HandleFunc("GET /api/v1/events", query(func(w http.ResponseWriter, r *http.Request) {
 		s.handleGlobalEvents(h, w, r)
-	})
+	}, "application", "environment", "types"))
 	s.mux.HandleFunc("GET /api/v1/activity", query(s.handleActivity, "application", "environment", "from", "limit"))
 }
 

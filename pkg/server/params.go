@@ -108,15 +108,45 @@ func invalidUTF8(s string) string {
 func query(h http.HandlerFunc, known ...string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := unknownParameter(r, known); err != nil {
-			// 400, as a query string that is not text (targetNotText): the
-			// request is malformed, whatever its values.
-			w.Header().Set("Content-Type", api.ProblemContentType)
-			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(api.Problem{Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
-				Detail: err.Error(), Errors: err.Fields})
+			writeBadQuery(w, err)
 			return
 		}
 		h(w, r)
+	}
+}
+
+// writeBadQuery answers the error of unknownParameter or boolParam: 400,
+// as a query string that is not text (targetNotText): the request is
+// malformed, whatever its values.
+func writeBadQuery(w http.ResponseWriter, err *manent.Error) {
+	w.Header().Set("Content-Type", api.ProblemContentType)
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(api.Problem{Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest,
+		Detail: err.Error(), Errors: err.Fields})
+}
+
+// boolParam reads the switch name of r's query: false when absent, true
+// for "true", false for "false", and an error for anything else — ?dry_run,
+// ?dry_run=1 or ?dry_run=yes meant a dry run and, read as "not true",
+// deployed; ?follow=1 answered a page instead of following.
+func boolParam(r *http.Request, name string) (bool, *manent.Error) {
+	vs, ok := r.URL.Query()[name]
+	if !ok {
+		return false, nil
+	}
+	switch v := vs[0]; v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	default:
+		route := r.Pattern
+		if route == "" {
+			route = r.Method + " " + manent.ClipText(r.URL.Path, maxEchoed)
+		}
+		msg := fmt.Sprintf("query parameter %q is %q; it takes true or false", name, manent.ClipText(v, maxEchoed))
+		return false, &manent.Error{Code: manent.EInvalid, Message: fmt.Sprintf("%s: %s reads nothing else", msg, route),
+			Fields: []manent.FieldError{{Path: "query." + name, Message: msg}}}
 	}
 }
 

@@ -1,9 +1,13 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,5 +73,86 @@ func TestListRoutesRefuseUnknownAndRepeatedParameters(t *testing.T) {
 		if status, body, _ := do(t, "GET", srv.URL+ok, "admin-token", ""); status != http.StatusOK {
 			t.Errorf("GET %s: %d %s, want 200", ok, status, body)
 		}
+	}
+}
+
+// The streams, the log and the submission read only their own parameters
+// too: ?dryrun=true and ?dry_run=1 meant a dry run and deployed, and
+// ?follw=1 on the log answered a page as if the log had ended. The
+// submission is refused before anything is enqueued.
+func TestStreamsLogsAndSubmissionRefuseUnknownParameters(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
+	art := artifactFile(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
+	desc := gatedDescriptor(art, "staging", gate)
+	for _, q := range []string{"dryrun=true", "dry_run=1", "dry_run", "dry_run=yes", "dry_run=true&dry_run=true", "dry_run=true&validate=1"} {
+		status, body, h := do(t, "POST", srv.URL+"/api/v1/deployments?"+q, "admin-token", desc)
+		var p api.Problem
+		_ = json.Unmarshal(body, &p)
+		if status != http.StatusBadRequest || !strings.Contains(h.Get("Content-Type"), "problem+json") || len(p.Errors) != 1 || !strings.HasPrefix(p.Errors[0].Path, "query.") {
+			t.Errorf("POST /api/v1/deployments?%s: %d %s\nwant 400 problem+json naming the parameter", q, status, body)
+		}
+	}
+	status, body, _ := do(t, "GET", srv.URL+"/api/v1/deployments", "admin-token", "")
+	var list api.ListResult
+	if err := json.Unmarshal(body, &list); status != http.StatusOK || err != nil {
+		t.Fatalf("list: %d %s", status, body)
+	}
+	if len(list.Items) != 0 {
+		t.Fatalf("refused submissions deployed %d times", len(list.Items))
+	}
+
+	admin := api.NewClient(srv.URL, "admin-token", nil)
+	res, err := admin.Submit(context.Background(), []byte(desc), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.ID
+	for _, c := range []struct{ path, want string }{
+		{"/api/v1/deployments/" + id + "/logs?follw=1", `"follw"; did you mean "follow"?`},
+		{"/api/v1/deployments/" + id + "/logs?follow=1", `"follow" is "1"; it takes true or false`},
+		{"/api/v1/deployments/" + id + "/logs?follow=true&after=3", `"after"`},
+		{"/api/v1/deployments/" + id + "/logs?aftr=3", `did you mean "after"?`},
+		{"/api/v1/deployments/" + id + "/events?type=log", `did you mean "types"?`},
+		{"/api/v1/deployments/" + id + "/events?types=log&types=state", `"types" is given 2 times`},
+		{"/api/v1/events?enviroment=prod", `did you mean "environment"?`},
+		{"/api/v1/events?follow=1", `"follow"`},
+	} {
+		status, body, h := do(t, "GET", srv.URL+c.path, "admin-token", "")
+		var p api.Problem
+		_ = json.Unmarshal(body, &p)
+		if status != http.StatusBadRequest || !strings.Contains(h.Get("Content-Type"), "problem+json") || !strings.Contains(p.Detail, c.want) {
+			t.Errorf("GET %s: %d %s\nwant 400 problem+json saying %s", c.path, status, body, c.want)
+		}
+	}
+
+	// What the CLI, the web page and r3labs/sse send is still read (the
+	// streams answer 200 and stay open: the request is cancelled once the
+	// status is in).
+	for _, ok := range []string{
+		"/api/v1/deployments/" + id + "/logs?after=1&limit=5",
+		"/api/v1/deployments/" + id + "/logs?follow=false",
+		"/api/v1/deployments/" + id + "/logs?follow=true&last_event_id=0",
+		"/api/v1/deployments/" + id + "/events?last_event_id=0&types=state,log",
+		"/api/v1/events?application=billing&environment=staging&types=state",
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+ok, nil)
+		req.Header.Set("Authorization", "Bearer admin-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Errorf("GET %s: %d %s, want 200", ok, resp.StatusCode, b)
+		}
+		cancel()
+		_ = resp.Body.Close()
+	}
+	if _, err := admin.Submit(context.Background(), []byte(desc), true); err != nil {
+		t.Errorf("the client's dry run: %v", err)
 	}
 }

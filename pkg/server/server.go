@@ -128,7 +128,7 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /api/v1/deployments", s.handleSubmit)
+	s.mux.HandleFunc("POST /api/v1/deployments", query(s.handleSubmit, "dry_run"))
 	s.mux.HandleFunc("GET /api/v1/deployments", query(s.handleList, "application", "environment", "state", "limit", "cursor"))
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}", s.handleStatus)
 	s.mux.HandleFunc("GET /api/v1/deployments/{id}/steps", s.handleSteps)
@@ -338,7 +338,22 @@ func (s *Server) handleSteps(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Query().Get("follow") == "true" { // events.go: the log as Server-Sent Events
+	// ?follow=1 answered a page and ?folow=true a page too, as if the log
+	// had ended: the switch takes true or false, and each mode only what
+	// it reads.
+	follow, bad := boolParam(r, "follow")
+	if bad == nil {
+		known := []string{"follow", "after", "limit"}
+		if follow {
+			known = []string{"follow", "last_event_id"}
+		}
+		bad = unknownParameter(r, known)
+	}
+	if bad != nil {
+		writeBadQuery(w, bad)
+		return
+	}
+	if follow { // events.go: the log as Server-Sent Events
 		s.followLogs(w, r)
 		return
 	}

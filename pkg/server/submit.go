@@ -73,7 +73,13 @@ func (s *Server) allProblems(r *http.Request, body []byte, d *descriptor.Descrip
 // deploy (202), creates a recurring schedule (201) or, with ?dry_run=true,
 // answers the plan and the effective deploy without enqueueing.
 func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
-	dryRun := r.URL.Query().Get("dry_run") == "true"
+	// query() let only dry_run through; a value other than true or false
+	// (?dry_run=1, ?dry_run) meant a dry run and must never deploy.
+	dryRun, bad := boolParam(r, "dry_run")
+	if bad != nil {
+		writeBadQuery(w, bad)
+		return
+	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); strings.HasPrefix(mt, "multipart/") {
 		// A form upload (curl -F) wraps the file in a multipart envelope the
 		// descriptor parser would report as nonsense. Any other type is
