@@ -652,7 +652,14 @@ func (c *Client) decideWave(ctx context.Context, id, verdict string, wave *strin
 		Wave       *string `json:"wave,omitempty"`
 	}{comment, planDigest, wave})
 	var out manent.Deployment
-	err := c.do(ctx, http.MethodPost, "/api/v1/deployments/"+url.PathEscape(id)+"/"+verdict, "application/json", body, &out)
+	// Sent again only after a refusal that says when to come back (429 of
+	// limits.refusals_per_minute, 503 with Retry-After: nothing was
+	// recorded), like Cancel. The server counts an identity's verdict once
+	// (a second one is a 409 "already decided"), so a verdict cannot count
+	// twice; still, after a dropped answer it is not sent again: the 409 of
+	// a recorded verdict would read as a failure.
+	_, err := c.send(ctx, request{method: http.MethodPost, path: "/api/v1/deployments/" + url.PathEscape(id) + "/" + verdict,
+		contentType: "application/json", body: body, refusedAgain: true}, &out)
 	return &out, err
 }
 

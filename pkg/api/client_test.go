@@ -256,6 +256,71 @@ func TestCancelRefusedWithRetryAfterIsSentAgain(t *testing.T) {
 	}
 }
 
+// A verdict refused by limits.refusals_per_minute (429) or a busy
+// database (503), both with Retry-After, was refused before anything was
+// recorded: approve, reject and their wave forms are sent again, with the
+// same body, after the wait — as cancel is. The server counts an
+// identity's verdict once (ErrAlreadyDecided), so even a verdict that was
+// recorded before a 503 cannot count twice.
+func TestVerdictRefusedWithRetryAfterIsSentAgain(t *testing.T) {
+	verdicts := []struct {
+		name string
+		send func(*api.Client) (*manent.Deployment, error)
+	}{
+		{"approve", func(c *api.Client) (*manent.Deployment, error) {
+			return c.Approve(context.Background(), "dpl_1", "lgtm", "sha256:abc")
+		}},
+		{"reject", func(c *api.Client) (*manent.Deployment, error) {
+			return c.Reject(context.Background(), "dpl_1", "no")
+		}},
+		{"approve wave", func(c *api.Client) (*manent.Deployment, error) {
+			return c.ApproveWave(context.Background(), "dpl_1", "eu", "lgtm")
+		}},
+		{"reject wave", func(c *api.Client) (*manent.Deployment, error) {
+			return c.RejectWave(context.Background(), "dpl_1", "eu", "no")
+		}},
+	}
+	for i, v := range verdicts {
+		status := []int{429, 503}[i%2]
+		var bodies []string
+		var mu sync.Mutex
+		keep := func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+		}
+		rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){
+			func(w http.ResponseWriter, r *http.Request) {
+				keep(w, r)
+				problem(status, "1", "refused; retry in 1s")(w, r)
+			},
+			func(w http.ResponseWriter, r *http.Request) { keep(w, r); okDeployment(w, r) },
+		}}
+		c := api.NewClient(start(t, rc), "", nil)
+		d, err := v.send(c)
+		if err != nil || d.ID != "dpl_1" {
+			t.Fatalf("%s: %d then 200: got %+v, %v; want the deploy", v.name, status, d, err)
+		}
+		if rc.count() != 2 {
+			t.Fatalf("%s: %d then 200: %d requests, want 2", v.name, status, rc.count())
+		}
+		if gap := rc.times[1].Sub(rc.times[0]); gap < time.Second {
+			t.Errorf("%s: sent again %s after, before its Retry-After of 1s", v.name, gap)
+		}
+		if bodies[0] == "" || bodies[0] != bodies[1] {
+			t.Errorf("%s: bodies %q, want the same verdict twice", v.name, bodies)
+		}
+	}
+	// A 503 without Retry-After (a proxy's: the server may have acted) and
+	// a dropped answer are not sent again.
+	rc := &recorder{answers: []func(http.ResponseWriter, *http.Request){problem(503, "", "bad gateway")}}
+	c := api.NewClient(start(t, rc), "", nil)
+	if _, err := c.Approve(context.Background(), "dpl_1", "", ""); err == nil || rc.count() != 1 {
+		t.Fatalf("a 503 without Retry-After: %v after %d requests, want the error at once", err, rc.count())
+	}
+}
+
 // faultyProxy sits before a real server: it answers the first `busy`
 // submissions itself with 503, and for the next `drops` submissions
 // forwards them, lets the server commit, then drops the connection before

@@ -53,7 +53,13 @@ A rollout wave with approval: true waits, once the deploy runs, for its
 own approvals: --wave NAME decides on that wave, and is refused (exit 1)
 when the deploy waits for anything else by then, so a verdict meant for
 the deploy never counts for a wave, nor one meant for a wave for the next.
-Without --wave the verdict goes to whatever the deploy waits for.`,
+Without --wave the verdict goes to whatever the deploy waits for.
+
+A verdict the server refuses without recording it, saying when to come
+back (429 past limits.refusals_per_minute, 503 while its database is
+busy), is sent again after that Retry-After when it is at most 30s (4 more
+times at most); a longer one is not waited for, and the error says when
+to try again.`,
 		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
   manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"
   manent approve dpl_01JABCDEF --wave rest --comment "canary is healthy"`,
@@ -75,7 +81,12 @@ The submitter cannot reject their own deploy (cancel it instead).
 
 --wave NAME rejects a rollout wave waiting for its approval: the deploy
 fails at that wave and the waves already started are compensated. It is
-refused (exit 1) when the deploy waits for anything else by then.`
+refused (exit 1) when the deploy waits for anything else by then.
+
+A rejection the server refuses without recording it, saying when to come
+back (429 past limits.refusals_per_minute, 503 while its database is
+busy), is sent again after that Retry-After when it is at most 30s (4 more
+times at most).`
 		cmd.Example = `  manent reject dpl_01JABCDEF --comment "not during the sale"
   manent reject dpl_01JABCDEF --wave rest --comment "canary error rate is up"`
 	} else {

@@ -33,8 +33,8 @@ RFC 3339 times; --jq <expr> filters that JSON through a jq expression
 Each request is bounded by --request-timeout (default 30s); reads and
 'deploy' (which sends an Idempotency-Key) are retried a few times after a
 503/429, honouring the server's Retry-After, or a dropped connection;
-'cancel' only after a 503/429 with a Retry-After of at most 30s, which it
-waits.
+'cancel', 'approve' and 'reject' only after a 503/429 with a Retry-After of
+at most 30s, which they wait.
 Following a deploy (deploy --wait, rollback --wait, wait, logs -f), a
 server that stops answering is asked again for --follow-grace (default
 30s) before exit 4.
