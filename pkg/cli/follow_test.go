@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/cli"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/servertest"
 )
 
@@ -135,5 +136,43 @@ steps:
 	}
 	if proxy.streams[0] != "" || proxy.streams[1] == "" || proxy.streams[2] == "" || proxy.streams[1] == proxy.streams[2] {
 		t.Errorf("Last-Event-ID of the connections: %q, want none, then the last id each time", proxy.streams)
+	}
+}
+
+// logs -f on a deploy whose log retention removed says so on stderr, as
+// `manent logs` does: an empty stream read as a deploy that logged nothing.
+func TestLogsFollowSaysRetentionRemovedTheLog(t *testing.T) {
+	srv := servertest.Start(t)
+	dir := t.TempDir()
+	art := writeArtifact(t, dir, "hello\n")
+	desc := fmt.Sprintf(`apiVersion: manent/v1
+application: billing
+environment: prod
+version: 1.0.0
+artifact: {url: "file://%s"}
+`, art)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := srv.Client().Submit(ctx, []byte(desc), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := srv.Client().Wait(ctx, res.ID, 20*time.Millisecond); err != nil || d.State != manent.StateSuccess {
+		t.Fatalf("the deploy: %+v, %v", d, err)
+	}
+	if n, err := srv.Store.PruneLogs(ctx, time.Now().Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("PruneLogs: %d, %v", n, err)
+	}
+	var stdout, stderr bytes.Buffer
+	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
+	code := cli.Run(ctx, cli.Invocation{
+		Args: []string{"logs", "-f", res.ID}, Stdout: &stdout, Stderr: &stderr,
+		Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond,
+	})
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !regexp.MustCompile(`log lines removed by retention from \d{4}-\d\d-\d\dT`).MatchString(stderr.String()) {
+		t.Errorf("stderr does not say the log was removed:\n%s\nstdout:\n%s", stderr.String(), stdout.String())
 	}
 }

@@ -59,7 +59,8 @@ following, not the deploy (exit 130: 'manent cancel <id>' does). With
 An old deploy's log may have been removed by the server's retention
 (retention.logs, or retention.deploys on its way to remove the deploy):
 the command then says so on stderr, with when the removal began, and
-prints what is left, if anything (-o json: logs_removed_from).
+prints what is left, if anything (-o json: logs_removed_from); so does
+-f, and 'manent status' shows it as Log.
 
 Log text is what the deploy's steps wrote, so it is not trusted: control
 characters and escape sequences are printed visibly (ESC as "\x1b", CR as
@@ -158,8 +159,15 @@ func followLogs(ctx context.Context, client *api.Client, opts *LogsOptions) (err
 	}
 	// A plain request first: an unknown deploy, a refused token or a
 	// server that is down get their exit codes at once.
-	if _, err := client.Deployment(ctx, opts.ID); err != nil {
+	first, err := client.Deployment(ctx, opts.ID)
+	if err != nil {
 		return timedOut(err)
+	}
+	if first.LogsRemovedFrom != nil {
+		// Retention marks final deploys only: said once, before the stream
+		// replays what is left (an empty stream read as a silent deploy).
+		fmt.Fprintf(opts.IO.ErrOut, "deploy %s: log lines removed by retention from %s (retention.logs or retention.deploys): the lines below, if any, are what is left\n",
+			safeText(opts.ID), first.LogsRemovedFrom.UTC().Format(time.RFC3339))
 	}
 	// Registered first, so said after the status line is erased.
 	defer func() { sayGoesOn(opts.IO, err, opts.ID) }()

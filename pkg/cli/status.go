@@ -152,6 +152,9 @@ func renderStatus(s *IOStreams, w io.Writer, d *manent.Deployment, now time.Time
 	f.Add("Error", d.Error)
 	f.Add("Rollback", d.Rollback)
 	f.Add("Decision", decisionSummary(d.Decision))
+	if d.LogsRemovedFrom != nil {
+		f.Add("Log", "log lines removed by retention from "+d.LogsRemovedFrom.UTC().Format(time.RFC3339)+" (retention.logs or retention.deploys): manent logs prints what is left")
+	}
 	f.Add("Artifact sha256", d.ArtifactSHA256)
 	for _, a := range d.Approvals {
 		line := a.Identity + " " + verdictDone(a.Verdict)

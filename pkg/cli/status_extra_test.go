@@ -42,3 +42,27 @@ func TestStatusShowsRolloutApprovalsDeliveries(t *testing.T) {
 		}
 	}
 }
+
+// A deploy whose log retention removed says so in its status: its log
+// (manent logs, the web page) is empty or partial, not the deploy's whole.
+func TestStatusSaysRetentionRemovedTheLog(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	removed := now.Add(-time.Hour)
+	d := &manent.Deployment{ID: "dpl_1", Application: "shop", Environment: "prod", Version: "2", State: manent.StateSuccess,
+		CreatedAt: now.Add(-48 * time.Hour), LogsRemovedFrom: &removed}
+	var out bytes.Buffer
+	if err := renderStatus(NewIOStreams(nil, &out, &out, func(string) string { return "" }), &out, d, now); err != nil {
+		t.Fatal(err)
+	}
+	if want := "log lines removed by retention from 2026-12-02T09:00:00Z"; !strings.Contains(out.String(), want) {
+		t.Errorf("status output lacks %q:\n%s", want, out.String())
+	}
+	d.LogsRemovedFrom = nil
+	out.Reset()
+	if err := renderStatus(NewIOStreams(nil, &out, &out, func(string) string { return "" }), &out, d, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "retention") {
+		t.Errorf("a whole log's status mentions retention:\n%s", out.String())
+	}
+}

@@ -44,7 +44,12 @@ type Deployment struct {
 	// Deliveries are the callbacks and chat messages sent for this deploy,
 	// each with its attempts.
 	Deliveries json.RawMessage `json:"deliveries,omitempty"`
-	Steps      []Step          `json:"steps"`
+	// LogsRemovedFrom, when set, is when retention (retention.logs, or
+	// retention.deploys on its way to remove the deploy) began removing
+	// its log lines: an empty or partial log is what is left, not the
+	// deploy's whole log. Set on GET /api/v1/deployments/{id} only.
+	LogsRemovedFrom *time.Time `json:"logs_removed_from,omitempty"`
+	Steps           []Step     `json:"steps"`
 }
 
 // WaveStatus is the state of one rollout wave: pending, deploying,

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -135,5 +136,22 @@ func TestLogsSayRetentionRemovedThem(t *testing.T) {
 	}
 	if got.LogsRemovedFrom == nil || len(got.Lines) != 0 {
 		t.Fatalf("a log retention removed: %d lines, logs_removed_from %v; want none and when", len(got.Lines), got.LogsRemovedFrom)
+	}
+	// The deploy's own answer says it too (manent status, the web page,
+	// logs -f read it there), at the same time; a whole log's does not.
+	code, body, _ := do(t, http.MethodGet, srv.URL+"/api/v1/deployments/"+res.ID, "admin-token", "")
+	var d struct {
+		LogsRemovedFrom *time.Time `json:"logs_removed_from"`
+	}
+	if err := json.Unmarshal(body, &d); code != http.StatusOK || err != nil || d.LogsRemovedFrom == nil || !d.LogsRemovedFrom.Equal(*got.LogsRemovedFrom) {
+		t.Fatalf("GET the deploy after retention: %d %s; want logs_removed_from %v", code, body, got.LogsRemovedFrom)
+	}
+	other, err := c.Submit(ctx, simple(artifactFile(t), "staging", "2", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, other.ID, manent.StateSuccess)
+	if _, body, _ := do(t, http.MethodGet, srv.URL+"/api/v1/deployments/"+other.ID, "admin-token", ""); strings.Contains(string(body), "logs_removed_from") {
+		t.Fatalf("a whole log's deploy: %s", body)
 	}
 }

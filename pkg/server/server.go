@@ -321,6 +321,13 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.explainWait(r.Context(), rec) // activity.go: the queue position of an ENQUEUED deploy
+	// The status answer says it too: manent status, logs -f and the web
+	// page showed an empty or partial log with no word of retention.
+	var err error
+	if rec.LogsRemovedFrom, err = s.st.LogsRemovedFrom(r.Context(), rec.ID); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, rec.Deployment)
 }
 

@@ -175,3 +175,27 @@ func TestDeployPageRetryingStep(t *testing.T) {
 		t.Errorf("no %q in the deploy page:\n%s", want, body)
 	}
 }
+
+// A deploy whose log retention removed says so under its log, instead of
+// "No log lines yet." — an empty log read as a deploy that logged nothing.
+func TestDeployPageSaysRetentionRemovedTheLog(t *testing.T) {
+	pages, err := parsePages("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{pages: pages}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	removed := at.Add(30 * 24 * time.Hour)
+	d := manent.Deployment{ID: "dpl_X", Application: "billing", Environment: "prod", Version: "9.9", State: manent.StateSuccess,
+		Requester: "token:alice", CreatedAt: at, FinishedAt: &at, LogsRemovedFrom: &removed}
+	p := &pageData{Title: "t", User: &manent.Identity{Subject: "token:bob"}, CSRF: "c", Data: deployView{D: d}}
+	rec := httptest.NewRecorder()
+	h.render(rec, httptest.NewRequest(http.MethodGet, "/deployments/dpl_X", nil), "deployment", http.StatusOK, p)
+	body := rec.Body.String()
+	if !strings.Contains(body, `Log lines removed by retention from <time datetime="2027-01-03T10:00:00Z"`) {
+		t.Errorf("the deploy page does not say retention removed its log:\n%s", body)
+	}
+	if strings.Contains(body, "No log lines yet.") {
+		t.Errorf("a removed log reads as one not written yet:\n%s", body)
+	}
+}
