@@ -197,28 +197,10 @@ func TestRetentionIsScheduled(t *testing.T) {
 // later run deletes them.
 func TestRetentionKeepsRunningDeliveries(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
-		hold := make(chan struct{})
-		var holdOnce sync.Once
-		release := func() { holdOnce.Do(func() { close(hold) }) }
-		held := make(chan struct{}, 16)
-		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var ev notify.Event
-			_ = json.NewDecoder(r.Body).Decode(&ev)
-			if ev.Type == notify.EventFinished {
-				held <- struct{}{}
-				<-hold // the finished callback's receiver answers only when told
-			}
-			w.WriteHeader(http.StatusNoContent)
-		}))
-		defer recv.Close()
-		defer release() // before Close, which waits for a held handler
-		t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
-		f := newFixture(t, db, 2, func(c *node.Config) {
-			c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
-			c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
-			c.Retention.Workflows = time.Minute
-			c.Retention.Every = time.Hour // this test runs retention by hand
-		})
+		recv := holdFinishedCallbacks()
+		defer recv.stop()
+		held, release := recv.held, recv.release
+		f := callbackRetentionFixture(t, db)
 		ctx := context.Background()
 		url, _ := f.artifact("v1", "1")
 		id := f.submit(descriptorYAML("ret", "prod", "1", url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))
@@ -340,28 +322,10 @@ func TestSubmitRefusesAnAfterRetentionRemoved(t *testing.T) {
 // them and deletes the workflows of the newer deploys.
 func TestRetentionLooksPastRunningDeliveries(t *testing.T) {
 	defer engine.SetRetentionBatch(1, 10)()
-	hold := make(chan struct{})
-	var holdOnce sync.Once
-	release := func() { holdOnce.Do(func() { close(hold) }) }
-	held := make(chan struct{}, 16)
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ev notify.Event
-		_ = json.NewDecoder(r.Body).Decode(&ev)
-		if ev.Type == notify.EventFinished {
-			held <- struct{}{}
-			<-hold
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer recv.Close()
-	defer release()
-	t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
-	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
-		c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
-		c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
-		c.Retention.Workflows = time.Minute
-		c.Retention.Every = time.Hour // this test runs retention by hand
-	})
+	recv := holdFinishedCallbacks()
+	defer recv.stop()
+	held := recv.held
+	f := callbackRetentionFixture(t, enginetest.SQLite(t))
 	ctx := context.Background()
 	url, _ := f.artifact("v1", "1")
 	stuck := f.submit(descriptorYAML("ret", "prod", "1", url, "", fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)))
@@ -401,28 +365,10 @@ func TestRetentionLooksPastRunningDeliveries(t *testing.T) {
 // last one stopped, and reach the newer deploys.
 func TestRetentionMakesProgressPastAnyNumberOfRunningDeliveries(t *testing.T) {
 	defer engine.SetRetentionBatch(1, 1)()
-	hold := make(chan struct{})
-	var holdOnce sync.Once
-	release := func() { holdOnce.Do(func() { close(hold) }) }
-	held := make(chan struct{}, 16)
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ev notify.Event
-		_ = json.NewDecoder(r.Body).Decode(&ev)
-		if ev.Type == notify.EventFinished {
-			held <- struct{}{}
-			<-hold
-		}
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer recv.Close()
-	defer release()
-	t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
-	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
-		c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
-		c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
-		c.Retention.Workflows = time.Minute
-		c.Retention.Every = time.Hour // this test runs retention by hand
-	})
+	recv := holdFinishedCallbacks()
+	defer recv.stop()
+	held, release := recv.held, recv.release
+	f := callbackRetentionFixture(t, enginetest.SQLite(t))
 	ctx := context.Background()
 	url, _ := f.artifact("v1", "1")
 	var stuck []string
@@ -480,4 +426,45 @@ func TestRetentionMakesProgressPastAnyNumberOfRunningDeliveries(t *testing.T) {
 		}
 		return true
 	}, "the deploys whose deliveries ended are retained by later batches")
+}
+
+// heldCallbacks is a callback receiver that answers every callback at
+// once but a finished one, which it holds until release: a delivery
+// still running.
+type heldCallbacks struct {
+	URL string
+	// held gets a value for each finished callback that arrives.
+	held    chan struct{}
+	release func()
+	stop    func() // release, then close the receiver
+}
+
+func holdFinishedCallbacks() *heldCallbacks {
+	hold := make(chan struct{})
+	var once sync.Once
+	h := &heldCallbacks{held: make(chan struct{}, 16), release: func() { once.Do(func() { close(hold) }) }}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev notify.Event
+		_ = json.NewDecoder(r.Body).Decode(&ev)
+		if ev.Type == notify.EventFinished {
+			h.held <- struct{}{}
+			<-hold // answered only when told
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	h.URL = srv.URL
+	h.stop = func() { h.release(); srv.Close() } // Close waits for a held handler
+	return h
+}
+
+// callbackRetentionFixture is a fixture that signs callbacks to loopback
+// and runs retention only by hand (Retain), past a minute.
+func callbackRetentionFixture(t *testing.T, db string) *fixture {
+	t.Setenv("TEST_CALLBACK_SECRET", "whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=")
+	return newFixture(t, db, 2, func(c *node.Config) {
+		c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+		c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
+		c.Retention.Workflows = time.Minute
+		c.Retention.Every = time.Hour
+	})
 }
