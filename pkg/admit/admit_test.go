@@ -429,3 +429,29 @@ func TestRolloutTargetInAnotherEnvironmentsDirectory(t *testing.T) {
 		t.Fatalf("its own directories refused: %v", err)
 	}
 }
+
+// A with.dir inside another environment's directory (its releases/) or
+// holding one is a 422 at /target/with/dir naming the owner: a deploy
+// there would prune or overwrite the other's live releases.
+func TestTargetDirectoryNestedInAnotherEnvironments(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	staging := filepath.Join(f.dir, "targets", "srv", "staging")
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, local.OwnerFile), []byte(`{"application":"billing","environment":"staging"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ dir, says string }{
+		{filepath.Join(staging, "releases", "x"), "is inside"},
+		{filepath.Dir(staging), "holds"},
+	} {
+		extra := "target: {plugin: local, with: {dir: " + c.dir + "}}\n"
+		_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra), Identity: ci, DryRun: true})
+		var me *manent.Error
+		if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/target/with/dir" ||
+			!strings.Contains(me.Fields[0].Message, `application "billing" environment "staging"`) || !strings.Contains(me.Fields[0].Message, c.says+" "+staging) {
+			t.Errorf("with.dir %s: got %v (%+v), want a 422 at /target/with/dir saying it %s %s", c.dir, err, me, c.says, staging)
+		}
+	}
+}

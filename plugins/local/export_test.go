@@ -12,3 +12,12 @@ func SetLimits(bytes int64, entries int) (restore func()) {
 	maxUnpacked, maxEntries, streamSlack = bytes, entries, 0
 	return func() { maxUnpacked, maxEntries, streamSlack = b, e, s }
 }
+
+// SetNestedBudget lowers how many entries the search for owned
+// directories below a target directory reads; it returns a function that
+// restores it.
+func SetNestedBudget(n int) (restore func()) {
+	b := nestedBudget
+	nestedBudget = n
+	return func() { nestedBudget = b }
+}

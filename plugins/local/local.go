@@ -47,6 +47,9 @@ var (
 	// A tar stream may be twice maxUnpacked and this once decompressed:
 	// headers, padding and PAX records of up to maxEntries entries.
 	streamSlack int64 = 64 << 20
+	// How many directory entries the search for another environment's
+	// directory below a target directory reads (see checkNested).
+	nestedBudget = 10_000
 )
 
 // Options configure the local plugin.
@@ -277,8 +280,21 @@ func (p *Plugin) CheckOwner(application, environment string, with map[string]any
 		if err != nil {
 			break
 		}
-		err = checkOwner(filepath.Join(d, ReleaseName(t)), pc)
-		where = fmt.Sprintf("rollout target %s deploys into %s: ", t, filepath.Join(d, ReleaseName(t)))
+		td := filepath.Join(d, ReleaseName(t))
+		where = fmt.Sprintf("rollout target %s deploys into %s: ", t, td)
+		err = checkOwner(td, pc)
+	}
+	if err == nil {
+		where = ""
+		err = p.checkNested(d, pc)
+	}
+	for _, t := range targets {
+		if err != nil {
+			break
+		}
+		td := filepath.Join(d, ReleaseName(t))
+		where = fmt.Sprintf("rollout target %s deploys into %s: ", t, td)
+		err = p.checkNested(td, pc)
 	}
 	var perm *plugin.PermanentError
 	if errors.As(err, &perm) {
@@ -294,23 +310,126 @@ func checkOwner(dir string, pc plugin.Context) error {
 	if pc.Application == "" && pc.Environment == "" {
 		return nil
 	}
-	file := filepath.Join(dir, OwnerFile)
-	b, err := os.ReadFile(file)
-	if os.IsNotExist(err) || err == nil && len(b) == 0 {
-		// No record, or the empty one a claim of an earlier manent left
-		// when it was killed between creating and writing it: the next
-		// deploy's claim replaces it.
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("local: %w", err)
-	}
-	var o owner
-	if json.Unmarshal(b, &o) != nil || o.Application == "" {
-		return plugin.Permanent(fmt.Errorf("local: %s is not a record of the application and environment that own %s: remove it and deploy again", file, dir))
+	o, ok, err := ownerOf(dir)
+	if err != nil || !ok {
+		return err
 	}
 	if o.Application != pc.Application || o.Environment != pc.Environment {
+		file := filepath.Join(dir, OwnerFile)
 		return plugin.Permanent(fmt.Errorf("local: target.with.dir %s is the directory of application %q environment %q (recorded in %s): give application %q environment %q a directory of its own, since two environments deploying into one overwrite each other's releases and current; if %s/%s no longer deploys there, remove the file", dir, o.Application, o.Environment, file, pc.Application, pc.Environment, o.Application, o.Environment))
+	}
+	return nil
+}
+
+// ownerOf reads the owner recorded in dir; ok is false when there is no
+// record, or the empty one a claim of an earlier manent left when it was
+// killed between creating and writing it (the next deploy's claim
+// replaces it). Only a regular file is read, and only its first KiBs: a
+// pipe or a huge file put there must not hold the reader.
+func ownerOf(dir string) (o owner, ok bool, err error) {
+	file := filepath.Join(dir, OwnerFile)
+	st, err := os.Lstat(file)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return o, false, nil
+	}
+	if err != nil {
+		return o, false, fmt.Errorf("local: %w", err)
+	}
+	if st.Mode().IsRegular() && st.Size() == 0 {
+		return o, false, nil
+	}
+	bad := plugin.Permanent(fmt.Errorf("local: %s is not a record of the application and environment that own %s: remove it and deploy again", file, dir))
+	if !st.Mode().IsRegular() {
+		return o, false, bad
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return o, false, fmt.Errorf("local: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return o, false, fmt.Errorf("local: %w", err)
+	}
+	if json.Unmarshal(b, &o) != nil || o.Application == "" {
+		return o, false, bad
+	}
+	return o, true, nil
+}
+
+// checkNested refuses, for good, a target directory inside the directory
+// of another application or environment (its releases/, its current) or
+// holding one: a deploy there would prune, clean up or overwrite the
+// other's releases. Above dir it looks at every parent up to the local
+// root (or /); below it, two levels down (<dir>/<x> and <dir>/<x>/<y>,
+// which covers <dir>/releases/<release>, where a deploy removes), reading
+// at most nestedBudget entries without following links. A directory
+// holding more is refused unless it is pc's already (its own releases):
+// so with.dir "/" never walks the disk, and cannot hide another's
+// directory among more entries than are read.
+func (p *Plugin) checkNested(dir string, pc plugin.Context) error {
+	if pc.Application == "" && pc.Environment == "" {
+		return nil
+	}
+	dir = filepath.Clean(dir)
+	other := func(o owner) bool { return o.Application != pc.Application || o.Environment != pc.Environment }
+	refuse := func(where, rel string, o owner) error {
+		return plugin.Permanent(fmt.Errorf("local: target.with.dir %s %s %s, the directory of application %q environment %q (recorded in %s): a deploy there would remove or overwrite its releases; give application %q environment %q a directory of its own beside it, neither inside nor around another's", dir, rel, where, o.Application, o.Environment, filepath.Join(where, OwnerFile), pc.Application, pc.Environment))
+	}
+	stop := ""
+	if p.o.Root != "" {
+		stop = filepath.Clean(p.o.Root)
+	}
+	for d := dir; d != stop && filepath.Dir(d) != d; {
+		d = filepath.Dir(d)
+		o, ok, err := ownerOf(d)
+		if err != nil {
+			return err
+		}
+		if ok && other(o) {
+			return refuse(d, "is inside", o)
+		}
+	}
+	level, read := []string{dir}, 0
+	for depth := 1; depth <= 2; depth++ {
+		var next []string
+		for _, d := range level {
+			f, err := os.Open(d)
+			if err != nil {
+				continue // not made yet, or not readable: nothing of ours is there
+			}
+			for {
+				entries, err := f.ReadDir(256)
+				for _, e := range entries {
+					if read++; read > nestedBudget {
+						f.Close()
+						if o, ok, _ := ownerOf(dir); ok && !other(o) {
+							return nil
+						}
+						return plugin.Permanent(fmt.Errorf("local: target.with.dir %s holds more than %d entries two levels down: manent cannot check that no other environment's directory is inside it; give application %q environment %q a new directory of its own", dir, nestedBudget, pc.Application, pc.Environment))
+					}
+					if !e.IsDir() {
+						continue
+					}
+					sub := filepath.Join(d, e.Name())
+					o, ok, err := ownerOf(sub)
+					if err != nil {
+						f.Close()
+						return err
+					}
+					if ok && other(o) {
+						f.Close()
+						return refuse(sub, "holds", o)
+					}
+					next = append(next, sub)
+				}
+				if err != nil {
+					break
+				}
+			}
+			f.Close()
+		}
+		level = next
 	}
 	return nil
 }
@@ -483,20 +602,32 @@ func (p *Plugin) Live(_ context.Context, pc plugin.Context) (json.RawMessage, er
 		return nil, err
 	}
 	if len(pc.Targets) == 0 {
+		if err := p.checkNested(dir, pc); err != nil {
+			return nil, err
+		}
 		rel, err := live(dir)
 		if err != nil {
 			return nil, err
 		}
 		return json.Marshal(Checkpoint{Release: rel})
 	}
-	byTarget := map[string]Checkpoint{}
+	// Each target's directory is checked at the checkpoint, before the
+	// first wave deploys, not when its own wave reaches it.
 	for _, t := range pc.Targets {
-		// Each target's directory is checked at the checkpoint, before
-		// the first wave deploys, not when its own wave reaches it.
 		if err := checkOwner(filepath.Join(dir, ReleaseName(t)), pc); err != nil {
 			return nil, fmt.Errorf("rollout target %s: %w", t, err)
 		}
-		rel, err := live(filepath.Join(dir, ReleaseName(t)))
+	}
+	if err := p.checkNested(dir, pc); err != nil {
+		return nil, err
+	}
+	byTarget := map[string]Checkpoint{}
+	for _, t := range pc.Targets {
+		td := filepath.Join(dir, ReleaseName(t))
+		if err := p.checkNested(td, pc); err != nil {
+			return nil, fmt.Errorf("rollout target %s: %w", t, err)
+		}
+		rel, err := live(td)
 		if err != nil {
 			return nil, err
 		}
