@@ -75,6 +75,10 @@ type Config struct {
 			// Root is the directory the local target may write under
 			// (default, and always in local trial mode: <data_dir>/targets).
 			Root string `mapstructure:"root"`
+			// MaxZipEntries bounds a zip artifact's entries (default
+			// DefaultMaxZipEntries): archive/zip holds a zip's whole
+			// directory in memory while the release is unpacked.
+			MaxZipEntries int `mapstructure:"max_zip_entries"`
 		} `mapstructure:"local"`
 		Kubernetes struct {
 			// Kubeconfigs lists the kubeconfig files a kubernetes target
@@ -271,6 +275,10 @@ func (c *Config) Kubeconfigs() []Kubeconfig {
 	}
 	return ks
 }
+
+// DefaultMaxZipEntries is the default of plugins.local.max_zip_entries
+// (local.DefaultMaxZipEntries, the local plugin's own default).
+const DefaultMaxZipEntries = 100_000
 
 // LocalRoot is the absolute directory the local target writes under
 // (SPEC §11.1): plugins.local.root, or <data_dir>/targets by default and

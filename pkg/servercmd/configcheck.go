@@ -347,6 +347,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if c.Workers.Heartbeat > 0 && c.Workers.DeadAfter > 0 && c.Workers.DeadAfter < 3*c.Workers.Heartbeat {
 		bad("workers.dead_after", "%s must be at least three workers.heartbeat (%s)", c.Workers.DeadAfter, 3*c.Workers.Heartbeat)
 	}
+	if c.Plugins.Local.MaxZipEntries < 1 {
+		bad("plugins.local.max_zip_entries", "must be at least 1 (default %d)", node.DefaultMaxZipEntries)
+	}
 	if c.Limits.Connections < 1 {
 		bad("limits.connections", "must be at least 1 (default %d)", DefaultConnections)
 	}

@@ -48,6 +48,8 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 				`MANENT_WORKERS_SLOTS: "four" is not a whole number`}},
 		{"trusted_proxies not a range", "trusted_proxies: [10.0.0.0/8, 10.0.0.300/32]\n",
 			nil, []string{`manent-server.yaml:1:18: trusted_proxies: entry 2, "10.0.0.300/32", is not an address or a CIDR range (e.g. 10.0.0.0/8, 192.0.2.7 or fd00::/8)`}},
+		{"max_zip_entries 0", "plugins: {local: {max_zip_entries: 0}}\n",
+			nil, []string{`manent-server.yaml:1:36: plugins.local.max_zip_entries: must be at least 1 (default 100000)`}},
 		{"bearer failures 0", "limits: {bearer_failures_per_minute: 0}\n",
 			nil, []string{`manent-server.yaml:1:38: limits.bearer_failures_per_minute: must be at least 1 (default 60)`}},
 		{"kubeconfig environments not a list", "plugins:\n  kubernetes:\n    kubeconfigs:\n      - /etc/kube/dev.yaml\n      - {path: /etc/kube/prod.yaml, environments: prod}\n",

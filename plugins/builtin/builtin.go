@@ -44,7 +44,7 @@ func Register(reg *plugin.Registry, host node.Host) error {
 		}
 	}
 	return errors.Join(
-		reg.RegisterTarget("local", local.New(local.Options{Root: root})),
+		reg.RegisterTarget("local", local.New(local.Options{Root: root, MaxZipEntries: host.Config.Plugins.Local.MaxZipEntries})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
 		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr, Kubeconfigs: kubeconfigs})),

@@ -13,6 +13,7 @@ package local
 import (
 	"archive/tar"
 	"archive/zip"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/binary"
@@ -57,7 +58,18 @@ type Options struct {
 	// Root is the directory every target directory must be under
 	// (plugins.local.root, SPEC §11.1); "" allows any directory.
 	Root string
+	// MaxZipEntries bounds a zip artifact's entries
+	// (plugins.local.max_zip_entries); 0 is DefaultMaxZipEntries.
+	MaxZipEntries int
 }
+
+// DefaultMaxZipEntries is the default of plugins.local.max_zip_entries
+// (node.DefaultMaxZipEntries): archive/zip reads a zip's whole directory
+// into memory, about 330 bytes an entry besides its name
+// (BenchmarkZipDirectoryMemory), so 100,000 entries take some 35-60 MiB of
+// a worker; a large node_modules tree has about 50,000 files. A tar is
+// read as a stream and keeps MaxEntries.
+const DefaultMaxZipEntries = 100_000
 
 // Plugin is the local target.
 type Plugin struct {
@@ -790,7 +802,7 @@ func (p *Plugin) deployOne(ctx context.Context, pc plugin.Context) (plugin.Resul
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
-	files, err := unpack(ctx, pc.Artifact, tmp)
+	files, err := unpack(ctx, pc.Artifact, tmp, cmp.Or(p.o.MaxZipEntries, DefaultMaxZipEntries))
 	if err != nil {
 		_ = os.RemoveAll(tmp)
 		return nil, err
@@ -1038,11 +1050,12 @@ func (p *Plugin) flushTree(root string) error {
 // archive that cannot make a release (see extractor) fails for good,
 // naming the entry; what it writes stays under dst whatever the archive
 // says.
-func unpack(ctx context.Context, src, dst string) (int, error) {
+func unpack(ctx context.Context, src, dst string, maxZip int) (int, error) {
 	x, err := openExtractor(ctx, dst)
 	if err != nil {
 		return 0, err
 	}
+	x.maxZip = maxZip
 	defer x.root.Close()
 	lower := strings.ToLower(src)
 	switch {
@@ -1094,6 +1107,8 @@ type extractor struct {
 	root    *os.Root
 	entries int
 	bytes   int64
+	// maxZip bounds a zip's entries (plugins.local.max_zip_entries).
+	maxZip int
 }
 
 func openExtractor(ctx context.Context, dst string) (*extractor, error) {
@@ -1380,8 +1395,15 @@ func (x *extractor) untar(r io.Reader) (int, error) {
 }
 
 func (x *extractor) unzip(src string) (int, error) {
-	if n, err := zipEntries(src); err == nil && n > uint64(maxEntries) {
-		return 0, plugin.Permanent(fmt.Errorf("local: the artifact is a zip of %d entries (files, directories and links), more than the %d a release may hold", n, maxEntries))
+	if n, size, err := zipDirectory(src); err == nil {
+		switch {
+		case n > uint64(maxEntries):
+			return 0, plugin.Permanent(fmt.Errorf("local: the artifact is a zip of %d entries (files, directories and links), more than the %d a release may hold", n, maxEntries))
+		case n > uint64(x.maxZip):
+			return 0, plugin.Permanent(fmt.Errorf("local: the artifact is a zip of %d entries (files, directories and links), more than the %d this server allows (plugins.local.max_zip_entries): a zip's whole directory is held in memory while it is unpacked; ship a .tar.gz, which is unpacked as it is read (up to %d entries), or ask the operators to raise the key", n, x.maxZip, maxEntries))
+		case size > uint64(x.maxZip)*zipRecordBudget:
+			return 0, plugin.Permanent(fmt.Errorf("local: the artifact is a zip whose directory takes %d bytes, more than the %d KiB an entry this server allows for up to %d entries (plugins.local.max_zip_entries): a zip's whole directory is held in memory while it is unpacked; its names, extra fields or comments are too long (ship a .tar.gz)", size, zipRecordBudget>>10, x.maxZip))
+		}
 	}
 	zr, err := zip.OpenReader(src)
 	if err != nil {
@@ -1440,50 +1462,56 @@ func (x *extractor) zipLink(f *zip.File, rel string) error {
 	return x.link(f.Name, rel, string(target))
 }
 
-// zipEntries reads the number of entries a zip's end record announces:
-// archive/zip reads its whole directory into memory before the first
-// entry, which for millions of entries takes GiBs. An end record it cannot
-// find is left to archive/zip to refuse.
-func zipEntries(src string) (uint64, error) {
+// zipRecordBudget is the bytes of a zip's directory allowed per entry of
+// plugins.local.max_zip_entries: a record is 46 bytes and a name, often
+// under 200 bytes even in a node_modules tree.
+const zipRecordBudget = 1 << 10
+
+// zipDirectory reads the number of entries and the size of the directory
+// a zip's end record announces: archive/zip reads its whole directory into
+// memory before the first entry, which for millions of entries (or long
+// names) takes GiBs. An end record it cannot find is left to archive/zip
+// to refuse.
+func zipDirectory(src string) (entries, size uint64, err error) {
 	f, err := os.Open(src)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	const endLen, locatorLen = 22, 20
 	tail := min(st.Size(), endLen+0xffff)
 	buf := make([]byte, tail)
 	if _, err := f.ReadAt(buf, st.Size()-tail); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	le := binary.LittleEndian
 	for i := len(buf) - endLen; i >= 0; i-- {
 		if le.Uint32(buf[i:]) != 0x06054b50 || i+endLen+int(le.Uint16(buf[i+20:])) != len(buf) {
 			continue
 		}
-		n := uint64(le.Uint16(buf[i+10:]))
-		if n != 0xffff && le.Uint32(buf[i+12:]) != 0xffffffff && le.Uint32(buf[i+16:]) != 0xffffffff {
-			return n, nil
+		n, size := uint64(le.Uint16(buf[i+10:])), uint64(le.Uint32(buf[i+12:]))
+		if n != 0xffff && size != 0xffffffff && le.Uint32(buf[i+16:]) != 0xffffffff {
+			return n, size, nil
 		}
 		// Zip64: the locator before the end record gives the offset of
 		// the zip64 end record, which holds the count on 8 bytes.
 		at := st.Size() - tail + int64(i) - locatorLen
 		if at < 0 {
-			return 0, errors.New("no zip64 locator")
+			return 0, 0, errors.New("no zip64 locator")
 		}
 		loc := make([]byte, locatorLen)
 		if _, err := f.ReadAt(loc, at); err != nil || le.Uint32(loc) != 0x07064b50 {
-			return 0, errors.New("no zip64 locator")
+			return 0, 0, errors.New("no zip64 locator")
 		}
-		end64 := make([]byte, 40)
+		end64 := make([]byte, 48)
 		if _, err := f.ReadAt(end64, int64(le.Uint64(loc[8:]))); err != nil || le.Uint32(end64) != 0x06064b50 {
-			return 0, errors.New("no zip64 end record")
+			return 0, 0, errors.New("no zip64 end record")
 		}
-		return le.Uint64(end64[32:]), nil
+		return le.Uint64(end64[32:]), le.Uint64(end64[40:]), nil
 	}
-	return 0, errors.New("no end record")
+	return 0, 0, errors.New("no end record")
 }
