@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -407,8 +408,13 @@ esac
 // validate does not answer in time (its process group killed).
 func TestHungValidateIsBounded(t *testing.T) {
 	dir := t.TempDir()
-	started := filepath.Join(dir, "started")
-	path := writeScript(t, dir, "manent-plugin-hung", "echo x >> "+started+"\nexec sleep 60\n", 0o755)
+	// Each process, as it starts, notes how many of them are alive (itself
+	// included): a killed one has been waited for before its slot frees.
+	running, counts := filepath.Join(dir, "running"), filepath.Join(dir, "counts")
+	if err := os.Mkdir(running, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := writeScript(t, dir, "manent-plugin-hung", "touch "+running+"/$$\nn=0\nfor f in "+running+"/*; do kill -0 \"${f##*/}\" 2>/dev/null && n=$((n+1)); done\necho $n >> "+counts+"\nexec sleep 60\n", 0o755)
 	p := &external.Plugin{Name: "hung", Path: path, ValidateTimeout: 500 * time.Millisecond}
 	const n = 3 * external.MaxValidations
 	errs := make([]error, n)
@@ -417,9 +423,16 @@ func TestHungValidateIsBounded(t *testing.T) {
 		wg.Go(func() { errs[i] = p.Validate(map[string]any{}) })
 	}
 	wg.Wait()
-	b, _ := os.ReadFile(started)
-	if got := strings.Count(string(b), "x"); got > external.MaxValidations {
-		t.Errorf("%d validate processes started at once, want at most %d", got, external.MaxValidations)
+	b, _ := os.ReadFile(counts)
+	alive := strings.Fields(string(b))
+	if len(alive) < external.MaxValidations {
+		t.Errorf("%d validate processes started, want at least %d (the bound was not reached)", len(alive), external.MaxValidations)
+	}
+	for _, a := range alive {
+		if n, _ := strconv.Atoi(a); n > external.MaxValidations {
+			t.Errorf("%d validate processes ran at once, want at most %d (each one's count as it started: %v)", n, external.MaxValidations, alive)
+			break
+		}
 	}
 	for i, err := range errs {
 		if err == nil || !strings.Contains(err.Error(), "plugin hung") || !strings.Contains(err.Error(), "within 500ms") || !strings.Contains(err.Error(), "try again") {
