@@ -72,6 +72,11 @@ type run struct {
 	// one instead of the plan step's max_retries (change:close's attempts
 	// are bounded by time, not count: changeCloseWorkflow).
 	again func(err error, now time.Time) (next time.Time, line string, ok bool)
+	// maskers are this execution's maskers, for the custom steps (true)
+	// and the others (false), built at their first use: the secrets cannot
+	// change but when applyConfig gives the deploy its configuration,
+	// which forgets them (masker).
+	maskers map[bool]*plugin.Masker
 }
 
 // deployWorkflow is the durable deploy: config, notify:started, the plan
@@ -522,7 +527,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	// What the step writes, returns or fails with is masked before it is
 	// stored: every reader (logs, events, the web page, callbacks, chat)
 	// reads it from there.
-	mask := plugin.NewMasker(r.secretsOf(r.in.Target, r.in.Parameters, name))
+	mask := r.masker(name)
 	log := &logWriter{ctx: ctx, st: r.e.st, id: r.in.ID, step: name, budget: &r.logs, last: startedAt, mayWrite: r.e.mayWrite, mask: mask}
 	var counted atomic.Bool
 	recorded := make(chan struct{})
@@ -841,6 +846,7 @@ func (r *run) applyConfig(raw json.RawMessage) {
 		return
 	}
 	r.in.Target, r.in.Parameters, r.in.Rollback = c.Target, c.Parameters, c.Rollback
+	r.maskers = nil
 	if c.EnvConfig != nil {
 		// Governance at the artifacts step and each wave judges with the
 		// configuration the config step judged with (recorded by a release
@@ -940,6 +946,21 @@ func (r *run) secretsOf(target descriptor.Target, parameters map[string]any, ste
 		}
 	}
 	return out
+}
+
+// masker masks what step writes with secretsOf, built once per execution
+// for the custom steps and once for the others (nil: nothing to mask).
+func (r *run) masker(step string) *plugin.Masker {
+	custom := r.customStep(step)
+	if m, ok := r.maskers[custom]; ok {
+		return m
+	}
+	if r.maskers == nil {
+		r.maskers = map[bool]*plugin.Masker{}
+	}
+	m := plugin.NewMasker(r.secretsOf(r.in.Target, r.in.Parameters, step))
+	r.maskers[custom] = m
+	return m
 }
 
 // customStep says whether step (of a wave too) is one of the deploy's

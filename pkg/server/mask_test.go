@@ -276,3 +276,34 @@ steps:
 		}
 	}
 }
+
+// A credential the environment's configuration changes while a deploy
+// waits in the queue is masked with the value its steps are given: the
+// config step reads the configuration again, and the steps after it mask
+// with what it read, not with what the submission read.
+func TestCredentialChangedBeforeConfigStepIsMasked(t *testing.T) {
+	const before, after = "queued-pw-0a1b2c", "rotated-pw-3d4e5f"
+	envFile := func(pw string) string {
+		return fmt.Sprintf("target:\n  plugin: script\n  with:\n    command: [sh, -c, 'echo \"db password: $DB_PASSWORD\"']\n    env: {DB_PASSWORD: %s}\n", pw)
+	}
+	ci, _, envDir := credsServer(t, map[string]string{"staging.yaml": envFile(before)})
+	ctx := context.Background()
+	// The first deploy holds staging's queue until its gate opens.
+	_, gate := startGated(t, ci, func(art, gate string) string { return gatedDescriptor(art, "staging", gate) })
+	desc := fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: staging\nversion: \"7\"\nartifact: {url: %q}\n", artifactFile(t))
+	res, err := ci.Submit(ctx, []byte(desc), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeEnvFile(t, envDir, "staging.yaml", envFile(after))
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state, log := deployLog(t, ci, res.ID)
+	if state != manent.StateSuccess {
+		t.Fatalf("deploy %s:\n%s", state, log)
+	}
+	if strings.Contains(log, after) || !strings.Contains(log, "db password: ***") {
+		t.Errorf("the rotated password should be masked in the deploy's log:\n%s", log)
+	}
+}
