@@ -95,11 +95,7 @@ outage:
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
-		if res := <-done; res.code != 0 {
-			t.Errorf("%s: exit %d, want 0\nstderr:\n%s", name, res.code, res.stderr)
-		}
-	}
+	expectFollowers(t, map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone}, 0)
 }
 
 // A follow grace that is not a duration of at least a second is a usage

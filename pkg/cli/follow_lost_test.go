@@ -59,6 +59,46 @@ type followResult struct {
 	stdout, stderr *enginetest.SyncBuffer
 }
 
+// followThree submits a deploy whose step runs script with `deploy
+// --wait`, then follows it with `wait` and `logs -f` (each with grace),
+// and returns its id and the three followers once each has seen the step
+// run.
+func followThree(t *testing.T, server string, grace time.Duration, script string) (id string, followers map[string]chan followResult) {
+	t.Helper()
+	desc := writeSlowDescriptor(t, script)
+	deployErr, deployDone := startCLI(server, grace, "deploy", "-f", desc, "--wait")
+	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
+	id = regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
+	waitErr, waitDone := startCLI(server, grace, "wait", id)
+	logsErr, logsDone := startCLI(server, grace, "logs", "-f", id)
+	waitFor(t, "wait and logs -f to see the step run", func() bool {
+		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
+	})
+	return id, map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone}
+}
+
+// expectFollowers waits for each follower to end, checks that it exits
+// with code and says every one of want on stderr, and returns what each
+// said there.
+func expectFollowers(t *testing.T, followers map[string]chan followResult, code int, want ...string) (stderr map[string]string) {
+	t.Helper()
+	stderr = map[string]string{}
+	for name, done := range followers {
+		res := <-done
+		stderr[name] = res.stderr.String()
+		if res.code != code {
+			t.Errorf("%s: exit %d, want %d\nstderr:\n%s", name, res.code, code, res.stderr)
+			continue
+		}
+		for _, w := range want {
+			if got := res.stderr.String(); !strings.Contains(got, w) {
+				t.Errorf("%s: stderr:\n%s\nwant %q", name, got, w)
+			}
+		}
+	}
+	return stderr
+}
+
 // startCLI runs the CLI in-process against server, as a CI job does (no
 // terminal, MANENT_SERVER and MANENT_TOKEN in the environment).
 func startCLI(server string, grace time.Duration, args ...string) (*enginetest.SyncBuffer, chan followResult) {
@@ -151,26 +191,13 @@ func TestFollowingSaysTheDeployGoesOnWhenTheServerStaysAway(t *testing.T) {
 	front := httptest.NewServer(proxy)
 	t.Cleanup(front.Close)
 
-	desc := writeSlowDescriptor(t, "sleep 10")
-	deployErr, deployDone := startCLI(front.URL, time.Second, "deploy", "-f", desc, "--wait")
-	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
-	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
-	waitErr, waitDone := startCLI(front.URL, time.Second, "wait", id)
-	logsErr, logsDone := startCLI(front.URL, time.Second, "logs", "-f", id)
-	waitFor(t, "wait and logs -f to see the step run", func() bool {
-		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
-	})
+	id, followers := followThree(t, front.URL, time.Second, "sleep 10")
 	proxy.cut.Store(true)
 
-	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
-		res := <-done
-		if res.code != 4 {
-			t.Errorf("%s: exit %d, want 4\nstderr:\n%s", name, res.code, res.stderr)
-			continue
-		}
-		want := fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
-		if got := res.stderr.String(); !strings.Contains(got, want) || !regexp.MustCompile(`\(no answer for [0-9]+s while following deploy `+id+`\)`).MatchString(got) {
-			t.Errorf("%s: stderr:\n%s\nwant the error to say how long it waited and the hint\n%s", name, got, want)
+	want := fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
+	for name, got := range expectFollowers(t, followers, 4, want) {
+		if !regexp.MustCompile(`\(no answer for [0-9]+s while following deploy ` + id + `\)`).MatchString(got) {
+			t.Errorf("%s: stderr:\n%s\nwant the error to say how long it waited", name, got)
 		}
 	}
 }

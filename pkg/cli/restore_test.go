@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,15 +114,7 @@ steps:
 func TestFollowingSaysTheDeployGoesOnWhenItsTokenIsRefused(t *testing.T) {
 	srv := startRestartable(t)
 	gate := filepath.Join(t.TempDir(), "gate")
-	desc := writeSlowDescriptor(t, "while [ ! -f '"+gate+"' ]; do sleep 0.05; done")
-	deployErr, deployDone := startCLI(srv.url(), 30*time.Second, "deploy", "-f", desc, "--wait")
-	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
-	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
-	waitErr, waitDone := startCLI(srv.url(), 30*time.Second, "wait", id)
-	logsErr, logsDone := startCLI(srv.url(), 30*time.Second, "logs", "-f", id)
-	waitFor(t, "wait and logs -f to see the step run", func() bool {
-		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
-	})
+	id, followers := followThree(t, srv.url(), 30*time.Second, "while [ ! -f '"+gate+"' ]; do sleep 0.05; done")
 
 	// The server is restarted with another admin token: the one the
 	// followers hold is revoked.
@@ -132,16 +123,7 @@ func TestFollowingSaysTheDeployGoesOnWhenItsTokenIsRefused(t *testing.T) {
 	srv.start()
 
 	want := fmt.Sprintf("the deploy goes on on the server: follow it with 'manent wait %s' and a valid token (do not submit it again)", id)
-	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
-		res := <-done
-		if res.code != 2 {
-			t.Errorf("%s: exit %d, want 2\nstderr:\n%s", name, res.code, res.stderr)
-			continue
-		}
-		if got := res.stderr.String(); !strings.Contains(got, "refused the token") || !strings.Contains(got, want) {
-			t.Errorf("%s: stderr:\n%s\nwant the refusal and the hint\n%s", name, got, want)
-		}
-	}
+	expectFollowers(t, followers, 2, "refused the token", want)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -161,29 +143,12 @@ func TestFollowingADeployARestoreUndid(t *testing.T) {
 
 	gate := filepath.Join(t.TempDir(), "gate")
 	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) })
-	desc := writeSlowDescriptor(t, "while [ ! -f '"+gate+"' ]; do sleep 0.05; done")
-	deployErr, deployDone := startCLI(srv.url(), 30*time.Second, "deploy", "-f", desc, "--wait")
-	waitFor(t, "the step to run", func() bool { return strings.Contains(deployErr.String(), "step slow running") })
-	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(deployErr.String())
-	waitErr, waitDone := startCLI(srv.url(), 30*time.Second, "wait", id)
-	logsErr, logsDone := startCLI(srv.url(), 30*time.Second, "logs", "-f", id)
-	waitFor(t, "wait and logs -f to see the step run", func() bool {
-		return strings.Contains(waitErr.String(), "step slow running") && strings.Contains(logsErr.String(), "step slow running")
-	})
+	id, followers := followThree(t, srv.url(), 30*time.Second, "while [ ! -f '"+gate+"' ]; do sleep 0.05; done")
 
 	srv.stop(true)
 	enginetest.RestoreSQLite(t, backup, srv.dir)
 	srv.start()
 
 	want := fmt.Sprintf("hint: deploy %s was on the server while this command followed it and is no longer: the server's database was most likely restored from a backup taken before the deploy was submitted", id)
-	for name, done := range map[string]chan followResult{"deploy --wait": deployDone, "wait": waitDone, "logs -f": logsDone} {
-		res := <-done
-		if res.code != 2 {
-			t.Errorf("%s: exit %d, want 2\nstderr:\n%s", name, res.code, res.stderr)
-			continue
-		}
-		if got := res.stderr.String(); !strings.Contains(got, "not found") || !strings.Contains(got, want) {
-			t.Errorf("%s: stderr:\n%s\nwant the 404 and the hint\n%s", name, got, want)
-		}
-	}
+	expectFollowers(t, followers, 2, "not found", want)
 }

@@ -1,11 +1,8 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -146,40 +143,7 @@ steps:
 		t.Fatalf("deploy: %v %+v: want ERROR from the refuse step", err, d)
 	}
 
-	get := func(path string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer reader-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(resp.Body)
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			body, _ := io.ReadAll(resp.Body)
-			var compact bytes.Buffer
-			if err := json.Compact(&compact, body); err != nil {
-				t.Fatalf("GET %s: %v", path, err)
-			}
-			return compact.String()
-		}
-		var sb strings.Builder
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			sb.WriteString(sc.Text() + "\n")
-			if sc.Text() == "event: done" {
-				break
-			}
-		}
-		return sb.String()
-	}
+	get := func(path string) string { return shownTo(t, srv.URL, "reader-token", path) }
 	shown := map[string]string{
 		"status": get("/api/v1/deployments/" + res.ID),
 		"steps":  get("/api/v1/deployments/" + res.ID + "/steps"),

@@ -78,41 +78,7 @@ parameters: {replicas: 2, api_token: %s}
 		t.Errorf("config output %v: the settings that are no credentials should stay visible", out)
 	}
 
-	get := func(path string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer reader-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			body, _ := io.ReadAll(resp.Body)
-			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
-		}
-		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			body, _ := io.ReadAll(resp.Body)
-			var compact bytes.Buffer
-			if err := json.Compact(&compact, body); err != nil {
-				t.Fatalf("GET %s: %v", path, err)
-			}
-			return compact.String()
-		}
-		// The deploy's stream, up to its final event.
-		var sb strings.Builder
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			sb.WriteString(sc.Text() + "\n")
-			if sc.Text() == "event: done" {
-				break
-			}
-		}
-		return sb.String()
-	}
+	get := func(path string) string { return shownTo(t, srv.URL, "reader-token", path) }
 	shown["status"] = get("/api/v1/deployments/" + res.ID)
 	shown["steps"] = get("/api/v1/deployments/" + res.ID + "/steps")
 	shown["events"] = get("/api/v1/deployments/" + res.ID + "/events")
@@ -131,4 +97,41 @@ parameters: {replicas: 2, api_token: %s}
 	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["effective"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"UPSTREAM_AUTHORIZATION":"[redacted]"`) {
 		t.Errorf("the redacted settings should keep their names:\ncurrent %s\nsteps %s", shown["current"], shown["steps"])
 	}
+}
+
+// shownTo reads path as token and returns what a reader sees there: a JSON
+// answer compacted, or an event stream up to its final event.
+func shownTo(t *testing.T, base, token, path string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, body)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		body, _ := io.ReadAll(resp.Body)
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, body); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return compact.String()
+	}
+	var sb strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		sb.WriteString(sc.Text() + "\n")
+		if sc.Text() == "event: done" {
+			break
+		}
+	}
+	return sb.String()
 }
