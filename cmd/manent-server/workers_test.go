@@ -638,7 +638,9 @@ func TestWorkersExecutorIDInUse(t *testing.T) {
 
 // With SQLite a second server on the same database file refuses to start,
 // however its path is written: the same text, a symbolic link to the file
-// or to its directory, a relative path from another working directory.
+// or to its directory, a relative path from another working directory, a
+// hard link (the file itself is locked too: two names would each have
+// their own -wal file).
 func TestSQLiteSecondServerRefused(t *testing.T) {
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real")
@@ -653,12 +655,16 @@ func TestSQLiteSecondServerRefused(t *testing.T) {
 	if err := os.Symlink(real, filepath.Join(dir, "linkdir")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Link(file, filepath.Join(dir, "hard.db")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ name, cwd, db string }{
 		{"same path", dir, "sqlite:" + file},
 		{"symbolic link to the file", dir, "sqlite:" + filepath.Join(dir, "link.db")},
 		{"symbolic link to its directory", dir, "sqlite:" + filepath.Join(dir, "linkdir", "manent.db")},
 		{"relative through a link", filepath.Join(dir, "linkdir"), "sqlite:./manent.db"},
 		{"dot-dot", filepath.Join(dir, "a"), "sqlite:../real/./manent.db"},
+		{"hard link", dir, "sqlite:" + filepath.Join(dir, "hard.db")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "b"), "--database", c.db)
@@ -678,8 +684,13 @@ func TestSQLiteSecondServerRefused(t *testing.T) {
 			if err == nil {
 				t.Fatalf("a second server on %s started:\n%s", c.db, out)
 			}
-			if !strings.Contains(string(out), "another manent-server uses this SQLite database") || !strings.Contains(string(out), file) {
-				t.Fatalf("second server's error does not say why, naming %s:\n%s", file, out)
+			// A hard link cannot be resolved to the first server's name.
+			names := file
+			if c.name == "hard link" {
+				names = "another name of it, a hard link, is in use"
+			}
+			if !strings.Contains(string(out), "another manent-server uses this SQLite database") || !strings.Contains(string(out), names) {
+				t.Fatalf("second server's error does not say why, naming %s:\n%s", names, out)
 			}
 		})
 	}

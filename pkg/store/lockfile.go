@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -10,7 +11,11 @@ import (
 
 // FileLock is an exclusive lock on a SQLite database file held by one
 // server (SPEC §11.3).
-type FileLock struct{ f *os.File }
+type FileLock struct {
+	f *os.File
+	// db is the database file itself, locked too (LockFile).
+	db *os.File
+}
 
 // ErrLocked says another server uses the SQLite database.
 var ErrLocked = errors.New("another manent-server uses this SQLite database; several workers need PostgreSQL (SPEC §11.3)")
@@ -19,9 +24,15 @@ var ErrLocked = errors.New("another manent-server uses this SQLite database; sev
 // database of rawURL; it returns (nil, nil) for PostgreSQL. The path is
 // made absolute and its symbolic links resolved first, so a server given
 // another path to the same file (a link to it or to a directory above it,
-// a relative path from elsewhere) takes the same lock; a hard link is
-// another path to the file that cannot be resolved so. The lock is
-// released by Unlock or when the process ends, however it ends.
+// a relative path from elsewhere) takes the same lock. A hard link is
+// another path to the file that cannot be resolved so: the database file
+// itself, when it exists (the store opened before creates it), is locked
+// too — flock locks the file, whatever its name, and is apart from the
+// POSIX locks SQLite takes. Two servers on two names of one file would
+// each have their own -wal file and corrupt it. The lock is released by
+// Unlock (after the store is closed: closing a descriptor of the database
+// file drops the POSIX locks this process holds on it) or when the
+// process ends, however it ends.
 func LockFile(rawURL string) (*FileLock, error) {
 	if len(rawURL) < 7 || rawURL[:7] != "sqlite:" {
 		return nil, nil
@@ -38,7 +49,27 @@ func LockFile(rawURL string) (*FileLock, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", path, ErrLocked)
 	}
-	return l, err
+	if err != nil {
+		return nil, err
+	}
+	db, err := os.OpenFile(real, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return l, nil
+	}
+	if err != nil {
+		l.Unlock()
+		return nil, fmt.Errorf("lock %s: %w", real, err)
+	}
+	if err := syscall.Flock(int(db.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		db.Close()
+		l.Unlock()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s: %w (the file itself is locked: another name of it, a hard link, is in use)", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("lock %s: %w", real, err)
+	}
+	l.db = db
+	return l, nil
 }
 
 // resolvePath is path made absolute with its symbolic links resolved: the
@@ -85,7 +116,14 @@ func LockPath(path string) (*FileLock, error) {
 
 // Unlock releases the lock.
 func (l *FileLock) Unlock() {
-	if l != nil && l.f != nil {
+	if l == nil {
+		return
+	}
+	if l.db != nil {
+		_ = l.db.Close()
+		l.db = nil
+	}
+	if l.f != nil {
 		_ = l.f.Close()
 		l.f = nil
 	}
