@@ -120,6 +120,7 @@ type Defaults struct {
 	Provider Provider
 	Policy   *Policy
 	Required bool
+	list     listings
 }
 
 // Get asks the provider and applies the defaults.

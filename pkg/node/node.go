@@ -56,6 +56,9 @@ type Host struct {
 	// Procs runs step commands in their own process groups and records
 	// them under <data_dir>/procs/<executor_id> (SPEC §11.2).
 	Procs *plugin.Procs
+	// Environments is the environment configuration (environments,
+	// descriptor_policy): what it gives each environment's target.
+	Environments *envconfig.Defaults
 }
 
 // Registrar registers plugins into reg (plugins/builtin.Register).
@@ -251,9 +254,13 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		seat += " boot " + boot
 	}
 	procs := plugin.NewProcs(filepath.Join(procsRoot, fileName(cfg.ExecutorID)), 0)
+	envs, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
+	if err != nil {
+		return nil, configError(err)
+	}
 	reg := plugin.NewRegistry()
 	if o.Plugins != nil {
-		if err := o.Plugins(reg, Host{Config: cfg, Store: st, Procs: procs}); err != nil {
+		if err := o.Plugins(reg, Host{Config: cfg, Store: st, Procs: procs, Environments: envs}); err != nil {
 			return nil, fmt.Errorf("plugins: %w", err)
 		}
 	}
@@ -272,10 +279,6 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		return nil, configError(fmt.Errorf("governance: %w", err))
 	}
 	secret, err := callbackSecret(cfg)
-	if err != nil {
-		return nil, configError(err)
-	}
-	envs, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
 	if err != nil {
 		return nil, configError(err)
 	}

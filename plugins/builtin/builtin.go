@@ -4,15 +4,18 @@
 // server pass it too.
 //
 // It imports pkg/node (for Host and the http plugin's outbound policy),
-// pkg/egress, pkg/plugin and the plugins: plugins/local, plugins/script,
+// pkg/egress, pkg/envconfig (the directories environment configurations
+// give the local target), pkg/plugin and the plugins: plugins/local, plugins/script,
 // plugins/http, plugins/kubernetes and plugins/clusterready.
 package builtin
 
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/manent-io/manent/pkg/egress"
+	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/plugins/clusterready"
@@ -44,11 +47,45 @@ func Register(reg *plugin.Registry, host node.Host) error {
 		}
 	}
 	return errors.Join(
-		reg.RegisterTarget("local", local.New(local.Options{Root: root, MaxZipEntries: host.Config.Plugins.Local.MaxZipEntries})),
+		reg.RegisterTarget("local", local.New(local.Options{Root: root, MaxZipEntries: host.Config.Plugins.Local.MaxZipEntries,
+			Configured: configuredDirs(host.Environments)})),
 		reg.RegisterTarget("script", sp),
 		reg.RegisterRunner("script", sp),
 		reg.RegisterTarget("kubernetes", kubernetes.New(kubernetes.Options{ClusterReady: cr, Kubeconfigs: kubeconfigs})),
 		reg.RegisterRunner("cluster-ready", cr),
 		reg.RegisterTarget("http", hp),
 	)
+}
+
+// configuredDirs returns the local plugin's view of the directories the
+// environment configuration gives the local target: envs' listing
+// (envconfig.Defaults.Listed, kept fresh there), indexed again only when
+// it is a new reading.
+func configuredDirs(envs *envconfig.Defaults) func() *local.Configured {
+	if envs == nil {
+		return nil
+	}
+	var (
+		mu   sync.Mutex
+		seen *envconfig.Listing
+		idx  *local.Configured
+	)
+	return func() *local.Configured {
+		l := envs.Listed()
+		if l == nil {
+			return nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if l != seen {
+			var dirs []local.ConfiguredDir
+			for _, g := range l.Given {
+				if d, ok := g.Target.With["dir"].(string); ok && g.Target.Plugin == "local" {
+					dirs = append(dirs, local.ConfiguredDir{Dir: d, Application: g.Application, Environment: g.Environment, File: g.File})
+				}
+			}
+			seen, idx = l, local.NewConfigured(dirs)
+		}
+		return idx
+	}
 }

@@ -61,6 +61,11 @@ type Options struct {
 	// MaxZipEntries bounds a zip artifact's entries
 	// (plugins.local.max_zip_entries); 0 is DefaultMaxZipEntries.
 	MaxZipEntries int
+	// Configured returns the directories the server's environment
+	// configuration gives the local target, as they are now (nil, or a
+	// nil result: none known). It is asked at admission, at the config
+	// step and at the checkpoint, and must be cheap.
+	Configured func() *Configured
 }
 
 // DefaultMaxZipEntries is the default of plugins.local.max_zip_entries
@@ -378,10 +383,15 @@ func ownerOf(dir string) (o owner, ok bool, err error) {
 // at most nestedBudget entries without following links. A directory
 // holding more is refused unless it is pc's already (its own releases):
 // so with.dir "/" never walks the disk, and cannot hide another's
-// directory among more entries than are read.
+// directory among more entries than are read. Before the disk, it looks
+// at the directories the environment configuration gives other
+// environments (Configured), equal, above or below at any depth.
 func (p *Plugin) checkNested(dir string, pc plugin.Context) error {
 	if pc.Application == "" && pc.Environment == "" {
 		return nil
+	}
+	if err := p.configured().check(dir, pc); err != nil {
+		return err
 	}
 	dir = filepath.Clean(dir)
 	other := func(o owner) bool { return o.Application != pc.Application || o.Environment != pc.Environment }
@@ -474,6 +484,11 @@ func (p *Plugin) claim(dir string, pc plugin.Context) error {
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("local: %w", err)
+	}
+	// The configuration may have given the directory to another
+	// environment since the checkpoint.
+	if err := p.configured().check(dir, pc); err != nil {
+		return err
 	}
 	b, _ := json.Marshal(owner{pc.Application, pc.Environment})
 	tmp, err := os.CreateTemp(dir, OwnerFile+claimTemp+"*")

@@ -1,0 +1,100 @@
+package envconfig
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeListed(t *testing.T, dir, name, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listedDirs renders a listing as "file env/app plugin dir" lines, sorted.
+func listedDirs(given []Given) []string {
+	var out []string
+	for _, g := range given {
+		d, _ := g.Target.With["dir"].(string)
+		out = append(out, strings.Join([]string{g.File, g.Environment + "/" + g.Application, g.Target.Plugin, d}, " "))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Files lists every target its files give, merged as Get merges them; a
+// file with mistakes that still parses gives what it sets, a file that
+// does not parse gives nothing, and names Get never reads are left out.
+func TestFilesListsEveryTarget(t *testing.T) {
+	dir := t.TempDir()
+	writeListed(t, dir, "prod.yaml", "target: {plugin: local, with: {dir: /srv/prod}}\n")
+	writeListed(t, dir, "prod/billing.yaml", "target: {with: {dir: /srv/billing}}\n")
+	writeListed(t, dir, "prod/shop.yml", "parameters: {a: 1}\n")
+	writeListed(t, dir, "staging.yml", "target: {plugin: local, with: {dir: /srv/staging}}\nunknown: 1\n")
+	writeListed(t, dir, "dev.yaml", "target: {plugin: local, with: {dir: [\n")
+	writeListed(t, dir, "qa/api.yaml", "target: {plugin: script, with: {command: [true]}}\n")
+	writeListed(t, dir, "Bad.yaml", "target: {plugin: local, with: {dir: /srv/bad}}\n")
+	writeListed(t, dir, "notes.txt", "target: {plugin: local, with: {dir: /srv/notes}}\n")
+	got, err := Files{Dir: dir}.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"prod.yaml prod/ local /srv/prod",
+		"prod/billing.yaml prod/billing local /srv/billing",
+		"prod/shop.yml prod/shop local /srv/prod",
+		"qa/api.yaml qa/api script ",
+		"staging.yml staging/ local /srv/staging",
+	}
+	if g := listedDirs(got); !slices.Equal(g, want) {
+		t.Errorf("listed\n%s\nwant\n%s", strings.Join(g, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Listed reads the files once and keeps the reading: again at once when
+// an environment file is added, and within ListEvery when one is edited
+// in place; a provider that cannot list gives nil.
+func TestListedIsFreshAndCheap(t *testing.T) {
+	dir := t.TempDir()
+	writeListed(t, dir, "prod.yaml", "target: {plugin: local, with: {dir: /srv/prod}}\n")
+	now := time.Now()
+	d := &Defaults{Provider: Files{Dir: dir}}
+	d.list.now = func() time.Time { return now }
+	first := d.Listed()
+	if got := listedDirs(first.Given); !slices.Equal(got, []string{"prod.yaml prod/ local /srv/prod"}) {
+		t.Fatalf("first listing %v", got)
+	}
+	if d.Listed() != first {
+		t.Fatal("a second call read the files again")
+	}
+	// Edited in place: the directory does not change; seen after ListEvery.
+	writeListed(t, dir, "prod.yaml", "target: {plugin: local, with: {dir: /srv/prod2}}\n")
+	if d.Listed() != first {
+		t.Fatal("an edit in place read again before ListEvery")
+	}
+	now = now.Add(ListEvery)
+	if got := listedDirs(d.Listed().Given); !slices.Equal(got, []string{"prod.yaml prod/ local /srv/prod2"}) {
+		t.Fatalf("after ListEvery: %v", got)
+	}
+	// A new environment: the directory changes, seen at once. (Its
+	// modification time may keep its value within a coarse clock tick:
+	// set it apart.)
+	writeListed(t, dir, "dev.yaml", "target: {plugin: local, with: {dir: /srv/dev}}\n")
+	if err := os.Chtimes(dir, time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := listedDirs(d.Listed().Given); len(got) != 2 {
+		t.Fatalf("after a new environment: %v", got)
+	}
+	if (&Defaults{Provider: &HTTP{URL: "http://127.0.0.1:1/{environment}"}}).Listed() != nil || (&Defaults{Provider: None{}}).Listed() != nil {
+		t.Error("a provider that cannot list gave a listing")
+	}
+}
