@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Files reads environment configuration from a directory:
@@ -131,15 +132,18 @@ func (f Files) read(base string) (string, []byte, error) {
 }
 
 // readFile reads at most maxSize bytes of a regular file; the empty file
-// reads as an empty, non-nil slice.
+// reads as an empty, non-nil slice. It opens without waiting (a pipe
+// opened for reading waits for a writer) and refuses what is no file.
 func readFile(name string) ([]byte, error) {
-	fh, err := os.Open(name)
+	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
 	if st, err := fh.Stat(); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory, not a YAML file", name)
+	} else if err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is no regular file (%s), not a YAML file", name, st.Mode().Type())
 	}
 	b, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
 	if err != nil {

@@ -1,10 +1,12 @@
 package envconfig
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -96,5 +98,41 @@ func TestListedIsFreshAndCheap(t *testing.T) {
 	}
 	if (&Defaults{Provider: &HTTP{URL: "http://127.0.0.1:1/{environment}"}}).Listed() != nil || (&Defaults{Provider: None{}}).Listed() != nil {
 		t.Error("a provider that cannot list gave a listing")
+	}
+}
+
+// A pipe or a directory named like an environment's or an application's
+// file is left out of the listing, without waiting on it: a pipe opened
+// for reading waits for a writer, and the listing serves every
+// environment's submissions. Get refuses the pipe at once, naming it.
+func TestListSkipsWhatIsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	writeListed(t, dir, "prod.yaml", "target: {plugin: local, with: {dir: /srv/prod}}\n")
+	if err := syscall.Mkfifo(filepath.Join(dir, "qa.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "prod", "shop.yaml"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "prod", "billing.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []Given, 1)
+	var getErr error
+	go func() {
+		_, _, getErr = Files{Dir: dir}.Get(context.Background(), "billing", "qa")
+		got, _ := Files{Dir: dir}.List()
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		if g := listedDirs(got); !slices.Equal(g, []string{"prod.yaml prod/ local /srv/prod"}) {
+			t.Errorf("listed %v", g)
+		}
+		if getErr == nil || !strings.Contains(getErr.Error(), "qa.yaml is no regular file") {
+			t.Errorf("Get of qa: %v, want it to say qa.yaml is no regular file", getErr)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Get or List waits on a pipe")
 	}
 }
