@@ -359,11 +359,20 @@ func ownerOf(dir string) (o owner, ok bool, err error) {
 	if !st.Mode().IsRegular() {
 		return o, false, bad
 	}
-	f, err := os.Open(file)
+	// Opened without following a link or waiting for a writer, and
+	// checked again once open: what was swapped in after the Lstat is
+	// refused too.
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return o, false, bad
+	}
 	if err != nil {
 		return o, false, fmt.Errorf("local: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return o, false, bad
+	}
 	b, err := io.ReadAll(io.LimitReader(f, 4096))
 	if err != nil {
 		return o, false, fmt.Errorf("local: %w", err)
