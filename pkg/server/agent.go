@@ -18,11 +18,11 @@ import (
 // (POST /api/v1/agent/reports, GET /api/v1/clusters,
 // GET /api/v1/clusters/{cluster}/status).
 func (s *Server) routesAgent() {
-	s.mux.HandleFunc("POST /api/v1/agent/reports", jsonBody(s.handleAgentReport))
+	s.handle(route{Pattern: "POST /api/v1/agent/reports", JSON: true}, s.handleAgentReport)
 	// The same, with the cluster in the path too: it must match the body's.
-	s.mux.HandleFunc("POST /api/v1/clusters/{cluster}/reports", jsonBody(s.handleAgentReport))
-	s.mux.HandleFunc("GET /api/v1/clusters", query(s.handleClusters))
-	s.mux.HandleFunc("GET /api/v1/clusters/{cluster}/status", s.handleClusterStatus)
+	s.handle(route{Pattern: "POST /api/v1/clusters/{cluster}/reports", JSON: true}, s.handleAgentReport)
+	s.handle(route{Pattern: "GET /api/v1/clusters"}, s.handleClusters)
+	s.handle(route{Pattern: "GET /api/v1/clusters/{cluster}/status"}, s.handleClusterStatus)
 }
 
 // handleClusters lists the clusters that have reported, as

@@ -13,7 +13,7 @@ import (
 
 // routesAudit registers the routes of the audit log (GET /api/v1/audit).
 func (s *Server) routesAudit() {
-	s.mux.HandleFunc("GET /api/v1/audit", query(s.handleAudit, "action", "before", "limit"))
+	s.handle(route{Pattern: "GET /api/v1/audit", Params: []string{"action", "before", "limit"}}, s.handleAudit)
 }
 
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {

@@ -22,13 +22,13 @@ import (
 func (s *Server) routesEvents() {
 	h := newHub(s.st, s.log)
 	s.st.OnCommit(h.publish)
-	s.mux.HandleFunc("GET /api/v1/deployments/{id}/events", query(func(w http.ResponseWriter, r *http.Request) {
+	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/events", Params: []string{"last_event_id", "types"}}, func(w http.ResponseWriter, r *http.Request) {
 		s.handleDeployEvents(h, w, r)
-	}, "last_event_id", "types"))
-	s.mux.HandleFunc("GET /api/v1/events", query(func(w http.ResponseWriter, r *http.Request) {
+	})
+	s.handle(route{Pattern: "GET /api/v1/events", Params: []string{"application", "environment", "types"}}, func(w http.ResponseWriter, r *http.Request) {
 		s.handleGlobalEvents(h, w, r)
-	}, "application", "environment", "types"))
-	s.mux.HandleFunc("GET /api/v1/activity", query(s.handleActivity, "application", "environment", "from", "limit"))
+	})
+	s.handle(route{Pattern: "GET /api/v1/activity", Params: []string{"application", "environment", "from", "limit"}}, s.handleActivity)
 }
 
 // followLogs serves GET /api/v1/deployments/{id}/logs?follow=true: the

@@ -44,3 +44,10 @@ func SetStreamRecheck(t testing.TB, d time.Duration) {
 // StreamRechecks is how many re-checks of open streams' credentials ran,
 // process-wide.
 func StreamRechecks() int64 { return streamRechecks.Load() }
+
+// Route is a route as registered (router.go), for the tests that walk
+// every route.
+type Route = route
+
+// Routes returns every route s serves, in the order registered.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routeList...) }

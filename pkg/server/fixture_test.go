@@ -19,6 +19,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
 	"github.com/manent-io/manent/pkg/urlpolicy"
@@ -32,6 +33,7 @@ type testServer struct {
 	Store   *store.Store
 	Engine  *engine.Engine
 	DataDir string
+	API     *server.Server
 }
 
 // newTestServer starts a server on db with the given static tokens and RBAC
@@ -59,7 +61,7 @@ func newTestServer(t *testing.T, db string, tokens []auth.TokenConfig, rules []a
 		hs.Close()
 		n.Close(5 * time.Second)
 	})
-	return &testServer{URL: hs.URL, Store: n.Store, Engine: n.Engine, DataDir: cfg.DataDir}
+	return &testServer{URL: hs.URL, Store: n.Store, Engine: n.Engine, DataDir: cfg.DataDir, API: n.API}
 }
 
 // configured makes cfg a configured server (not local trial mode) that

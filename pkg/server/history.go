@@ -18,12 +18,12 @@ import (
 
 // History, rollback and DORA (SPEC §11.5).
 func (s *Server) routesHistory() {
-	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/history", query(s.handleHistory, "limit", "cursor"))
-	s.mux.HandleFunc("GET /api/v1/environments/{application}/{environment}/current", s.handleCurrent)
-	s.mux.HandleFunc("GET /api/v1/deployments/{id}/effective", s.handleEffective)
-	s.mux.HandleFunc("POST /api/v1/environments/{application}/{environment}/rollback", jsonBody(s.handleRollback))
-	s.mux.HandleFunc("GET /api/v1/metrics/dora", query(s.handleDORA, "application", "environment", "window"))
-	s.mux.HandleFunc("GET /api/v1/version", s.handleVersion) // version.go
+	s.handle(route{Pattern: "GET /api/v1/environments/{application}/{environment}/history", Params: []string{"limit", "cursor"}}, s.handleHistory)
+	s.handle(route{Pattern: "GET /api/v1/environments/{application}/{environment}/current"}, s.handleCurrent)
+	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/effective"}, s.handleEffective)
+	s.handle(route{Pattern: "POST /api/v1/environments/{application}/{environment}/rollback", JSON: true}, s.handleRollback)
+	s.handle(route{Pattern: "GET /api/v1/metrics/dora", Params: []string{"application", "environment", "window"}}, s.handleDORA)
+	s.handle(route{Pattern: "GET /api/v1/version"}, s.handleVersion) // version.go
 }
 
 // environmentAs authenticates the caller and checks perm on the route's

@@ -98,6 +98,8 @@ type Server struct {
 	// web serves every path outside /api/ that no API route matched (the
 	// web UI, pkg/web), when mounted.
 	web http.Handler
+	// routeList is every route registered (handle, router.go).
+	routeList []route
 }
 
 // New returns the API handler.
@@ -128,34 +130,39 @@ func New(cfg Config) *Server {
 }
 
 func (s *Server) routes() {
-	s.mux.HandleFunc("POST /api/v1/deployments", query(s.handleSubmit, "dry_run"))
-	s.mux.HandleFunc("GET /api/v1/deployments", query(s.handleList, "application", "environment", "state", "limit", "cursor"))
-	s.mux.HandleFunc("GET /api/v1/deployments/{id}", s.handleStatus)
-	s.mux.HandleFunc("GET /api/v1/deployments/{id}/steps", s.handleSteps)
-	s.mux.HandleFunc("GET /api/v1/deployments/{id}/logs", s.handleLogs)
-	s.mux.HandleFunc("POST /api/v1/deployments/{id}/cancel", s.handleCancel)
-	s.mux.HandleFunc("POST /api/v1/deployments/{id}/approve", jsonBody(s.handleApprove("approve")))
-	s.mux.HandleFunc("POST /api/v1/deployments/{id}/reject", jsonBody(s.handleApprove("reject")))
-	s.mux.HandleFunc("GET /api/v1/inventory", query(s.handleInventory, "application", "environment"))
-	s.mux.HandleFunc("GET /api/v1/schedules", query(s.handleSchedules, "application", "environment"))
-	s.mux.HandleFunc("DELETE /api/v1/schedules/{id}", s.handleDeleteSchedule)
+	s.handle(route{Pattern: "POST /api/v1/deployments", Params: []string{"dry_run"},
+		Unauthenticated: "SPEC §3: the descriptor is checked before the identity; the handler authenticates after it"}, s.handleSubmit)
+	s.handle(route{Pattern: "GET /api/v1/deployments", Params: []string{"application", "environment", "state", "limit", "cursor"}}, s.handleList)
+	s.handle(route{Pattern: "GET /api/v1/deployments/{id}"}, s.handleStatus)
+	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/steps"}, s.handleSteps)
+	// Each mode of the log reads its own (handleLogs checks which).
+	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/logs", Params: []string{"follow", "after", "limit", "last_event_id"}}, s.handleLogs)
+	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/cancel"}, s.handleCancel)
+	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/approve", JSON: true}, s.handleApprove("approve"))
+	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/reject", JSON: true}, s.handleApprove("reject"))
+	s.handle(route{Pattern: "GET /api/v1/inventory", Params: []string{"application", "environment"}}, s.handleInventory)
+	s.handle(route{Pattern: "GET /api/v1/schedules", Params: []string{"application", "environment"}}, s.handleSchedules)
+	s.handle(route{Pattern: "DELETE /api/v1/schedules/{id}"}, s.handleDeleteSchedule)
 	// Each capability registers its own routes in its own file.
 	s.routesEvents()
 	s.routesAgent()
 	s.routesAudit()
 	s.routesWorkers()
 	s.routesHistory()
-	s.mux.HandleFunc("GET /healthz", s.handleHealth)
-	s.mux.HandleFunc("GET /readyz", s.handleReady)
+	const probe = "a probe of the process, read by load balancers and Kubernetes: it says no more than ok or not"
+	s.handle(route{Pattern: "GET /healthz", Unauthenticated: probe}, s.handleHealth)
+	s.handle(route{Pattern: "GET /readyz", Unauthenticated: probe}, s.handleReady)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewGoCollector())
 	s.registerMetrics(reg) // metrics.go: the families of SPEC §11.5
 	// A family that cannot be read (the database does not answer) fails
 	// the scrape with a 500 naming the error, and the log says it:
 	// Prometheus then records the target down, not a queue that is empty.
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.HTTPErrorOnError}))
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn), ErrorHandling: promhttp.HTTPErrorOnError})
+	s.handle(route{Pattern: "GET /metrics", Unauthenticated: "Prometheus scrapes it without a credential (SPEC §11.5); it names no application"}, metrics.ServeHTTP)
+	s.handle(route{Pattern: "/", Unauthenticated: "the web UI signs its pages in itself; an unknown API path is a 404 or 405 whoever asks",
+		AnyParams: "the web UI's pages read their own"}, func(w http.ResponseWriter, r *http.Request) {
 		if s.web != nil && r.URL.Path != "/api" && !strings.HasPrefix(r.URL.Path, "/api/") {
 			s.web.ServeHTTP(w, r)
 			return
@@ -261,6 +268,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // authenticate returns the caller or writes 401.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (manent.Identity, bool) {
+	if p, ok := r.Context().Value(identityKey{}).(manent.Identity); ok {
+		return p, true // authenticated (router.go) checked the credential
+	}
 	p, err := s.authenticateHeader(r, r.Header.Get("Authorization"))
 	if err != nil {
 		writeError(w, r, s.log, err)

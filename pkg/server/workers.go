@@ -8,7 +8,7 @@ import (
 
 // routesWorkers registers GET /api/v1/workers (SPEC §11.3).
 func (s *Server) routesWorkers() {
-	s.mux.HandleFunc("GET /api/v1/workers", query(s.handleWorkers))
+	s.handle(route{Pattern: "GET /api/v1/workers"}, s.handleWorkers)
 }
 
 // handleWorkers lists the workers; reading them needs deployment.read on
