@@ -134,8 +134,14 @@ type AuditEntry struct {
 	RequestID string    `json:"request_id"`
 	Outcome   string    `json:"outcome"`
 	Detail    string    `json:"detail,omitempty"`
-	PrevHash  string    `json:"prev_hash"`
-	Hash      string    `json:"hash"`
+	// ClientAddr and UserAgent name the client of the request that made
+	// the entry (bounded to 64 and 256 bytes): absent for an entry no
+	// request made (a schedule's tick) and for one written before the
+	// 2026-12-06 release.
+	ClientAddr string `json:"client_addr,omitempty"`
+	UserAgent  string `json:"user_agent,omitempty"`
+	PrevHash   string `json:"prev_hash"`
+	Hash       string `json:"hash"`
 }
 
 // AuditResult is one page of the audit log, newest first.

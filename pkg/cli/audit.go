@@ -28,7 +28,8 @@ func NewCmdAudit(f *Factory, runF func(*AuditOptions) error) *cobra.Command {
 		Use:   "audit",
 		Short: "Show the audit log",
 		Long: `Show the audit log, newest first: every state-changing call and every
-deployment.finish, with identity, time, request id and outcome. The log is
+deployment.finish, with identity, time, request id, outcome and the
+client's address (CLIENT; -o json adds its user_agent). The log is
 hash-chained; 'manent-server admin verify-audit' checks the chain. Needs the
 audit.read permission.`,
 		Example: `  manent audit --limit 20
@@ -66,9 +67,11 @@ func auditRun(ctx context.Context, opts *AuditOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, res)
 	}
-	t := opts.IO.NewTable("SEQ", "TIME", "IDENTITY", "ACTION", "TARGET", "OUTCOME", "DETAIL")
+	// CLIENT comes last: a script reading the columns before it by
+	// position reads them as it did.
+	t := opts.IO.NewTable("SEQ", "TIME", "IDENTITY", "ACTION", "TARGET", "OUTCOME", "DETAIL", "CLIENT")
 	for _, e := range res.Items {
-		t.AddRow(fmt.Sprint(e.Seq), e.Time.UTC().Format(time.RFC3339), e.Identity, e.Action, e.Target, e.Outcome, orDash(e.Detail))
+		t.AddRow(fmt.Sprint(e.Seq), e.Time.UTC().Format(time.RFC3339), e.Identity, e.Action, e.Target, e.Outcome, orDash(e.Detail), orDash(e.ClientAddr))
 	}
 	if err := t.Render(); err != nil {
 		return err

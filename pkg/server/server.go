@@ -206,6 +206,12 @@ const ContentSecurityPolicy = "default-src 'none'; frame-ancestors 'none'"
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	r = withRequestID(r, w)
+	// The client every audit entry of this request names: the address the
+	// per-address limits count and the User-Agent. A request the web UI
+	// makes of the API for a browser keeps the browser's.
+	if _, _, ok := store.ClientOf(r.Context()); !ok {
+		r = r.WithContext(store.WithClient(r.Context(), s.cfg.Proxies.ClientAddr(r), r.Header.Get("User-Agent")))
+	}
 	// Every answer: nothing of the server may be framed, sniffed as
 	// another type or run a script — the error answers below included,
 	// which a link to a page of the UI reaches too (the UI replaces the

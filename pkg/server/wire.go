@@ -38,7 +38,8 @@ func wireSchedule(sc store.Schedule, now time.Time) api.Schedule {
 
 func wireAuditEntry(e store.AuditEntry) api.AuditEntry {
 	return api.AuditEntry{Seq: e.Seq, Time: e.Time, Identity: e.Identity, Action: e.Action, Target: e.Target,
-		RequestID: e.RequestID, Outcome: e.Outcome, Detail: e.Detail, PrevHash: e.PrevHash, Hash: e.Hash}
+		RequestID: e.RequestID, Outcome: e.Outcome, Detail: e.Detail, ClientAddr: e.ClientAddr, UserAgent: e.UserAgent,
+		PrevHash: e.PrevHash, Hash: e.Hash}
 }
 
 func wireEvent(e store.Event) api.Event {

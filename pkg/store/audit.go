@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // AuditEntry is one row of the audit log.
@@ -21,18 +24,79 @@ type AuditEntry struct {
 	RequestID string    `json:"request_id"`
 	Outcome   string    `json:"outcome"`
 	Detail    string    `json:"detail,omitempty"`
-	PrevHash  string    `json:"prev_hash"`
-	Hash      string    `json:"hash"`
+	// ClientAddr and UserAgent name the client of the request that made
+	// the entry (WithClient), "" when no request did or the entry is older
+	// than migration 28.
+	ClientAddr string `json:"client_addr,omitempty"`
+	UserAgent  string `json:"user_agent,omitempty"`
+	PrevHash   string `json:"prev_hash"`
+	Hash       string `json:"hash"`
 }
 
 // auditHash is the chain hash of an entry: sha256 over the previous hash and
-// the entry's fields, each length-prefixed so no two entries collide.
+// the entry's fields, each length-prefixed so no two entries collide. The
+// client's address and user agent are covered when either is set: an entry
+// written before they were recorded (migration 28) has neither and hashes
+// as it did, and one that has them cannot lose them unseen (its nine-field
+// hash differs from the eleven-field one it was written with).
 func auditHash(e AuditEntry) string {
 	h := sha256.New()
-	for _, f := range []string{e.PrevHash, fmt.Sprint(e.Seq), fmtTime(e.Time), e.Identity, e.Action, e.Target, e.RequestID, e.Outcome, e.Detail} {
+	fields := []string{e.PrevHash, fmt.Sprint(e.Seq), fmtTime(e.Time), e.Identity, e.Action, e.Target, e.RequestID, e.Outcome, e.Detail}
+	if e.ClientAddr != "" || e.UserAgent != "" {
+		fields = append(fields, e.ClientAddr, e.UserAgent)
+	}
+	for _, f := range fields {
 		fmt.Fprintf(h, "%d:%s;", len(f), f)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// The bounds of an audit entry's client: an address (IPv6 with a zone is
+// at most 46 bytes) and a User-Agent, which a client writes as it likes.
+const (
+	MaxAuditClientAddr = 64
+	MaxAuditUserAgent  = 256
+)
+
+type auditClientKey struct{}
+
+type auditClient struct{ addr, userAgent string }
+
+// WithClient returns ctx naming the client of the request it serves: the
+// audit entries appended with it (or a context derived from it) record
+// addr and userAgent, made single-line text and bounded
+// (MaxAuditClientAddr, MaxAuditUserAgent).
+func WithClient(ctx context.Context, addr, userAgent string) context.Context {
+	return context.WithValue(ctx, auditClientKey{}, auditClient{addr: clientText(addr, MaxAuditClientAddr), userAgent: clientText(userAgent, MaxAuditUserAgent)})
+}
+
+// ClientOf returns the client ctx names (WithClient), ok false when none.
+func ClientOf(ctx context.Context) (addr, userAgent string, ok bool) {
+	c, ok := ctx.Value(auditClientKey{}).(auditClient)
+	return c.addr, c.userAgent, ok
+}
+
+// clientText is s as one line of UTF-8 text — each byte that is not UTF-8
+// and each control character a U+FFFD — of at most max bytes, clipped
+// with "…".
+func clientText(s string, max int) string {
+	if len(s) > 4*max {
+		s = s[:4*max] // what is read below is bounded whatever was sent
+	}
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\ufffd"))
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 // AppendAudit appends an entry to the audit log.
@@ -58,13 +122,18 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e AuditEntry) error
 		return fmt.Errorf("audit head: %w", err)
 	}
 	e.Seq, e.PrevHash = seq+1, prev
+	if c, ok := ctx.Value(auditClientKey{}).(auditClient); ok && e.ClientAddr == "" && e.UserAgent == "" {
+		e.ClientAddr, e.UserAgent = c.addr, c.userAgent
+	}
+	e.ClientAddr, e.UserAgent = clientText(e.ClientAddr, MaxAuditClientAddr), clientText(e.UserAgent, MaxAuditUserAgent)
 	if e.Time.IsZero() {
 		e.Time = time.Now()
 	}
 	e.Time = e.Time.UTC().Truncate(time.Nanosecond)
 	e.Hash = auditHash(e)
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_audit (seq, time, identity, action, target, request_id, outcome, detail, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), e.Seq, fmtTime(e.Time), e.Identity, e.Action, e.Target, e.RequestID, e.Outcome, e.Detail, e.PrevHash, e.Hash); err != nil {
+	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_audit (seq, time, identity, action, target, request_id, outcome, detail, client_addr, user_agent, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`), e.Seq, fmtTime(e.Time), e.Identity, e.Action, e.Target, e.RequestID, e.Outcome, e.Detail,
+		e.ClientAddr, e.UserAgent, e.PrevHash, e.Hash); err != nil {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	_, err := tx.ExecContext(ctx, s.q(`UPDATE manent_audit_head SET seq = ?, hash = ? WHERE id = 1`), e.Seq, e.Hash)
@@ -83,7 +152,7 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100
 	}
-	query := `SELECT seq, time, identity, action, target, request_id, outcome, detail, prev_hash, hash FROM manent_audit WHERE 1=1`
+	query := `SELECT seq, time, identity, action, target, request_id, outcome, detail, client_addr, user_agent, prev_hash, hash FROM manent_audit WHERE 1=1`
 	var args []any
 	if f.Action != "" {
 		query += " AND action = ?"
@@ -113,7 +182,7 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error) 
 func scanAudit(rows *sql.Rows) (AuditEntry, error) {
 	var e AuditEntry
 	var at string
-	err := rows.Scan(&e.Seq, &at, &e.Identity, &e.Action, &e.Target, &e.RequestID, &e.Outcome, &e.Detail, &e.PrevHash, &e.Hash)
+	err := rows.Scan(&e.Seq, &at, &e.Identity, &e.Action, &e.Target, &e.RequestID, &e.Outcome, &e.Detail, &e.ClientAddr, &e.UserAgent, &e.PrevHash, &e.Hash)
 	if t := parseTime(sql.NullString{String: at, Valid: true}); t != nil {
 		e.Time = *t
 	}
@@ -133,7 +202,7 @@ type AuditProblem struct {
 // row on, verify: whoever can write the table can write the head. An
 // anchor kept elsewhere sees them (CheckAuditAnchor).
 func (s *Store) VerifyAudit(ctx context.Context) (int64, []AuditProblem, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, time, identity, action, target, request_id, outcome, detail, prev_hash, hash FROM manent_audit ORDER BY seq`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT seq, time, identity, action, target, request_id, outcome, detail, client_addr, user_agent, prev_hash, hash FROM manent_audit ORDER BY seq`)
 	if err != nil {
 		return 0, nil, err
 	}
