@@ -156,6 +156,21 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 		return governance.Decision{}, err
 	}
 	for _, r := range succ {
+		// A release rolled back there since it succeeded does not count
+		// (a redeploy of the version, or a rollback to it, is a later
+		// success that does).
+		if r.FinishedAt != nil {
+			rb, err := a.cfg.Store.RolledBackSince(ctx, r.Application, r.Environment, r.Version, *r.FinishedAt)
+			if err != nil {
+				return governance.Decision{}, err
+			}
+			if rb != nil {
+				in.Inventory.RolledBack = append(in.Inventory.RolledBack, governance.RolledBack{Application: r.Application,
+					Environment: r.Environment, Version: r.Version, DeploymentID: rb.RollbackOf, RollbackID: rb.ID,
+					RolledBackAt: rb.FinishedAt, By: rb.Requester})
+				continue
+			}
+		}
 		if seen != nil && !slices.Contains(*seen, r.ID) {
 			*seen = append(*seen, r.ID)
 		}

@@ -46,6 +46,12 @@ type Inventory struct {
 	// (Rules.PromotionRequires tells which environments the YAML rules
 	// ask about).
 	Successes []Success `json:"successes"`
+	// RolledBack are the successes of this application and version that a
+	// later rollback (`manent rollback`, ended SUCCESS) took back in their
+	// environment: the server leaves them out of Successes, so they do not
+	// count for promotion until the version succeeds there again, and
+	// lists them here so that a refusal can say why.
+	RolledBack []RolledBack `json:"rolled_back"`
 	// Current is the environment's current release, nil when none.
 	Current *manent.Release `json:"current"`
 }
@@ -61,6 +67,20 @@ type Success struct {
 	// Promotion asks for the same artifact, not only the same version,
 	// when the deploy's digest is known too.
 	SHA256 string `json:"sha256,omitempty"`
+}
+
+// RolledBack is a success whose release a later rollback took back.
+type RolledBack struct {
+	Application string `json:"application"`
+	Environment string `json:"environment"`
+	Version     string `json:"version"`
+	// DeploymentID is the deploy whose release was rolled back.
+	DeploymentID string `json:"deployment_id"`
+	// RollbackID is the rollback deploy, RolledBackAt when it ended
+	// SUCCESS, By who submitted it (an identity, token:ci).
+	RollbackID   string     `json:"rollback_id"`
+	RolledBackAt *time.Time `json:"rolled_back_at,omitempty"`
+	By           string     `json:"by"`
 }
 
 // normalized returns in with the defaults filled (environment name, now)
@@ -88,6 +108,9 @@ func (in Input) normalized() (Input, error) {
 	}
 	if in.Inventory.Successes == nil {
 		in.Inventory.Successes = []Success{}
+	}
+	if in.Inventory.RolledBack == nil {
+		in.Inventory.RolledBack = []RolledBack{}
 	}
 	return in, nil
 }

@@ -386,6 +386,9 @@ func (r *Rules) Decide(ctx context.Context, in Input) (Decision, error) {
 		case other != "":
 			d.MissingPromotions = append(d.MissingPromotions, req)
 			d.Deny = append(d.Deny, otherArtifactReason(env, app, version, req, other, in.Descriptor.Artifact.SHA256))
+		case rolledBack(in.Inventory.RolledBack, app, version, req) != nil:
+			d.MissingPromotions = append(d.MissingPromotions, req)
+			d.Deny = append(d.Deny, rolledBackReason(env, req, *rolledBack(in.Inventory.RolledBack, app, version, req)))
 		default:
 			d.MissingPromotions = append(d.MissingPromotions, req)
 			notRun = append(notRun, req)
@@ -430,6 +433,35 @@ func promoted(successes []Success, app, version, env, digest string) (ok bool, o
 		other = s.SHA256
 	}
 	return false, other
+}
+
+// rolledBack returns the rollback that took back app version's release in
+// env, nil when none did.
+func rolledBack(list []RolledBack, app, version, env string) *RolledBack {
+	for i, r := range list {
+		if r.Application == app && r.Version == version && r.Environment == env {
+			return &list[i]
+		}
+	}
+	return nil
+}
+
+// rolledBackReason is the deny reason for a version whose success in
+// required a rollback took back: "promotion to prod requires billing 2.0
+// to succeed first in staging: release 2.0 (dpl_…) was rolled back in
+// staging at … by token:ci (rollback dpl_…); deploy it to staging again".
+func rolledBackReason(env, required string, r RolledBack) string {
+	at := ""
+	if r.RolledBackAt != nil {
+		at = " at " + r.RolledBackAt.UTC().Format(time.RFC3339)
+	}
+	by := ""
+	if r.By != "" {
+		by = " by " + r.By
+	}
+	return fmt.Sprintf("promotion to %s requires %s %s to succeed first in %s: release %s (%s) was rolled back in %s%s%s (rollback %s); "+
+		"a rollback there says it is not good: deploy %s to %s again for it to count",
+		env, r.Application, r.Version, required, r.Version, r.DeploymentID, required, at, by, r.RollbackID, r.Version, required)
 }
 
 // otherArtifactReason is the deny reason for a version that succeeded in

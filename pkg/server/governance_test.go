@@ -363,3 +363,42 @@ func errFields(err error) []manent.FieldError {
 	}
 	return nil
 }
+
+// QA: a release rolled back in staging (manent rollback) still counted as
+// a success there, and went to prod on its strength. It counts again once
+// deployed to staging again, and a rollback *to* a release is a success of
+// that release.
+func TestPromotionRefusesAReleaseRolledBackUpstream(t *testing.T) {
+	_, client := govServer(t, "promotion:\n  - {environment: prod, requires: [staging]}\n")
+	art := artifactFile(t)
+	ci := client("ci-token")
+	ctx := context.Background()
+	deploy := func(env, version string) string {
+		t.Helper()
+		res, err := ci.Submit(ctx, simple(art, env, version, ""), false)
+		if err != nil {
+			t.Fatalf("deploy %s to %s: %v %v", version, env, err, errFields(err))
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+		return res.ID
+	}
+	deploy("staging", "1.0")
+	bad := deploy("staging", "2.0")
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := waitFor(t, ci, rb.ID, manent.StateSuccess)
+
+	_, err = ci.Submit(ctx, simple(art, "prod", "2.0", ""), false)
+	want := fmt.Sprintf("promotion to prod requires billing 2.0 to succeed first in staging: release 2.0 (%s) was rolled back in staging at %s by token:ci (rollback %s)",
+		bad, r.FinishedAt.UTC().Format(time.RFC3339), rb.ID)
+	if got := fmt.Sprint(err, errFields(err)); !strings.Contains(got, want) {
+		t.Fatalf("prod with a release rolled back in staging: %s, want %q", got, want)
+	}
+	// The rollback went back to 1.0: a success of 1.0 in staging.
+	deploy("prod", "1.0")
+	// Deployed to staging again, 2.0 counts again.
+	deploy("staging", "2.0")
+	deploy("prod", "2.0")
+}

@@ -640,3 +640,22 @@ func (s *Store) Successes(ctx context.Context, application, version string) ([]R
 	}
 	return out, rows.Err()
 }
+
+const rolledBackQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
+		WHERE application = ? AND environment = ? AND state = ? AND finished_at > ? AND rollback_of IN
+			(SELECT id FROM manent_deployments WHERE application = ? AND environment = ? AND version = ?)
+		ORDER BY finished_at DESC, id DESC LIMIT 1`
+
+// RolledBackSince returns the latest rollback (`manent rollback`) that
+// ended SUCCESS in application/environment after since and went back from
+// a deploy of version: that version's release was rolled back there. Nil
+// when there is none.
+func (s *Store) RolledBackSince(ctx context.Context, application, environment, version string, since time.Time) (*Record, error) {
+	row := s.rdb.QueryRowContext(ctx, s.q(rolledBackQuery), application, environment, string(manent.StateSuccess), fmtTime(since),
+		application, environment, version)
+	r, err := scanRecord(row)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	return r, err
+}

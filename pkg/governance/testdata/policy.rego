@@ -314,8 +314,25 @@ other_artifact[env] := lower(s.sha256) if {
 	s.environment == env
 }
 
+# Environments where the version's success was taken back by a rollback
+# there: the server leaves it out of successes and lists it here.
+rolled_back[env] := r if {
+	some env in missing_promotions
+	not other_artifact[env]
+	some r in input.inventory.rolled_back
+	r.application == application
+	r.version == version
+	r.environment == env
+}
+
 deny contains msg if {
-	not_run := {env | some env in missing_promotions; not other_artifact[env]}
+	some env, r in rolled_back
+	at := time.format([time.parse_rfc3339_ns(r.rolled_back_at), "UTC", "2006-01-02T15:04:05Z07:00"])
+	msg := sprintf("promotion to %s requires %s %s to succeed first in %s: release %s (%s) was rolled back in %s at %s by %s (rollback %s); a rollback there says it is not good: deploy %s to %s again for it to count", [environment, application, version, env, version, r.deployment_id, env, at, r.by, r.rollback_id, version, env])
+}
+
+deny contains msg if {
+	not_run := {env | some env in missing_promotions; not other_artifact[env]; not rolled_back[env]}
 	count(not_run) > 0
 	msg := sprintf("promotion to %s requires %s %s to succeed first in: %s", [environment, application, version, concat(", ", sort(not_run))])
 }
