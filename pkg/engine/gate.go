@@ -1059,3 +1059,26 @@ func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Inp
 	}
 	return e.Refresh(ctx, rec.ID)
 }
+
+// Recorded returns the verdict identity already recorded on deploy id's
+// own approval (wave "") or on that rollout wave, nil when none: a verdict
+// sent again after its answer was lost (a 503 after the commit) is
+// answered with it rather than refused as a second one.
+func (e *Engine) Recorded(ctx context.Context, id, wave, identity string) (*manent.Approval, error) {
+	var as []manent.Approval
+	var err error
+	if wave == "" {
+		as, err = e.st.Approvals(ctx, id)
+	} else {
+		as, err = e.st.WaveApprovals(ctx, id, wave)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i := range as {
+		if as[i].Identity == identity {
+			return &as[i], nil
+		}
+	}
+	return nil, nil
+}

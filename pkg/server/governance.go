@@ -44,6 +44,22 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 			writeError(w, r, s.log, err)
 			return
 		}
+		// The same verdict sent again by the identity that recorded it
+		// (its answer lost: a 503 after the commit, then the client's
+		// retry) is answered with the deploy as it is now, whatever it
+		// waits for by then; another verdict is refused below (409).
+		if same, err := s.sameVerdict(r, rec, req, p, verdict); err != nil {
+			writeError(w, r, s.log, err)
+			return
+		} else if same {
+			now, err := s.eng.Refresh(r.Context(), rec.ID)
+			if err != nil {
+				writeError(w, r, s.log, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, now.Deployment)
+			return
+		}
 		if req.Wave != nil {
 			if err := s.waitsFor(r, rec, *req.Wave); err != nil {
 				s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
@@ -61,6 +77,25 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 		s.audit(r.Context(), r, p, "deployment."+verdict, rec.ID, "accepted", req.Comment)
 		writeJSON(w, http.StatusOK, after.Deployment)
 	}
+}
+
+// sameVerdict reports whether p already recorded verdict on what req is
+// for: the wave it pins (its own approval for ""), or, unpinned, what the
+// deploy waits for now (a wave's approval while one waits, else its own).
+// A plan digest, when both name one, must be the same.
+func (s *Server) sameVerdict(r *http.Request, rec *store.Record, req ApproveRequest, p manent.Identity, verdict string) (bool, error) {
+	wave := ""
+	switch {
+	case req.Wave != nil:
+		wave = *req.Wave
+	case rec.State == manent.StatePending:
+		wave = s.eng.WaitingWave(r.Context(), rec.ID)
+	}
+	a, err := s.eng.Recorded(r.Context(), rec.ID, wave, p.Subject)
+	if err != nil || a == nil {
+		return false, err
+	}
+	return a.Verdict == verdict && (req.PlanDigest == "" || a.PlanDigest == "" || req.PlanDigest == a.PlanDigest), nil
 }
 
 // waitsFor refuses a verdict pinned to wave ("" for the deploy's own

@@ -1,13 +1,18 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,8 +193,13 @@ func TestApprovalsOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.Approve(ctx, res.ID, "", ""); err == nil {
-		t.Fatal("a second decision by bob was accepted")
+	// Sent again, bob's approval is answered with what was recorded (a
+	// client whose answer was lost); another verdict by him is refused.
+	if again, err := bob.Approve(ctx, res.ID, "", ""); err != nil || len(again.Approvals) != 1 {
+		t.Fatalf("bob's approval sent again: %v %+v, want it answered, counted once", err, again)
+	}
+	if _, err := bob.Reject(ctx, res.ID, ""); manent.ErrorCode(err) != manent.EConflict {
+		t.Fatalf("bob rejecting what he approved: %v, want 409", err)
 	}
 	d = waitFor(t, alice, res.ID, manent.StateSuccess)
 	if d.ID != res.ID || len(d.Approvals) != 1 || d.Approvals[0].Identity != "token:bob" {
@@ -401,4 +411,106 @@ func TestPromotionRefusesAReleaseRolledBackUpstream(t *testing.T) {
 	// Deployed to staging again, 2.0 counts again.
 	deploy("staging", "2.0")
 	deploy("prod", "2.0")
+}
+
+// lostAnswer sits before a real server: the first verdict (a POST to
+// …/approve or …/reject) goes through and is recorded, and its answer is
+// replaced by a 503 with Retry-After — a storage fault after the commit.
+type lostAnswer struct {
+	target string
+	mu     sync.Mutex
+	lost   bool
+}
+
+func (p *lostAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	p.mu.Lock()
+	lose := !p.lost && resp.StatusCode == http.StatusOK && r.Method == http.MethodPost &&
+		(strings.HasSuffix(r.URL.Path, "/approve") || strings.HasSuffix(r.URL.Path, "/reject"))
+	p.lost = p.lost || lose
+	p.mu.Unlock()
+	if lose {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"title":"Service Unavailable","status":503,"detail":"database is busy; retry in 1s"}`))
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(data)
+}
+
+// QA: a verdict recorded and then answered 503 with Retry-After (a
+// storage fault after the commit) was sent again by the client and
+// refused 409 "already decided": the CI job failed on an approval that
+// counted. The same identity's same verdict is answered with what was
+// recorded; another verdict by it is still a 409.
+func TestVerdictRecordedThenLostIsAnsweredAgain(t *testing.T) {
+	srv, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	art := artifactFile(t)
+	ctx := context.Background()
+	alice := client("alice-token")
+	through := func(token string) (*api.Client, *lostAnswer) {
+		p := &lostAnswer{target: srv.URL}
+		hs := httptest.NewServer(p)
+		t.Cleanup(hs.Close)
+		return api.NewClient(hs.URL, token, nil), p
+	}
+	for _, verdict := range []string{"approve", "reject"} {
+		res, err := alice.Submit(ctx, simple(art, "prod", "7-"+verdict, ""), false)
+		if err != nil || res.State != manent.StateAwaitingApproval {
+			t.Fatalf("submit: %+v %v", res, err)
+		}
+		bob, p := through("bob-token")
+		send := bob.Approve
+		other := func(ctx context.Context, id, comment, _ string) (*manent.Deployment, error) {
+			return bob.Reject(ctx, id, comment)
+		}
+		if verdict == "reject" {
+			send, other = other, bob.Approve
+		}
+		d, err := send(ctx, res.ID, "ok", "")
+		if err != nil || !p.lost {
+			t.Fatalf("%s, its answer lost after the commit (lost %v): %v, want the recorded verdict", verdict, p.lost, err)
+		}
+		if len(d.Approvals) != 1 || d.Approvals[0].Identity != "token:bob" || d.Approvals[0].Verdict != verdict {
+			t.Fatalf("%s answered %+v, want bob's %s once", verdict, d.Approvals, verdict)
+		}
+		if _, err := other(ctx, res.ID, "", ""); manent.ErrorCode(err) != manent.EConflict {
+			t.Fatalf("bob's other verdict after his %s: %v, want 409", verdict, err)
+		}
+	}
+
+	// A wave's verdict (--wave): the same.
+	res, err := alice.Submit(ctx, simple(art, "staging", "8", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"), false)
+	if err != nil {
+		t.Fatalf("submit with waves: %v %v", err, errFields(err))
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err := alice.Deployment(ctx, res.ID)
+		return err == nil && strings.Contains(d.Reason, "wave rest awaits approval")
+	}, "wave rest to wait for its approval")
+	bob, p := through("bob-token")
+	d, err := bob.ApproveWave(ctx, res.ID, "rest", "canary is fine")
+	if err != nil || !p.lost {
+		t.Fatalf("approve --wave, its answer lost after the commit (lost %v): %v, want the recorded verdict", p.lost, err)
+	}
+	waitFor(t, alice, d.ID, manent.StateSuccess)
+	if _, err := bob.RejectWave(ctx, res.ID, "rest", ""); manent.ErrorCode(err) != manent.EConflict {
+		t.Fatalf("bob's rejection of the wave he approved: %v, want 409", err)
+	}
 }
