@@ -358,7 +358,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	var successes []string
 	if governed {
 		var refusals []manent.FieldError
-		decision, waits, refusals, successes = a.decide(ctx, req, plan.FreezeRegions(waves), env.config)
+		decision, waits, refusals, successes = a.decide(ctx, req, plan.FreezeRegions(waves), env.config, env.target)
 		if len(refusals) > 0 {
 			return nil, refused(refusals)
 		}

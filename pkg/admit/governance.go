@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,7 +23,7 @@ import (
 // It returns the decision to save, what the deploy waits for, the
 // problems that refuse it, and the successes of its version the policy was
 // given (plan.Input.Successes).
-func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any) (_ *manent.Decision, _ plan.Waits, _ []manent.FieldError, successes []string) {
+func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any, target descriptor.Target) (_ *manent.Decision, _ plan.Waits, _ []manent.FieldError, successes []string) {
 	d := req.Descriptor
 	var waits plan.Waits
 	var problems []manent.FieldError
@@ -58,6 +59,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 		Descriptor:  d,
 		Identity:    req.Identity,
 		Environment: governance.Environment{Name: d.Environment, Regions: regions, Config: config},
+		Target:      shownTarget(target),
 		Now:         now,
 	}
 	dec, err := a.governanceDecision(ctx, in, &successes)
@@ -376,6 +378,25 @@ func runInput(in plan.Input, d *descriptor.Descriptor, regions []string) governa
 		Descriptor:  d,
 		Identity:    in.Requesting(),
 		Environment: governance.Environment{Name: in.Environment, Regions: regions, Config: in.EnvConfig},
+		Target:      shownTarget(in.Target),
 		Now:         time.Now().UTC(),
 	}
+}
+
+// shownTarget is the target a deploy runs as a policy sees it
+// (input.target): {plugin, with}, its credentials redacted as readers see
+// them (plugin.RedactSettings); nil when no target is known.
+func shownTarget(t descriptor.Target) map[string]any {
+	if t.Plugin == "" {
+		return nil
+	}
+	m := map[string]any{"plugin": t.Plugin}
+	if t.With != nil {
+		raw, err := json.Marshal(t.With)
+		var with map[string]any
+		if err == nil && json.Unmarshal(raw, &with) == nil {
+			m["with"] = plugin.RedactSettings(with)
+		}
+	}
+	return m
 }

@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,4 +98,44 @@ func fieldText(err error) string {
 		sb.WriteString(f.Path + ": " + f.Message + "; ")
 	}
 	return sb.String()
+}
+
+// QA: a policy sees the target that will run (input.target: the
+// environment's, with the descriptor's allowed overrides), not only what
+// was submitted: one written against input.descriptor.target was passed by
+// a descriptor that left the target to the environment.
+func TestRegoSeesTheEffectiveTarget(t *testing.T) {
+	pol, err := governance.ParseRego("policy.rego", `package manent
+
+deny contains msg if {
+	input.target.plugin == "local"
+	approved := input.environment.config.parameters.approved
+	not startswith(input.target.with.dir, approved)
+	msg := sprintf("prod deploys only under %s, not %s", [approved, input.target.with.dir])
+}
+
+deny contains "the effective target is not visible" if not input.target.plugin
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &envconfig.Config{Target: &descriptor.Target{Plugin: "local", With: map[string]any{}}, Parameters: map[string]any{"approved": "/srv/approved/"}}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: pol, Environments: staticEnv{env}})
+	dir := filepath.Join(f.dir, "targets", "billing-prod")
+	env.Target.With["dir"] = dir
+	_, err = f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	if want := "prod deploys only under /srv/approved/, not " + dir; err == nil || !strings.Contains(err.Error()+fieldText(err), want) {
+		t.Fatalf("submission leaving the target to the environment: %v %s, want %q", err, fieldText(err), want)
+	}
+	// Admitted while the directory is approved; the config step asks
+	// again with the target it runs.
+	env.Parameters["approved"] = f.dir
+	adm, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatalf("submission under the approved directory: %v %s", err, fieldText(err))
+	}
+	env.Parameters["approved"] = "/srv/approved/"
+	if _, err := f.a.Reconfigure(context.Background(), adm.Input); err == nil || !strings.Contains(err.Error(), "prod deploys only under /srv/approved/") {
+		t.Fatalf("config step: %v, want the policy's refusal", err)
+	}
 }

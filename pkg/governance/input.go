@@ -17,6 +17,12 @@ type Input struct {
 	// Environment is the target environment; Name defaults to the
 	// descriptor's environment.
 	Environment Environment `json:"environment"`
+	// Target is the target the deploy runs: the environment's, with the
+	// descriptor's allowed overrides (the effective deploy's), credentials
+	// redacted as readers see them; {} when not known (the environment
+	// did not answer and the descriptor names none). Descriptor.Target is
+	// only what was submitted.
+	Target map[string]any `json:"target"`
 	// Now is the time of the decision, RFC 3339 in JSON. Policies must
 	// use it, never the wall clock, so a decision can be replayed. Zero
 	// means time.Now().
@@ -102,6 +108,9 @@ func (in Input) normalized() (Input, error) {
 	}
 	if in.Environment.Regions == nil {
 		in.Environment.Regions = []string{}
+	}
+	if in.Target == nil {
+		in.Target = map[string]any{}
 	}
 	if in.Environment.Config == nil {
 		in.Environment.Config = map[string]any{}

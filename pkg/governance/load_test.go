@@ -270,7 +270,7 @@ func TestRegoInputDocument(t *testing.T) {
 	}
 	want := `{"descriptor":{"apiVersion":"manent/v1","application":"billing","artifact":{"url":"file:///srv/billing.tgz"},"environment":"prod","version":"1.4.2"},` +
 		`"environment":{"config":{},"name":"prod","regions":[]},"identity":{"groups":[],"subject":"token:ci"},` +
-		`"inventory":{"current":null,"rolled_back":[],"successes":[]},"now":"2026-06-10T10:00:00Z"}`
+		`"inventory":{"current":null,"rolled_back":[],"successes":[]},"now":"2026-06-10T10:00:00Z","target":{}}`
 	if len(d.Deny) != 1 || d.Deny[0] != want {
 		t.Errorf("input document:\ngot  %v\nwant %s", d.Deny, want)
 	}
