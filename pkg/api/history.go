@@ -119,10 +119,14 @@ type ChangeFailureRate struct {
 	Rate   *float64 `json:"rate"`
 }
 
-// TimeToRestore is from a failed deploy's end to the next SUCCESS.
+// TimeToRestore is from a failed deploy's end to the next SUCCESS, or
+// to the end of its own automatic rollback when that completed.
+// Unrestored counts the failures of the window that nothing has restored
+// yet: an outage still open gives no sample, and is no good news.
 type TimeToRestore struct {
-	Median  *float64 `json:"median"`
-	Samples int      `json:"samples"`
+	Median     *float64 `json:"median"`
+	Samples    int      `json:"samples"`
+	Unrestored int      `json:"unrestored"`
 }
 
 // Page sizes the server accepts: ?limit= of the deploy list and history

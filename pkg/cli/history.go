@@ -474,7 +474,13 @@ MAX_RECOVERY_ATTEMPTS_EXCEEDED) and finished within the window:
                          each SUCCESS deploy that has a source block (median, p90)
   change failure rate    failed (ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED) / all
   time to restore        from each failed deploy's end to the next SUCCESS in
-                         the same application/environment (median)
+                         the same application/environment, or to the end of its
+                         own automatic rollback when that completed (median);
+                         failures nothing restored yet are counted apart
+
+A deploy that failed before it reached the environment (at config, secrets,
+artifacts, qa, a checkpoint or a wave's approval, with no other step run) is
+neither a deploy nor a failure: it changed nothing there.
 
 A figure without samples is "-" (null in -o json), never 0. The window is a
 number of hours, days or weeks: 12h, 30d, 4w. Without --application and
@@ -542,7 +548,13 @@ func renderDORA(s *IOStreams, res *api.DORA) error {
 		rate = percent(*r)
 	}
 	f.Add("Change failure rate", fmt.Sprintf("%s (%d failed of %d)", rate, res.ChangeFailureRate.Failed, res.ChangeFailureRate.Total))
-	f.Add("Time to restore", fmt.Sprintf("median %s (%s)", secondsOrDash(res.TimeToRestoreSeconds.Median), manent.Plural(res.TimeToRestoreSeconds.Samples, "sample")))
+	restore := fmt.Sprintf("median %s (%s)", secondsOrDash(res.TimeToRestoreSeconds.Median), manent.Plural(res.TimeToRestoreSeconds.Samples, "sample"))
+	if n := res.TimeToRestoreSeconds.Unrestored; n > 0 {
+		// An outage still open gives no sample: say so, or the median
+		// reads as all there is.
+		restore += fmt.Sprintf("; %s not restored yet", manent.Plural(n, "failure"))
+	}
+	f.Add("Time to restore", restore)
 	return f.RenderTo(s.Out)
 }
 

@@ -33,6 +33,29 @@ func TestRenderDORARate(t *testing.T) {
 	}
 }
 
+// Failures nothing has restored yet are said beside the median: they give
+// no sample, and a median over the restored ones alone reads as all there is.
+func TestRenderDORAUnrestored(t *testing.T) {
+	m := 1200.0
+	for _, c := range []struct {
+		ttr  api.TimeToRestore
+		want string
+	}{
+		{api.TimeToRestore{Median: &m, Samples: 2, Unrestored: 1}, "median 20m (2 samples); 1 failure not restored yet\n"},
+		{api.TimeToRestore{Unrestored: 2}, "median - (0 samples); 2 failures not restored yet\n"},
+		{api.TimeToRestore{Median: &m, Samples: 1}, "median 20m (1 sample)\n"},
+	} {
+		res := &api.DORA{Window: "30d", TimeToRestoreSeconds: c.ttr}
+		var out bytes.Buffer
+		if err := renderDORA(NewIOStreams(nil, &out, &out, func(string) string { return "" }), res); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), c.want) {
+			t.Errorf("%+v:\n%s\nwant %q", c.ttr, out.String(), c.want)
+		}
+	}
+}
+
 // An approval says "approved" or "rejected", as people write it.
 func TestStatusApprovalVerdicts(t *testing.T) {
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)

@@ -1,12 +1,15 @@
 package server
 
 import (
+	"maps"
 	"math"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -48,13 +51,38 @@ func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 			kept = append(kept, f)
 		}
 	}
+	// The steps of the deploys that did not succeed tell whether they
+	// reached the environment at all (a config refusal did not).
+	var failed []string
+	for _, f := range kept {
+		if f.State != manent.StateSuccess {
+			failed = append(failed, f.ID)
+		}
+	}
+	steps := map[string][]manent.Step{}
+	for start := 0; start < len(failed); start += doraStepsBatch {
+		part, err := s.st.StepsOf(r.Context(), failed[start:min(start+doraStepsBatch, len(failed))])
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		maps.Copy(steps, part)
+	}
+	for i := range kept {
+		kept[i].Steps = steps[kept[i].ID]
+	}
 	out := DORA(kept, span)
 	out.Window, out.Application, out.Environment = window, scope.application, scope.environment
 	writeJSON(w, http.StatusOK, out)
 }
 
+// doraStepsBatch is how many deploys' steps one query reads.
+const doraStepsBatch = 500
+
 // DORA computes the four figures over deploys that ran and finished within
-// a window of length span, oldest first:
+// a window of length span, oldest first. A deploy that did not succeed
+// counts only when it reached the environment (Reached): one refused at
+// its config step, or failed fetching its artifact, changed nothing there.
 //
 //   - deployment frequency: every such deploy, and deploys per day of the window;
 //   - lead time: from source.committed_at to finished_at of SUCCESS deploys
@@ -62,13 +90,21 @@ func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 //   - change failure rate: ERROR (and MAX_RECOVERY_ATTEMPTS_EXCEEDED)
 //     deploys over all of them;
 //   - time to restore: from each failed deploy's finished_at to the next
-//     SUCCESS in the same application/environment (a failure not yet
-//     followed by a success gives no sample).
+//     SUCCESS in the same application/environment, or, when its automatic
+//     rollback completed, from the rollback's start to the deploy's end (the
+//     rollback restored the release before it); a failure not yet followed
+//     by a success gives no sample and counts as unrestored.
 //
 // Medians of an even number of samples are the mean of the middle two;
 // p90 is the nearest-rank percentile. Without samples a figure is null.
-func DORA(rows []store.Finished, span time.Duration) api.DORA {
+func DORA(all []store.Finished, span time.Duration) api.DORA {
 	var out api.DORA
+	rows := make([]store.Finished, 0, len(all))
+	for _, f := range all {
+		if Reached(f) {
+			rows = append(rows, f)
+		}
+	}
 	out.DeploymentFrequency.Deploys = len(rows)
 	out.DeploymentFrequency.PerDay = round(float64(len(rows)) / (span.Hours() / 24))
 	var lead, restore []float64
@@ -89,8 +125,15 @@ func DORA(rows []store.Finished, span time.Duration) api.DORA {
 			delete(open, k)
 		default: // ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED
 			out.ChangeFailureRate.Failed++
+			if f.Rollback == manent.RollbackCompleted {
+				restore = append(restore, f.FinishedAt.Sub(rollbackStart(f)).Seconds())
+				continue
+			}
 			open[k] = append(open[k], f.FinishedAt)
 		}
+	}
+	for _, failures := range open {
+		out.TimeToRestoreSeconds.Unrestored += len(failures)
 	}
 	out.ChangeFailureRate.Total = len(rows)
 	if len(rows) > 0 {
@@ -102,6 +145,46 @@ func DORA(rows []store.Finished, span time.Duration) api.DORA {
 	out.TimeToRestoreSeconds.Samples = len(restore)
 	out.TimeToRestoreSeconds.Median = median(restore)
 	return out
+}
+
+// Reached reports whether a final deploy reached its environment: a
+// SUCCESS did; one that did not succeed did when any step ran other than
+// those that only prepare or check before the target is touched (config,
+// change:open, notify:started, secrets, artifacts, qa, a checkpoint, a
+// wave's approval) and those that only tidy up (cleanup, change:close). A
+// custom step may change anything, so one that ran counts. Without step
+// rows (an old record) the deploy counts: a failure is not hidden.
+func Reached(f store.Finished) bool {
+	if f.State == manent.StateSuccess || len(f.Steps) == 0 {
+		return true
+	}
+	for _, st := range f.Steps {
+		if st.State == manent.StepPending || st.State == manent.StepSkipped {
+			continue
+		}
+		switch st.Name {
+		case manent.StepConfig, manent.StepChangeOpen, manent.StepNotifyStarted, manent.StepSecrets,
+			manent.StepArtifacts, manent.StepQA, manent.StepCleanup, manent.StepChangeClose:
+			continue
+		}
+		if strings.HasPrefix(st.Name, engine.CheckpointPrefix) || strings.HasPrefix(st.Name, engine.WaveApprovalPrefix+"[") {
+			continue
+		}
+		return true
+	}
+	return false
+}
+
+// rollbackStart is when a failed deploy's automatic rollback began: its
+// first rollback: step's start (the deploy's end when none is recorded).
+func rollbackStart(f store.Finished) time.Time {
+	at := f.FinishedAt
+	for _, st := range f.Steps {
+		if strings.HasPrefix(st.Name, engine.RollbackPrefix) && st.StartedAt != nil && st.StartedAt.Before(at) {
+			at = *st.StartedAt
+		}
+	}
+	return at
 }
 
 func ptr(f float64) *float64 { return &f }

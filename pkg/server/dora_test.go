@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
@@ -18,32 +21,39 @@ import (
 
 // seeded is one deploy of the DORA golden history: it finished `ago`
 // before now, with a source block committed `lead` before it finished
-// (none when 0).
+// (none when 0). A failure with `ran` recorded that step, and only it, as
+// failed; with `rolledBack` its automatic rollback then took that long.
 type seeded struct {
-	app, env string
-	state    manent.State
-	ago      time.Duration
-	lead     time.Duration
+	app, env   string
+	state      manent.State
+	ago        time.Duration
+	lead       time.Duration
+	ran        string
+	rolledBack time.Duration
 }
 
 const day = 24 * time.Hour
 
 // doraHistory pins each figure: a deploy before the window, failures
 // restored by a later success, one failure not restored, deploys that did
-// not run (CANCELLED, REJECTED), a success without a source block, an
-// environment with no failure and one with nothing in the window.
+// not run (CANCELLED, REJECTED) or never reached the environment (refused
+// at config), a failure its own rollback restored, a success without a
+// source block, an environment with no failure and one with nothing in the
+// window.
 var doraHistory = []seeded{
-	{"billing", "prod", manent.StateSuccess, 40 * day, day},                          // before 30d
-	{"billing", "prod", manent.StateSuccess, 20 * day, time.Hour},                    // lead 3600
-	{"billing", "prod", manent.StateError, 10 * day, 0},                              // restored after 1800
-	{"billing", "prod", manent.StateError, 10*day - 10*time.Minute, 0},               // restored after 1200
-	{"billing", "prod", manent.StateSuccess, 10*day - 30*time.Minute, 2 * time.Hour}, // lead 7200
-	{"billing", "prod", manent.StateCancelled, 2 * day, 0},                           // did not run
-	{"billing", "prod", manent.StateSuccess, day, 0},                                 // no source: no lead sample
-	{"billing", "prod", manent.StateMaxRecoveryAttemptsExceeded, 12 * time.Hour, 0},  // failed, not restored
-	{"billing", "staging", manent.StateSuccess, 5 * day, time.Minute},                // lead 60
-	{"billing", "staging", manent.StateRejected, 4 * day, 0},
-	{"web", "prod", manent.StateSuccess, 40 * day, 0},
+	{"billing", "prod", manent.StateSuccess, 40 * day, day, "", 0},                          // before 30d
+	{"billing", "prod", manent.StateSuccess, 20 * day, time.Hour, "", 0},                    // lead 3600
+	{"billing", "prod", manent.StateError, 10 * day, 0, "", 0},                              // restored after 1800
+	{"billing", "prod", manent.StateError, 10*day - 10*time.Minute, 0, "", 0},               // restored after 1200
+	{"billing", "prod", manent.StateSuccess, 10*day - 30*time.Minute, 2 * time.Hour, "", 0}, // lead 7200
+	{"billing", "prod", manent.StateError, 3 * day, 0, "config", 0},                         // refused at config: never reached prod
+	{"billing", "prod", manent.StateError, 3*day - time.Hour, 0, "deploy", 5 * time.Minute}, // restored by its rollback after 300
+	{"billing", "prod", manent.StateCancelled, 2 * day, 0, "", 0},                           // did not run
+	{"billing", "prod", manent.StateSuccess, day, 0, "", 0},                                 // no source: no lead sample
+	{"billing", "prod", manent.StateMaxRecoveryAttemptsExceeded, 12 * time.Hour, 0, "", 0},  // failed, not restored
+	{"billing", "staging", manent.StateSuccess, 5 * day, time.Minute, "", 0},                // lead 60
+	{"billing", "staging", manent.StateRejected, 4 * day, 0, "", 0},
+	{"web", "prod", manent.StateSuccess, 40 * day, 0, "", 0},
 }
 
 func seedDORA(t *testing.T, st *store.Store, now time.Time) {
@@ -58,14 +68,27 @@ func seedDORA(t *testing.T, st *store.Store, now time.Time) {
 			at := fin.Add(-s.lead)
 			rec.CommittedAt = &at
 		}
-		err := st.Tx(ctx, func(tx *sql.Tx) error {
-			if err := st.InsertDeployment(ctx, tx, rec); err != nil {
-				return err
-			}
-			_, err := st.FinishTx(ctx, tx, rec.ID, store.Outcome{State: s.state, At: fin})
-			return err
-		})
+		err := st.Tx(ctx, func(tx *sql.Tx) error { return st.InsertDeployment(ctx, tx, rec) })
 		if err != nil {
+			t.Fatal(err)
+		}
+		out := store.Outcome{State: s.state, At: fin}
+		step := func(name string, at time.Time, state manent.StepState) {
+			if _, err := st.StepStarted(ctx, rec.ID, name, at); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.StepFinished(ctx, rec.ID, name, store.StepEnd{State: state, Counted: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.ran != "" {
+			step(s.ran, fin.Add(-time.Hour), manent.StepError)
+		}
+		if s.rolledBack > 0 {
+			step("rollback:"+s.ran, fin.Add(-s.rolledBack), manent.StepSuccess)
+			out.Rollback = manent.RollbackCompleted
+		}
+		if err := st.Finish(ctx, rec.ID, out); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -84,40 +107,40 @@ func TestDORAGolden(t *testing.T) {
 			name, query, token, want string
 		}{
 			{"prod 30d", "?application=billing&environment=prod", "admin-token", `{"window":"30d","application":"billing","environment":"prod",
-				"deployment_frequency":{"deploys":6,"per_day":0.2},
+				"deployment_frequency":{"deploys":7,"per_day":0.233},
 				"lead_time_seconds":{"median":5400,"p90":7200,"samples":2},
-				"change_failure_rate":{"failed":3,"total":6,"rate":0.5},
-				"time_to_restore_seconds":{"median":1500,"samples":2}}`},
+				"change_failure_rate":{"failed":4,"total":7,"rate":0.571},
+				"time_to_restore_seconds":{"median":1200,"samples":3,"unrestored":1}}`},
 			{"prod 7d: empty samples are null", "?application=billing&environment=prod&window=7d", "admin-token", `{"window":"7d","application":"billing","environment":"prod",
-				"deployment_frequency":{"deploys":2,"per_day":0.286},
+				"deployment_frequency":{"deploys":3,"per_day":0.429},
 				"lead_time_seconds":{"median":null,"p90":null,"samples":0},
-				"change_failure_rate":{"failed":1,"total":2,"rate":0.5},
-				"time_to_restore_seconds":{"median":null,"samples":0}}`},
+				"change_failure_rate":{"failed":2,"total":3,"rate":0.667},
+				"time_to_restore_seconds":{"median":300,"samples":1,"unrestored":1}}`},
 			{"prod 36h", "?application=billing&environment=prod&window=36h", "admin-token", `{"window":"36h","application":"billing","environment":"prod",
 				"deployment_frequency":{"deploys":2,"per_day":1.333},
 				"lead_time_seconds":{"median":null,"p90":null,"samples":0},
 				"change_failure_rate":{"failed":1,"total":2,"rate":0.5},
-				"time_to_restore_seconds":{"median":null,"samples":0}}`},
+				"time_to_restore_seconds":{"median":null,"samples":0,"unrestored":1}}`},
 			{"no failure: rate 0", "?application=billing&environment=staging", "admin-token", `{"window":"30d","application":"billing","environment":"staging",
 				"deployment_frequency":{"deploys":1,"per_day":0.033},
 				"lead_time_seconds":{"median":60,"p90":60,"samples":1},
 				"change_failure_rate":{"failed":0,"total":1,"rate":0},
-				"time_to_restore_seconds":{"median":null,"samples":0}}`},
+				"time_to_restore_seconds":{"median":null,"samples":0,"unrestored":0}}`},
 			{"nothing in the window", "?application=web&environment=prod", "admin-token", `{"window":"30d","application":"web","environment":"prod",
 				"deployment_frequency":{"deploys":0,"per_day":0},
 				"lead_time_seconds":{"median":null,"p90":null,"samples":0},
 				"change_failure_rate":{"failed":0,"total":0,"rate":null},
-				"time_to_restore_seconds":{"median":null,"samples":0}}`},
+				"time_to_restore_seconds":{"median":null,"samples":0,"unrestored":0}}`},
 			{"everything", "", "admin-token", `{"window":"30d","application":"","environment":"",
-				"deployment_frequency":{"deploys":7,"per_day":0.233},
+				"deployment_frequency":{"deploys":8,"per_day":0.267},
 				"lead_time_seconds":{"median":3600,"p90":7200,"samples":3},
-				"change_failure_rate":{"failed":3,"total":7,"rate":0.429},
-				"time_to_restore_seconds":{"median":1500,"samples":2}}`},
+				"change_failure_rate":{"failed":4,"total":8,"rate":0.5},
+				"time_to_restore_seconds":{"median":1200,"samples":3,"unrestored":1}}`},
 			{"only what the caller may read", "?application=billing", "stg-token", `{"window":"30d","application":"billing","environment":"",
 				"deployment_frequency":{"deploys":1,"per_day":0.033},
 				"lead_time_seconds":{"median":60,"p90":60,"samples":1},
 				"change_failure_rate":{"failed":0,"total":1,"rate":0},
-				"time_to_restore_seconds":{"median":null,"samples":0}}`},
+				"time_to_restore_seconds":{"median":null,"samples":0,"unrestored":0}}`},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -178,5 +201,60 @@ func TestDORALeadTimeIgnoresCommitsAfterTheDeploy(t *testing.T) {
 	}, 30*day)
 	if got.LeadTimeSeconds.Samples != 1 || got.LeadTimeSeconds.Median == nil || *got.LeadTimeSeconds.Median != 3600 {
 		t.Fatalf("lead time %+v: want one sample of 3600 s", got.LeadTimeSeconds)
+	}
+}
+
+// Only a deploy that reached the environment is a deploy and can be a
+// change failure (DORA counts changes to production that degraded it): one
+// that failed fetching its artifact changed nothing there. A failure whose
+// automatic rollback completed was restored by that rollback, not by the
+// next release days later; a failure nothing has restored yet is counted
+// as unrestored rather than left out in silence.
+func TestDORACountsWhatReachedTheEnvironment(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	gone := "file://" + filepath.Join(t.TempDir(), "missing.txt")
+	boom := func(after, rollback string) string {
+		return "rollback: " + rollback + "\nsteps:\n  - {name: boom, after: " + after + ", plugin: script, with: {command: [sh, -c, 'exit 1']}}\n"
+	}
+	run := func(art, version, extra string, want manent.State) *manent.Deployment {
+		t.Helper()
+		res, err := ci.Submit(ctx, simple(art, "staging", version, extra), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return waitFor(t, ci, res.ID, want)
+	}
+	dora := func() api.DORA {
+		t.Helper()
+		d, err := ci.DORA(ctx, api.DORAOptions{Application: "billing", Environment: "staging"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *d
+	}
+	run(art, "1", "", manent.StateSuccess)
+	if d := run(gone, "2", "", manent.StateError); !strings.Contains(d.Error, `step "artifacts" failed`) {
+		t.Fatalf("deploy of a missing artifact: error %q, want it failed at artifacts", d.Error)
+	}
+	if d := run(art, "3", boom("deploy", "{enabled: true, on: [boom]}"), manent.StateError); d.Rollback != manent.RollbackCompleted {
+		t.Fatalf("deploy 3: rollback %q, want completed", d.Rollback)
+	}
+	run(art, "4", boom("activation", "{enabled: false}"), manent.StateError)
+	got := dora()
+	if got.DeploymentFrequency.Deploys != 3 || got.ChangeFailureRate.Failed != 2 || got.ChangeFailureRate.Total != 3 {
+		t.Errorf("deploys %d, failed %d of %d: want 3 deploys and 2 failed of 3 (the artifact that was never fetched changed nothing)",
+			got.DeploymentFrequency.Deploys, got.ChangeFailureRate.Failed, got.ChangeFailureRate.Total)
+	}
+	ttr := got.TimeToRestoreSeconds
+	if ttr.Samples != 1 || ttr.Median == nil || *ttr.Median > 60 || ttr.Unrestored != 1 {
+		t.Errorf("time to restore %+v: want one sample (3's own rollback, seconds) and one unrestored failure (4)", ttr)
+	}
+	run(art, "5", "", manent.StateSuccess)
+	got = dora()
+	if ttr := got.TimeToRestoreSeconds; ttr.Samples != 2 || ttr.Unrestored != 0 || got.DeploymentFrequency.Deploys != 4 {
+		t.Errorf("after 5: deploys %d, time to restore %+v: want 4 deploys, two samples and nothing unrestored", got.DeploymentFrequency.Deploys, ttr)
 	}
 }

@@ -61,6 +61,12 @@ type Finished struct {
 	FinishedAt  time.Time
 	// CommittedAt is the descriptor's source.committed_at (nil without one).
 	CommittedAt *time.Time
+	// Rollback is the deploy's rollback outcome ("completed", "failed", "").
+	Rollback string
+	// Steps are the step rows of a deploy that did not end SUCCESS, which
+	// tell whether it reached the environment; FinishedSince leaves them
+	// nil (StepsOf reads them).
+	Steps []manent.Step
 }
 
 // doraStates are the final states of deploys that ran (SPEC §11.5).
@@ -81,7 +87,7 @@ func (s *Store) FinishedSince(ctx context.Context, application, environment stri
 		var f Finished
 		var finished string
 		var committed sql.NullString
-		if err := rows.Scan(&f.ID, &f.Application, &f.Environment, &f.State, &finished, &committed); err != nil {
+		if err := rows.Scan(&f.ID, &f.Application, &f.Environment, &f.State, &finished, &committed, &f.Rollback); err != nil {
 			return nil, err
 		}
 		if t := parseTime(sql.NullString{String: finished, Valid: true}); t != nil {
@@ -113,7 +119,7 @@ func finishedSinceQuery(application, environment string, since time.Time) (strin
 		where = append(where, "environment = ?")
 		args = append(args, environment)
 	}
-	return `SELECT id, application, environment, state, finished_at, committed_at
+	return `SELECT id, application, environment, state, finished_at, committed_at, rollback
 		FROM manent_deployments WHERE ` + strings.Join(where, " AND ") + ` ORDER BY finished_at, id`, args
 }
 
