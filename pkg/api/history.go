@@ -97,6 +97,18 @@ type DORA struct {
 	LeadTimeSeconds      LeadTime            `json:"lead_time_seconds"`
 	ChangeFailureRate    ChangeFailureRate   `json:"change_failure_rate"`
 	TimeToRestoreSeconds TimeToRestore       `json:"time_to_restore_seconds"`
+	// Partial is set when retention.deploys removed deploys of the scope
+	// that finished inside the window: the figures count only what it kept.
+	Partial *DORAPartial `json:"partial,omitempty"`
+}
+
+// DORAPartial says a DORA window reaches back into history retention
+// removed: deploys that finished up to RemovedThrough are gone, except
+// those retention keeps (each environment's current release, the one
+// before it, its last failure).
+type DORAPartial struct {
+	RemovedThrough time.Time `json:"removed_through"`
+	Message        string    `json:"message"`
 }
 
 // DeploymentFrequency counts the deploys that ran in the window.

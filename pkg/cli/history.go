@@ -487,7 +487,9 @@ number of hours, days or weeks: 12h, 30d, 4w. Without --application and
 --environment, the deploys of every environment you may read are counted.
 With the server's retention.deploys set, a window reaching further back than
 it counts only the deploys still kept (the current and previous releases, the
-last failures): the figures for that part are not the history's.`,
+last failures): the figures for that part are not the history's, and the
+answer says so ("Partial:", "partial" in -o json) with the newest end of a
+deploy retention removed.`,
 		Example: `  manent dora --application billing --environment prod
   manent dora --window 7d -o json | jq .change_failure_rate.rate`,
 		Args: noArgs,
@@ -555,6 +557,9 @@ func renderDORA(s *IOStreams, res *api.DORA) error {
 		restore += fmt.Sprintf("; %s not restored yet", manent.Plural(n, "failure"))
 	}
 	f.Add("Time to restore", restore)
+	if res.Partial != nil {
+		f.Add("Partial", res.Partial.Message)
+	}
 	return f.RenderTo(s.Out)
 }
 

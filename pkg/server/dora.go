@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"net/http"
@@ -73,7 +74,46 @@ func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 	}
 	out := DORA(kept, span)
 	out.Window, out.Application, out.Environment = window, scope.application, scope.environment
+	pruned, err := s.st.PrunedThrough(r.Context(), scope.application, scope.environment)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out.Partial = partial(pruned, now.Add(-span), func(application, environment string) bool {
+		k := [2]string{application, environment}
+		ok, seen := allowed[k]
+		if !seen {
+			ok = s.cfg.Guard.Authorize(p, PermRead, application, environment) == nil
+			allowed[k] = ok
+		}
+		return ok
+	})
 	writeJSON(w, http.StatusOK, out)
+}
+
+// partial says whether retention.deploys removed deploys, of the
+// environments the caller may read, that finished at or after since: the
+// window then counts only what retention kept there, and says so rather
+// than answer figures that look whole.
+func partial(pruned []store.Pruned, since time.Time, readable func(application, environment string) bool) *api.DORAPartial {
+	var latest *store.Pruned
+	for i, p := range pruned {
+		if p.Through.Before(since) || !readable(p.Application, p.Environment) {
+			continue
+		}
+		if latest == nil || p.Through.After(latest.Through) {
+			latest = &pruned[i]
+		}
+	}
+	if latest == nil {
+		return nil
+	}
+	at := latest.Through.UTC()
+	return &api.DORAPartial{RemovedThrough: at, Message: fmt.Sprintf(
+		"retention.deploys removed deploys of %s/%s that finished up to %s, inside this window: before then the figures count only what it keeps "+
+			"(each environment's current release, the one before it, its last failure); read a window that starts after %[3]s, "+
+			"or keep retention.deploys longer than the windows you read",
+		latest.Application, latest.Environment, at.Format(time.RFC3339))}
 }
 
 // doraStepsBatch is how many deploys' steps one query reads.

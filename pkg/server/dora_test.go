@@ -56,9 +56,10 @@ var doraHistory = []seeded{
 	{"web", "prod", manent.StateSuccess, 40 * day, 0, "", 0},
 }
 
-func seedDORA(t *testing.T, st *store.Store, now time.Time) {
+func seedDORA(t *testing.T, st *store.Store, now time.Time) []string {
 	t.Helper()
 	ctx := context.Background()
+	var ids []string
 	for i, s := range doraHistory {
 		fin := now.Add(-s.ago)
 		rec := &store.Record{Deployment: manent.Deployment{ID: manent.NewDeploymentID(), Application: s.app, Environment: s.env,
@@ -91,7 +92,9 @@ func seedDORA(t *testing.T, st *store.Store, now time.Time) {
 		if err := st.Finish(ctx, rec.ID, out); err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, rec.ID)
 	}
+	return ids
 }
 
 // TestDORAGolden pins the four figures of GET /api/v1/metrics/dora over a
@@ -257,4 +260,59 @@ func TestDORACountsWhatReachedTheEnvironment(t *testing.T) {
 	if ttr := got.TimeToRestoreSeconds; ttr.Samples != 2 || ttr.Unrestored != 0 || got.DeploymentFrequency.Deploys != 4 {
 		t.Errorf("after 5: deploys %d, time to restore %+v: want 4 deploys, two samples and nothing unrestored", got.DeploymentFrequency.Deploys, ttr)
 	}
+}
+
+// A window reaching back into history retention.deploys removed says so:
+// the figures there count only the deploys retention kept (current and
+// previous releases, last failures), and looked whole. Only environments
+// the caller may read can make a window partial.
+func TestDORASaysRetentionMadeTheWindowPartial(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		tokens := []auth.TokenConfig{{Name: "stg", SHA256: auth.HashToken("stg-token")}}
+		rules := []auth.RBACRule{{Subjects: []string{"token:stg"}, Permissions: []string{"deployment.read"},
+			Applications: []string{"billing"}, Environments: []string{"staging"}}}
+		ts := newTestServer(t, db, tokens, rules)
+		ctx := context.Background()
+		now := time.Now()
+		for _, id := range seedDORA(t, ts.Store, now) {
+			if err := ts.Store.WorkflowsDeleted(ctx, id, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// billing/prod's deploys of 40 and 20 days ago go (neither is its
+		// current or previous release nor its last failure); web/prod's
+		// only deploy is its current release and stays.
+		if n, err := ts.Store.PruneDeploys(ctx, now.Add(-15*day), 100); err != nil || n != 2 {
+			t.Fatalf("pruned %d deploys, %v: want 2", n, err)
+		}
+		dora := func(query, token string) api.DORA {
+			t.Helper()
+			code, body, _ := do(t, http.MethodGet, ts.URL+"/api/v1/metrics/dora"+query, token, "")
+			if code != http.StatusOK {
+				t.Fatalf("%s: status %d: %s", query, code, body)
+			}
+			var d api.DORA
+			if err := json.Unmarshal(body, &d); err != nil {
+				t.Fatal(err)
+			}
+			return d
+		}
+		removed := now.Add(-20 * day).UTC()
+		for _, q := range []string{"?application=billing&environment=prod", "", "?window=3w"} {
+			d := dora(q, "admin-token")
+			if d.Partial == nil || d.Partial.RemovedThrough.Sub(removed).Abs() > time.Millisecond ||
+				!strings.Contains(d.Partial.Message, "retention.deploys removed deploys of billing/prod that finished up to "+removed.Format(time.RFC3339)) {
+				t.Errorf("%s: partial %+v, want billing/prod's deploys removed through %s", q, d.Partial, removed.Format(time.RFC3339))
+			}
+		}
+		for _, c := range []struct{ query, token string }{
+			{"?application=billing&environment=prod&window=14d", "admin-token"}, // starts after what was removed
+			{"?application=web&environment=prod", "admin-token"},                // nothing removed there
+			{"?application=billing", "stg-token"},                               // prod is not the caller's to read
+		} {
+			if d := dora(c.query, c.token); d.Partial != nil {
+				t.Errorf("%s as %s: partial %+v, want none", c.query, c.token, d.Partial)
+			}
+		}
+	})
 }

@@ -551,7 +551,8 @@ func (s *Store) setInventory(ctx context.Context, tx *sql.Tx, app, env, column s
 
 // Inventory returns every application/environment's current release and last failure.
 func (s *Store) Inventory(ctx context.Context) ([]manent.InventoryEntry, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory ORDER BY application, environment`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT application, environment, current, last_failure FROM manent_inventory
+		WHERE current IS NOT NULL OR last_failure IS NOT NULL ORDER BY application, environment`)
 	if err != nil {
 		return nil, err
 	}

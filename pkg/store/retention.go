@@ -273,6 +273,9 @@ func (s *Store) PruneDeploys(ctx context.Context, before time.Time, limit int) (
 			return err
 		}
 		in, args := placeholders(gone)
+		if err := s.markPrunedTx(ctx, tx, in, args); err != nil {
+			return err
+		}
 		// The children are removed explicitly: PostgreSQL and SQLite
 		// cascade, but an older database may lack a constraint.
 		for _, table := range []string{"manent_steps", "manent_events", "manent_approvals", "manent_wave_approvals"} {
@@ -459,4 +462,62 @@ func (s *Store) stillNeeded(ctx context.Context, q querier) (map[string]bool, er
 
 func (s *Store) ids(ctx context.Context, query string, args ...any) ([]string, error) {
 	return queryIDs(ctx, s.rdb, s.q(query), args...)
+}
+
+// markPrunedTx records, per application/environment, the newest finished_at
+// of the deploys in (placeholders in, args) about to be removed, unless a
+// later one is recorded: DORA reads it to say a window reaching back before
+// it is partial (PrunedThrough).
+func (s *Store) markPrunedTx(ctx context.Context, tx *sql.Tx, in string, args []any) error {
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_inventory (application, environment, pruned_through)
+		SELECT application, environment, MAX(finished_at) FROM manent_deployments WHERE id IN (`+in+`) GROUP BY application, environment
+		ON CONFLICT (application, environment) DO UPDATE SET pruned_through = CASE
+			WHEN manent_inventory.pruned_through IS NULL OR manent_inventory.pruned_through < excluded.pruned_through
+			THEN excluded.pruned_through ELSE manent_inventory.pruned_through END`), args...)
+	if err != nil {
+		return fmt.Errorf("record what retention removed: %w", err)
+	}
+	return nil
+}
+
+// Pruned is when retention.deploys last removed deploys of one
+// application/environment: Through is the newest finished_at among them.
+type Pruned struct {
+	Application string
+	Environment string
+	Through     time.Time
+}
+
+// PrunedThrough returns, for each application/environment of the filter
+// (each "" for all) whose deploys retention.deploys removed, the newest
+// finished_at among those it removed.
+func (s *Store) PrunedThrough(ctx context.Context, application, environment string) ([]Pruned, error) {
+	q := `SELECT application, environment, pruned_through FROM manent_inventory WHERE pruned_through IS NOT NULL`
+	var args []any
+	if application != "" {
+		q += ` AND application = ?`
+		args = append(args, application)
+	}
+	if environment != "" {
+		q += ` AND environment = ?`
+		args = append(args, environment)
+	}
+	rows, err := s.rdb.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read what retention removed: %w", err)
+	}
+	defer rows.Close()
+	var out []Pruned
+	for rows.Next() {
+		var p Pruned
+		var at sql.NullString
+		if err := rows.Scan(&p.Application, &p.Environment, &at); err != nil {
+			return nil, err
+		}
+		if t := parseTime(at); t != nil {
+			p.Through = *t
+			out = append(out, p)
+		}
+	}
+	return out, rows.Err()
 }
