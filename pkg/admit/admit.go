@@ -234,8 +234,10 @@ type Request struct {
 	// RequestID ties audit entries to the request.
 	RequestID string
 	// RollbackOf is set by a rollback (SPEC §11.5): the deploy of the
-	// current release it goes back from. It changes no check.
-	RollbackOf string
+	// current release it goes back from, and RollbackFrom the deploy whose
+	// release it deploys again. They change no check.
+	RollbackOf   string
+	RollbackFrom string
 }
 
 // Admission is an admitted deploy: what to run and the decision.
@@ -372,7 +374,7 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 		Requester: req.Identity.Subject, RequesterGroups: req.Identity.Groups,
 		Descriptor: d, Plan: pl, Target: env.target, Parameters: env.parameters, Rollback: env.rollback,
 		Waves: waves, EnvChecked: env.checked, EnvRevision: env.revision, Notice: env.notice,
-		Effective: env.effective, EnvConfig: env.config, Waits: waits, RollbackOf: req.RollbackOf, Worker: a.cfg.Worker,
+		Effective: env.effective, EnvConfig: env.config, Waits: waits, RollbackOf: req.RollbackOf, RollbackFrom: req.RollbackFrom, Worker: a.cfg.Worker,
 		Successes: successes,
 	}
 	return &Admission{Input: in, Decision: decision}, nil

@@ -27,6 +27,10 @@ type HistoryEntry struct {
 	// RollbackOf is set on a deploy made by `manent rollback`: the deploy it
 	// went back from.
 	RollbackOf string `json:"rollback_of,omitempty"`
+	// RollbackFrom is set on a rollback: the deploy whose release it
+	// deployed again (its version and descriptor); absent on a rollback
+	// an earlier release submitted, which did not record it.
+	RollbackFrom string `json:"rollback_from,omitempty"`
 	// Current marks the deploy whose release is the environment's current one.
 	Current bool `json:"current"`
 }

@@ -40,7 +40,9 @@ func NewCmdHistory(f *Factory, runF func(*HistoryOptions) error) *cobra.Command 
 		Long: `Show the deploys of one application in one environment, newest first, one
 page at a time. The deploy whose release is live now is marked with "*" in
 the CURRENT column (current: true in -o json); a deploy made by
-'manent rollback' names the deploy it went back from in ROLLBACK OF.
+'manent rollback' names the deploy it went back from in ROLLBACK OF
+(rollback_of) and the deploy whose release it deployed again in RESTORES
+(rollback_from; "-" for a rollback an earlier release submitted).
 AGE (when it was submitted) and FINISHED are relative ("3m ago"); -o
 json/yaml have the RFC 3339 times.
 
@@ -125,14 +127,14 @@ func historyRun(ctx context.Context, opts *HistoryOptions) error {
 		return nil
 	}
 	now := opts.Now()
-	t := opts.IO.NewTable("CURRENT", "ID", "VERSION", "STATE", "REQUESTER", "AGE", "FINISHED", "ROLLBACK OF", "ERROR").StateColumn(3)
+	t := opts.IO.NewTable("CURRENT", "ID", "VERSION", "STATE", "REQUESTER", "AGE", "FINISHED", "ROLLBACK OF", "RESTORES", "ERROR").StateColumn(3)
 	for _, e := range res.Items {
 		mark := ""
 		if e.Current {
 			mark = "*"
 		}
 		t.AddRow(mark, e.ID, e.Version, string(e.State), e.Requester, relativeTime(e.CreatedAt, now), relativeTimePtr(e.FinishedAt, now),
-			e.RollbackOf, truncate(e.Error, 60))
+			e.RollbackOf, e.RollbackFrom, truncate(e.Error, 60))
 	}
 	if err := t.Render(); err != nil {
 		return err

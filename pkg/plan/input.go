@@ -48,6 +48,10 @@ type Input struct {
 	EnvConfig map[string]any `json:"env_config,omitempty"`
 	// RollbackOf is the deploy a rollback goes back from (SPEC §11.5).
 	RollbackOf string `json:"rollback_of,omitempty"`
+	// RollbackFrom is the deploy whose release (version, descriptor,
+	// artifact) a rollback deploys again; "" on a rollback a release
+	// before this field admitted.
+	RollbackFrom string `json:"rollback_from,omitempty"`
 	// Worker is the worker (executor id) that admitted the deploy: the
 	// config step, run by any worker, names it when their configurations
 	// differ ("" before this field existed).

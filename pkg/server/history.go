@@ -273,7 +273,7 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	// A rollback runs now: the release's own wait (schedule.at, after) is
 	// long past and must not hold it.
 	d.Schedule, d.After = nil, nil
-	adm, err := s.admit.Admit(r.Context(), admit.Request{Descriptor: &d, Identity: p, RequestID: requestID(r), RollbackOf: cur.DeploymentID})
+	adm, err := s.admit.Admit(r.Context(), admit.Request{Descriptor: &d, Identity: p, RequestID: requestID(r), RollbackOf: cur.DeploymentID, RollbackFrom: from.ID})
 	if err != nil {
 		err = reusedRefused(err, from)
 		if manent.ErrorCode(err) != manent.EForbidden {

@@ -545,3 +545,44 @@ func TestRollbackRefusalNamesTheReusedDescriptor(t *testing.T) {
 		t.Fatalf("message %q, want it to start %q and say how to go on", me.Message, want)
 	}
 }
+
+// A rollback's history entry says which release it restored and whose:
+// rollback_of is the deploy it went back from, rollback_from the deploy
+// whose release (version, descriptor) it deployed again — the audit log
+// and the 202 knew it, the history did not.
+func TestHistorySaysWhatARollbackRestored(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	var ids []string
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+		ids = append(ids, res.ID)
+	}
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil || rb.From != ids[0] {
+		t.Fatalf("rollback %+v %v: want from %s", rb, err, ids[0])
+	}
+	waitFor(t, ci, rb.ID, manent.StateSuccess)
+	h, err := ci.History(ctx, "billing", "staging", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range h.Items {
+		want := ""
+		if e.ID == rb.ID {
+			want = ids[0]
+			if e.RollbackOf != ids[1] || e.Version != "1" {
+				t.Errorf("rollback entry %+v: want version 1, rollback_of %s", e, ids[1])
+			}
+		}
+		if e.RollbackFrom != want {
+			t.Errorf("entry %s: rollback_from %q, want %q", e.ID, e.RollbackFrom, want)
+		}
+	}
+}

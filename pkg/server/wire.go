@@ -55,6 +55,21 @@ func wireWorker(w engine.WorkerInfo) api.Worker {
 	}
 }
 
+// rollbackFrom is the deploy a rollback deployed again, read from its
+// stored input ("" for another deploy, or a rollback that did not record it).
+func rollbackFrom(rec store.Record) string {
+	if rec.RollbackOf == "" {
+		return ""
+	}
+	var in struct {
+		RollbackFrom string `json:"rollback_from"`
+	}
+	if json.Unmarshal(rec.Input, &in) != nil {
+		return ""
+	}
+	return in.RollbackFrom
+}
+
 // wireHistory converts one page of an environment's deploys, marking the
 // current release.
 func wireHistory(app, env string, cur *manent.Release, recs []store.Record, next string) api.HistoryResult {
@@ -63,7 +78,7 @@ func wireHistory(app, env string, cur *manent.Release, recs []store.Record, next
 		out.Items = append(out.Items, api.HistoryEntry{
 			ID: rec.ID, Version: rec.Version, State: rec.State, Requester: rec.Requester, CreatedAt: rec.CreatedAt,
 			FinishedAt: rec.FinishedAt, Error: rec.Error, Rollback: rec.Rollback, RollbackOf: rec.RollbackOf,
-			Current: cur != nil && cur.DeploymentID == rec.ID,
+			RollbackFrom: rollbackFrom(rec), Current: cur != nil && cur.DeploymentID == rec.ID,
 		})
 	}
 	return out
