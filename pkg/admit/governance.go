@@ -30,6 +30,10 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 	now := time.Now().UTC()
 	if d.Schedule != nil && d.Schedule.At != nil {
 		switch at := d.Schedule.At.UTC(); {
+		case at.After(now.AddDate(1, 0, 0)):
+			problems = append(problems, manent.FieldError{Path: "/schedule/at", Message: fmt.Sprintf(
+				"%s is more than a year ahead (the server's clock says %s): a deploy waits at most a year; give a time within %s",
+				at.Format(time.RFC3339), now.Format(time.RFC3339), now.AddDate(1, 0, 0).Format(time.RFC3339))})
 		case at.After(now):
 			waits.At = &at
 		case at.Before(now.Add(-scheduleClockSkew)):

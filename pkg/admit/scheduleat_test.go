@@ -106,3 +106,38 @@ func TestDryRunOfAScheduleIsJudgedAsItsCreation(t *testing.T) {
 		t.Fatalf("dry run decision %+v, the creation's %+v", dry.Decision, created.Decision)
 	}
 }
+
+// A schedule.at more than a year ahead is refused at /schedule/at: its gate
+// would wake every few minutes for years, and one whose UTC time is past
+// year 9999 (9999-12-31T23:59:59-23:59 is 10000-01-01 in UTC) could not be
+// saved at all — the submission answered 500.
+func TestScheduleAtFarAheadIsRefused(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true})
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	for _, tc := range []struct {
+		at      string
+		refused bool
+	}{
+		{now.Add(300 * 24 * time.Hour).Format(time.RFC3339), false},
+		{now.AddDate(1, 0, 0).Add(-time.Hour).Format(time.RFC3339), false},
+		{now.AddDate(1, 0, 1).Format(time.RFC3339), true},
+		{"9999-12-31T23:59:59Z", true},
+		{"9999-12-31T23:59:59-23:59", true},
+	} {
+		t.Run(tc.at, func(t *testing.T) {
+			_, err := f.a.Admit(ctx, admit.Request{Descriptor: f.descriptor(t, fmt.Sprintf("schedule: {at: %q}\n", tc.at)), Identity: ci})
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("schedule.at %s: %v, want it admitted", tc.at, err)
+				}
+				return
+			}
+			var me *manent.Error
+			if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/schedule/at" ||
+				!strings.Contains(me.Fields[0].Message, "more than a year ahead") || !strings.Contains(me.Fields[0].Message, "the server's clock says") {
+				t.Fatalf("schedule.at %s: %v (%+v), want a 422 at /schedule/at saying it is more than a year ahead", tc.at, err, me)
+			}
+		})
+	}
+}
