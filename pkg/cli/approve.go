@@ -53,7 +53,10 @@ A rollout wave with approval: true waits, once the deploy runs, for its
 own approvals: --wave NAME decides on that wave, and is refused (exit 1)
 when the deploy waits for anything else by then, so a verdict meant for
 the deploy never counts for a wave, nor one meant for a wave for the next.
-Without --wave the verdict goes to whatever the deploy waits for.
+Without --wave the deploy is read first and the verdict pinned to what it
+waits for then: its own approval, or the wave waiting for one (the output
+names it). A verdict sent again (below) never counts for what the deploy
+has reached meanwhile.
 
 A verdict the server refuses without recording it, saying when to come
 back (429 past limits.refusals_per_minute, 503 while its database is
@@ -110,11 +113,20 @@ func approveRun(ctx context.Context, opts *ApproveOptions) error {
 		call = func() (any, error) { return client.RejectWave(ctx, opts.ID, opts.Wave, opts.Comment) }
 	case opts.Reject:
 		verb = "rejected"
-		call = func() (any, error) { return client.Reject(ctx, opts.ID, opts.Comment) }
 	case opts.Wave != "":
 		call = func() (any, error) { return client.ApproveWave(ctx, opts.ID, opts.Wave, opts.Comment) }
-	default:
-		call = func() (any, error) { return client.Approve(ctx, opts.ID, opts.Comment, opts.PlanDigest) }
+	}
+	if call == nil || (opts.Reject && opts.Wave == "") {
+		// Pinned to what the deploy waits for as read now (DecideWaiting).
+		v := "approve"
+		if opts.Reject {
+			v = "reject"
+		}
+		call = func() (any, error) {
+			d, wave, err := client.DecideWaiting(ctx, opts.ID, v, opts.Comment, opts.PlanDigest)
+			opts.Wave = wave
+			return d, err
+		}
 	}
 	if opts.Wave != "" && opts.PlanDigest != "" {
 		return usageErrorf("--plan-digest is for the deploy's own approval, not a wave's: leave it out with --wave")

@@ -23,7 +23,7 @@ const (
 	WaveHealthy    = "healthy"
 	WaveFailed     = "failed"
 	WaveRolledBack = "rolled-back"
-	WaveApproval   = "awaiting-approval"
+	WaveApproval   = manent.WaveAwaitingApproval
 )
 
 // Health-gate outcomes shown per wave (WaveStatus.Gate).

@@ -52,8 +52,12 @@ type Deployment struct {
 	Steps           []Step     `json:"steps"`
 }
 
+// WaveAwaitingApproval is the State of a rollout wave that waits for its
+// approvals (a wave with approval: true).
+const WaveAwaitingApproval = "awaiting-approval"
+
 // WaveStatus is the state of one rollout wave: pending, deploying,
-// observing, healthy, failed or rolled-back.
+// observing, healthy, failed, rolled-back or awaiting-approval.
 type WaveStatus struct {
 	Name    string   `json:"name"`
 	Targets []string `json:"targets,omitempty"`

@@ -418,12 +418,22 @@ func TestPromotionRefusesAReleaseRolledBackUpstream(t *testing.T) {
 // replaced by a 503 with Retry-After — a storage fault after the commit.
 type lostAnswer struct {
 	target string
-	mu     sync.Mutex
-	lost   bool
+	// beforeRetry, when set, is waited for before a verdict is relayed
+	// after the lost answer (false: it answers 504).
+	beforeRetry func() bool
+	mu          sync.Mutex
+	lost        bool
 }
 
 func (p *lostAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	p.mu.Lock()
+	retry := p.lost && r.Method == http.MethodPost
+	p.mu.Unlock()
+	if retry && p.beforeRetry != nil && !p.beforeRetry() {
+		http.Error(w, "the deploy did not get there", http.StatusGatewayTimeout)
+		return
+	}
 	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
 	req.Header = r.Header.Clone()
 	resp, err := http.DefaultTransport.RoundTrip(req)
@@ -512,5 +522,64 @@ func TestVerdictRecordedThenLostIsAnsweredAgain(t *testing.T) {
 	waitFor(t, alice, d.ID, manent.StateSuccess)
 	if _, err := bob.RejectWave(ctx, res.ID, "rest", ""); manent.ErrorCode(err) != manent.EConflict {
 		t.Fatalf("bob's rejection of the wave he approved: %v, want 409", err)
+	}
+}
+
+// A verdict sent without naming a wave is pinned to what the deploy waits
+// for when the client reads it (DecideWaiting, what `manent approve` sends):
+// its approval recorded and the answer lost (503 with Retry-After), the
+// deploy goes on to a wave that waits for approval before the client sends
+// it again — the retry is answered with the recorded approval and does
+// not approve the wave. Unpinned, it went to whatever the deploy waited
+// for by then: the wave, approved by no one's decision.
+func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
+	srv, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	ctx := context.Background()
+	alice := client("alice-token")
+	res, err := alice.Submit(ctx, simple(artifactFile(t), "prod", "9", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"), false)
+	if err != nil || res.State != manent.StateAwaitingApproval {
+		t.Fatalf("submit: %+v %v %v", res, err, errFields(err))
+	}
+	waveWaits := func(d *manent.Deployment) bool {
+		for _, w := range d.Rollout {
+			if w.Name == "rest" && w.State == manent.WaveAwaitingApproval {
+				return true
+			}
+		}
+		return false
+	}
+	p := &lostAnswer{target: srv.URL, beforeRetry: func() bool {
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if d, err := alice.Deployment(ctx, res.ID); err == nil && waveWaits(d) {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond) // polling the deploy's state with a deadline
+		}
+		return false
+	}}
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	bob := api.NewClient(hs.URL, "bob-token", nil)
+	d, wave, err := bob.DecideWaiting(ctx, res.ID, "approve", "reviewed", "")
+	if err != nil || !p.lost || wave != "" {
+		t.Fatalf("approve, its answer lost after the commit (lost %v): wave %q, %v; want the deploy's own approval answered", p.lost, wave, err)
+	}
+	now, err := alice.Deployment(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waveWaits(now) {
+		t.Fatalf("wave rest no longer waits for its approval after the retry of the deploy's own: %+v", now.Rollout)
+	}
+	for _, w := range now.Rollout {
+		if len(w.Approvals) != 0 {
+			t.Fatalf("wave %s has approvals %+v: the retry counted for it", w.Name, w.Approvals)
+		}
+	}
+	if len(d.Approvals) != 1 || d.Approvals[0].Identity != "token:bob" {
+		t.Fatalf("answered approvals %+v, want bob's once", d.Approvals)
 	}
 }

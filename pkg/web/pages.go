@@ -504,7 +504,7 @@ func (h *Handler) pageDeployment(w http.ResponseWriter, r *http.Request, v *view
 
 // waveAwaitingApproval is the state of a rollout wave that waits for its
 // approval (engine.WaveApproval).
-const waveAwaitingApproval = "awaiting-approval"
+const waveAwaitingApproval = manent.WaveAwaitingApproval
 
 // handleAction serves the approve, reject and cancel buttons: CSRF first,
 // then the API decides (RBAC, approvers, state) exactly as for the CLI.
