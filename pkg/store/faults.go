@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"syscall"
 	"time"
@@ -55,7 +56,9 @@ func AsFault(err error) *Fault {
 		switch {
 		case pe.Code == "53100": // disk_full
 			return full
-		case strings.HasPrefix(pe.Code, "53"), strings.HasPrefix(pe.Code, "57P"), // insufficient resources, operator intervention
+		case strings.HasPrefix(pe.Code, "57P"): // admin or crash shutdown, starting up: a restart, pg_terminate_backend
+			return down
+		case strings.HasPrefix(pe.Code, "53"), // insufficient resources
 			pe.Code == "55P03", pe.Code == "40001", pe.Code == "40P01": // lock_not_available, serialization_failure, deadlock
 			return busy
 		case strings.HasPrefix(pe.Code, "08"): // connection exception
@@ -64,6 +67,12 @@ func AsFault(err error) *Fault {
 	}
 	var ce *pgconn.ConnectError
 	if errors.As(err, &ce) || errors.Is(err, syscall.ECONNREFUSED) {
+		return down
+	}
+	// A connection lost under a query (a restart, a failover, a pooler or
+	// pg_terminate_backend closing it): the next one may well work.
+	if errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
 		return down
 	}
 	if errors.Is(err, syscall.ENOSPC) {
@@ -79,6 +88,8 @@ func AsFault(err error) *Fault {
 		return busy
 	case strings.Contains(msg, "database or disk is full"), strings.Contains(msg, "no space left on device"), strings.Contains(msg, "sqlite_full"):
 		return full
+	case strings.HasSuffix(msg, ": conn closed"), strings.Contains(msg, "connection reset by peer"), strings.Contains(msg, "broken pipe"):
+		return down
 	}
 	return nil
 }

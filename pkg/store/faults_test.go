@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,7 +31,14 @@ func TestAsFault(t *testing.T) {
 		{"postgres disk full", &pgconn.PgError{Code: "53100"}, "full"},
 		{"postgres too many connections", &pgconn.PgError{Code: "53300"}, "busy"},
 		{"postgres serialization", &pgconn.PgError{Code: "40001"}, "busy"},
-		{"postgres admin shutdown", &pgconn.PgError{Code: "57P01"}, "busy"},
+		{"postgres admin shutdown (a restart, pg_terminate_backend)", &pgconn.PgError{Code: "57P01"}, "reached"},
+		{"postgres starting up", &pgconn.PgError{Code: "57P03"}, "reached"},
+		{"postgres query cancelled by the server", &pgconn.PgError{Code: "57014"}, ""},
+		{"connection lost mid-query", fmt.Errorf("list: %w", io.ErrUnexpectedEOF), "reached"},
+		{"pool connection closed", fmt.Errorf("begin: %w", pgconn.ErrConnClosed), "reached"},
+		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), "reached"},
+		{"broken pipe", fmt.Errorf("write: %w", syscall.EPIPE), "reached"},
+		{"conn closed, as text through DBOS", errors.New("failed to enqueue: begin: conn closed"), "reached"},
 		{"postgres unique violation", &pgconn.PgError{Code: "23505"}, ""},
 		{"connection refused", fmt.Errorf("dial: %w", syscall.ECONNREFUSED), "reached"},
 		{"deadline", context.DeadlineExceeded, "busy"},
