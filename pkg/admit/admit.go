@@ -360,7 +360,11 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	var successes []string
 	if governed {
 		var refusals []manent.FieldError
-		decision, waits, refusals, successes = a.decide(ctx, req, plan.FreezeRegions(waves), env.config, env.target)
+		var err error
+		decision, waits, refusals, successes, err = a.decide(ctx, req, plan.FreezeRegions(waves), env.config, env.target)
+		if err != nil {
+			return nil, err
+		}
 		if len(refusals) > 0 {
 			return nil, refused(refusals)
 		}

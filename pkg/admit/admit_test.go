@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -453,5 +455,32 @@ func TestTargetDirectoryNestedInAnotherEnvironments(t *testing.T) {
 			!strings.Contains(me.Fields[0].Message, `application "billing" environment "staging"`) || !strings.Contains(me.Fields[0].Message, c.says+" "+staging) {
 			t.Errorf("with.dir %s: got %v (%+v), want a 422 at /target/with/dir saying it %s %s", c.dir, err, me, c.says, staging)
 		}
+	}
+}
+
+// lostDatabase is a governance decider whose reads of the database fail
+// as they do while PostgreSQL restarts: the connection is lost mid-query.
+type lostDatabase struct{}
+
+func (lostDatabase) Decide(context.Context, governance.Input) (governance.Decision, error) {
+	return governance.Decision{}, fmt.Errorf("read freezes: %w", io.ErrUnexpectedEOF)
+}
+
+// A governance decision that cannot read the database is a storage fault
+// (503 with Retry-After), not a refusal of the deploy: a 422 "the
+// governance policy could not decide: unexpected EOF" blamed the
+// descriptor for a database restart, and a CI job does not retry a 422.
+func TestGovernanceStorageFaultIsNoRefusal(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: lostDatabase{}})
+	d := f.descriptor(t, "")
+	_, err := f.a.Admit(context.Background(), admit.Request{Descriptor: d, Identity: ci})
+	if err == nil {
+		t.Fatal("admitted while governance could not read the database")
+	}
+	if code := manent.ErrorCode(err); code == manent.EInvalid {
+		t.Fatalf("refused (422) with %v, want a storage fault", err)
+	}
+	if store.AsFault(err) == nil {
+		t.Fatalf("%v is not a storage fault (503)", err)
 	}
 }

@@ -22,8 +22,10 @@ import (
 // management, and the waits of the descriptor itself (schedule.at, after).
 // It returns the decision to save, what the deploy waits for, the
 // problems that refuse it, and the successes of its version the policy was
-// given (plan.Input.Successes).
-func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any, target descriptor.Target) (_ *manent.Decision, _ plan.Waits, _ []manent.FieldError, successes []string) {
+// given (plan.Input.Successes). A storage fault (the database busy or
+// unreachable) is its error: the deploy is not refused for it, the
+// submitter is told to come back (503).
+func (a *Admitter) decide(ctx context.Context, req Request, regions []string, config map[string]any, target descriptor.Target) (_ *manent.Decision, _ plan.Waits, _ []manent.FieldError, successes []string, _ error) {
 	d := req.Descriptor
 	var waits plan.Waits
 	var problems []manent.FieldError
@@ -53,6 +55,8 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 			err == nil && a.cfg.Authorizer != nil &&
 				a.cfg.Authorizer.Authorize(req.Identity, string(auth.DeploymentRead), rec.Application, rec.Environment) != nil:
 			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/after/%d", i), Message: fmt.Sprintf("deploy %s does not exist", dep)})
+		case store.AsFault(err) != nil:
+			return nil, waits, nil, nil, fmt.Errorf("read deploy %s of after: %w", dep, err)
 		case err != nil:
 			problems = append(problems, manent.FieldError{Path: fmt.Sprintf("/after/%d", i), Message: err.Error()})
 		}
@@ -76,9 +80,12 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 			dec = freezeOf(dec, then, d.Environment)
 		}
 	}
+	if f := store.AsFault(err); f != nil {
+		return nil, waits, nil, nil, fmt.Errorf("governance: %w", err)
+	}
 	if err != nil {
 		a.log.Error("governance decision failed", "error", err)
-		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()}), nil
+		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()}), nil, nil
 	}
 	out := dec.ToDecision()
 	refusals := denials(dec, d.Environment)
@@ -113,7 +120,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 		waits.Approvals = &plan.ApprovalRule{Count: dec.Approvals.Count, Approvers: dec.Approvals.Approvers, Expires: dec.Approvals.Expires.D()}
 		out.ApprovalsExpire = dec.Approvals.Expires.D().String()
 	}
-	return out, waits, problems, successes
+	return out, waits, problems, successes, nil
 }
 
 // scheduleClockSkew is how far in the past schedule.at may be and still
@@ -183,8 +190,14 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 		in.Inventory.Successes = append(in.Inventory.Successes, governance.Success{Application: r.Application,
 			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt, SHA256: r.ArtifactSHA256})
 	}
-	if cur, err := a.cfg.Store.Current(ctx, d.Application, d.Environment); err == nil {
+	cur, err := a.cfg.Store.Current(ctx, d.Application, d.Environment)
+	switch {
+	case err == nil:
 		in.Inventory.Current = cur
+	case store.AsFault(err) != nil:
+		// Deciding without the live version would let a promotion
+		// rule pass that it must not.
+		return governance.Decision{}, err
 	}
 	return decider.Decide(ctx, in)
 }
