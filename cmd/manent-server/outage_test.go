@@ -222,6 +222,7 @@ func TestOutageShortKeepsTheStep(t *testing.T) {
 		}
 	})
 
+	follow := followDone(t, w.addr, res.ID)
 	px.cut()
 	cut := time.Now()
 	const outage = 5 * time.Second
@@ -237,6 +238,8 @@ func TestOutageShortKeepsTheStep(t *testing.T) {
 	unavailable(t, "status", status, h, body, err)
 	status, h, body, err = rawGet(t, http.MethodPost, w.addr+"/api/v1/deployments", strings.Replace(yml, `version: "1.0"`, `version: "2.0"`, 1), 4*time.Second)
 	unavailable(t, "a submission", status, h, body, err)
+	status, h, body, err = rawGet(t, http.MethodGet, w.addr+"/readyz", "", 4*time.Second)
+	unavailable(t, "/readyz", status, h, body, err)
 	// The step ends while the database is still away.
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -258,6 +261,14 @@ func TestOutageShortKeepsTheStep(t *testing.T) {
 	}
 	if got := countLines(t, effects); got["early"] != 1 || got["slow"] != 1 || got["late"] != 1 {
 		t.Fatalf("side effects %v: want each step once", got)
+	}
+	select {
+	case saw := <-follow:
+		if !saw {
+			t.Error("the stream followed across the outage ended without the deploy's done event")
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the stream followed across the outage did not see the deploy end within 30 s of its end")
 	}
 	list, err := c.List(context.Background(), api.ListOptions{})
 	if err != nil {
@@ -306,8 +317,9 @@ func terminateBackends(t *testing.T, db string) int {
 	return n
 }
 
-// followDone follows deploy id's event stream and reports on the channel
-// whether it saw its done event (false when the stream ended without it).
+// followDone follows deploy id's event stream, from when it has sent its
+// first event, and reports on the channel whether it saw the done event
+// (false when the stream ended without it).
 func followDone(t *testing.T, addr, id string) <-chan bool {
 	t.Helper()
 	out := make(chan bool, 1)
@@ -323,18 +335,33 @@ func followDone(t *testing.T, addr, id string) <-chan bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	replayed := make(chan struct{})
 	go func() {
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		first := true
 		for sc.Scan() {
+			if first && strings.HasPrefix(sc.Text(), "id: ") {
+				first = false
+				close(replayed)
+			}
 			if sc.Text() == "event: done" {
 				out <- true
 				return
 			}
 		}
+		if first {
+			close(replayed)
+		}
 		out <- false
 	}()
+	// The stream has replayed what was stored: it follows live events now.
+	select {
+	case <-replayed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the event stream sent nothing within 30 s")
+	}
 	return out
 }
 
