@@ -522,3 +522,63 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 		t.Fatalf("side effects %v: want early 1, slow 2 (stopped at the cut-off, then resumed), late 1", got)
 	}
 }
+
+// A step waiting between two attempts when PostgreSQL goes away: its next
+// attempt, due during the outage and within the heartbeat's freshness (no
+// heartbeat is checked before it), waits for the database instead of
+// failing on its read of the cancel flag — which spent the attempt
+// (max_retries 1) and failed the deploy, its command not run again.
+func TestOutageBetweenAttempts(t *testing.T) {
+	db, px := proxiedPostgres(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "app.txt"), []byte("release"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	effects, failed := filepath.Join(dir, "effects"), filepath.Join(dir, "failed-once")
+	flaky := fmt.Sprintf(`echo flaky >> %s; if [ ! -e %s ]; then touch %s; exit 1; fi`, effects, failed, failed)
+	yml := fmt.Sprintf(`apiVersion: manent/v1
+application: outage
+environment: retry
+version: "1"
+artifact: {url: "file://%s"}
+steps:
+  - {name: flaky, after: qa, plugin: script, max_retries: 1, with: {command: [sh, -c, %q]}}
+`, filepath.Join(dir, "app.txt"), flaky)
+	log := filepath.Join(dir, "w", "w1", "server.log")
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log)
+			t.Logf("server log:\n%s", b)
+		}
+	})
+	// The defaults' heartbeat (5 s, fresh for 10 s); the second attempt
+	// comes 1 s after the first failed, inside the 5 s outage; the
+	// cut-off (15 s) is past it.
+	w, addrc := launchEnv(t, filepath.Join(dir, "w"), db, "w1", "MANENT_WORKERS_HEARTBEAT=5s", "MANENT_WORKERS_DEAD_AFTER=30s", "MANENT_WORKERS_RETRY_BASE=1s")
+	w.listen(t, addrc, log)
+	c := w.client()
+	res, err := c.Submit(context.Background(), []byte(yml), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err := c.Deployment(context.Background(), res.ID)
+		return err == nil && stepByName(d, "flaky").Retrying()
+	}, "the step to wait for its second attempt")
+	px.cut()
+	healed := make(chan struct{})
+	go func() {
+		defer close(healed)
+		<-time.After(5 * time.Second) // the outage's length, not a synchronisation
+		px.heal()
+	}()
+	t.Cleanup(func() { <-healed })
+	<-healed
+	d := waitFinal(t, c, res.ID)
+	if d.State != manent.StateSuccess {
+		t.Fatalf("state = %s (%s), want SUCCESS", d.State, d.Error)
+	}
+	if got := countLines(t, effects); got["flaky"] != 2 {
+		t.Fatalf("side effects %v: want the step's command twice (failed, then passed)", got)
+	}
+}

@@ -316,8 +316,11 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 			if known != nil {
 				cancel = *known
 			} else {
-				var err error
-				if cancel, err = r.e.st.CancelRequested(sctx, r.in.ID); err != nil {
+				if err := r.whileFault(sctx, "reading the cancel flag before a step", func() error {
+					var err error
+					cancel, err = r.e.st.CancelRequested(sctx, r.in.ID)
+					return err
+				}); err != nil {
 					return stepOut{}, err
 				}
 			}
@@ -669,6 +672,28 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 // doubling, at most 5 s, for up to 2 minutes. The command must not run again
 // only because its result could not be saved at once.
 var recordEndRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, For: 2 * time.Minute}
+
+// whileFault runs fn again while it fails with a storage fault (the
+// database busy or away), as recordEnd does: a read before a step's action
+// must not spend one of the step's attempts on a database restart (the
+// attempt's heartbeat check waits only once the last beat is older than
+// its freshness). The worker's cut-off bounds the wait.
+func (r *run) whileFault(ctx context.Context, what string, fn func() error) error {
+	var last error
+	err := recordEndRetry.Do(ctx, func(int) error {
+		err := fn()
+		last = err
+		if err == nil || store.AsFault(err) == nil {
+			return retry.Stop(err)
+		}
+		r.e.log.Warn(what+" failed; retrying", "deploy", r.in.ID, "error", err)
+		return err
+	})
+	if err != nil && ctx.Err() != nil {
+		err = last
+	}
+	return err
+}
 
 // recordEnd records the end of an attempt, retrying storage faults with
 // recordEndRetry.
