@@ -316,24 +316,37 @@ func (h *hub) poll(p *poller, every time.Duration) {
 		global := len(h.global) > 0
 		h.mu.Unlock()
 
-		start := time.Now()
-		var since time.Time
-		if global {
-			since = last.Add(-pollSlack)
-		}
-		h.pollOnce(p.ctx, ids, global, since)
-		last = start
+		last = h.pollFrom(p.ctx, ids, global, last)
 		timer.Reset(every)
 	}
 }
 
-func (h *hub) pollOnce(ctx context.Context, ids []string, global bool, since time.Time) {
+// pollFrom polls once for the deploys ids (and, global, those created
+// since the poll that started at last) and returns when this poll started
+// — or last again when it could not read the store, so that the next poll
+// looks back to the last one that did: a deploy another worker created
+// while this one could not reach the database is not missed.
+func (h *hub) pollFrom(ctx context.Context, ids []string, global bool, last time.Time) time.Time {
+	start := time.Now()
+	var since time.Time
+	if global {
+		since = last.Add(-pollSlack)
+	}
+	if !h.pollOnce(ctx, ids, global, since) {
+		return last
+	}
+	return start
+}
+
+// pollOnce publishes what the store holds past what the hub knows; false
+// when it could not read the deploys' heads.
+func (h *hub) pollOnce(ctx context.Context, ids []string, global bool, since time.Time) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	heads, err := h.st.Heads(ctx, ids, global, since)
 	if err != nil {
 		h.log.Debug("event poll", "error", err)
-		return
+		return false
 	}
 	now := time.Now()
 	for _, hd := range heads {
@@ -375,6 +388,7 @@ func (h *hub) pollOnce(ctx context.Context, ids []string, global bool, since tim
 		}
 	}
 	h.mu.Unlock()
+	return true
 }
 
 // sseFrame encodes one event: id, event type and the event as JSON data.
