@@ -85,6 +85,13 @@ type Config struct {
 	// SecretFilesUnder is secrets.files_under: the directories a
 	// descriptor's file: secrets must be under (empty: anywhere).
 	SecretFilesUnder []string
+	// SecretEnv lists the variables a descriptor's env: secrets may name
+	// (exact names, or a prefix ending in `*`; empty: none), and
+	// SecretEnvFrom the key it comes from (secrets.env, or
+	// plugins.pass_env when secrets.env is unset), named by a refusal.
+	// Local trial mode allows any variable but the server's own.
+	SecretEnv     []string
+	SecretEnvFrom string
 	// Trial is local trial mode (SPEC §8.1): the local target under
 	// TargetsDir/<application>/<environment> and rollback enabled where the
 	// environment configuration says nothing.

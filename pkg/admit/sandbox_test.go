@@ -231,3 +231,55 @@ func TestLocalDirOfAnotherEnvironment(t *testing.T) {
 		t.Errorf("a new directory: refused %v", got)
 	}
 }
+
+// On a configured server a descriptor's env: secret may name only the
+// variables the operators allowed (secrets.env, else plugins.pass_env):
+// any other name is a 422 at the secret's path, the same words whether
+// the variable is set on the worker or not — the secrets step told a
+// submitter which of the worker's variables exist. The config step
+// applies the list valid when the deploy starts. Local trial mode allows
+// any variable but the server's own.
+func TestEnvSecretsOnlyFromTheAllowList(t *testing.T) {
+	t.Setenv("PROBE_SET", "x")
+	f := newAdmitter(t, admit.Config{SecretEnv: []string{"BILLING_DB_PASSWORD", "APP_*"}, SecretEnvFrom: "secrets.env"})
+	target := "target: {plugin: local, with: {dir: " + filepath.Join(f.dir, "targets", "billing") + "}}\n"
+	got := f.fieldErrors(t, target+`secrets:
+  SET: env:PROBE_SET
+  UNSET: env:PROBE_UNSET
+  NEAR: env:APPX
+  OK: env:BILLING_DB_PASSWORD
+  PREFIXED: env:APP_KEY
+`)
+	if len(got) != 3 {
+		t.Fatalf("refusals %v, want exactly /secrets/SET, /secrets/UNSET and /secrets/NEAR", got)
+	}
+	set, unset := got["/secrets/SET"], got["/secrets/UNSET"]
+	if !strings.Contains(set, "secrets.env: BILLING_DB_PASSWORD, APP_*") || !strings.Contains(got["/secrets/NEAR"], "env:APPX") {
+		t.Errorf("refusals %v: want them to name secrets.env and its list", got)
+	}
+	if strings.ReplaceAll(set, "SET: env:PROBE_SET", "NAME") != strings.ReplaceAll(unset, "UNSET: env:PROBE_UNSET", "NAME") {
+		t.Errorf("a set variable is refused with %q, an unset one with %q: the refusal tells which exists", set, unset)
+	}
+
+	none := newAdmitter(t, admit.Config{SecretEnvFrom: "plugins.pass_env (secrets.env unset)"})
+	target = "target: {plugin: local, with: {dir: " + filepath.Join(none.dir, "targets", "billing") + "}}\n"
+	if got := none.fieldErrors(t, target+"secrets: {K: env:PROBE_SET}\n"); !strings.Contains(got["/secrets/K"], "plugins.pass_env (secrets.env unset): none") {
+		t.Errorf("no list: %v, want a refusal at /secrets/K naming plugins.pass_env", got)
+	}
+
+	// The config step refuses a deploy admitted under a wider list.
+	wide := newAdmitter(t, admit.Config{SecretEnv: []string{"*"}})
+	target = "target: {plugin: local, with: {dir: " + filepath.Join(wide.dir, "targets", "billing") + "}}\n"
+	adm, err := wide.a.Admit(context.Background(), admit.Request{Descriptor: wide.descriptor(t, target+"secrets: {K: env:PROBE_SET}\n"), Identity: ci})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := none.a.Reconfigure(context.Background(), adm.Input); err == nil || !plugin.IsPermanent(err) || !strings.Contains(err.Error(), "/secrets/K") {
+		t.Fatalf("config step without the variable allowed: %v, want a permanent refusal at /secrets/K", err)
+	}
+
+	trial := newAdmitter(t, admit.Config{Trial: true})
+	if got := trial.fieldErrors(t, "secrets: {K: env:PROBE_SET}\n"); got != nil {
+		t.Errorf("local trial mode: refused %v", got)
+	}
+}

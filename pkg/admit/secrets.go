@@ -28,7 +28,9 @@ func (a *Admitter) checkSecrets(d *descriptor.Descriptor) []manent.FieldError {
 		var msg string
 		switch kind {
 		case "env":
-			msg = a.serverEnv(arg)
+			if msg = a.serverEnv(arg); msg == "" {
+				msg = a.secretEnv(arg)
+			}
 		case "file":
 			msg = a.secretFile(arg)
 		}
@@ -49,6 +51,42 @@ func (a *Admitter) serverEnv(name string) string {
 		return fmt.Sprintf("env:%s holds %s's secret on %s, which a deploy's secrets may not name: put the secret in a variable of its own on the workers", name, key, a.here())
 	}
 	return ""
+}
+
+// secretEnv says why a secret may not name variable name, or "": not
+// among SecretEnv (secrets.env, else plugins.pass_env) on a configured
+// server. Whether the variable is set is never looked at here: the
+// refusal is the same for a set and an unset variable, so a submitter
+// learns nothing of the worker's environment beyond the names the
+// operators allowed.
+func (a *Admitter) secretEnv(name string) string {
+	if a.cfg.Trial || envAllowed(a.cfg.SecretEnv, name) {
+		return ""
+	}
+	from := a.cfg.SecretEnvFrom
+	if from == "" {
+		from = "secrets.env"
+	}
+	list := "none"
+	if len(a.cfg.SecretEnv) > 0 {
+		list = strings.Join(a.cfg.SecretEnv, ", ")
+	}
+	return fmt.Sprintf("env:%s is not among the variables a deploy's secrets may name on %s (%s: %s): ask the operators to add it to secrets.env", name, a.here(), from, list)
+}
+
+// envAllowed says whether variable name is in allowed: an exact name, or a
+// prefix written with a trailing `*` ("BILLING_*"; "*" alone: any).
+func envAllowed(allowed []string, name string) bool {
+	for _, p := range allowed {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(name, prefix) {
+				return true
+			}
+		} else if p == name {
+			return true
+		}
+	}
+	return false
 }
 
 // secretFile says why a secret may not name file path, or "": outside

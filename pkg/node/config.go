@@ -90,11 +90,14 @@ type Config struct {
 		} `mapstructure:"kubernetes"`
 	} `mapstructure:"plugins"`
 	// Secrets is the policy of the descriptors' secrets: FilesUnder lists
-	// the directories a file: secret must be under (none: anywhere). The
-	// server's own variables (MANENT_*, callbacks.secret_env,
-	// itsm.token_env) are refused as env: secrets whatever it says.
+	// the directories a file: secret must be under (none: anywhere); Env
+	// the variables an env: secret may name, exact or PREFIX_* (unset:
+	// those of plugins.pass_env; any in local trial mode). The server's
+	// own variables (MANENT_*, callbacks.secret_env, itsm.token_env) are
+	// refused as env: secrets whatever it says.
 	Secrets struct {
 		FilesUnder []string `mapstructure:"files_under"`
+		Env        []string `mapstructure:"env"`
 	} `mapstructure:"secrets"`
 	// Health is the policy of the descriptors' health checks (SPEC §11.1):
 	// Allow has the syntax of callbacks.allow; empty means every http and

@@ -92,6 +92,9 @@ func policyDigest(cfg *Config, bootstrap bool) (store.WorkerConfig, error) {
 		// workers of that release and this one agree (admin workers).
 		parts["secrets.files_under"] = sorted(cfg.Secrets.FilesUnder)
 	}
+	if len(cfg.Secrets.Env) > 0 {
+		parts["secrets.env"] = sorted(cfg.Secrets.Env)
+	}
 	out := store.WorkerConfig{Parts: map[string]string{}}
 	for k, v := range parts {
 		b, err := json.Marshal(v)

@@ -307,6 +307,12 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		}
 		guard, tokens = g, g.Authn
 	}
+	// A descriptor's env: secrets name only the variables allowed:
+	// secrets.env, else those plugins.pass_env already gives every step.
+	secretEnv, secretEnvFrom := cfg.Secrets.Env, "secrets.env"
+	if len(secretEnv) == 0 {
+		secretEnv, secretEnvFrom = cfg.Plugins.PassEnv, "plugins.pass_env (secrets.env unset)"
+	}
 	adm, err := admit.New(admit.Config{
 		Store: st, Authorizer: guard, Tokens: tokens, Plugins: reg,
 		Sources: sources, Callbacks: callbacks, CallbacksSigned: len(secret) > 0,
@@ -314,6 +320,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Environments: envs, Governance: decider, ChangeManagement: cfg.ITSM.URL != "",
 		Pipeline: cfg.Pipeline.Steps, StepPlugins: cfg.Plugins.Steps,
 		ServerEnv: serverEnv(cfg), SecretFilesUnder: cfg.Secrets.FilesUnder,
+		SecretEnv: secretEnv, SecretEnvFrom: secretEnvFrom,
 		Trial: cfg.Trial, TargetsDir: filepath.Join(dataDir, "targets"),
 		Worker: cfg.ExecutorID, Shared: st.Postgres(),
 		ScheduleMinInterval: cfg.Schedules.MinInterval, SchedulesPerEnvironment: cfg.Schedules.MaxPerEnvironment,
@@ -474,7 +481,9 @@ func (n *Node) Close(timeout time.Duration) {
 // checkPassEnv refuses a plugins.pass_env name that is not a variable name
 // or that would hand a step a server secret: a MANENT_* variable (the
 // server's own configuration, MANENT_BOOTSTRAP_TOKEN), callbacks.secret_env
-// or itsm.token_env.
+// or itsm.token_env; and a secrets.env entry that is neither a variable
+// name nor a prefix ending in `*` (the server's own variables it matches
+// stay refused at admission).
 func checkPassEnv(cfg *Config) error {
 	var errs []error
 	for i, name := range cfg.Plugins.PassEnv {
@@ -489,6 +498,13 @@ func checkPassEnv(cfg *Config) error {
 			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s holds the callback signing secret (callbacks.secret_env) and never reaches a step", i, name))
 		case name == cfg.ITSM.TokenEnv:
 			errs = append(errs, fmt.Errorf("plugins.pass_env[%d]: %s holds the ITSM token (itsm.token_env) and never reaches a step", i, name))
+		}
+	}
+	for i, name := range cfg.Secrets.Env {
+		if err := plugin.CheckEnvName(strings.TrimSuffix(name, "*")); err != nil && name != "*" {
+			errs = append(errs, fmt.Errorf("secrets.env[%d]: %w: give a variable name, or a prefix ending in * (BILLING_*)", i, err))
+		} else if strings.Contains(strings.TrimSuffix(name, "*"), "*") {
+			errs = append(errs, fmt.Errorf("secrets.env[%d]: %q: only a trailing * is a pattern (BILLING_*)", i, name))
 		}
 	}
 	return errors.Join(errs...)

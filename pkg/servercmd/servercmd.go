@@ -143,8 +143,9 @@ clients are one address),
 schedules.min_interval (1m) and schedules.max_per_environment (25).
 
 A descriptor's secrets may not name the server's own variables as env:
-(MANENT_*, callbacks.secret_env's, itsm.token_env's), and
-secrets.files_under (default: none, any path) lists the directories its
+(MANENT_*, callbacks.secret_env's, itsm.token_env's), may name only the
+variables of secrets.env (default: those of plugins.pass_env; BILLING_*
+patterns) as env:, and secrets.files_under (default: none, any path) lists the directories its
 file: secrets must be under: the secrets step tells the submitter whether
 a variable is set or a file exists.`,
 		Example: `  # local trial: one command, SQLite in ./manent-data
