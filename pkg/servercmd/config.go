@@ -87,7 +87,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 			v.Set(k, val)
 		}
 	}
-	checkConfigEnv(v.AllKeys(), problems)
+	checkConfigEnv(v.AllKeys(), func(key string) error { return v.BindEnv(key) }, v.Set, problems)
 	var c node.Config
 	// Exact: a key manent does not know (a typo such as "rback:" or
 	// "pass_evn:") is an error, not a setting silently left out. The file

@@ -59,3 +59,34 @@ func TestUnknownConfigKeyIsAnError(t *testing.T) {
 		t.Fatalf("a configuration of known keys: %v", err)
 	}
 }
+
+// Every key is a MANENT_* variable, as operations.md says: one the file
+// leaves out and that has no default is read too — a list of strings
+// comma-separated — and one that holds mappings is refused, saying to
+// write it in the file. Both were silently ignored: an operator who set
+// MANENT_PLUGINS_PASS_ENV or MANENT_PLUGINS_KUBERNETES_KUBECONFIGS saw
+// the server start without them.
+func TestEveryKeyIsAVariable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "manent-server.yaml")
+	if err := os.WriteFile(file, []byte("listen: 127.0.0.1:0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MANENT_PLUGINS_PASS_ENV", "AWS_REGION, TZ")
+	t.Setenv("MANENT_TRUSTED_PROXIES", "10.0.0.0/8")
+	cfg, err := loadConfig(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.Plugins.PassEnv, ","); got != "AWS_REGION,TZ" {
+		t.Errorf("plugins.pass_env %q from MANENT_PLUGINS_PASS_ENV, want AWS_REGION,TZ", got)
+	}
+	if got := strings.Join(cfg.TrustedProxies, ","); got != "10.0.0.0/8" {
+		t.Errorf("trusted_proxies %q from MANENT_TRUSTED_PROXIES, want 10.0.0.0/8", got)
+	}
+
+	t.Setenv("MANENT_PLUGINS_KUBERNETES_KUBECONFIGS", "/etc/manent/kube/prod.yaml")
+	_, err = loadConfig(file, nil)
+	if err == nil || !strings.Contains(err.Error(), "MANENT_PLUGINS_KUBERNETES_KUBECONFIGS") || !strings.Contains(err.Error(), "write it in the configuration file") {
+		t.Fatalf("MANENT_PLUGINS_KUBERNETES_KUBECONFIGS: %v, want a refusal saying to write the key in the file", err)
+	}
+}

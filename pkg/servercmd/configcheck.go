@@ -397,8 +397,18 @@ const maxShutdownDelay = 5 * time.Minute
 
 // checkConfigEnv checks the values of the MANENT_* variables viper reads
 // (those of keys in read, as viper.AllKeys lists them), each named by its
-// variable: MANENT_WORKERS_SLOTS: "four" is not a whole number.
-func checkConfigEnv(read []string, problems *configProblems) {
+// variable: MANENT_WORKERS_SLOTS: "four" is not a whole number; a list of
+// strings is given comma-separated (MANENT_PLUGINS_PASS_ENV=AWS_REGION,TZ).
+//
+// A variable of a key viper would not read — one with no default, not in
+// the file: viper's AutomaticEnv sees only the keys it knows — is bound
+// (bind) when the key is one value or a list of strings (comma-separated),
+// so that every key is a MANENT_* variable, as operations.md says (a list's
+// items trimmed of spaces); a key
+// that is a mapping or a list of mappings cannot be one string, and its
+// variable is refused, saying to write the key in the file. Both were
+// silently ignored.
+func checkConfigEnv(read []string, bind func(key string) error, set func(key string, value any), problems *configProblems) {
 	c := &configChecker{problems: problems, at: map[string]*yaml.Node{}}
 	var walk func(t reflect.Type, path string)
 	walk = func(t reflect.Type, path string) {
@@ -419,11 +429,39 @@ func checkConfigEnv(read []string, problems *configProblems) {
 			}
 			return
 		}
-		if v := os.Getenv(envName(path)); v != "" && slices.Contains(read, path) {
-			c.value(&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}, t, envName(path))
+		v := os.Getenv(envName(path))
+		if v == "" {
+			return
+		}
+		list := t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String
+		if !slices.Contains(read, path) {
+			if t.Kind() == reflect.Map || t.Kind() == reflect.Interface || t.Kind() == reflect.Slice && !list {
+				problems.bad(nil, envName(path), "%s cannot be given as an environment variable (it holds mappings): write it in the configuration file", path)
+				return
+			}
+			if err := bind(path); err != nil {
+				problems.bad(nil, envName(path), "%v", err)
+				return
+			}
+		}
+		if list {
+			seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			var items []string
+			for _, item := range strings.Split(v, ",") {
+				item = strings.TrimSpace(item)
+				items = append(items, item)
+				seq.Content = append(seq.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: item})
+			}
+			set(path, items) // "A, B" is [A B], not [A " B"]
+			c.value(seq, t, envName(path))
 			if problems.keys[envName(path)] {
 				problems.keys[path] = true
 			}
+			return
+		}
+		c.value(&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}, t, envName(path))
+		if problems.keys[envName(path)] {
+			problems.keys[path] = true
 		}
 	}
 	walk(reflect.TypeFor[node.Config](), "")
