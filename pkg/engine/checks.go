@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
@@ -38,11 +39,16 @@ func readSecretFile(path string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("file %s on the worker is not a regular file", path)
 	}
-	f, err := os.Open(path)
+	// Opened without waiting for a writer, and checked again once open:
+	// a FIFO swapped in after the Stat is refused too.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("file %s cannot be read on the worker", path)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("file %s on the worker is not a regular file", path)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFile+1))
 	if err != nil {
 		return "", fmt.Errorf("file %s cannot be read on the worker", path)
@@ -51,6 +57,44 @@ func readSecretFile(path string) (string, error) {
 		return "", fmt.Errorf("file %s on the worker is larger than %d bytes: not a secret", path, MaxSecretFile)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// SecretReadTimeout bounds the resolution of one secret (ResolveSecretWithin):
+// a file on a hung network mount (NFS, FUSE) blocks its read, which Go
+// cannot interrupt.
+var SecretReadTimeout = 10 * time.Second
+
+// secretReads bounds the secret reads in flight in the worker: a read
+// abandoned on a hung mount keeps its goroutine and OS thread until the
+// mount answers, and no more than this many are ever left so.
+var secretReads = make(chan struct{}, 16)
+
+// resolveSecret is ResolveSecret (a test blocks it).
+var resolveSecret = ResolveSecret
+
+// ResolveSecretWithin is ResolveSecret within SecretReadTimeout and ctx:
+// the secrets step ends with an error naming the reference (never a value)
+// instead of holding a worker slot for as long as a hung mount does.
+func ResolveSecretWithin(ctx context.Context, ref string) error {
+	ctx, cancel := context.WithTimeout(ctx, SecretReadTimeout)
+	defer cancel()
+	select {
+	case secretReads <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%s was not read within %s: %d earlier secret reads of this worker have not returned yet (a file on a hung network mount?)", ref, SecretReadTimeout, cap(secretReads))
+	}
+	done, resolve := make(chan error, 1), resolveSecret
+	go func() {
+		defer func() { <-secretReads }()
+		_, err := resolve(ref)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%s was not read within %s (a file on a hung network mount?)", ref, SecretReadTimeout)
+	}
 }
 
 // ResolveSecret resolves a secret reference `env:VAR` or `file:/path`. The

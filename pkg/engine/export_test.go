@@ -13,6 +13,15 @@ func (e *Engine) Tick(ctx context.Context, schedule string, at time.Time) (strin
 	return e.tickStep(ctx, schedule, at)
 }
 
+// SetSecretResolver replaces ResolveSecret in ResolveSecretWithin (nil:
+// ResolveSecret again).
+func SetSecretResolver(f func(ref string) (string, error)) {
+	if f == nil {
+		f = ResolveSecret
+	}
+	resolveSecret = f
+}
+
 // SetGateEnqueueHook sets a function run before a gate enqueues its deploy
 // (nil: none).
 func SetGateEnqueueHook(f func(id string)) { gateEnqueueHook = f }

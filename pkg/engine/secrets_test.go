@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,57 @@ func TestFileSecretIsBounded(t *testing.T) {
 	for _, ref := range []string{"file:" + ok, "file:" + link} {
 		if v, err := engine.ResolveSecret(ref); err != nil || v != "s3cret" {
 			t.Errorf("%s: got %q, %v; want the file's content", ref, v, err)
+		}
+	}
+}
+
+// A `file:` secret on a hung network mount (NFS, FUSE: a read Go cannot
+// interrupt) no longer holds the secrets step, and its worker slot, for as
+// long as the mount hangs: the resolution ends after SecretReadTimeout
+// with an error naming the reference, and the reads left hanging are
+// bounded — past 16, the next is refused without starting one. The hung
+// mount is a resolver that blocks (no FUSE mount can be made here).
+func TestHungSecretReadIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	engine.SetSecretResolver(func(string) (string, error) { <-release; return "", nil })
+	timeout := engine.SecretReadTimeout
+	engine.SecretReadTimeout = 100 * time.Millisecond
+	t.Cleanup(func() {
+		engine.SetSecretResolver(nil)
+		engine.SecretReadTimeout = timeout
+	})
+	resolve := func(ref string) error {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- engine.ResolveSecretWithin(context.Background(), ref) }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer within 10s", ref)
+			return nil
+		}
+	}
+	const ref = "file:/mnt/nfs/db-password"
+	for i := range 16 {
+		if err := resolve(ref); err == nil || !strings.Contains(err.Error(), ref+" was not read within 100ms (a file on a hung network mount?)") {
+			t.Fatalf("read %d: %v, want it bounded and naming the reference", i, err)
+		}
+	}
+	if err := resolve(ref); err == nil || !strings.Contains(err.Error(), "16 earlier secret reads of this worker have not returned yet") {
+		t.Fatalf("read 17: %v, want it refused without a 17th hung read", err)
+	}
+	// The mount answers: the reads return and free their places.
+	close(release)
+	engine.SetSecretResolver(func(string) (string, error) { return "s3cret", nil })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := resolve(ref)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the mount answered: %v", err)
 		}
 	}
 }

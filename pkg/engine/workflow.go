@@ -1055,11 +1055,11 @@ func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *
 	return len(ds), r.e.outbox.EnqueueAll(r.e.dbos, ds, opts...)
 }
 
-func (r *run) secrets(_ context.Context, log *logWriter) (any, error) {
+func (r *run) secrets(ctx context.Context, log *logWriter) (any, error) {
 	var names []string
 	if r.in.Descriptor != nil {
 		for name, ref := range r.in.Descriptor.Secrets {
-			if _, err := ResolveSecret(ref); err != nil {
+			if err := ResolveSecretWithin(ctx, ref); err != nil {
 				return nil, plugin.Permanent(fmt.Errorf("secret %s: %w", name, err))
 			}
 			names = append(names, name)
