@@ -51,12 +51,16 @@ func TestWorkersRunningCountsSlotsHeld(t *testing.T) {
 				t.Fatalf("deploy %s: %s (%s)", id, rec.State, rec.Error)
 			}
 		}
-		ws, err := f.eng.Workers(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ws[0].Running != 0 || ws[0].Waiting != 0 {
-			t.Fatalf("all ended: %+v, want running 0, waiting 0", ws[0])
-		}
+		// A deploy reads SUCCESS a moment before its workflow returns and
+		// gives its slot back (and the counts are those the worker last
+		// recorded): wait for them.
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			ws, err := f.eng.Workers(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = fmt.Sprintf("%+v", ws)
+			return len(ws) == 1 && ws[0].Running == 0 && ws[0].Waiting == 0
+		}, "all ended: the worker to read running 0, waiting 0: %s", lazyString(func() string { return got }))
 	})
 }
