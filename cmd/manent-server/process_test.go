@@ -530,3 +530,52 @@ func TestSIGTERMWithShutdownDelayIsNotReadyFirst(t *testing.T) {
 		t.Errorf("the log does not say it waits shutdown_delay:\n%s", b)
 	}
 }
+
+// SIGTERM ends the open event streams (a browser on a deploy's page, `logs
+// -f`, `deploy --wait`) with a last comment, and the server stops without
+// waiting on them: the HTTP shutdown waited its whole 10 s for them, and a
+// pod's terminationGracePeriodSeconds (40: shutdown_delay 10 s, the drain's
+// 20 s) ran out before the worker marked itself leaving.
+func TestSIGTERMEndsOpenStreams(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	p := start(t, data, enginetest.SQLite(t))
+	req, err := http.NewRequest(http.MethodGet, p.addr+"/api/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer test-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /api/v1/events: %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("the stream's first line: %q, %v", line, err)
+	}
+	rest := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(br); rest <- string(b) }()
+	sent := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.done:
+		if p.waitErr != nil {
+			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("manent-server did not stop within 60s of SIGTERM")
+	}
+	// Without streams the stop takes about a second; the HTTP shutdown's
+	// own bound is 10 s, which an open stream used to take whole.
+	if took := time.Since(sent); took >= 10*time.Second {
+		t.Errorf("manent-server took %s to stop with an event stream open: it waited for the stream", took.Round(time.Millisecond))
+	}
+	if got := <-rest; !strings.Contains(got, ": stream ended: the server is shutting down") {
+		t.Errorf("the stream's end: %q, want a last comment saying the server is shutting down", got)
+	}
+}

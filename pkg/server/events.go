@@ -21,6 +21,7 @@ import (
 // restricted to log lines (followLogs).
 func (s *Server) routesEvents() {
 	h := newHub(s.st, s.log)
+	s.hub = h
 	s.st.OnCommit(h.publish)
 	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/events", Params: []string{"last_event_id", "types"}}, func(w http.ResponseWriter, r *http.Request) {
 		s.handleDeployEvents(h, w, r)
@@ -182,6 +183,9 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		select {
 		case <-sub.ctx.Done():
 			return
+		case <-h.ending:
+			sw.end(streamEndShutdown)
+			return
 		case <-hb.C:
 			sw.heartbeat()
 		case <-rc.C:
@@ -327,6 +331,9 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	for sw.err == nil {
 		select {
 		case <-sub.ctx.Done():
+			return
+		case <-h.ending:
+			sw.end(streamEndShutdown)
 			return
 		case <-hb.C:
 			sw.heartbeat()

@@ -66,6 +66,8 @@ const (
 type Server struct {
 	// stopping is set by Stopping: /readyz answers 503 from then on.
 	stopping atomic.Bool
+	// hub fans the event streams out (sse.go); EndStreams ends them.
+	hub *hub
 	// forwardedUntrusted is set once a request came with an
 	// X-Forwarded-For while trusted_proxies is empty (logged once).
 	forwardedUntrusted atomic.Bool
@@ -586,6 +588,18 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // calls it, then goes on serving for shutdown_delay, so that load
 // balancers stop sending it requests before it refuses them.
 func (s *Server) Stopping() { s.stopping.Store(true) }
+
+// EndStreams ends the open event streams, and those opened from now on,
+// with a last comment (": stream ended: the server is shutting down…"):
+// clients reconnect with their last event id, to another worker or to
+// this one restarted. The HTTP server's shutdown calls it
+// (http.Server.RegisterOnShutdown): it waits for the requests in flight,
+// and a stream is one until its deploy ends.
+func (s *Server) EndStreams() {
+	if s.hub != nil {
+		s.hub.end()
+	}
+}
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	if s.stopping.Load() {

@@ -70,6 +70,11 @@ type hub struct {
 	global  map[*subscriber]struct{}            // GET /api/v1/events
 	known   map[string]*tracked                 // what the hub published, per deploy
 	poller  *poller                             // the running poll, nil when none
+
+	// ending is closed by end: the server is shutting down, and every
+	// stream, open or opening, ends with a last comment.
+	ending  chan struct{}
+	endOnce sync.Once
 }
 
 // poller is one run of the poll: stop ends it, done closes when it has.
@@ -142,8 +147,16 @@ func newHub(st *store.Store, log *slog.Logger) *hub {
 		deploys: map[string]map[*subscriber]struct{}{},
 		global:  map[*subscriber]struct{}{},
 		known:   map[string]*tracked{},
+		ending:  make(chan struct{}),
 	}
 }
+
+// streamEndShutdown is the last comment of the streams end cuts.
+const streamEndShutdown = "the server is shutting down: reconnect to resume from the last event id (another worker, or this one once restarted, answers)"
+
+// end ends every stream of the hub, and each one opened after, with the
+// comment streamEndShutdown.
+func (h *hub) end() { h.endOnce.Do(func() { close(h.ending) }) }
 
 // globalType reports whether the global stream carries events of type t.
 func globalType(t string) bool {

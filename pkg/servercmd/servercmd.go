@@ -222,6 +222,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Its shutdown waits for the requests in flight: the event streams,
+	// which last as long as their deploys, end first.
+	hs.RegisterOnShutdown(n.API.EndStreams)
 	addr := "http://" + ln.Addr().String()
 	mode := "configured"
 	if cfg.Trial {
@@ -286,7 +289,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	log.Info("shutting down: no new requests or deploys; running steps get 20s to finish, then this worker leaves and the others take its deploys over")
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = hs.Shutdown(sctx)
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("requests still in flight 10s into the shutdown are cut off", "error", err)
+	}
 	n.Close(20 * time.Second)
 	log.Info("stopped")
 	return nil
