@@ -80,7 +80,7 @@ func startUIWrapped(t testing.TB, wrap func(http.Handler) http.Handler, mutate .
 	s := &uiServer{DataDir: cfg.DataDir, dir: dir, cfg: cfg, wrap: wrap}
 	s.start(t, "127.0.0.1:0")
 	s.URL = s.HTTP.URL
-	t.Cleanup(s.stop)
+	t.Cleanup(func() { s.stop(t) })
 	return s
 }
 
@@ -106,16 +106,29 @@ func (s *uiServer) start(t testing.TB, addr string) {
 		h = s.wrap(h)
 	}
 	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: h}}
+	// As manent-server does: the shutdown ends the event streams first.
+	hs.Config.RegisterOnShutdown(n.API.EndStreams)
 	hs.Start()
 	s.Node, s.Store, s.HTTP = n, n.Store, hs
 }
 
-// stop stops the HTTP server (cutting its streams) and the node.
-func (s *uiServer) stop() {
+// stop stops the HTTP server as manent-server does (its shutdown ends the
+// event streams, which the browser then reconnects) and the node. It
+// closed the connections, then the server: an EventSource that reconnected
+// in between held the server's Close until its deploy ended — a deploy
+// that went on, on the stopped server, past what the test restarted it
+// for.
+func (s *uiServer) stop(t testing.TB) {
+	t.Helper()
 	if s.HTTP == nil {
 		return
 	}
-	s.HTTP.CloseClientConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.HTTP.Config.Shutdown(ctx); err != nil {
+		t.Errorf("HTTP shutdown: %v: a request (an event stream?) did not end", err)
+		s.HTTP.CloseClientConnections()
+	}
 	s.HTTP.Close()
 	s.Node.Close(5 * time.Second)
 	s.HTTP, s.Node = nil, nil
@@ -126,7 +139,7 @@ func (s *uiServer) stop() {
 func (s *uiServer) restart(t testing.TB) {
 	t.Helper()
 	addr := s.HTTP.Listener.Addr().String()
-	s.stop()
+	s.stop(t)
 	s.start(t, addr)
 }
 

@@ -41,7 +41,7 @@ func TestDeployPageAfterADatabaseRestore(t *testing.T) {
 	// The backup, taken while the step waits for its gate.
 	addr := s.HTTP.Listener.Addr().String()
 	backup := t.TempDir()
-	s.stop()
+	s.stop(t)
 	enginetest.RestoreSQLite(t, s.dir, backup)
 	open(t, noisy)
 	s.start(t, addr)
@@ -50,7 +50,7 @@ func TestDeployPageAfterADatabaseRestore(t *testing.T) {
 	waitJS(t, bob, "the resumed step's lines", `document.getElementById('log').textContent.includes('noise 40')`)
 
 	// The database is restored from the backup; the step may go through now.
-	s.stop()
+	s.stop(t)
 	enginetest.RestoreSQLite(t, backup, s.dir)
 	if err := os.Remove(noisy); err != nil {
 		t.Fatal(err)
