@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // A mistake in manent-server.yaml is reported like a descriptor's: the
@@ -127,7 +129,7 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "manent-server.yaml"), []byte(c.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var stdout, stderr bytes.Buffer
+			var stdout, stderr lockedBuffer
 			args := []string{"serve", "--config", "manent-server.yaml", "--data-dir", filepath.Join(dir, "data")}
 			for _, f := range c.flags {
 				if k, v, ok := strings.Cut(f, "="); ok {
@@ -136,7 +138,24 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 					args = append(args, f)
 				}
 			}
-			code := Run(context.Background(), args, &stdout, &stderr, nil)
+			// A mistake that is not refused starts a server, which serves
+			// until its context ends and then waits its shutdown_delay
+			// (an hour in one case): the case fails as soon as the server
+			// listens, and the server is left to stop in the background.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			listening := make(chan struct{})
+			stdout.onListen = func() { close(listening) }
+			done := make(chan int, 1)
+			go func() { done <- Run(ctx, args, &stdout, &stderr, nil) }()
+			var code int
+			select {
+			case code = <-done:
+			case <-listening:
+				t.Fatalf("%s: not refused: the server started and listens\nstdout:\n%s\nstderr:\n%s", c.name, stdout.String(), stderr.String())
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("%s: neither refused nor listening after 2m\nstderr:\n%s", c.name, stderr.String())
+			}
 			if code != 2 {
 				t.Errorf("exit %d, want 2", code)
 			}
@@ -150,6 +169,31 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedBuffer is a bytes.Buffer a server that was not refused may go on
+// writing to while the test reads it; onListen, when set, is called once
+// the server says it listens.
+type lockedBuffer struct {
+	mu       sync.Mutex
+	b        bytes.Buffer
+	onListen func()
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.onListen != nil && bytes.Contains(p, []byte(" listening on ")) {
+		l.onListen()
+		l.onListen = nil
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Every key of the documented example configuration (SPEC §8.1) loads.
