@@ -138,6 +138,8 @@ func New(dir string, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("launch engine: %w", err)
 	}
 	hs := httptest.NewServer(n.API)
+	// As manent-server does: the HTTP shutdown ends the event streams.
+	hs.Config.RegisterOnShutdown(n.API.EndStreams)
 	return &Server{URL: hs.URL, Token: o.token, DataDir: cfg.DataDir, Engine: n.Engine, Store: n.Store, API: n.API, HTTP: hs, Node: n}, nil
 }
 
@@ -155,13 +157,21 @@ func Config(dir string) *node.Config {
 	return cfg
 }
 
-// Close stops the server: its connections (streams never end by
-// themselves), the HTTP server, then the node as the binary stops it
-// (running steps get 5 s, their processes' lifeline ends, the store
-// closes).
+// Close stops the server as the binary does: the HTTP server's shutdown
+// (its event streams end with a last comment, and their clients
+// reconnect), then the node (running steps get 5 s, their processes'
+// lifeline ends, the store closes). It closed the connections, then the
+// server: a client that reconnected in between held Close, and the node
+// ran on, until its stream ended.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
-		s.HTTP.CloseClientConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := s.HTTP.Config.Shutdown(ctx); err != nil {
+			// A request still running: the tests that cut connections
+			// see theirs cut, as before.
+			s.HTTP.CloseClientConnections()
+		}
 		s.HTTP.Close()
 		s.Node.Close(5 * time.Second)
 	})
