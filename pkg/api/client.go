@@ -643,26 +643,32 @@ func (c *Client) RejectWave(ctx context.Context, id, wave, comment string) (*man
 // DecideWaiting sends verdict ("approve" or "reject") pinned to what the
 // deploy waits for when it is read first: the approval of the rollout
 // wave that waits for one, else the deploy's own approval; a deploy that
-// waits for neither gets the verdict unpinned, for the server to say why
-// it refuses it. Pinned, a verdict sent again after a refusal whose
+// waits for neither, or that the token may not read (deployment.approve
+// without deployment.read), gets the verdict unpinned, for the server to
+// decide. Pinned, a verdict sent again after a refusal whose
 // answer came after the commit (a 503 with Retry-After) is answered with
 // what was recorded, and never counts for what the deploy waits for by
 // then — unpinned, the retry of a recorded approval approved the wave the
 // deploy had reached meanwhile. It returns the deploy and the wave decided
 // on ("" for the deploy's own approval).
 func (c *Client) DecideWaiting(ctx context.Context, id, verdict, comment, planDigest string) (*manent.Deployment, string, error) {
-	d, err := c.Deployment(ctx, id)
-	if err != nil {
-		return nil, "", err
-	}
 	var wave *string
-	if d.State == manent.StateAwaitingApproval {
-		wave = new(string)
-	}
-	for _, w := range d.Rollout {
-		if w.State == manent.WaveAwaitingApproval {
-			wave = &w.Name
-			break
+	d, err := c.Deployment(ctx, id)
+	switch {
+	case manent.ErrorCode(err) == manent.EForbidden:
+		// A token that may approve but not read deploys: the verdict
+		// goes unpinned, as it did before it was pinned.
+	case err != nil:
+		return nil, "", err
+	default:
+		if d.State == manent.StateAwaitingApproval {
+			wave = new(string)
+		}
+		for _, w := range d.Rollout {
+			if w.State == manent.WaveAwaitingApproval {
+				wave = &w.Name
+				break
+			}
 		}
 	}
 	out, err := c.decideWave(ctx, id, verdict, wave, comment, planDigest)

@@ -56,7 +56,8 @@ the deploy never counts for a wave, nor one meant for a wave for the next.
 Without --wave the deploy is read first and the verdict pinned to what it
 waits for then: its own approval, or the wave waiting for one (the output
 names it). A verdict sent again (below) never counts for what the deploy
-has reached meanwhile.
+has reached meanwhile. A token that may approve but not read deploys sends
+it unpinned, to what the deploy waits for when it arrives.
 
 A verdict the server refuses without recording it, saying when to come
 back (429 past limits.refusals_per_minute, 503 while its database is

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -582,4 +583,29 @@ func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
 	if len(d.Approvals) != 1 || d.Approvals[0].Identity != "token:bob" {
 		t.Fatalf("answered approvals %+v, want bob's once", d.Approvals)
 	}
+}
+
+// A token that may approve but not read deploys (deployment.approve alone)
+// still approves with DecideWaiting, what `manent approve` sends: the read
+// that pins the verdict is refused it, and the verdict goes unpinned, as
+// before the pinning.
+func TestApproveOnlyTokenStillDecides(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "governance.yaml")
+	if err := os.WriteFile(path, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"token:approver\"], expires: 1h}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := append(slices.Clone(govTokens), auth.TokenConfig{Name: "approver", SHA256: auth.HashToken("approver-token")})
+	rules := append(slices.Clone(govRules), auth.RBACRule{Subjects: []string{"token:approver"}, Permissions: []string{"deployment.approve"}})
+	srv := newTestServer(t, enginetest.SQLite(t), tokens, rules, func(c *node.Config) { c.Governance.Rules = path })
+	ctx := context.Background()
+	alice := api.NewClient(srv.URL, "alice-token", nil)
+	res, err := alice.Submit(ctx, simple(artifactFile(t), "prod", "10", ""), false)
+	if err != nil || res.State != manent.StateAwaitingApproval {
+		t.Fatalf("submit: %+v %v", res, err)
+	}
+	approver := api.NewClient(srv.URL, "approver-token", nil)
+	if _, _, err := approver.DecideWaiting(ctx, res.ID, "approve", "ok", ""); err != nil {
+		t.Fatalf("approve with deployment.approve alone: %v", err)
+	}
+	waitFor(t, alice, res.ID, manent.StateSuccess)
 }
