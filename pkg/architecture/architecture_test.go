@@ -21,7 +21,7 @@ const module = "github.com/manent-io/manent"
 // package goes here, in the lowest layer its imports allow.
 var layers = map[string]int{
 	// The core: types every adapter shares, and leaves.
-	"pkg/manent": 0, "pkg/budget": 0, "pkg/retry": 0, "pkg/stall": 0, "pkg/atomicfile": 0, "pkg/yamlvalue": 0, "pkg/reltime": 0, "pkg/cronspec": 0, "pkg/version": 0, "pkg/suggest": 0,
+	"pkg/manent": 0, "pkg/budget": 0, "pkg/retry": 0, "pkg/stall": 0, "pkg/atomicfile": 0, "pkg/regularfile": 0, "pkg/yamlvalue": 0, "pkg/reltime": 0, "pkg/cronspec": 0, "pkg/version": 0, "pkg/suggest": 0,
 	"pkg/plugin": 1, "pkg/urlpolicy": 1, "pkg/clusterstate": 1, "descriptor": 1,
 	// Adapters to the outside: database, outbound HTTP, wire types, policy.
 	"pkg/egress": 2, "pkg/api": 2, "pkg/store": 2, "pkg/governance": 2, "pkg/enginetest": 2,

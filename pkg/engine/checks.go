@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	neturl "net/url"
 	"os"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/egress"
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/regularfile"
 	"github.com/manent-io/manent/pkg/retry"
 )
 
@@ -29,32 +30,17 @@ const MaxSecretFile = 1 << 20
 // device or a FIFO is refused before it is opened, so a reference to one
 // neither blocks the step nor fills the worker's memory.
 func readSecretFile(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return "", fmt.Errorf("file %s does not exist on the worker", path)
-		}
-		return "", fmt.Errorf("file %s cannot be read on the worker", path)
-	}
-	if !fi.Mode().IsRegular() {
+	b, err := regularfile.Read(path, MaxSecretFile, regularfile.FollowLinks)
+	var notRegular *regularfile.NotRegularError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("file %s does not exist on the worker", path)
+	case errors.As(err, &notRegular):
 		return "", fmt.Errorf("file %s on the worker is not a regular file", path)
-	}
-	// Opened without waiting for a writer, and checked again once open:
-	// a FIFO swapped in after the Stat is refused too.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return "", fmt.Errorf("file %s cannot be read on the worker", path)
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("file %s on the worker is not a regular file", path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxSecretFile+1))
-	if err != nil {
-		return "", fmt.Errorf("file %s cannot be read on the worker", path)
-	}
-	if len(b) > MaxSecretFile {
+	case errors.Is(err, regularfile.ErrTooLarge):
 		return "", fmt.Errorf("file %s on the worker is larger than %d bytes: not a secret", path, MaxSecretFile)
+	case err != nil:
+		return "", fmt.Errorf("file %s cannot be read on the worker", path)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }

@@ -12,6 +12,6 @@
 // It imports pkg/manent, pkg/plan, pkg/admit, pkg/store, pkg/plugin,
 // pkg/artifact, pkg/egress (health checks), pkg/envconfig, pkg/itsm,
 // pkg/notify, pkg/urlpolicy, pkg/cronspec, pkg/retry (backoff of its own
-// loops), pkg/version (the worker's version) and descriptor; it knows
-// nothing of HTTP.
+// loops), pkg/version (the worker's version), pkg/regularfile (`file:`
+// secrets) and descriptor; it knows nothing of HTTP.
 package engine

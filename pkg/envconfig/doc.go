@@ -21,7 +21,8 @@
 // merge rules for operators.
 //
 // The package imports descriptor, pkg/egress, pkg/manent, pkg/plugin (what
-// counts as a credential in a target's `with`), pkg/urlpolicy and
+// counts as a credential in a target's `with`), pkg/regularfile (the
+// files' bounded reading), pkg/urlpolicy and
 // pkg/yamlvalue (the YAML reading descriptors use too) of this module, and
 // gopkg.in/yaml.v3 from outside it; it knows nothing of HTTP routes, storage
 // or the engine.

@@ -6,12 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"github.com/manent-io/manent/pkg/regularfile"
 )
 
 // Files reads environment configuration from a directory:
@@ -135,27 +134,17 @@ func (f Files) read(base string) (string, []byte, error) {
 // reads as an empty, non-nil slice. It opens without waiting (a pipe
 // opened for reading waits for a writer) and refuses what is no file.
 func readFile(name string) ([]byte, error) {
-	fh, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	if st, err := fh.Stat(); err == nil && st.IsDir() {
+	b, err := regularfile.Read(name, maxSize, regularfile.FollowLinks)
+	var notRegular *regularfile.NotRegularError
+	switch {
+	case errors.As(err, &notRegular) && notRegular.Mode.IsDir():
 		return nil, fmt.Errorf("%s is a directory, not a YAML file", name)
-	} else if err == nil && !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is no regular file (%s), not a YAML file", name, st.Mode().Type())
-	}
-	b, err := io.ReadAll(io.LimitReader(fh, maxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxSize {
+	case errors.As(err, &notRegular):
+		return nil, fmt.Errorf("%s is no regular file (%s), not a YAML file", name, notRegular.Mode)
+	case errors.Is(err, regularfile.ErrTooLarge):
 		return nil, fmt.Errorf("%s is larger than %d bytes", name, maxSize)
 	}
-	if b == nil {
-		b = []byte{}
-	}
-	return b, nil
+	return b, err
 }
 
 // mergeDocuments deep-merges the generic document over into base (both

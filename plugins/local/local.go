@@ -7,7 +7,7 @@
 // submission and by the config step, and checked again for links before
 // each action.
 //
-// It imports pkg/plugin only.
+// It imports pkg/plugin and pkg/regularfile (the owner record's reading).
 package local
 
 import (
@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/regularfile"
 )
 
 // The bounds of an artifact's unpacking: MaxUnpacked the bytes of its
@@ -345,43 +346,32 @@ func checkOwner(dir string, pc plugin.Context) error {
 // pipe or a huge file put there must not hold the reader.
 func ownerOf(dir string) (o owner, ok bool, err error) {
 	file := filepath.Join(dir, OwnerFile)
-	st, err := os.Lstat(file)
+	// Read without following a link or waiting for a writer, and checked
+	// again once open: what was swapped in after the first look is
+	// refused too.
+	b, err := regularfile.Read(file, ownerMax, regularfile.NoFollow)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return o, false, nil
 	}
-	if err != nil {
-		return o, false, fmt.Errorf("local: %w", err)
-	}
-	if st.Mode().IsRegular() && st.Size() == 0 {
-		return o, false, nil
-	}
 	bad := plugin.Permanent(fmt.Errorf("local: %s is not a record of the application and environment that own %s: remove it and deploy again", file, dir))
-	if !st.Mode().IsRegular() {
-		return o, false, bad
-	}
-	// Opened without following a link or waiting for a writer, and
-	// checked again once open: what was swapped in after the Lstat is
-	// refused too.
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if errors.Is(err, syscall.ELOOP) {
+	var notRegular *regularfile.NotRegularError
+	if errors.As(err, &notRegular) || errors.Is(err, regularfile.ErrTooLarge) {
 		return o, false, bad
 	}
 	if err != nil {
 		return o, false, fmt.Errorf("local: %w", err)
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return o, false, bad
-	}
-	b, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return o, false, fmt.Errorf("local: %w", err)
+	if len(b) == 0 {
+		return o, false, nil
 	}
 	if json.Unmarshal(b, &o) != nil || o.Application == "" {
 		return o, false, bad
 	}
 	return o, true, nil
 }
+
+// ownerMax bounds the owner record: manent writes a few dozen bytes.
+const ownerMax = 4096
 
 // checkNested refuses, for good, a target directory inside the directory
 // of another application or environment (its releases/, its current) or
