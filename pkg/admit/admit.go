@@ -349,7 +349,11 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	d := req.Descriptor
 	// 3–4 and the plugins; how often a recurring deploy fires.
 	env, problems := a.independent(ctx, d)
-	problems = append(problems, a.checkSchedule(ctx, d)...)
+	sched, err := a.checkSchedule(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	problems = append(problems, sched...)
 	// 6. Plan.
 	pl, err := plan.Build(d, a.cfg.Pipeline)
 	if err != nil {
@@ -466,26 +470,32 @@ func (a *Admitter) here() string {
 // checkSchedule refuses a recurring schedule that fires more often than
 // schedules.min_interval (SPEC §11.1), or one past
 // schedules.max_per_environment: each tick is a deploy, and a submitter
-// could otherwise fill the queue with schedules created over time.
-func (a *Admitter) checkSchedule(ctx context.Context, d *descriptor.Descriptor) []manent.FieldError {
+// could otherwise fill the queue with schedules created over time. A count
+// that cannot be read is an error (a storage fault stays one: 503), not a
+// schedule within the limit.
+func (a *Admitter) checkSchedule(ctx context.Context, d *descriptor.Descriptor) ([]manent.FieldError, error) {
 	if d.Schedule == nil || d.Schedule.Cron == "" {
-		return nil
+		return nil, nil
 	}
 	spec, err := cronspec.Parse(d.Schedule.Cron)
 	if err != nil {
 		// Parse refuses it first; a descriptor built in Go may not have been.
-		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf("invalid cron expression %q: %v", d.Schedule.Cron, err)}}
+		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf("invalid cron expression %q: %v", d.Schedule.Cron, err)}}, nil
 	}
 	if every, limit := spec.MinInterval(), a.cfg.ScheduleMinInterval; every < limit {
 		return []manent.FieldError{{Path: "/schedule/cron", Message: fmt.Sprintf(
-			"%q fires every %s, more often than %s allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), a.here(), short(limit))}}
+			"%q fires every %s, more often than %s allows (schedules.min_interval: %s)", d.Schedule.Cron, short(every), a.here(), short(limit))}}, nil
 	}
 	// Checked again when the schedule is recorded (store.InsertSchedule);
 	// here, so that a dry run says it too.
-	if n, err := a.cfg.Store.ActiveSchedules(ctx, d.Application, d.Environment); err == nil && n >= a.cfg.SchedulesPerEnvironment {
-		return []manent.FieldError{a.scheduleLimitProblem(d.Application, d.Environment)}
+	n, err := a.cfg.Store.ActiveSchedules(ctx, d.Application, d.Environment)
+	if err != nil {
+		return nil, fmt.Errorf("count the recurring schedules of %s/%s: %w", d.Application, d.Environment, err)
 	}
-	return nil
+	if n >= a.cfg.SchedulesPerEnvironment {
+		return []manent.FieldError{a.scheduleLimitProblem(d.Application, d.Environment)}, nil
+	}
+	return nil, nil
 }
 
 // short writes a duration without its zero minutes and seconds: 1m, 24h.

@@ -484,3 +484,34 @@ func TestGovernanceStorageFaultIsNoRefusal(t *testing.T) {
 		t.Fatalf("%v is not a storage fault (503)", err)
 	}
 }
+
+// A recurring schedule whose count of the environment's schedules cannot
+// be read is not admitted as if under schedules.max_per_environment: the
+// read's error was ignored, so a dry run (and the admission before
+// InsertSchedule) said yes to a schedule past the limit while the
+// database was away. The store is closed here: every read fails.
+func TestScheduleCountReadFailureIsNoYes(t *testing.T) {
+	f := newAdmitter(t, admit.Config{Trial: true, SchedulesPerEnvironment: 1})
+	d := f.descriptor(t, "schedule: {cron: \"0 3 * * *\"}\n")
+	if _, err := f.a.Admit(context.Background(), admit.Request{Descriptor: d, Identity: ci, DryRun: true}); err != nil {
+		t.Fatalf("dry run with the store open: %v", err)
+	}
+	f.st.Close()
+	for _, dry := range []bool{true, false} {
+		var err error
+		if dry {
+			_, err = f.a.Admit(context.Background(), admit.Request{Descriptor: d, Identity: ci, DryRun: true})
+		} else {
+			_, err = f.a.AdmitSchedule(context.Background(), admit.Request{Descriptor: d, Identity: ci})
+		}
+		if err == nil {
+			t.Fatalf("dry run %v: admitted although the schedules could not be counted", dry)
+		}
+		if code := manent.ErrorCode(err); code == manent.EInvalid {
+			t.Errorf("dry run %v: refused (422) with %v, want the read's error", dry, err)
+		}
+		if !strings.Contains(err.Error(), "count the recurring schedules of billing/prod") {
+			t.Errorf("dry run %v: %v does not say which read failed", dry, err)
+		}
+	}
+}
