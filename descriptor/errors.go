@@ -143,7 +143,7 @@ func leafErrors(e *jsonschema.ValidationError, name string, t *tree, set *schema
 		if h := patternHint(k.Want); h != "" {
 			msg += " (" + h + ")"
 		}
-		return at(fmt.Sprintf("%s: %q", msg, clip(k.Got)) + notASCII(k.Want, k.Got))
+		return at(fmt.Sprintf("%s: %q", msg, clip(k.Got)) + notASCII(k.Want, k.Got) + pathNotURL(k.Want, k.Got))
 	case *kind.Format:
 		if k.Want == "date-time" {
 			return at(fmt.Sprintf("must be an RFC 3339 date-time with a time zone, e.g. 2026-12-24T06:00:00Z: %s", display(k.Got)))
@@ -263,6 +263,19 @@ func patternHint(p string) string {
 		return `a duration such as "30s", "5m" or "1h30m"`
 	}
 	return ""
+}
+
+// pathNotURL says what to write instead when a file path stands where
+// artifact.url wants a URL: the server reads a file:// artifact on its own
+// machine, so only an absolute path means something there.
+func pathNotURL(pattern, text string) string {
+	if pattern != `^(https?|file)://\S+$` || strings.Contains(text, "://") || text == "" {
+		return ""
+	}
+	if strings.HasPrefix(text, "/") && !strings.ContainsAny(text, " \t") {
+		return fmt.Sprintf("; a file on the server's machine is written file://%s", clip(text))
+	}
+	return "; a file on the server's machine is written with its absolute path, file:///path/to/artifact.tar.gz (the server does not read paths relative to deploy.yml)"
 }
 
 // typeNames says the JSON Schema types in YAML words.

@@ -346,6 +346,16 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: "/health/0/url", Message: `must match ^https?://\S+$ (an http:// or https:// URL): "ftp://a"`, Line: 6, Column: 13},
 		},
 		{
+			name: "artifact path relative to deploy.yml",
+			in:   strings.Replace(valid, `url: "https://artifacts.example/billing.tgz"`, `url: ./dist/billing.tgz`, 1),
+			want: manent.FieldError{Path: "/artifact/url", Message: `must match ^(https?|file)://\S+$ (an http://, https:// or file:// URL): "./dist/billing.tgz"; a file on the server's machine is written with its absolute path, file:///path/to/artifact.tar.gz (the server does not read paths relative to deploy.yml)`, Line: 5, Column: 17},
+		},
+		{
+			name: "artifact absolute path",
+			in:   strings.Replace(valid, `url: "https://artifacts.example/billing.tgz"`, `url: /tmp/billing.tgz`, 1),
+			want: manent.FieldError{Path: "/artifact/url", Message: `must match ^(https?|file)://\S+$ (an http://, https:// or file:// URL): "/tmp/billing.tgz"; a file on the server's machine is written file:///tmp/billing.tgz`, Line: 5, Column: 17},
+		},
+		{
 			name: "infinite number",
 			in:   valid + "parameters: {ratio: .inf}\n",
 			want: manent.FieldError{Path: "/parameters/ratio", Message: "must be a finite number, got .inf", Line: 6, Column: 21},
