@@ -101,6 +101,63 @@ func TestListedIsFreshAndCheap(t *testing.T) {
 	}
 }
 
+// What an operator who copies a new environment's file in sees. `cp`
+// creates the file, then writes it: a check between the two reads the
+// empty file (it gives nothing), and the writing changes the file, not
+// the directory, so the environment's directory is listed only once the
+// reading is ListEvery old. A file moved in whole (`mv`, an editor's save,
+// `install`) is seen at once; so is one copied in when no check falls
+// between its creation and its writing. An application's file is in the
+// environment's subdirectory: seen within ListEvery, unless it is the
+// environment's first (the subdirectory is new). (docs/plugins.md)
+func TestListedSeesACopiedFile(t *testing.T) {
+	dir := t.TempDir()
+	writeListed(t, dir, "prod.yaml", "target: {plugin: local, with: {dir: /srv/prod}}\n")
+	writeListed(t, dir, "prod/shop.yaml", "{}\n")
+	now := time.Now()
+	d := &Defaults{Provider: Files{Dir: dir}}
+	d.list.now = func() time.Time { return now }
+	d.Listed()
+	// Set the directory's modification time apart from the reading's: a
+	// coarse clock tick may keep its value (TestListedIsFreshAndCheap).
+	touch := func(h int) {
+		if err := os.Chtimes(dir, time.Now(), time.Now().Add(time.Duration(h)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Moved in whole: seen at once.
+	tmp := filepath.Join(t.TempDir(), "dev.yaml")
+	if err := os.WriteFile(tmp, []byte("target: {plugin: local, with: {dir: /srv/dev}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "dev.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	touch(1)
+	if got := listedDirs(d.Listed().Given); len(got) != 3 {
+		t.Fatalf("after a file moved in: %v", got)
+	}
+	// Copied in, a check between its creation and its writing: the empty
+	// file is what the reading keeps, until it is ListEvery old.
+	writeListed(t, dir, "qa.yaml", "")
+	touch(2)
+	d.Listed()
+	writeListed(t, dir, "qa.yaml", "target: {plugin: local, with: {dir: /srv/qa}}\n")
+	if got := listedDirs(d.Listed().Given); len(got) != 3 {
+		t.Fatalf("a file written after its creation was seen before ListEvery (the test's premise no longer holds: update docs/plugins.md): %v", got)
+	}
+	// Another application's file of an environment that has one: the top
+	// directory does not change (the first one's subdirectory does).
+	writeListed(t, dir, "prod/billing.yaml", "target: {plugin: local, with: {dir: /srv/billing}}\n")
+	if got := listedDirs(d.Listed().Given); len(got) != 3 {
+		t.Fatalf("an application's file was seen before ListEvery: %v", got)
+	}
+	now = now.Add(ListEvery)
+	if got := listedDirs(d.Listed().Given); len(got) != 5 {
+		t.Fatalf("after ListEvery: %v, want the copied environment's and the application's directories too", got)
+	}
+}
+
 // A pipe or a directory named like an environment's or an application's
 // file is left out of the listing, without waiting on it: a pipe opened
 // for reading waits for a writer, and the listing serves every
