@@ -197,6 +197,59 @@ func TestLeaseLapsedStartsNoCommand(t *testing.T) {
 	}
 }
 
+// A step's command that comes to start once the worker's Procs is closed
+// — the shutdown under way has killed the running groups and stopped the
+// lifeline — is not started: nothing would stop it, and it would run on
+// after the worker exits while another worker runs the step again. The
+// refusal is not permanent: the step runs again where its deploy resumes.
+func TestRunAfterCloseStartsNoCommand(t *testing.T) {
+	dir := t.TempDir()
+	procs := NewProcs(filepath.Join(dir, "procs"), 500*time.Millisecond)
+	if err := procs.StartLifeline(nil); err != nil {
+		t.Fatal(err)
+	}
+	procs.Kill()
+	procs.Close()
+	pidFile := filepath.Join(dir, "pid")
+	cmd := exec.Command("sh", "-c", `echo $$ > "$PIDFILE.tmp" && mv "$PIDFILE.tmp" "$PIDFILE"; exec sleep 300`)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PIDFILE=" + pidFile}
+	done := make(chan error, 1)
+	go func() { done <- procs.Run(context.Background(), testContext(dir, &bytes.Buffer{}), cmd) }()
+	var (
+		err      error
+		returned bool
+	)
+	waitUntil(30*time.Second, func() bool {
+		if _, err := os.Stat(pidFile); err == nil {
+			return true
+		}
+		select {
+		case err = <-done:
+			returned = true
+			return true
+		default:
+			return false
+		}
+	})
+	if b, rerr := os.ReadFile(pidFile); rerr == nil {
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		if pid > 1 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+		<-done
+		t.Fatalf("the command started after Close (process group %d): no Kill and no lifeline was left to stop it", pid)
+	}
+	if !returned {
+		t.Fatal("Run neither started the command nor returned within 30 s")
+	}
+	if !errors.Is(err, ErrClosed) || IsPermanent(err) {
+		t.Fatalf("Run after Close: %v, want ErrClosed, not permanent", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "procs")); len(entries) != 0 {
+		t.Errorf("a record is left for a command that never started: %v", entries)
+	}
+}
+
 // A lifeline that dies is started again, with the groups running then.
 func TestLifelineRestarted(t *testing.T) {
 	procs, pids, ran := runWithLifeline(t, `echo $$ > "$PIDS"; exec sleep 300`, 1)
@@ -249,7 +302,7 @@ func TestLifelineThatStopsReadingIsReplaced(t *testing.T) {
 	go func() {
 		defer close(registered)
 		for i := 0; i < 2000; i++ {
-			procs.track(procRecord{Deploy: "dpl_x", Step: "s", PGID: 1_000_000 + i, Boot: "another-boot"}, true)
+			_ = procs.track(procRecord{Deploy: "dpl_x", Step: "s", PGID: 1_000_000 + i, Boot: "another-boot"}, true)
 		}
 	}()
 	select {
@@ -265,6 +318,6 @@ func TestLifelineThatStopsReadingIsReplaced(t *testing.T) {
 		t.Fatal("the stopped lifeline was not replaced")
 	}
 	for i := 0; i < 2000; i++ {
-		procs.track(procRecord{PGID: 1_000_000 + i}, false)
+		_ = procs.track(procRecord{PGID: 1_000_000 + i}, false)
 	}
 }

@@ -118,8 +118,9 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		cmd.WaitDelay = grace
 	}
 	// The last moment to learn that the worker was paused past its lease
-	// since the engine's own check: then another worker may run this step.
-	if err := p.leaseHeld(); err != nil {
+	// since the engine's own check (then another worker may run this
+	// step), or that it is shutting down (Close).
+	if err := p.mayStart(); err != nil {
 		if path != "" {
 			_ = os.Remove(path)
 		}
@@ -150,7 +151,17 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 			return fmt.Errorf("record the step's process group: %w", err)
 		}
 	}
-	p.track(rec, true)
+	if err := p.track(rec, true); err != nil {
+		// Closed since mayStart: nothing would stop this group at the
+		// shutdown under way.
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		streams.wait(grace)
+		if path != "" && stopGroup(context.Background(), rec, 0) == nil {
+			_ = os.Remove(path)
+		}
+		return err
+	}
 	stop := make(chan struct{})
 	watched := make(chan struct{})
 	go func() {
@@ -180,7 +191,7 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		fmt.Fprintf(pc.Log, "manent: a process that left the step's process group still held the command's output %s after the command ended: stopped reading it\n",
 			time.Since(ended).Round(10*time.Millisecond))
 	}
-	p.track(rec, false)
+	_ = p.track(rec, false)
 	if path != "" && gone {
 		_ = os.Remove(path)
 	}
@@ -195,13 +206,24 @@ func BootID() string { return bootID() }
 // the lease given with Lease has lapsed.
 var ErrLeaseLapsed = errors.New("not started: this worker's lease lapsed (it was paused or cut off from the database past its cut-off), so another worker may run this step")
 
-// leaseHeld returns ErrLeaseLapsed when a lease was given and has lapsed.
-func (p *Procs) leaseHeld() error {
+// ErrClosed is what Run returns, without starting the command, once
+// Close was called: the worker is shutting down, its lifeline is gone and
+// the groups it kills at shutdown are already killed, so a command started
+// now would outlive it. Not permanent: the step runs again where its
+// deploy resumes.
+var ErrClosed = errors.New("not started: this worker is shutting down; the step runs again when its deploy resumes")
+
+// mayStart returns ErrClosed once p is closed, and ErrLeaseLapsed when a
+// lease was given and has lapsed.
+func (p *Procs) mayStart() error {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
 	if !p.lease.IsZero() && !time.Now().Before(p.lease) {
 		return ErrLeaseLapsed
 	}
@@ -297,20 +319,25 @@ func (p *Procs) Kill() {
 }
 
 // track registers the group of rec as running (on) or ended, here and
-// with the lifeline.
-func (p *Procs) track(rec procRecord, on bool) {
+// with the lifeline. Once p is closed it registers no group (ErrClosed):
+// neither Kill nor a lifeline would stop it.
+func (p *Procs) track(rec procRecord, on bool) error {
 	if p == nil {
-		return
+		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if on {
+		if p.closed {
+			return ErrClosed
+		}
 		p.running[rec.PGID] = rec
 		p.line.send(lifelineMsg{Op: "add", Rec: rec})
 	} else {
 		delete(p.running, rec.PGID)
 		p.line.send(lifelineMsg{Op: "del", Rec: rec})
 	}
+	return nil
 }
 
 // recordPath is the record file of the step pc ("" when nothing is
