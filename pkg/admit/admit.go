@@ -312,7 +312,9 @@ func (a *Admitter) Problems(ctx context.Context, req Request) ([]manent.FieldErr
 	if err := a.authorize(req.Identity, perm, d); err != nil {
 		return nil, err
 	}
-	_, problems := a.independent(ctx, d)
+	// What a plugin could not decide is left out: the descriptor is
+	// refused for its own problems anyway, and is asked again once fixed.
+	_, problems, _ := a.independent(ctx, d)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -325,7 +327,9 @@ func (a *Admitter) Problems(ctx context.Context, req Request) ([]manent.FieldErr
 
 // independent runs the checks that need no plan: 3 (sources, callback
 // URLs), the commit time, 4 (environment configuration) and the plugins.
-func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (envResult, []manent.FieldError) {
+// undecided is the 503 of the plugins that could not decide whether their
+// settings are valid (nil: every one did).
+func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (_ envResult, _ []manent.FieldError, undecided error) {
 	// 3. Sources and callback URLs.
 	problems := a.checkURLs(ctx, d)
 	problems = append(problems, checkCommitTime(d, time.Now())...)
@@ -337,18 +341,22 @@ func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (e
 	// problems in the environment it is not known. The custom steps are
 	// the descriptor's alone: checked anyway, so that a mistyped plugin
 	// is not hidden until the environment's problems are fixed.
+	var plugins []manent.FieldError
+	var pending []error
 	if len(env.problems) == 0 {
-		problems = append(problems, a.checkTarget(d, env.target, env.config, env.checked)...)
+		plugins, pending = a.checkTarget(d, env.target, env.config, env.checked)
 	}
-	problems = append(problems, a.checkSteps(d)...)
+	steps, stepsPending := a.checkSteps(d)
+	problems = append(problems, plugins...)
+	problems = append(problems, steps...)
 	problems = append(problems, a.checkSecrets(d)...)
-	return env, problems
+	return env, problems, undecidedError(undecidedLead, append(pending, stepsPending...))
 }
 
 func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admission, error) {
 	d := req.Descriptor
 	// 3–4 and the plugins; how often a recurring deploy fires.
-	env, problems := a.independent(ctx, d)
+	env, problems, undecided := a.independent(ctx, d)
 	sched, err := a.checkSchedule(ctx, d)
 	if err != nil {
 		return nil, err
@@ -364,6 +372,9 @@ func (a *Admitter) admit(ctx context.Context, req Request, governed bool) (*Admi
 	}
 	if len(problems) > 0 {
 		return nil, refused(problems)
+	}
+	if undecided != nil {
+		return nil, undecided
 	}
 	// 5. Governance.
 	waves := plan.WavesOf(d.Rollout)
@@ -421,6 +432,31 @@ const (
 	maxProblems    = 100
 	maxProblemText = 512
 )
+
+// undecidedError is the 503 of the plugins that could not decide whether
+// their settings are valid (plugin.UndecidedError), each led by where it
+// is: not the descriptor's fault, so no 422 (a CI job does not retry one),
+// nothing stored, and a Retry-After; nil when there are none.
+func undecidedError(lead string, pending []error) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	var retry time.Duration
+	msgs := make([]string, len(pending))
+	for i, err := range pending {
+		msgs[i] = manent.ClipText(err.Error(), 2*maxProblemText)
+		if u := plugin.AsUndecided(err); u != nil {
+			retry = max(retry, u.RetryAfter)
+		}
+	}
+	retry = max(retry, time.Second)
+	return &manent.Error{Code: manent.EUnavailable, RetryAfter: retry,
+		Message: fmt.Sprintf("%s: %s (retry in %s)", lead, strings.Join(msgs, "; "), retry)}
+}
+
+// undecidedLead leads the 503 of a submission (and of a dry run) whose
+// plugins could not decide.
+const undecidedLead = "the deploy could not be checked, and nothing was stored"
 
 // refused is the 422 of a check that found problems.
 func refused(problems []manent.FieldError) error {
@@ -539,22 +575,27 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 // registered plugin that accepts its settings, and that custom steps use
 // only the plugins of plugins.steps (SPEC §11.1). Without the environment's
 // answer (checked false) a missing target is left to the config step.
-func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) []manent.FieldError {
-	return append(a.checkTarget(d, target, envConfig, checked), a.checkSteps(d)...)
+// pending are the errors of the plugins that could not decide
+// (plugin.UndecidedError), each led by the target or step it is.
+func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) (problems []manent.FieldError, pending []error) {
+	problems, pending = a.checkTarget(d, target, envConfig, checked)
+	steps, stepsPending := a.checkSteps(d)
+	return append(problems, steps...), append(pending, stepsPending...)
 }
 
 // checkTarget is checkPlugins for the target; envConfig is the
 // environment configuration as read (ConfigDocument; nil: none read).
-func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) []manent.FieldError {
+func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) (problems []manent.FieldError, pending []error) {
 	reg := a.cfg.Plugins
-	var problems []manent.FieldError
 	switch {
 	case reg == nil:
 		// Nothing registered to check against.
 	case target.Plugin != "":
 		if t, err := reg.Target(target.Plugin); err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
-		} else if err := t.Validate(target.With); err != nil {
+		} else if err := t.Validate(target.With); plugin.AsUndecided(err) != nil {
+			pending = append(pending, fmt.Errorf("/target/with: target %s: %w", target.Plugin, err))
+		} else if err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
 		} else if err := checkOwner(t, d, target.With); err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
@@ -564,7 +605,9 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: msg})
 		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
 			// SPEC §11.6: never a silent full deploy for a percentage.
-			if err := plugin.HonoursPercentages(t, target.With); err != nil {
+			if err := plugin.HonoursPercentages(t, target.With); plugin.AsUndecided(err) != nil {
+				pending = append(pending, fmt.Errorf("/rollout/percentages: target %s: %w", target.Plugin, err))
+			} else if err != nil {
 				problems = append(problems, manent.FieldError{Path: "/rollout/percentages",
 					Message: fmt.Sprintf("target %s cannot honour a percentage rollout: %v", target.Plugin, err)})
 			}
@@ -582,7 +625,7 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 		problems = append(problems, manent.FieldError{Path: "/target",
 			Message: "no target: the descriptor names none and the environment configuration gives none"})
 	}
-	return problems
+	return problems, pending
 }
 
 // checkOwner asks a target that belongs to one application and
@@ -620,9 +663,8 @@ func checkEnvironment(t plugin.Target, d *descriptor.Descriptor, target descript
 // checkSteps is checkPlugins for the custom steps. A plugin custom steps
 // may not use is refused with a "did you mean" among those they may when
 // it is no registered step plugin (a typo of one).
-func (a *Admitter) checkSteps(d *descriptor.Descriptor) []manent.FieldError {
+func (a *Admitter) checkSteps(d *descriptor.Descriptor) (problems []manent.FieldError, pending []error) {
 	reg := a.cfg.Plugins
-	var problems []manent.FieldError
 	for i, s := range d.Steps {
 		if s.Plugin == "" {
 			continue
@@ -651,11 +693,13 @@ func (a *Admitter) checkSteps(d *descriptor.Descriptor) []manent.FieldError {
 				Message: fmt.Sprintf("step %s: %v", s.Name, err)})
 			continue
 		}
-		if err := r.Validate(s.With); err != nil {
+		if err := r.Validate(s.With); plugin.AsUndecided(err) != nil {
+			pending = append(pending, fmt.Errorf("/steps/%d/with: step %s: %w", i, s.Name, err))
+		} else if err != nil {
 			problems = append(problems, withProblems(fmt.Sprintf("/steps/%d/with", i), "step "+s.Name, fmt.Sprintf("step %s: %s", s.Name, s.Plugin), err)...)
 		}
 	}
-	return problems
+	return problems, pending
 }
 
 // withProblems turns what a plugin's Validate found wrong with `with` (at

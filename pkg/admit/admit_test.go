@@ -74,7 +74,10 @@ func newAdmitter(t *testing.T, cfg admit.Config) *fixture {
 	t.Helper()
 	st := newAdmitterStore(t)
 	dir := t.TempDir()
-	reg := plugin.NewRegistry()
+	reg := cfg.Plugins // a test's own plugins, the built-in ones added
+	if reg == nil {
+		reg = plugin.NewRegistry()
+	}
 	sp := script.New(script.Options{})
 	lp := local.New(local.Options{Root: filepath.Join(dir, "targets")})
 	if err := errors.Join(reg.RegisterTarget("local", lp), reg.RegisterTarget("script", sp), reg.RegisterRunner("script", sp)); err != nil {

@@ -198,7 +198,8 @@ type Reconfigured struct {
 // admission, checks the plugins again and re-applies the whole governance
 // decision (freezes, promotion, policy). A refusal is permanent
 // (plugin.Permanent); a provider that does not answer is retried, unless
-// the configuration was checked at submission, which is then used.
+// the configuration was checked at submission, which is then used; so is a
+// plugin that could not decide on its settings (plugin.UndecidedError).
 func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigured, error) {
 	out := &Reconfigured{Source: "submission", Revision: in.EnvRevision.Revision, Target: in.Target,
 		Parameters: in.Parameters, Rollback: in.Rollback, EnvConfig: in.EnvConfig}
@@ -231,8 +232,14 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 			out.Notes = append(out.Notes, fmt.Sprintf("environment configuration changed since submission: revision %s, was %s", rev.Revision, in.EnvRevision.Revision))
 		}
 	}
-	if problems := append(a.checkPlugins(d, out.Target, out.EnvConfig, true), a.checkSecrets(d)...); len(problems) > 0 {
+	problems, pending := a.checkPlugins(d, out.Target, out.EnvConfig, true)
+	if problems := append(problems, a.checkSecrets(d)...); len(problems) > 0 {
 		return nil, plugin.Permanent(fmt.Errorf("%s", describe(problems)))
+	}
+	if err := undecidedError("the plugins could not check their settings again", pending); err != nil {
+		// No verdict on the settings (a plugin's validate did not answer):
+		// retried as the step is, not a refusal for good.
+		return nil, err
 	}
 	now := in
 	now.EnvConfig = out.EnvConfig

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -40,6 +41,9 @@ type Error struct {
 	Message string
 	Fields  []FieldError
 	Err     error
+	// RetryAfter, on an EUnavailable or ETooManyRequests error, is when to
+	// try again: the HTTP layer answers it as Retry-After (0: not said).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

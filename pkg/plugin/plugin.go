@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/manent-io/manent/pkg/suggest"
 )
@@ -132,7 +133,8 @@ type Result map[string]any
 // Target deploys a release and can compensate it (SPEC §6). Every method
 // must be idempotent: a step interrupted by a crash runs again.
 type Target interface {
-	// Validate checks the plugin's configuration (`with`).
+	// Validate checks the plugin's configuration (`with`): a refusal, or
+	// an UndecidedError when the check gave no verdict.
 	Validate(with map[string]any) error
 	// Live reports what is live now, so a checkpoint can return to it.
 	Live(ctx context.Context, pc Context) (json.RawMessage, error)
@@ -251,4 +253,41 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *PermanentError
 	return errors.As(err, &p)
+}
+
+// UndecidedError says that a plugin could not decide whether its settings
+// are valid: its check gave no verdict (an external plugin's validate
+// timed out, found none of its slots free, crashed or broke the
+// protocol). It is no refusal of the settings — the fault is the server's
+// and may pass: admission answers 503 with Retry-After and stores
+// nothing, and the config step retries. A refusal is any other error of
+// Validate.
+type UndecidedError struct {
+	Err error
+	// RetryAfter is how long to wait before asking again.
+	RetryAfter time.Duration
+}
+
+func (e *UndecidedError) Error() string { return e.Err.Error() }
+func (e *UndecidedError) Unwrap() error { return e.Err }
+
+// Undecided marks err as a check that could not decide (nil stays nil).
+// A permanent mark inside err is dropped: asking again may answer.
+func Undecided(err error, retryAfter time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	if IsPermanent(err) {
+		err = errors.New(err.Error())
+	}
+	return &UndecidedError{Err: err, RetryAfter: retryAfter}
+}
+
+// AsUndecided returns the UndecidedError in err's chain, or nil.
+func AsUndecided(err error) *UndecidedError {
+	var u *UndecidedError
+	if errors.As(err, &u) {
+		return u
+	}
+	return nil
 }

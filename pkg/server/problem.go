@@ -82,6 +82,9 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if errors.As(err, &me) {
 		p.Detail = me.Error()
 		p.Errors = me.Fields
+		if me.RetryAfter > 0 && w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(me.RetryAfter.Seconds()))))
+		}
 	}
 	if code == manent.EInternal {
 		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "error", err)

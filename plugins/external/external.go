@@ -212,9 +212,12 @@ func (p *Plugin) HonoursPercentages(with map[string]any) error {
 }
 
 // validate runs the validate action within the validate timeout, in one
-// of the plugin's MaxValidations slots. A submission waits for it, so one
-// that does not answer in time is refused saying which plugin it was and
-// what to do, its process group killed.
+// of the plugin's MaxValidations slots. A submission waits for it, so an
+// answer that does not come — no slot in time, no answer in time (its
+// process group killed), a crash or no valid response — is no verdict on
+// the settings: a plugin.UndecidedError saying which plugin it was and
+// what to do (admission answers 503, the config step retries). Only a
+// response is a verdict.
 func (p *Plugin) validate(with map[string]any) (plugin.Result, error) {
 	timeout := cmp.Or(p.ValidateTimeout, ValidateTimeout)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -224,11 +227,14 @@ func (p *Plugin) validate(with map[string]any) (plugin.Result, error) {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("plugin %s: validate: %d validations of this plugin were already running and none ended within %s: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, MaxValidations, timeout, Prefix, p.Name)
+		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate: %d validations of this plugin were already running and none ended within %s: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, MaxValidations, timeout, Prefix, p.Name), timeout)
 	}
-	out, err := p.do(ctx, ActionValidate, plugin.Context{With: with}, nil)
-	if err != nil && ctx.Err() == context.DeadlineExceeded {
-		return nil, fmt.Errorf("plugin %s: validate did not answer within %s and was stopped: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, Prefix, p.Name)
+	out, answered, err := p.exchange(ctx, ActionValidate, plugin.Context{With: with}, nil)
+	switch {
+	case err != nil && ctx.Err() == context.DeadlineExceeded:
+		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate did not answer within %s and was stopped: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, Prefix, p.Name), timeout)
+	case err != nil && !answered:
+		return nil, plugin.Undecided(fmt.Errorf("%w: its executable (%s%s) gave no verdict on the settings; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", err, Prefix, p.Name), timeout)
 	}
 	return out, err
 }
@@ -286,6 +292,13 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 //   - exit code 0 without a valid response: a permanent protocol error;
 //   - an executable that cannot be started: a permanent error.
 func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
+	out, _, err := p.exchange(ctx, action, pc, checkpoint)
+	return out, err
+}
+
+// exchange is do, and says whether the plugin answered with a response
+// (a verdict, whatever it says).
+func (p *Plugin) exchange(ctx context.Context, action string, pc plugin.Context, checkpoint json.RawMessage) (_ plugin.Result, answered bool, _ error) {
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -306,7 +319,7 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 	}
 	in, err := json.Marshal(req)
 	if err != nil {
-		return nil, plugin.Permanent(fmt.Errorf("plugin %s: encode request: %w", p.Name, err))
+		return nil, false, plugin.Permanent(fmt.Errorf("plugin %s: encode request: %w", p.Name, err))
 	}
 	cmd := exec.Command(p.Path)
 	if st, err := os.Stat(pc.WorkDir); err == nil && st.IsDir() {
@@ -323,11 +336,11 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 
 	resp, parseErr := parseResponse(stdout)
 	if ctx.Err() == context.DeadlineExceeded {
-		return nil, fmt.Errorf("plugin %s: %s timed out after %s", p.Name, action, timeout)
+		return nil, false, fmt.Errorf("plugin %s: %s timed out after %s", p.Name, action, timeout)
 	}
 	if parseErr == nil {
 		if resp.OK {
-			return plugin.Result(resp.Output), nil
+			return plugin.Result(resp.Output), true, nil
 		}
 		msg := resp.Error
 		if msg == "" {
@@ -346,9 +359,9 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 			err = fmt.Errorf("plugin %s: %s: %w", p.Name, action, errors.Join(errs...))
 		}
 		if resp.Permanent {
-			return plugin.Result(resp.Output), plugin.Permanent(err)
+			return plugin.Result(resp.Output), true, plugin.Permanent(err)
 		}
-		return plugin.Result(resp.Output), err
+		return plugin.Result(resp.Output), true, err
 	}
 	// What it printed instead of a response, when it printed something:
 	// the first bytes, escaped (a traceback, a shell's error).
@@ -359,15 +372,15 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 	var ee *exec.ExitError
 	switch {
 	case errors.As(runErr, &ee) && ee.ExitCode() < 0:
-		return nil, fmt.Errorf("plugin %s: %s was killed (%s) without a response%s", p.Name, action, ee.ProcessState, printed)
+		return nil, false, fmt.Errorf("plugin %s: %s was killed (%s) without a response%s", p.Name, action, ee.ProcessState, printed)
 	case errors.As(runErr, &ee):
-		return nil, fmt.Errorf("plugin %s: %s exited with status %d without a response%s", p.Name, action, ee.ExitCode(), printed)
+		return nil, false, fmt.Errorf("plugin %s: %s exited with status %d without a response%s", p.Name, action, ee.ExitCode(), printed)
 	case runErr != nil && ctx.Err() != nil:
-		return nil, fmt.Errorf("plugin %s: %s: %w", p.Name, action, ctx.Err())
+		return nil, false, fmt.Errorf("plugin %s: %s: %w", p.Name, action, ctx.Err())
 	case runErr != nil:
-		return nil, plugin.Permanent(fmt.Errorf("plugin %s: %w", p.Name, runErr))
+		return nil, false, plugin.Permanent(fmt.Errorf("plugin %s: %w", p.Name, runErr))
 	}
-	return nil, plugin.Permanent(fmt.Errorf("plugin %s: %s: %w", p.Name, action, parseErr))
+	return nil, false, plugin.Permanent(fmt.Errorf("plugin %s: %s: %w", p.Name, action, parseErr))
 }
 
 // parseResponse reads the one JSON object stdout must hold.
