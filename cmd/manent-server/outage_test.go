@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,121 +24,6 @@ import (
 // pooler that kills its connections. The shared PostgreSQL is never
 // restarted: a loopback proxy in front of it closes every connection and
 // refuses new ones (cut), then lets them through again (heal).
-
-// pgProxy relays loopback TCP connections to PostgreSQL. cut closes every
-// relayed connection and refuses new ones (accepted, then closed at once,
-// as a restarting server does); heal lets them through again.
-type pgProxy struct {
-	ln       net.Listener
-	upstream string
-
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-}
-
-func newPGProxy(t *testing.T, upstream string) *pgProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pgProxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		ln.Close()
-		p.closeAll()
-		wg.Wait()
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			down := p.down
-			p.mu.Unlock()
-			if down {
-				c.Close()
-				continue
-			}
-			up, err := net.Dial("tcp", upstream)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.down {
-				p.mu.Unlock()
-				c.Close()
-				up.Close()
-				continue
-			}
-			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			wg.Add(2)
-			relay := func(dst, src net.Conn) {
-				defer wg.Done()
-				_, _ = io.Copy(dst, src)
-				dst.Close()
-				src.Close()
-				p.mu.Lock()
-				delete(p.conns, dst)
-				delete(p.conns, src)
-				p.mu.Unlock()
-			}
-			go relay(up, c)
-			go relay(c, up)
-		}
-	}()
-	return p
-}
-
-func (p *pgProxy) closeAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-// cut closes every relayed connection and refuses new ones until heal.
-func (p *pgProxy) cut() {
-	p.mu.Lock()
-	p.down = true
-	p.mu.Unlock()
-	p.closeAll()
-}
-
-func (p *pgProxy) heal() {
-	p.mu.Lock()
-	p.down = false
-	p.mu.Unlock()
-}
-
-// via returns the database URL db reached through the proxy.
-func (p *pgProxy) via(t *testing.T, db string) string {
-	t.Helper()
-	u, err := url.Parse(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = p.ln.Addr().String()
-	return u.String()
-}
-
-func proxiedPostgres(t *testing.T) (db string, p *pgProxy) {
-	t.Helper()
-	real := enginetest.Postgres(t)
-	u, err := url.Parse(real)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p = newPGProxy(t, u.Host)
-	return p.via(t, real), p
-}
 
 // rawGet answers status, header and body of one request to the server,
 // with no retry, bounded by timeout.
@@ -203,7 +85,7 @@ func unavailable(t *testing.T, what string, status int, h http.Header, body []by
 // 503 saying the database cannot be reached, and the server needs no
 // restart.
 func TestOutageShortKeepsTheStep(t *testing.T) {
-	db, px := proxiedPostgres(t)
+	db, px := enginetest.ProxiedPostgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
 	// cut-off: 2/3 × 15 s − 0.5 s = 9.5 s, well past the 5 s outage.
@@ -223,14 +105,14 @@ func TestOutageShortKeepsTheStep(t *testing.T) {
 	})
 
 	follow := followDone(t, w.addr, res.ID)
-	px.cut()
+	px.Cut()
 	cut := time.Now()
 	const outage = 5 * time.Second
 	healed := make(chan struct{})
 	go func() {
 		defer close(healed)
 		<-time.After(outage) // the outage's length, not a synchronisation
-		px.heal()
+		px.Heal()
 	}()
 	t.Cleanup(func() { <-healed })
 
@@ -463,7 +345,7 @@ func TestOutageConnectionsTerminated(t *testing.T) {
 // started again once the database is back (its supervisor's part), it
 // resumes the deploy from its last recorded step, once.
 func TestOutageLongerThanDeadAfter(t *testing.T) {
-	db, px := proxiedPostgres(t)
+	db, px := enginetest.ProxiedPostgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
 	log := filepath.Join(dir, "w", "w1", "server.log")
@@ -487,7 +369,7 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 	if err := os.Remove(started); err != nil {
 		t.Fatal(err)
 	}
-	px.cut()
+	px.Cut()
 	cut := time.Now()
 	select {
 	case <-w.done:
@@ -507,7 +389,7 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "cut off") {
 		t.Errorf("the worker's log does not say it was cut off from the database")
 	}
-	px.heal()
+	px.Heal()
 	w2, addrc := launch(t, filepath.Join(dir, "w"), db, "w1")
 	w2.listen(t, addrc, log)
 	waitFile(t, started, "the slow step to run again once the database is back")
@@ -529,7 +411,7 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 // failing on its read of the cancel flag — which spent the attempt
 // (max_retries 1) and failed the deploy, its command not run again.
 func TestOutageBetweenAttempts(t *testing.T) {
-	db, px := proxiedPostgres(t)
+	db, px := enginetest.ProxiedPostgres(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.txt"), []byte("release"), 0o644); err != nil {
 		t.Fatal(err)
@@ -565,12 +447,12 @@ steps:
 		d, err := c.Deployment(context.Background(), res.ID)
 		return err == nil && stepByName(d, "flaky").Retrying()
 	}, "the step to wait for its second attempt")
-	px.cut()
+	px.Cut()
 	healed := make(chan struct{})
 	go func() {
 		defer close(healed)
 		<-time.After(5 * time.Second) // the outage's length, not a synchronisation
-		px.heal()
+		px.Heal()
 	}()
 	t.Cleanup(func() { <-healed })
 	<-healed
