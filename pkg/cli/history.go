@@ -469,20 +469,23 @@ func NewCmdDORA(f *Factory, runF func(*DORAOptions) error) *cobra.Command {
 		Use:   "dora [--application A] [--environment E] [--window 30d]",
 		Short: "Show the four DORA metrics",
 		Long: `Show the four DORA metrics over the deploys that ran (ended SUCCESS, ERROR or
-MAX_RECOVERY_ATTEMPTS_EXCEEDED) and finished within the window:
+MAX_RECOVERY_ATTEMPTS_EXCEEDED, or CANCELLED after an activation) and finished
+within the window:
 
   deployment frequency   how many, and per day of the window
   lead time              from the descriptor's source.committed_at to the end of
                          each SUCCESS deploy that has a source block (median, p90)
-  change failure rate    failed (ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED) / all
+  change failure rate    failed (ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED, CANCELLED
+                         after an activation) / all
   time to restore        from each failed deploy's end to the next SUCCESS in
                          the same application/environment, or to the end of its
                          own automatic rollback when that completed (median);
                          failures nothing restored yet are counted apart
 
 A deploy that failed before it reached the environment (at config, secrets,
-artifacts, qa, a checkpoint or a wave's approval, with no other step run) is
-neither a deploy nor a failure: it changed nothing there.
+artifacts, qa, a checkpoint or a wave's approval, with no other step run), or
+that was cancelled before any activation of it completed, is neither a deploy
+nor a failure: it changed nothing there.
 
 A figure without samples is "-" (null in -o json), never 0. The window is a
 number of hours, days or weeks: 12h, 30d, 4w. Without --application and

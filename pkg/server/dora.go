@@ -119,16 +119,17 @@ func partial(pruned []store.Pruned, since time.Time, readable func(application, 
 // doraStepsBatch is how many deploys' steps one query reads.
 const doraStepsBatch = 500
 
-// DORA computes the four figures over deploys that ran and finished within
-// a window of length span, oldest first. A deploy that did not succeed
+// DORA computes the four figures over deploys that finished within a
+// window of length span, oldest first. A deploy that did not succeed
 // counts only when it reached the environment (Reached): one refused at
-// its config step, or failed fetching its artifact, changed nothing there.
+// its config step, or failed fetching its artifact, changed nothing there;
+// a CANCELLED one counts only when its activation completed.
 //
 //   - deployment frequency: every such deploy, and deploys per day of the window;
 //   - lead time: from source.committed_at to finished_at of SUCCESS deploys
 //     that carry a source block (median and 90th percentile);
-//   - change failure rate: ERROR (and MAX_RECOVERY_ATTEMPTS_EXCEEDED)
-//     deploys over all of them;
+//   - change failure rate: ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED and
+//     CANCELLED (after its activation) deploys over all of them;
 //   - time to restore: from each failed deploy's finished_at to the next
 //     SUCCESS in the same application/environment, or, when its automatic
 //     rollback completed, from the rollback's start to the deploy's end (the
@@ -163,7 +164,7 @@ func DORA(all []store.Finished, span time.Duration) api.DORA {
 				restore = append(restore, f.FinishedAt.Sub(failed).Seconds())
 			}
 			delete(open, k)
-		default: // ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED
+		default: // ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED, CANCELLED after its activation
 			out.ChangeFailureRate.Failed++
 			if f.Rollback == manent.RollbackCompleted {
 				restore = append(restore, f.FinishedAt.Sub(rollbackStart(f)).Seconds())
@@ -188,13 +189,19 @@ func DORA(all []store.Finished, span time.Duration) api.DORA {
 }
 
 // Reached reports whether a final deploy reached its environment: a
-// SUCCESS did; one that did not succeed did when any step ran other than
-// those that only prepare or check before the target is touched (config,
-// change:open, notify:started, secrets, artifacts, qa, a checkpoint, a
-// wave's approval) and those that only tidy up (cleanup, change:close). A
-// custom step may change anything, so one that ran counts. Without step
-// rows (an old record) the deploy counts: a failure is not hidden.
+// SUCCESS did; a CANCELLED one did when an activation of it completed (it
+// changed what runs, whether or not its rollback then undid it: a cancel
+// before activation leaves the running release as it was); one that
+// failed did when any step ran other than those that only prepare or check
+// before the target is touched (config, change:open, notify:started,
+// secrets, artifacts, qa, a checkpoint, a wave's approval) and those that
+// only tidy up (cleanup, change:close). A custom step may change anything,
+// so one that ran before a failure counts. Without step rows (an old
+// record) a failed deploy counts: a failure is not hidden.
 func Reached(f store.Finished) bool {
+	if f.State == manent.StateCancelled {
+		return activated(f.Steps)
+	}
 	if f.State == manent.StateSuccess || len(f.Steps) == 0 {
 		return true
 	}
@@ -211,6 +218,17 @@ func Reached(f store.Finished) bool {
 			continue
 		}
 		return true
+	}
+	return false
+}
+
+// activated reports whether an activation step (one per rollout wave)
+// completed.
+func activated(steps []manent.Step) bool {
+	for _, st := range steps {
+		if st.State == manent.StepSuccess && (st.Name == manent.StepActivation || strings.HasPrefix(st.Name, manent.StepActivation+"[")) {
+			return true
+		}
 	}
 	return false
 }

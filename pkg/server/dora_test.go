@@ -22,7 +22,8 @@ import (
 // seeded is one deploy of the DORA golden history: it finished `ago`
 // before now, with a source block committed `lead` before it finished
 // (none when 0). A failure with `ran` recorded that step, and only it, as
-// failed; with `rolledBack` its automatic rollback then took that long.
+// failed (a CANCELLED deploy: as completed); with `rolledBack` its
+// automatic rollback then took that long.
 type seeded struct {
 	app, env   string
 	state      manent.State
@@ -39,19 +40,24 @@ const day = 24 * time.Hour
 // not run (CANCELLED, REJECTED) or never reached the environment (refused
 // at config), a failure its own rollback restored, a success without a
 // source block, an environment with no failure and one with nothing in the
-// window.
+// window; and deploys cancelled after their activation (they changed what
+// runs: a change failure, restored by the next success or by their own
+// rollback) or before it (they changed nothing).
 var doraHistory = []seeded{
-	{"billing", "prod", manent.StateSuccess, 40 * day, day, "", 0},                          // before 30d
-	{"billing", "prod", manent.StateSuccess, 20 * day, time.Hour, "", 0},                    // lead 3600
-	{"billing", "prod", manent.StateError, 10 * day, 0, "", 0},                              // restored after 1800
-	{"billing", "prod", manent.StateError, 10*day - 10*time.Minute, 0, "", 0},               // restored after 1200
-	{"billing", "prod", manent.StateSuccess, 10*day - 30*time.Minute, 2 * time.Hour, "", 0}, // lead 7200
-	{"billing", "prod", manent.StateError, 3 * day, 0, "config", 0},                         // refused at config: never reached prod
-	{"billing", "prod", manent.StateError, 3*day - time.Hour, 0, "deploy", 5 * time.Minute}, // restored by its rollback after 300
-	{"billing", "prod", manent.StateCancelled, 2 * day, 0, "", 0},                           // did not run
-	{"billing", "prod", manent.StateSuccess, day, 0, "", 0},                                 // no source: no lead sample
-	{"billing", "prod", manent.StateMaxRecoveryAttemptsExceeded, 12 * time.Hour, 0, "", 0},  // failed, not restored
-	{"billing", "staging", manent.StateSuccess, 5 * day, time.Minute, "", 0},                // lead 60
+	{"billing", "prod", manent.StateSuccess, 40 * day, day, "", 0},                                  // before 30d
+	{"billing", "prod", manent.StateSuccess, 20 * day, time.Hour, "", 0},                            // lead 3600
+	{"billing", "prod", manent.StateError, 10 * day, 0, "", 0},                                      // restored after 1800
+	{"billing", "prod", manent.StateError, 10*day - 10*time.Minute, 0, "", 0},                       // restored after 1200
+	{"billing", "prod", manent.StateSuccess, 10*day - 30*time.Minute, 2 * time.Hour, "", 0},         // lead 7200
+	{"billing", "prod", manent.StateCancelled, 5 * day, 0, "activation", 0},                         // live, restored by the success of 1 day ago: 345600
+	{"billing", "prod", manent.StateCancelled, 4 * day, 0, "deploy", 0},                             // cancelled before activation: changed nothing
+	{"billing", "prod", manent.StateError, 3 * day, 0, "config", 0},                                 // refused at config: never reached prod
+	{"billing", "prod", manent.StateError, 3*day - time.Hour, 0, "deploy", 5 * time.Minute},         // restored by its rollback after 300
+	{"billing", "prod", manent.StateCancelled, 2*day + time.Hour, 0, "activation", 2 * time.Minute}, // restored by its rollback after 120
+	{"billing", "prod", manent.StateCancelled, 2 * day, 0, "", 0},                                   // did not run
+	{"billing", "prod", manent.StateSuccess, day, 0, "", 0},                                         // no source: no lead sample
+	{"billing", "prod", manent.StateMaxRecoveryAttemptsExceeded, 12 * time.Hour, 0, "", 0},          // failed, not restored
+	{"billing", "staging", manent.StateSuccess, 5 * day, time.Minute, "", 0},                        // lead 60
 	{"billing", "staging", manent.StateRejected, 4 * day, 0, "", 0},
 	{"web", "prod", manent.StateSuccess, 40 * day, 0, "", 0},
 }
@@ -83,7 +89,14 @@ func seedDORA(t *testing.T, st *store.Store, now time.Time) []string {
 			}
 		}
 		if s.ran != "" {
-			step(s.ran, fin.Add(-time.Hour), manent.StepError)
+			state := manent.StepError
+			if s.state == manent.StateCancelled {
+				state = manent.StepSuccess
+				// An activation neither compensated nor followed by
+				// anything stays live, as the engine records it.
+				out.Live = s.rolledBack == 0
+			}
+			step(s.ran, fin.Add(-time.Hour), state)
 		}
 		if s.rolledBack > 0 {
 			step("rollback:"+s.ran, fin.Add(-s.rolledBack), manent.StepSuccess)
@@ -110,15 +123,15 @@ func TestDORAGolden(t *testing.T) {
 			name, query, token, want string
 		}{
 			{"prod 30d", "?application=billing&environment=prod", "admin-token", `{"window":"30d","application":"billing","environment":"prod",
-				"deployment_frequency":{"deploys":7,"per_day":0.233},
+				"deployment_frequency":{"deploys":9,"per_day":0.3},
 				"lead_time_seconds":{"median":5400,"p90":7200,"samples":2},
-				"change_failure_rate":{"failed":4,"total":7,"rate":0.571},
-				"time_to_restore_seconds":{"median":1200,"samples":3,"unrestored":1}}`},
+				"change_failure_rate":{"failed":6,"total":9,"rate":0.667},
+				"time_to_restore_seconds":{"median":1200,"samples":5,"unrestored":1}}`},
 			{"prod 7d: empty samples are null", "?application=billing&environment=prod&window=7d", "admin-token", `{"window":"7d","application":"billing","environment":"prod",
-				"deployment_frequency":{"deploys":3,"per_day":0.429},
+				"deployment_frequency":{"deploys":5,"per_day":0.714},
 				"lead_time_seconds":{"median":null,"p90":null,"samples":0},
-				"change_failure_rate":{"failed":2,"total":3,"rate":0.667},
-				"time_to_restore_seconds":{"median":300,"samples":1,"unrestored":1}}`},
+				"change_failure_rate":{"failed":4,"total":5,"rate":0.8},
+				"time_to_restore_seconds":{"median":300,"samples":3,"unrestored":1}}`},
 			{"prod 36h", "?application=billing&environment=prod&window=36h", "admin-token", `{"window":"36h","application":"billing","environment":"prod",
 				"deployment_frequency":{"deploys":2,"per_day":1.333},
 				"lead_time_seconds":{"median":null,"p90":null,"samples":0},
@@ -135,10 +148,10 @@ func TestDORAGolden(t *testing.T) {
 				"change_failure_rate":{"failed":0,"total":0,"rate":null},
 				"time_to_restore_seconds":{"median":null,"samples":0,"unrestored":0}}`},
 			{"everything", "", "admin-token", `{"window":"30d","application":"","environment":"",
-				"deployment_frequency":{"deploys":8,"per_day":0.267},
+				"deployment_frequency":{"deploys":10,"per_day":0.333},
 				"lead_time_seconds":{"median":3600,"p90":7200,"samples":3},
-				"change_failure_rate":{"failed":4,"total":8,"rate":0.5},
-				"time_to_restore_seconds":{"median":1200,"samples":3,"unrestored":1}}`},
+				"change_failure_rate":{"failed":6,"total":10,"rate":0.6},
+				"time_to_restore_seconds":{"median":1200,"samples":5,"unrestored":1}}`},
 			{"only what the caller may read", "?application=billing", "stg-token", `{"window":"30d","application":"billing","environment":"",
 				"deployment_frequency":{"deploys":1,"per_day":0.033},
 				"lead_time_seconds":{"median":60,"p90":60,"samples":1},

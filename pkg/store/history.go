@@ -52,7 +52,8 @@ func (s *Store) oneOrNil(ctx context.Context, query string, args ...any) (*Recor
 	return r, nil
 }
 
-// Finished is a final deploy that ran, as DORA counts it.
+// Finished is a final deploy that ran, as DORA counts it (a CANCELLED one
+// may have: DORA reads its steps).
 type Finished struct {
 	ID          string
 	Application string
@@ -69,12 +70,13 @@ type Finished struct {
 	Steps []manent.Step
 }
 
-// doraStates are the final states of deploys that ran (SPEC §11.5).
-var doraStates = []manent.State{manent.StateSuccess, manent.StateError, manent.StateMaxRecoveryAttemptsExceeded}
+// doraStates are the final states of deploys that ran (SPEC §11.5), and
+// CANCELLED: a deploy cancelled after its activation changed what runs.
+var doraStates = []manent.State{manent.StateSuccess, manent.StateError, manent.StateMaxRecoveryAttemptsExceeded, manent.StateCancelled}
 
-// FinishedSince returns the deploys that ran and ended SUCCESS, ERROR or
-// MAX_RECOVERY_ATTEMPTS_EXCEEDED at or after since, oldest first, in
-// application and environment (each "" for all).
+// FinishedSince returns the deploys that ended SUCCESS, ERROR,
+// MAX_RECOVERY_ATTEMPTS_EXCEEDED or CANCELLED at or after since, oldest
+// first, in application and environment (each "" for all).
 func (s *Store) FinishedSince(ctx context.Context, application, environment string, since time.Time) ([]Finished, error) {
 	query, args := finishedSinceQuery(application, environment, since)
 	rows, err := s.rdb.QueryContext(ctx, s.q(query), s.planned(args)...)
