@@ -329,4 +329,9 @@ func TestRollbackOfShown(t *testing.T) {
 	if p := b.get("/environments/billing/staging"); strings.Count(p.Body, "rollback of") != 1 {
 		t.Errorf("the history names %d rollbacks, want 1", strings.Count(p.Body, "rollback of"))
 	}
+	// And the deploy whose release it deployed again (rollback_from), as
+	// manent history's RESTORES.
+	if p := b.get("/environments/billing/staging"); !strings.Contains(p.Body, `restores <a href="/deployments/`+first+`">`+first+`</a>`) {
+		t.Errorf("the history does not say the rollback restores %s:\n%s", first, p.Body)
+	}
 }
