@@ -66,7 +66,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 	in := governance.Input{
 		Descriptor:  d,
 		Identity:    req.Identity,
-		Environment: governance.Environment{Name: d.Environment, Regions: regions, Config: config},
+		Environment: governance.Environment{Name: d.Environment, Regions: regions, Config: plugin.RedactSettings(config)},
 		Target:      shownTarget(target),
 		Now:         now,
 	}
@@ -389,12 +389,15 @@ func (a *Admitter) Governed() bool { return a.cfg.Governance != nil }
 // runInput is the governance input for deploy in once admitted, decided
 // again now: descriptor d (its own, or one with the downloaded artifact's
 // digest), the requester, the regions concerned, the environment
-// configuration of in (the config step's once it ran).
+// configuration of in (the config step's once it ran). The configuration,
+// like the target, is redacted as readers see it (plugin.RedactSettings):
+// a policy's reasons reach the 422 answer, the step's error and the audit
+// log.
 func runInput(in plan.Input, d *descriptor.Descriptor, regions []string) governance.Input {
 	return governance.Input{
 		Descriptor:  d,
 		Identity:    in.Requesting(),
-		Environment: governance.Environment{Name: in.Environment, Regions: regions, Config: in.EnvConfig},
+		Environment: governance.Environment{Name: in.Environment, Regions: regions, Config: plugin.RedactSettings(in.EnvConfig)},
 		Target:      shownTarget(in.Target),
 		Now:         time.Now().UTC(),
 	}

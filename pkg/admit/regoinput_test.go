@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,5 +138,50 @@ deny contains "the effective target is not visible" if not input.target.plugin
 	env.Parameters["approved"] = "/srv/approved/"
 	if _, err := f.a.Reconfigure(context.Background(), adm.Input); err == nil || !strings.Contains(err.Error(), "prod deploys only under /srv/approved/") {
 		t.Fatalf("config step: %v, want the policy's refusal", err)
+	}
+}
+
+// QA: input.environment.config held the environment's credentials as
+// they are (a parameter db_password, a URL's password), so a policy whose
+// reason printed the configuration put them in the 422 answer, in the
+// config step's error and in the audit log. A policy sees them redacted,
+// as readers see the effective deploy; every other value stays readable.
+func TestRegoSeesNoCredentials(t *testing.T) {
+	pol, err := governance.ParseRego("policy.rego", `package manent
+
+deny contains msg if {
+	input.environment.config.parameters.replicas < 2
+	msg := sprintf("refused with %v", [input.environment.config])
+}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password, token = "db-pw-5e1c77", "tok-9a0b3d"
+	env := &envconfig.Config{Target: &descriptor.Target{Plugin: "local"}, Parameters: map[string]any{"replicas": 1,
+		"db_password": password, "api_token": token, "url": "https://u:" + password + "@db.example/x"}}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: pol, Environments: staticEnv{env}})
+	_, err = f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	text := fmt.Sprint(err) + fieldText(err)
+	if !strings.Contains(text, "refused with") || !strings.Contains(text, "replicas") {
+		t.Fatalf("submission: %s, want the policy's refusal", text)
+	}
+	if strings.Contains(text, password) || strings.Contains(text, token) {
+		t.Fatalf("the policy's refusal shows a credential of the environment configuration: %s", text)
+	}
+	if !strings.Contains(text, plugin.Redacted) {
+		t.Fatalf("submission: %s, want the credentials shown as %s", text, plugin.Redacted)
+	}
+
+	// The config step asks with the configuration it read, redacted the same.
+	env.Parameters["replicas"] = 2
+	adm, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	if err != nil {
+		t.Fatalf("submission with 2 replicas: %v %s", err, fieldText(err))
+	}
+	env.Parameters["replicas"] = 1
+	_, err = f.a.Reconfigure(context.Background(), adm.Input)
+	if text := fmt.Sprint(err); !strings.Contains(text, "refused with") || strings.Contains(text, password) || strings.Contains(text, token) {
+		t.Fatalf("config step: %s, want the policy's refusal without the credentials", text)
 	}
 }

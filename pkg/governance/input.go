@@ -40,7 +40,8 @@ type Environment struct {
 	// the environment applies.
 	Regions []string `json:"regions"`
 	// Config is the environment configuration, for Rego policies; the
-	// YAML rules do not read it.
+	// YAML rules do not read it. The server gives it redacted as readers
+	// see it (plugin.RedactSettings): a policy's reasons are shown.
 	Config map[string]any `json:"config"`
 }
 
