@@ -432,6 +432,23 @@ func (s *Store) stillNeeded(ctx context.Context, q querier) (map[string]bool, er
 	for _, id := range succ {
 		keep[id] = true
 	}
+	// A rollback that ended SUCCESS, and the deploy it went back from,
+	// until the version rolled back succeeds there again: promotion reads
+	// the pair (RolledBackSince) to not count that version's earlier
+	// successes there, which another rule may keep (a waiting deploy).
+	rolled, err := queryIDs(ctx, q, `SELECT r.id || ' ' || d.id FROM manent_deployments r
+		JOIN manent_deployments d ON d.id = r.rollback_of
+		WHERE r.rollback_of <> '' AND r.state = 'SUCCESS' AND NOT EXISTS (SELECT 1 FROM manent_deployments s
+			WHERE s.application = d.application AND s.environment = d.environment AND s.version = d.version
+			AND s.state = 'SUCCESS' AND s.finished_at > r.finished_at)`)
+	if err != nil {
+		return nil, fmt.Errorf("the rollbacks promotion reads: %w", err)
+	}
+	for _, pair := range rolled {
+		for id := range strings.FieldsSeq(pair) {
+			keep[id] = true
+		}
+	}
 	// The saved input is pkg/plan's Input, compact JSON; only its waits
 	// are read, and only of the inputs that name an `after`.
 	rows, err = q.QueryContext(ctx, `SELECT id, input FROM manent_deployments

@@ -302,3 +302,86 @@ func TestPruneBoundsEachTransaction(t *testing.T) {
 		}
 	})
 }
+
+// QA: a release rolled back in staging counted again for promotion once
+// retention removed the rollback's record: a prod deploy of that version
+// waiting for its approval kept the version's staging successes (promotion
+// is judged again when it starts), retention removed the rollback, and the
+// config step found the release good. A rollback that ended SUCCESS is
+// kept, with the deploy it went back from, until the version succeeds
+// there again.
+func TestPruneDeploysKeepsTheRollbackOfARelease(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		st := openStore(t, db)
+		ctx := context.Background()
+		base := time.Now().Add(-100 * 24 * time.Hour).UTC()
+		insertFinished(t, st, "dpl_a", "billing", "staging", "2", manent.StateSuccess, base)
+		insertFinished(t, st, "dpl_b", "billing", "staging", "2", manent.StateSuccess, base.Add(time.Hour))
+		err := st.Tx(ctx, func(tx *sql.Tx) error {
+			return st.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: "dpl_rb", Application: "billing", Environment: "staging",
+				Version: "1", State: manent.StatePending, Requester: "token:ops", CreatedAt: base.Add(2 * time.Hour), RollbackOf: "dpl_b"}, Input: []byte(`{}`)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Finish(ctx, "dpl_rb", store.Outcome{State: manent.StateSuccess, At: base.Add(2 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.WorkflowsDeleted(ctx, "dpl_rb", base.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		insertFinished(t, st, "dpl_c", "billing", "staging", "3", manent.StateSuccess, base.Add(3*time.Hour))
+		insertFinished(t, st, "dpl_d", "billing", "staging", "4", manent.StateSuccess, base.Add(4*time.Hour))
+		err = st.Tx(ctx, func(tx *sql.Tx) error {
+			return st.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: "dpl_prod", Application: "billing",
+				Environment: "prod", Version: "2", State: manent.StateAwaitingApproval, Requester: "token:t", CreatedAt: base}, Input: []byte(`{}`)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PruneDeploys(ctx, time.Now(), 100); err != nil {
+			t.Fatal(err)
+		}
+		rolledBack := func() bool {
+			succ, err := st.Successes(ctx, "billing", "2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range succ {
+				if s.Environment != "staging" {
+					continue
+				}
+				rb, err := st.RolledBackSince(ctx, "billing", "staging", "2", *s.FinishedAt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rb == nil {
+					t.Logf("%s, a success of 2 in staging, reads as not rolled back", s.ID)
+					return false
+				}
+			}
+			return true
+		}
+		if !rolledBack() {
+			t.Fatal("after retention, release 2 counts as a success in staging again: the rollback's record was removed")
+		}
+		for _, id := range []string{"dpl_rb", "dpl_b"} {
+			if _, err := st.Deployment(ctx, id); err != nil {
+				t.Errorf("%s was removed: %v", id, err)
+			}
+		}
+
+		// Once version 2 succeeds there again, the rollback takes nothing
+		// back: it may go.
+		insertFinished(t, st, "dpl_e", "billing", "staging", "2", manent.StateSuccess, base.Add(5*time.Hour))
+		if err := st.Finish(ctx, "dpl_prod", store.Outcome{State: manent.StateCancelled, At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PruneDeploys(ctx, time.Now(), 100); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Deployment(ctx, "dpl_rb"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("dpl_rb was kept (%v) once 2 succeeded in staging again", err)
+		}
+	})
+}
