@@ -76,7 +76,7 @@ type Config struct {
 			// (default, and always in local trial mode: <data_dir>/targets).
 			Root string `mapstructure:"root"`
 			// MaxZipEntries bounds a zip artifact's entries (default
-			// DefaultMaxZipEntries): archive/zip holds a zip's whole
+			// local.DefaultMaxZipEntries): archive/zip holds a zip's whole
 			// directory in memory while the release is unpacked.
 			MaxZipEntries int `mapstructure:"max_zip_entries"`
 		} `mapstructure:"local"`
@@ -278,10 +278,6 @@ func (c *Config) Kubeconfigs() []Kubeconfig {
 	}
 	return ks
 }
-
-// DefaultMaxZipEntries is the default of plugins.local.max_zip_entries
-// (local.DefaultMaxZipEntries, the local plugin's own default).
-const DefaultMaxZipEntries = 100_000
 
 // LocalRoot is the absolute directory the local target writes under
 // (SPEC §11.1): plugins.local.root, or <data_dir>/targets by default and

@@ -23,6 +23,7 @@ import (
 	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/web"
 	"github.com/manent-io/manent/pkg/yamlvalue"
+	"github.com/manent-io/manent/plugins/local"
 )
 
 // configProblems are the mistakes found in a server configuration, each
@@ -348,7 +349,7 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 		bad("workers.dead_after", "%s must be at least three workers.heartbeat (%s)", c.Workers.DeadAfter, 3*c.Workers.Heartbeat)
 	}
 	if c.Plugins.Local.MaxZipEntries < 1 {
-		bad("plugins.local.max_zip_entries", "must be at least 1 (default %d)", node.DefaultMaxZipEntries)
+		bad("plugins.local.max_zip_entries", "must be at least 1 (default %d)", local.DefaultMaxZipEntries)
 	}
 	if c.Limits.Connections < 1 {
 		bad("limits.connections", "must be at least 1 (default %d)", DefaultConnections)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/plugins/clusterready"
 	httpplugin "github.com/manent-io/manent/plugins/http"
@@ -102,13 +101,5 @@ func TestBuiltinsRefuseUnknownAndMistypedSettings(t *testing.T) {
 				t.Errorf("with %v: setting errors %v, want two (the unknown key and the bad value)", with, ses)
 			}
 		})
-	}
-}
-
-// The server's default of plugins.local.max_zip_entries (pkg/node, which
-// imports no plugin) is the local plugin's own.
-func TestMaxZipEntriesDefaultsAgree(t *testing.T) {
-	if node.DefaultMaxZipEntries != local.DefaultMaxZipEntries {
-		t.Fatalf("node.DefaultMaxZipEntries %d, local.DefaultMaxZipEntries %d: one default, written twice, must agree", node.DefaultMaxZipEntries, local.DefaultMaxZipEntries)
 	}
 }

@@ -70,7 +70,7 @@ type Options struct {
 }
 
 // DefaultMaxZipEntries is the default of plugins.local.max_zip_entries
-// (node.DefaultMaxZipEntries): archive/zip reads a zip's whole directory
+// (manent-server's too: pkg/servercmd reads it here): archive/zip reads a zip's whole directory
 // into memory, about 330 bytes an entry besides its name
 // (BenchmarkZipDirectoryMemory), so 100,000 entries take some 35-60 MiB of
 // a worker; a large node_modules tree has about 50,000 files. A tar is
