@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // pattern is one compiled URL pattern.
@@ -213,7 +215,7 @@ func parseTarget(raw string) (target, error) {
 	}
 	if t.scheme == "file" {
 		if h := u.Hostname(); (h != "" && !strings.EqualFold(h, "localhost")) || u.Port() != "" {
-			return t, errors.New("file URLs must not name a host: file:///path")
+			return t, fmt.Errorf("a file URL names no host, only an absolute path on the server's machine (file:///path/to/artifact.tar.gz): %q stands where the host goes", manent.ClipText(u.Host, 80))
 		}
 		t.canon = "file://" + p
 		return t, nil

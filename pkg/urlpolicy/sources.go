@@ -74,7 +74,7 @@ func (s Sources) Patterns() []string {
 func (s Sources) Allowed(rawURL string) error {
 	t, err := parseTarget(rawURL)
 	if err != nil {
-		return s.refuse(fmt.Sprintf("artifact URL %s %v", t.display, err))
+		return s.refuse(fmt.Sprintf("artifact URL %s: %v", t.display, err))
 	}
 	if t.scheme != "file" && t.scheme != "http" && t.scheme != "https" {
 		return s.refuse(fmt.Sprintf("artifact URL %s: scheme %q is not one of http, https, file", t.display, t.scheme))

@@ -129,6 +129,14 @@ func TestTrialSources(t *testing.T) {
 			t.Errorf("Allowed(%q) = nil, want a refusal", u)
 		}
 	}
+	// A path relative to deploy.yml written as a file URL: its first
+	// segment is a host. The refusal says how a file URL is written (it
+	// read "artifact URL … file URLs must not name a host: file:///path").
+	err := s.Allowed("file://hello-1.0.0.tar.gz")
+	want := `artifact URL "file://hello-1.0.0.tar.gz": a file URL names no host, only an absolute path on the server's machine (file:///path/to/artifact.tar.gz): "hello-1.0.0.tar.gz" stands where the host goes`
+	if err == nil || err.Error() != want {
+		t.Errorf("got  %v\nwant %s", err, want)
+	}
 }
 
 func TestNewSourcesValidation(t *testing.T) {
