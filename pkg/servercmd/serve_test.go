@@ -6,8 +6,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/enginetest"
 )
 
 // A port in use is reported with what to do about it.
@@ -23,6 +27,34 @@ func TestServeOnAPortInUse(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr.String(), "address already in use") ||
 		!strings.Contains(stderr.String(), "(use --listen to choose another address, or stop the server using it)") {
 		t.Fatalf("exit %d, stderr %q; want 1 and the --listen hint", code, stderr.String())
+	}
+}
+
+// A trial server on another address than the CLI's default (--listen, 8080
+// taken) says how to point the CLI at it: it said only where it listened,
+// and a newcomer's next 'manent list' asked 127.0.0.1:8080.
+func TestTrialElsewhereSaysHowToReachIt(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("MANENT_BOOTSTRAP_TOKEN", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr enginetest.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, &stdout, &stderr, nil)
+	}()
+	hint := regexp.MustCompile(`(?m)^the manent CLI asks http://127\.0\.0\.1:8080 unless told otherwise: export MANENT_SERVER=(http://127\.0\.0\.1:\d+) \(or pass --server (http://127\.0\.0\.1:\d+)\)$`)
+	listening := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+) `)
+	enginetest.Eventually(t, 2*time.Minute, func() bool { return listening.MatchString(stdout.String()) || len(done) > 0 },
+		"the server to listen; stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", code, stderr.String())
+	}
+	m := hint.FindStringSubmatch(stdout.String())
+	addr := listening.FindStringSubmatch(stdout.String())
+	if m == nil || addr == nil || m[1] != addr[1] || m[2] != addr[1] {
+		t.Fatalf("stdout:\n%s\nwant the line saying to export MANENT_SERVER=<its address>", stdout.String())
 	}
 }
 

@@ -83,6 +83,10 @@ func newRoot(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {
 	return root
 }
 
+// trialCLIServer is the server the manent CLI talks to when nothing
+// names one (pkg/cli.DefaultServer).
+const trialCLIServer = "http://127.0.0.1:8080"
+
 type serveOptions struct {
 	config, listen, dataDir, database, executorID string
 }
@@ -242,6 +246,11 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		} else if rec != "" {
 			fmt.Fprintf(stdout, "the manent CLI finds this token from any directory (recorded in %s)\n", rec)
 		}
+	}
+	if cfg.Trial && addr != trialCLIServer {
+		// The CLI asks http://127.0.0.1:8080 unless told otherwise: a
+		// trial server elsewhere (--listen) says how to reach it.
+		fmt.Fprintf(stdout, "the manent CLI asks %s unless told otherwise: export MANENT_SERVER=%s (or pass --server %s)\n", trialCLIServer, addr, addr)
 	}
 	log.Info("listening", "addr", addr, "executor_id", cfg.ExecutorID, "database", shownDatabase(cfg.Database), "trial", cfg.Trial)
 
