@@ -71,3 +71,13 @@ func SetRetentionBatch(batch, scan int) (restore func()) {
 	retentionBatch, retentionScan = batch, scan
 	return func() { retentionBatch, retentionScan = b, sc }
 }
+
+// SetDelayPoll bounds each wait of a DELAYED gate to d, as the releases
+// before 2026-12-06 did with gatePoll (0: none, this release).
+func SetDelayPoll(d time.Duration) { delayPoll.Store(int64(d)) }
+
+// GateSteps returns the DBOS steps deploy id's gate recorded, with their
+// output.
+func (e *Engine) GateSteps(id string) ([]dbos.StepInfo, error) {
+	return dbos.GetWorkflowSteps(e.dbos, gateID(id), dbos.WithStepsLoadOutput(true))
+}

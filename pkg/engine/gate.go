@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -168,11 +169,16 @@ func (g *gate) end(ctx dbos.Context, state manent.State, msg string) (bool, Resu
 	return true, Result{State: state, Error: msg}, err
 }
 
-// wait receives the next message, or times out after d.
+// wait receives the next message, or times out after d (at most
+// gatePoll).
 func (g *gate) wait(ctx dbos.Context, d time.Duration) (gateMsg, error) {
-	if d > gatePoll {
-		d = gatePoll
-	}
+	return g.recv(ctx, min(d, gatePoll))
+}
+
+// recv receives the next message, or times out after d. DBOS records the
+// deadline as a step before it waits: a worker restarted meanwhile waits
+// only what is left of it.
+func (g *gate) recv(ctx dbos.Context, d time.Duration) (gateMsg, error) {
 	msg, err := dbos.Recv[gateMsg](ctx, gateTopic, d)
 	if errors.Is(err, dbos.ErrTimeout) {
 		return gateMsg{Kind: "timeout"}, nil
@@ -191,7 +197,18 @@ func (g *gate) stillWaiting(ctx dbos.Context, name string) (bool, error) {
 	}, dbos.WithStepName(name), dbos.WithStepMaxRetries(5))
 }
 
-// delay waits until schedule.at (DELAYED).
+// delayPoll, when set (tests), bounds each wait of a DELAYED gate as
+// the releases before 2026-12-06 did (gatePoll), so that a test can leave
+// a gate that waited so to this release.
+var delayPoll atomic.Int64
+
+// delay waits until schedule.at (DELAYED) in one durable wait, however
+// far ahead it is: a cancel (Cancel's message) ends it at once, a wake-up
+// meant for a later wait (an approval recorded early) makes it wait again
+// for what is left. The steps are those of the releases that woke every
+// gatePoll (a step reading the time left, then a Recv), only fewer: a
+// gate that waited under such a release replays its recorded wakes and
+// waits once for the rest.
 func (g *gate) delay(ctx dbos.Context) (bool, Result, error) {
 	at := *g.in.Waits.At
 	for i := 0; ; i++ {
@@ -204,7 +221,10 @@ func (g *gate) delay(ctx dbos.Context) (bool, Result, error) {
 		if remaining <= 0 {
 			return false, Result{}, nil
 		}
-		msg, err := g.wait(ctx, remaining)
+		if p := time.Duration(delayPoll.Load()); p > 0 {
+			remaining = min(remaining, p)
+		}
+		msg, err := g.recv(ctx, remaining)
 		if err != nil {
 			return false, Result{}, err
 		}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -115,6 +118,93 @@ func TestCancelWaitingIsImmediate(t *testing.T) {
 		t.Fatalf("cancel: %v %+v", err, rec)
 	}
 	noStepRan(t, &rec.Deployment)
+}
+
+// delayWaits returns the deadlines of the waits deploy id's gate recorded
+// (DBOS records each Recv's deadline as a DBOS.sleep step before it waits)
+// and how many times it read the time left to schedule.at.
+func (f *fixture) delayWaits(id string) (deadlines []time.Time, reads int) {
+	f.t.Helper()
+	steps, err := f.eng.GateSteps(id)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, s := range steps {
+		switch {
+		case strings.HasPrefix(s.StepName, "gate:delay-"):
+			reads++
+		case s.StepName == "DBOS.sleep":
+			ms, err := strconv.ParseFloat(strings.Trim(fmt.Sprint(s.Output), `"`), 64)
+			if err != nil {
+				f.t.Fatalf("the deadline a DBOS.sleep step recorded: %v (%T %v)", err, s.Output, s.Output)
+			}
+			deadlines = append(deadlines, time.UnixMilli(int64(ms)))
+		}
+	}
+	return deadlines, reads
+}
+
+// near reports whether a and b are less than a second apart.
+func near(a, b time.Time) bool { d := a.Sub(b); return d > -time.Second && d < time.Second }
+
+// A deploy scheduled a year ahead waits in one durable wait until
+// schedule.at — it woke every 5 minutes, ~105,000 wakes of DBOS steps and
+// rows over the year — that a restart resumes (the same wait, no new one)
+// and a cancel ends at once.
+func TestLongDelayIsOneWait(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("v1", "x")
+		at := time.Now().Add(365 * 24 * time.Hour)
+		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
+		var deadlines []time.Time
+		enginetest.Eventually(t, 60*time.Second, func() bool { deadlines, _ = f.delayWaits(id); return len(deadlines) > 0 },
+			"the gate of %s to wait", id)
+		if !near(deadlines[0], at) {
+			t.Fatalf("the gate waits until %s, want schedule.at %s", deadlines[0].UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+		}
+		f.restart()
+		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			ws, err := f.eng.WorkflowStatus(id + ".gate")
+			return err == nil && ws == dbos.WorkflowStatusSuccess
+		}, "the gate of the cancelled %s to end", id)
+		if deadlines, reads := f.delayWaits(id); len(deadlines) != 1 || reads != 1 {
+			t.Errorf("the gate waited %d times (%v) and read the time left %d times; want once each", len(deadlines), deadlines, reads)
+		}
+		if d := f.state(id); d.State != manent.StateCancelled {
+			t.Errorf("state %s, want CANCELLED", d.State)
+		}
+	})
+}
+
+// A gate that waited under a release that woke every gatePoll (steps
+// gate:delay-0, its wait, gate:delay-1, …) finishes under this release:
+// a restart replays its recorded wakes, it waits once for the rest, and
+// the deploy starts at schedule.at.
+func TestDelayOfThePreviousReleaseFinishes(t *testing.T) {
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "x")
+	engine.SetDelayPoll(100 * time.Millisecond)
+	t.Cleanup(func() { engine.SetDelayPoll(0) })
+	at := time.Now().Add(10 * time.Second)
+	id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
+	enginetest.Eventually(t, 60*time.Second, func() bool { _, reads := f.delayWaits(id); return reads >= 3 },
+		"the gate of %s to wake twice", id)
+	engine.SetDelayPoll(0)
+	f.restart()
+	restarted := time.Now()
+	d := f.waitState(id, manent.StateSuccess)
+	if d.StartedAt == nil || d.StartedAt.Before(at) {
+		t.Fatalf("started at %v, before schedule.at %v", d.StartedAt, at)
+	}
+	// Unless the machine restarted only after schedule.at, the rest was
+	// one wait until schedule.at.
+	if deadlines, _ := f.delayWaits(id); restarted.Before(at.Add(-time.Second)) && !near(deadlines[len(deadlines)-1], at) {
+		t.Errorf("the last wait ended at %s, want schedule.at %s", deadlines[len(deadlines)-1], at)
+	}
 }
 
 // gated submits a deploy whose custom step waits for a file, and returns
