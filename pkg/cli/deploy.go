@@ -186,7 +186,8 @@ func followSubmitted(ctx context.Context, client *api.Client, io *IOStreams, exp
 	p.finish() // erase the status line before the result
 	if ExitCodeOf(err) == ExitInterrupted {
 		// Not waiting any longer does not stop the deploy.
-		fmt.Fprintf(io.ErrOut, "\ndeploy %s goes on: follow it with 'manent wait %s'\n", safeText(id), safeText(id))
+		fmt.Fprintf(io.ErrOut, "\ndeploy %s goes on (only the waiting stopped): 'manent wait %s' follows it, 'manent cancel %s' stops it\n",
+			safeText(id), safeText(id), safeText(id))
 	}
 	return finishFollow(io, exp, d, err)
 }

@@ -323,4 +323,31 @@ func TestFollowInterruptedSaysTheDeployGoesOn(t *testing.T) {
 			}
 		})
 	}
+	// deploy --wait likewise says how to stop the deploy it submitted, not
+	// only how to follow it: Ctrl-C on it is most often meant to stop the
+	// deploy (it said only "follow it with 'manent wait …'").
+	t.Run("deploy --wait", func(t *testing.T) {
+		ctx, interrupt := context.WithCancel(context.Background())
+		defer interrupt()
+		var stderr enginetest.SyncBuffer
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Run(ctx, cli.Invocation{Args: []string{"deploy", "-f", desc, "--wait"}, Stdout: io.Discard, Stderr: &stderr,
+				Getenv: func(k string) string { return env[k] }, PollInterval: 20 * time.Millisecond})
+		}()
+		enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(stderr.String(), "DELAYED") },
+			"deploy --wait to show the deploy's state; stderr:\n%s", &stderr)
+		interrupt()
+		if code := <-done; code != 130 {
+			t.Fatalf("exit %d, want 130\nstderr:\n%s", code, stderr.String())
+		}
+		id := regexp.MustCompile(`deploy (dpl_[0-9A-Z]+)`).FindStringSubmatch(stderr.String())
+		if id == nil {
+			t.Fatalf("stderr:\n%s\nwant the deploy's id", stderr.String())
+		}
+		want := fmt.Sprintf("deploy %s goes on (only the waiting stopped): 'manent wait %s' follows it, 'manent cancel %s' stops it", id[1], id[1], id[1])
+		if !strings.Contains(stderr.String(), want) {
+			t.Fatalf("stderr:\n%s\nwant %q", stderr.String(), want)
+		}
+	})
 }
