@@ -32,13 +32,18 @@ import (
 //
 // Run: go test ./pkg/engine -run '^$' -bench History -benchtime 1x -timeout 60m
 func BenchmarkHistory(b *testing.B) {
-	sizes := []int{1000, 10000, 50000}
-	if v := os.Getenv("MANENT_BENCH_HISTORY"); v != "" {
+	benchSizes(b, "MANENT_BENCH_HISTORY", []int{1000, 10000, 50000}, benchHistory)
+}
+
+// benchSizes runs bench for each database (SQLite, PostgreSQL) and each size
+// of history: the comma-separated list in the variable env, else sizes.
+func benchSizes(b *testing.B, env string, sizes []int, bench func(b *testing.B, url string, n int)) {
+	if v := os.Getenv(env); v != "" {
 		sizes = nil
 		for _, f := range strings.Split(v, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil {
-				b.Fatalf("MANENT_BENCH_HISTORY: %v", err)
+				b.Fatalf("%s: %v", env, err)
 			}
 			sizes = append(sizes, n)
 		}
@@ -50,7 +55,7 @@ func BenchmarkHistory(b *testing.B) {
 				if db == "postgres" {
 					url = enginetest.Postgres(b)
 				}
-				benchHistory(b, url, n)
+				bench(b, url, n)
 			})
 		}
 	}

@@ -3,13 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -26,28 +23,7 @@ import (
 //
 // Run: go test ./pkg/engine -run '^$' -bench RetentionLooksPast -benchtime 5x -timeout 60m
 func BenchmarkRetentionLooksPast(b *testing.B) {
-	sizes := []int{1000, 20000}
-	if v := os.Getenv("MANENT_BENCH_RETENTION"); v != "" {
-		sizes = nil
-		for _, f := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil {
-				b.Fatalf("MANENT_BENCH_RETENTION: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
-	for _, db := range []string{"sqlite", "postgres"} {
-		for _, n := range sizes {
-			b.Run(fmt.Sprintf("%s/%d", db, n), func(b *testing.B) {
-				url := enginetest.SQLite(b)
-				if db == "postgres" {
-					url = enginetest.Postgres(b)
-				}
-				benchRetentionLooksPast(b, url, n)
-			})
-		}
-	}
+	benchSizes(b, "MANENT_BENCH_RETENTION", []int{1000, 20000}, benchRetentionLooksPast)
 }
 
 func benchRetentionLooksPast(b *testing.B, url string, n int) {
