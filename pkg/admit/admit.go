@@ -591,9 +591,19 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 	case reg == nil:
 		// Nothing registered to check against.
 	case target.Plugin != "":
-		if t, err := reg.Target(target.Plugin); err != nil {
+		t, err := reg.Target(target.Plugin)
+		percent := d.Rollout != nil && len(d.Rollout.Percentages) > 0
+		validate := func() error { return t.Validate(target.With) }
+		honours := func() error { return plugin.HonoursPercentages(t, target.With) }
+		if pv, ok := t.(plugin.PercentValidator); ok && percent {
+			// One check answers both (an external plugin's validate).
+			var percentErr error
+			validate = func() (err error) { err, percentErr = pv.ValidatePercentages(target.With); return err }
+			honours = func() error { return percentErr }
+		}
+		if err != nil {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: err.Error()})
-		} else if err := t.Validate(target.With); plugin.AsUndecided(err) != nil {
+		} else if err := validate(); plugin.AsUndecided(err) != nil {
 			pending = append(pending, fmt.Errorf("/target/with: target %s: %w", target.Plugin, err))
 		} else if err != nil {
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
@@ -603,9 +613,9 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 			problems = append(problems, withProblems("/target/with", "target "+target.Plugin, "target "+target.Plugin, err)...)
 		} else if msg := a.targetCommands(d, target.Plugin); msg != "" {
 			problems = append(problems, manent.FieldError{Path: "/target/plugin", Message: msg})
-		} else if d.Rollout != nil && len(d.Rollout.Percentages) > 0 {
+		} else if percent {
 			// SPEC §11.6: never a silent full deploy for a percentage.
-			if err := plugin.HonoursPercentages(t, target.With); plugin.AsUndecided(err) != nil {
+			if err := honours(); plugin.AsUndecided(err) != nil {
 				pending = append(pending, fmt.Errorf("/rollout/percentages: target %s: %w", target.Plugin, err))
 			} else if err != nil {
 				problems = append(problems, manent.FieldError{Path: "/rollout/percentages",

@@ -89,3 +89,22 @@ func TestUndecidedValidateIsNoRefusal(t *testing.T) {
 		t.Errorf("config step: %v (permanent %t), want a retried error naming the plugin", err, plugin.IsPermanent(err))
 	}
 }
+
+// A percentage rollout on an external plugin runs its validate once per
+// submission: the answer says both whether the settings are valid and
+// whether it honours percentages. It ran twice (Validate, then
+// HonoursPercentages), taking two of the plugin's validate slots.
+func TestPercentagesValidateOnce(t *testing.T) {
+	calls := filepath.Join(t.TempDir(), "calls")
+	reg := externalPlugins(t, 5*time.Second, map[string]string{
+		"canary": "echo validate >> " + calls + "\necho '{\"ok\": true, \"output\": {\"capabilities\": {\"percentages\": true}}}'\n",
+	})
+	f := newAdmitter(t, admit.Config{Trial: true, Plugins: reg})
+	if _, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, "target: {plugin: canary}\nrollout: {percentages: [10, 100]}\n"), Identity: ci}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(calls)
+	if n := strings.Count(string(b), "validate"); err != nil || n != 1 {
+		t.Fatalf("validate ran %d times (%v), want once", n, err)
+	}
+}

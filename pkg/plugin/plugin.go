@@ -82,6 +82,17 @@ type PercentRollout interface {
 	HonoursPercentages(with map[string]any) error
 }
 
+// PercentValidator is implemented by a target that learns whether it
+// honours a percentage rollout from the same check as Validate (an
+// external plugin's validate answer declares it): admission asks it once
+// for both, where Validate then HonoursPercentages would run the check
+// twice.
+type PercentValidator interface {
+	// ValidatePercentages is Validate(with) and, when that passes,
+	// HonoursPercentages(with), answered from one check.
+	ValidatePercentages(with map[string]any) (settings, percentages error)
+}
+
 // HonoursPercentages reports why t cannot honour a percentage rollout with
 // `with`, nil when it can.
 func HonoursPercentages(t Target, with map[string]any) error {

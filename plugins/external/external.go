@@ -205,6 +205,22 @@ func (p *Plugin) HonoursPercentages(with map[string]any) error {
 	if err != nil {
 		return err
 	}
+	return p.percentages(out)
+}
+
+// ValidatePercentages is Validate and HonoursPercentages from one validate
+// action (plugin.PercentValidator).
+func (p *Plugin) ValidatePercentages(with map[string]any) (settings, percentages error) {
+	out, err := p.validate(with)
+	if err != nil {
+		return err, nil
+	}
+	return nil, p.percentages(out)
+}
+
+// percentages says why a validate answer (its output) does not declare the
+// capability "percentages", nil when it does.
+func (p *Plugin) percentages(out plugin.Result) error {
 	if caps, _ := out["capabilities"].(map[string]any); caps["percentages"] == true {
 		return nil
 	}
