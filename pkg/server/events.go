@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/retry"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -139,16 +141,23 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	sw := startStream(w, sub)
 	defer sw.close()
 
+	hb := time.NewTicker(currentStreamTiming().Heartbeat)
+	defer hb.Stop()
+	rc := sa.ticker()
+	defer rc.Stop()
+	ticks := streamTicks{h: h, sw: sw, sa: sa, r: r, hb: hb, rc: rc}
 	wanted := func(typ string) bool { return types == nil || types[typ] }
 	done := false
-	// fill writes the stored events after last, a bounded page at a time.
+	// fill writes the stored events after last, a bounded page at a time;
+	// false when the stream ended while a read failed.
 	fill := func() bool {
 		for {
-			evs, full, err := s.st.EventsUpTo(sub.ctx, rec.ID, last, nil, 500, replayPageBytes)
-			if err != nil {
-				if sub.ctx.Err() == nil {
-					s.log.Warn("event stream: read events", "deploy", rec.ID, "error", err)
-				}
+			var evs []store.Event
+			var full bool
+			if !s.streamRead(ticks, "read the events of deploy "+rec.ID, func(ctx context.Context) (err error) {
+				evs, full, err = s.st.EventsUpTo(ctx, rec.ID, last, nil, 500, replayPageBytes)
+				return err
+			}) {
 				return false
 			}
 			for _, e := range evs {
@@ -175,10 +184,6 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	}
 	h.caughtUp(rec.ID, last)
 
-	hb := time.NewTicker(currentStreamTiming().Heartbeat)
-	defer hb.Stop()
-	rc := sa.ticker()
-	defer rc.Stop()
 	for {
 		select {
 		case <-sub.ctx.Done():
@@ -317,18 +322,28 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	}
 	sw.flush()
 
-	may := func(id string) (ok, known bool) {
-		hs, err := s.st.Heads(sub.ctx, []string{id}, false, time.Time{})
-		ok = err == nil && len(hs) == 1 && scope.has(hs[0].Application, hs[0].Environment) &&
-			s.cfg.Guard.Authorize(p, PermRead, hs[0].Application, hs[0].Environment) == nil
-		return ok, err == nil
-	}
 	hb := time.NewTicker(currentStreamTiming().Heartbeat)
 	defer hb.Stop()
 	sa := s.streamAuthOf(r, p)
 	rc := sa.ticker()
 	defer rc.Stop()
-	for sw.err == nil {
+	ticks := streamTicks{h: h, sw: sw, sa: sa, r: r, hb: hb, rc: rc}
+	// ended: the stream ended while may waited for the database.
+	ended := false
+	may := func(id string) (ok, known bool) {
+		var hs []store.Head
+		if !s.streamRead(ticks, "read deploy "+id, func(ctx context.Context) (err error) {
+			hs, err = s.st.Heads(ctx, []string{id}, false, time.Time{})
+			return err
+		}) {
+			ended = true
+			return false, false
+		}
+		ok = len(hs) == 1 && scope.has(hs[0].Application, hs[0].Environment) &&
+			s.cfg.Guard.Authorize(p, PermRead, hs[0].Application, hs[0].Environment) == nil
+		return ok, true
+	}
+	for sw.err == nil && !ended {
 		select {
 		case <-sub.ctx.Done():
 			return
@@ -347,6 +362,9 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 					if seen.pass(e, types, may) {
 						sw.write(b.frame(i))
 					}
+					if ended {
+						return
+					}
 				}
 				select {
 				case b = <-sub.ch:
@@ -355,6 +373,77 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 				}
 			}
 			sw.flush()
+		}
+	}
+}
+
+// streamReadRetry spaces the attempts of a stream's store read that
+// failed: the stream stays open until the read succeeds (streamRead).
+var streamReadRetry = retry.Policy{Initial: 250 * time.Millisecond, Max: 5 * time.Second, Jitter: 0.2}
+
+// streamReadWaiting is the comment a stream sends when one of its reads
+// of the database failed: it stays open and goes on once the read succeeds.
+const streamReadWaiting = "the database cannot be read: waiting for it, the stream goes on once it is back"
+
+// streamTicks is what a stream serves while it waits: its heartbeats, the
+// re-checks of its credential and the server's shutdown.
+type streamTicks struct {
+	h      *hub
+	sw     *sseWriter
+	sa     *streamAuth
+	r      *http.Request
+	hb, rc *time.Ticker
+}
+
+// streamRead runs read until it succeeds. A read that fails (PostgreSQL
+// restarting, a failover, a connection cut) neither ends the stream — a
+// client that does not resume would take that for the deploy's end — nor
+// skips what it was reading: the stream says so once in a comment
+// (streamReadWaiting), keeps its heartbeats, and tries again with
+// streamReadRetry's backoff. It reports false when the stream ended
+// meanwhile: the client left, the server shuts down, or the credential no
+// longer holds (each with its last comment).
+func (s *Server) streamRead(t streamTicks, what string, read func(ctx context.Context) error) bool {
+	sw, ctx := t.sw, t.sw.sub.ctx
+	for n := 1; ; n++ {
+		err := read(ctx)
+		if err == nil {
+			if n > 1 {
+				s.log.Info("event stream: read again", "path", t.r.URL.Path, "what", what, "failed", n-1)
+			}
+			return true
+		}
+		if ctx.Err() != nil || sw.err != nil {
+			return false
+		}
+		if n == 1 {
+			s.log.Warn("event stream: read failed; retrying", "path", t.r.URL.Path, "what", what, "error", err)
+			sw.write([]byte(": " + streamReadWaiting + "\n\n"))
+			sw.flush()
+		}
+		wait := time.NewTimer(streamReadRetry.Wait(n))
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				wait.Stop()
+				return false
+			case <-t.h.ending:
+				wait.Stop()
+				sw.end(streamEndShutdown)
+				return false
+			case <-t.hb.C:
+				sw.heartbeat()
+			case <-t.rc.C:
+				if s.recheck(t.sa, sw, t.r) {
+					wait.Stop()
+					return false
+				}
+			case <-wait.C:
+				waiting = false
+			}
+		}
+		if sw.err != nil {
+			return false
 		}
 	}
 }

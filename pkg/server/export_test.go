@@ -51,3 +51,7 @@ type Route = route
 
 // Routes returns every route s serves, in the order registered.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routeList...) }
+
+// StreamReadWaiting is the comment of a stream whose read of the database
+// failed and is tried again.
+const StreamReadWaiting = streamReadWaiting
