@@ -131,7 +131,9 @@ const doraStepsBatch = 500
 //   - change failure rate: ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED and
 //     CANCELLED (after its activation) deploys over all of them;
 //   - time to restore: from each failed deploy's finished_at to the next
-//     SUCCESS in the same application/environment, or, when its automatic
+//     SUCCESS in the same application/environment (as recorded on the
+//     failure when that SUCCESS finished: Finished.RestoredAt, else the
+//     next SUCCESS among the rows), or, when its automatic
 //     rollback completed, from the rollback's start to the deploy's end (the
 //     rollback restored the release before it); a failure not yet followed
 //     by a success gives no sample and counts as unrestored.
@@ -168,6 +170,13 @@ func DORA(all []store.Finished, span time.Duration) api.DORA {
 			out.ChangeFailureRate.Failed++
 			if f.Rollback == manent.RollbackCompleted {
 				restore = append(restore, f.FinishedAt.Sub(rollbackStart(f)).Seconds())
+				continue
+			}
+			// Restored by a success recorded on the failure itself: that
+			// success may be gone since (retention.deploys), or lie
+			// outside the rows read.
+			if f.RestoredAt != nil && !f.RestoredAt.Before(f.FinishedAt) {
+				restore = append(restore, f.RestoredAt.Sub(f.FinishedAt).Seconds())
 				continue
 			}
 			open[k] = append(open[k], f.FinishedAt)

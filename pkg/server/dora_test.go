@@ -63,13 +63,23 @@ var doraHistory = []seeded{
 }
 
 func seedDORA(t *testing.T, st *store.Store, now time.Time) []string {
+	return seedHistory(t, st, now, doraHistory, nil)
+}
+
+// seedHistory records history's deploys, oldest first; the i-th has
+// version versions[i] when given, else one of its own.
+func seedHistory(t *testing.T, st *store.Store, now time.Time, history []seeded, versions []string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var ids []string
-	for i, s := range doraHistory {
+	for i, s := range history {
 		fin := now.Add(-s.ago)
+		version := "v" + string(rune('a'+i))
+		if versions != nil {
+			version = versions[i]
+		}
 		rec := &store.Record{Deployment: manent.Deployment{ID: manent.NewDeploymentID(), Application: s.app, Environment: s.env,
-			Version: "v" + string(rune('a'+i)), State: manent.StateEnqueued, Requester: "token:seed", CreatedAt: fin.Add(-time.Minute)},
+			Version: version, State: manent.StateEnqueued, Requester: "token:seed", CreatedAt: fin.Add(-time.Minute)},
 			Input: json.RawMessage(`{}`)}
 		if s.lead > 0 {
 			at := fin.Add(-s.lead)
@@ -326,6 +336,58 @@ func TestDORASaysRetentionMadeTheWindowPartial(t *testing.T) {
 			if d := dora(c.query, c.token); d.Partial != nil {
 				t.Errorf("%s as %s: partial %+v, want none", c.query, c.token, d.Partial)
 			}
+		}
+	})
+}
+
+// A failure's time to restore does not change when retention.deploys
+// removes the success that restored it (here a rollback): the failure was
+// counted unrestored — an outage still open, though it had ended 19 days
+// ago — because the next success left in the history is gone too. The
+// restore is recorded on the failure when the success finishes.
+func TestDORARestoreSurvivesRetention(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		ts := newTestServer(t, db, nil, nil)
+		ctx := context.Background()
+		now := time.Now()
+		history := []seeded{
+			{"billing", "prod", manent.StateSuccess, 25 * day, 0, "", 0},
+			{"billing", "prod", manent.StateError, 20 * day, 0, "deploy", 0},    // restored a day later
+			{"billing", "prod", manent.StateSuccess, 19 * day, 0, "", 0},        // the rollback that restored it
+			{"billing", "prod", manent.StateCancelled, day, 0, "activation", 0}, // live: the current release, not restored
+		}
+		// The rollback deployed 1.0 again and the cancelled deploy is of 1.0
+		// too: the release retention keeps before the current one is
+		// 0.9's, and the rollback goes.
+		ids := seedHistory(t, ts.Store, now, history, []string{"0.9", "2.0", "1.0", "1.0"})
+		want := api.TimeToRestore{Median: new(86400.0), Samples: 1, Unrestored: 1}
+		read := func(when string) api.DORA {
+			t.Helper()
+			code, body, _ := do(t, http.MethodGet, ts.URL+"/api/v1/metrics/dora?application=billing&environment=prod", "admin-token", "")
+			if code != http.StatusOK {
+				t.Fatalf("%s: status %d: %s", when, code, body)
+			}
+			var d api.DORA
+			if err := json.Unmarshal(body, &d); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(d.TimeToRestoreSeconds, want) {
+				got, _ := json.Marshal(d.TimeToRestoreSeconds)
+				t.Errorf("%s: time to restore %s, want one sample of 86400 and one unrestored failure (the cancel)", when, got)
+			}
+			return d
+		}
+		read("before retention")
+		for _, id := range ids {
+			if err := ts.Store.WorkflowsDeleted(ctx, id, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := ts.Store.PruneDeploys(ctx, now.Add(-10*day), 100); err != nil || n != 1 {
+			t.Fatalf("pruned %d deploys, %v: want 1 (the rollback)", n, err)
+		}
+		if d := read("after retention removed the rollback"); d.Partial == nil {
+			t.Errorf("after retention: no partial, want the window said partial")
 		}
 	})
 }

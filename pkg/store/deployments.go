@@ -504,6 +504,16 @@ func (s *Store) FinishTx(ctx context.Context, tx *sql.Tx, id string, o Outcome, 
 		string(o.State), o.Error, o.Rollback, o.SHA256, o.SHA256, fmtTime(o.At), id); err != nil {
 		return false, err
 	}
+	if o.State == manent.StateSuccess {
+		// The failures before it are restored now, recorded on each: DORA
+		// reads it there, whatever retention removes later.
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE manent_deployments SET restored_at = ?
+			WHERE application = ? AND environment = ? AND restored_at IS NULL AND state IN (?, ?, ?) AND finished_at <= ?`),
+			fmtTime(o.At), r.Application, r.Environment, string(manent.StateError), string(manent.StateMaxRecoveryAttemptsExceeded),
+			string(manent.StateCancelled), fmtTime(o.At)); err != nil {
+			return false, fmt.Errorf("record the failures %s restored: %w", id, err)
+		}
+	}
 	at := o.At.UTC()
 	rel := manent.Release{DeploymentID: id, Version: r.Version, SHA256: o.SHA256, FinishedAt: &at, Error: o.Error, Rollback: o.Rollback}
 	if o.State == manent.StateSuccess || o.Live {

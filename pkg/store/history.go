@@ -64,6 +64,10 @@ type Finished struct {
 	CommittedAt *time.Time
 	// Rollback is the deploy's rollback outcome ("completed", "failed", "").
 	Rollback string
+	// RestoredAt is, for a deploy that did not succeed, the end of the
+	// next SUCCESS of its application/environment (nil: none yet),
+	// recorded when that SUCCESS finished.
+	RestoredAt *time.Time
 	// Steps are the step rows of a deploy that did not end SUCCESS, which
 	// tell whether it reached the environment; FinishedSince leaves them
 	// nil (StepsOf reads them).
@@ -88,10 +92,11 @@ func (s *Store) FinishedSince(ctx context.Context, application, environment stri
 	for rows.Next() {
 		var f Finished
 		var finished string
-		var committed sql.NullString
-		if err := rows.Scan(&f.ID, &f.Application, &f.Environment, &f.State, &finished, &committed, &f.Rollback); err != nil {
+		var committed, restored sql.NullString
+		if err := rows.Scan(&f.ID, &f.Application, &f.Environment, &f.State, &finished, &committed, &f.Rollback, &restored); err != nil {
 			return nil, err
 		}
+		f.RestoredAt = parseTime(restored)
 		if t := parseTime(sql.NullString{String: finished, Valid: true}); t != nil {
 			f.FinishedAt = *t
 		}
@@ -121,7 +126,7 @@ func finishedSinceQuery(application, environment string, since time.Time) (strin
 		where = append(where, "environment = ?")
 		args = append(args, environment)
 	}
-	return `SELECT id, application, environment, state, finished_at, committed_at, rollback
+	return `SELECT id, application, environment, state, finished_at, committed_at, rollback, restored_at
 		FROM manent_deployments WHERE ` + strings.Join(where, " AND ") + ` ORDER BY finished_at, id`, args
 }
 
