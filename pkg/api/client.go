@@ -645,7 +645,8 @@ func (c *Client) RejectWave(ctx context.Context, id, wave, comment string) (*man
 // wave that waits for one, else the deploy's own approval; a deploy that
 // waits for neither, or that the token may not read (deployment.approve
 // without deployment.read), gets the verdict unpinned, for the server to
-// decide. Pinned, a verdict sent again after a refusal whose
+// decide (refused, 409, when this identity already gave that verdict on
+// something else in the deploy: it then names the wave to send). Pinned, a verdict sent again after a refusal whose
 // answer came after the commit (a 503 with Retry-After) is answered with
 // what was recorded, and never counts for what the deploy waits for by
 // then — unpinned, the retry of a recorded approval approved the wave the

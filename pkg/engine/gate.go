@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -1078,6 +1079,31 @@ func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Inp
 		e.log.Warn("wake a deploy waiting for a wave approval", "deploy", rec.ID, "error", err)
 	}
 	return e.Refresh(ctx, rec.ID)
+}
+
+// Decided returns where identity already recorded verdict in deploy id:
+// "" for the deploy's own approval, else the names of the rollout waves,
+// sorted.
+func (e *Engine) Decided(ctx context.Context, id, identity, verdict string) ([]string, error) {
+	var out []string
+	own, err := e.st.Approvals(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(own, func(a manent.Approval) bool { return a.Identity == identity && a.Verdict == verdict }) {
+		out = append(out, "")
+	}
+	waves, err := e.st.AllWaveApprovals(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for wave, as := range waves {
+		if slices.ContainsFunc(as, func(a manent.Approval) bool { return a.Identity == identity && a.Verdict == verdict }) {
+			out = append(out, wave)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Recorded returns the verdict identity already recorded on deploy id's

@@ -60,12 +60,16 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 			writeJSON(w, http.StatusOK, now.Deployment)
 			return
 		}
+		var refused error
 		if req.Wave != nil {
-			if err := s.waitsFor(r, rec, *req.Wave); err != nil {
-				s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
-				writeError(w, r, s.log, err)
-				return
-			}
+			refused = s.waitsFor(r, rec, *req.Wave)
+		} else {
+			refused = s.unpinnedAfterADecision(r, rec, p, verdict)
+		}
+		if err := refused; err != nil {
+			s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
+			writeError(w, r, s.log, err)
+			return
 		}
 		after, err := s.eng.Approve(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
 			Comment: req.Comment, PlanDigest: req.PlanDigest})
@@ -96,6 +100,44 @@ func (s *Server) sameVerdict(r *http.Request, rec *store.Record, req ApproveRequ
 		return false, err
 	}
 	return a.Verdict == verdict && (req.PlanDigest == "" || a.PlanDigest == "" || req.PlanDigest == a.PlanDigest), nil
+}
+
+// unpinnedAfterADecision refuses a verdict without "wave" from an identity
+// that already gave that verdict on something else in this deploy (its own
+// approval or another wave): the server cannot tell a new verdict on what
+// waits now from the earlier one sent again after its answer was lost,
+// which would then approve the wave the deploy reached meanwhile. The
+// first verdict of an identity, unpinned, goes to what the deploy waits
+// for.
+func (s *Server) unpinnedAfterADecision(r *http.Request, rec *store.Record, p manent.Identity, verdict string) error {
+	decided, err := s.eng.Decided(r.Context(), rec.ID, p.Subject, verdict)
+	if err != nil || len(decided) == 0 {
+		return err
+	}
+	waiting := ""
+	if rec.State == manent.StatePending {
+		waiting = s.eng.WaitingWave(r.Context(), rec.ID)
+	}
+	if waiting == "" && rec.State != manent.StateAwaitingApproval {
+		return nil // it waits for no verdict: refused as such by Approve
+	}
+	what := func(wave string) string {
+		if wave == "" {
+			return "the deploy's own approval"
+		}
+		return "wave " + quote(manent.ClipText(wave, maxEchoed))
+	}
+	var before []string
+	for _, wave := range decided {
+		if wave != waiting {
+			before = append(before, what(wave))
+		}
+	}
+	if len(before) == 0 {
+		return nil
+	}
+	return manent.Errorf(manent.EConflict, "%s already %sd %s in deploy %s, and this verdict names no wave: it may be that one sent again, not one for %s, which waits now; send {\"wave\": %s} to decide on it (manent %s --wave), or name what was decided to be answered with what was recorded",
+		p.Subject, verdict, strings.Join(before, " and "), rec.ID, what(waiting), quote(manent.ClipText(waiting, maxEchoed)), verdict)
 }
 
 // waitsFor refuses a verdict pinned to wave ("" for the deploy's own

@@ -585,6 +585,79 @@ func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
 	}
 }
 
+// A script's approval names no wave (POST …/approve {"comment": …}): its
+// approval recorded and the answer lost (503 with Retry-After), the deploy
+// went on to a wave waiting for approval, and the client's retry approved
+// that wave — no one had looked at the canary. An identity that already
+// decided on something else in the deploy must now name the wave (409);
+// pinned to it, its verdict counts.
+func TestUnpinnedRetryDoesNotApproveTheNextWave(t *testing.T) {
+	srv, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	ctx := context.Background()
+	alice := client("alice-token")
+	res, err := alice.Submit(ctx, simple(artifactFile(t), "prod", "9u", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"), false)
+	if err != nil || res.State != manent.StateAwaitingApproval {
+		t.Fatalf("submit: %+v %v %v", res, err, errFields(err))
+	}
+	waveWaits := func(d *manent.Deployment) bool {
+		for _, w := range d.Rollout {
+			if w.Name == "rest" && w.State == manent.WaveAwaitingApproval {
+				return true
+			}
+		}
+		return false
+	}
+	p := &lostAnswer{target: srv.URL, beforeRetry: func() bool {
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if d, err := alice.Deployment(ctx, res.ID); err == nil && waveWaits(d) {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond) // polling the deploy's state with a deadline
+		}
+		return false
+	}}
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	bob := api.NewClient(hs.URL, "bob-token", nil)
+	_, err = bob.Approve(ctx, res.ID, "reviewed", "")
+	if !p.lost || manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), `send {"wave": "rest"}`) {
+		t.Fatalf("unpinned approval sent again once wave rest waits (lost %v): %v, want 409 asking for the wave", p.lost, err)
+	}
+	now, err := alice.Deployment(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !waveWaits(now) {
+		t.Fatalf("wave rest no longer waits for its approval after the retry: %+v", now.Rollout)
+	}
+	for _, w := range now.Rollout {
+		if len(w.Approvals) != 0 {
+			t.Fatalf("wave %s has approvals %+v: the retry counted for it", w.Name, w.Approvals)
+		}
+	}
+	// Named, the wave's approval counts; an identity that decided nothing
+	// yet still approves it unpinned.
+	if _, err := client("bob-token").ApproveWave(ctx, res.ID, "rest", "canary is fine"); err != nil {
+		t.Fatalf("approve --wave rest: %v", err)
+	}
+	waitFor(t, alice, res.ID, manent.StateSuccess)
+	res, err = alice.Submit(ctx, simple(artifactFile(t), "staging", "9v", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"), false)
+	if err != nil {
+		t.Fatalf("submit to staging: %v %v", err, errFields(err))
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err := alice.Deployment(ctx, res.ID)
+		return err == nil && waveWaits(d)
+	}, "wave rest to wait for its approval")
+	if _, err := client("bob-token").Approve(ctx, res.ID, "first verdict", ""); err != nil {
+		t.Fatalf("bob's first verdict, unpinned: %v", err)
+	}
+	waitFor(t, alice, res.ID, manent.StateSuccess)
+}
+
 // A token that may approve but not read deploys (deployment.approve alone)
 // still approves with DecideWaiting, what `manent approve` sends: the read
 // that pins the verdict is refused it, and the verdict goes unpinned, as
