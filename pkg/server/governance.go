@@ -44,11 +44,17 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 			writeError(w, r, s.log, err)
 			return
 		}
+		// What the deploy waits for, read once: the answer to the same
+		// verdict again and the check of a pinned one speak of one state.
+		waiting := ""
+		if rec.State == manent.StatePending {
+			waiting = s.eng.WaitingWave(r.Context(), rec.ID)
+		}
 		// The same verdict sent again by the identity that recorded it
 		// (its answer lost: a 503 after the commit, then the client's
 		// retry) is answered with the deploy as it is now, whatever it
 		// waits for by then; another verdict is refused below (409).
-		if same, err := s.sameVerdict(r, rec, req, p, verdict); err != nil {
+		if same, err := s.sameVerdict(r, rec, req, p, verdict, waiting); err != nil {
 			writeError(w, r, s.log, err)
 			return
 		} else if same {
@@ -62,9 +68,9 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 		}
 		var refused error
 		if req.Wave != nil {
-			refused = s.waitsFor(r, rec, *req.Wave)
+			refused = waitsFor(rec, *req.Wave, waiting)
 		} else {
-			refused = s.unpinnedAfterADecision(r, rec, p, verdict)
+			refused = s.unpinnedAfterADecision(r, rec, p, verdict, waiting)
 		}
 		if err := refused; err != nil {
 			s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
@@ -86,14 +92,12 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 // sameVerdict reports whether p already recorded verdict on what req is
 // for: the wave it pins (its own approval for ""), or, unpinned, what the
 // deploy waits for now (a wave's approval while one waits, else its own).
-// A plan digest, when both name one, must be the same.
-func (s *Server) sameVerdict(r *http.Request, rec *store.Record, req ApproveRequest, p manent.Identity, verdict string) (bool, error) {
-	wave := ""
-	switch {
-	case req.Wave != nil:
+// A plan digest, when both name one, must be the same. waiting is the wave
+// whose approval the deploy waits for ("" for none).
+func (s *Server) sameVerdict(r *http.Request, rec *store.Record, req ApproveRequest, p manent.Identity, verdict, waiting string) (bool, error) {
+	wave := waiting
+	if req.Wave != nil {
 		wave = *req.Wave
-	case rec.State == manent.StatePending:
-		wave = s.eng.WaitingWave(r.Context(), rec.ID)
 	}
 	a, err := s.eng.Recorded(r.Context(), rec.ID, wave, p.Subject)
 	if err != nil || a == nil {
@@ -108,15 +112,11 @@ func (s *Server) sameVerdict(r *http.Request, rec *store.Record, req ApproveRequ
 // waits now from the earlier one sent again after its answer was lost,
 // which would then approve the wave the deploy reached meanwhile. The
 // first verdict of an identity, unpinned, goes to what the deploy waits
-// for.
-func (s *Server) unpinnedAfterADecision(r *http.Request, rec *store.Record, p manent.Identity, verdict string) error {
+// for; waiting is the wave whose approval it waits for ("" for none).
+func (s *Server) unpinnedAfterADecision(r *http.Request, rec *store.Record, p manent.Identity, verdict, waiting string) error {
 	decided, err := s.eng.Decided(r.Context(), rec.ID, p.Subject, verdict)
 	if err != nil || len(decided) == 0 {
 		return err
-	}
-	waiting := ""
-	if rec.State == manent.StatePending {
-		waiting = s.eng.WaitingWave(r.Context(), rec.ID)
 	}
 	if waiting == "" && rec.State != manent.StateAwaitingApproval {
 		return nil // it waits for no verdict: refused as such by Approve
@@ -141,12 +141,9 @@ func (s *Server) unpinnedAfterADecision(r *http.Request, rec *store.Record, p ma
 }
 
 // waitsFor refuses a verdict pinned to wave ("" for the deploy's own
-// approval) when the deploy waits for something else.
-func (s *Server) waitsFor(r *http.Request, rec *store.Record, wave string) error {
-	waiting := ""
-	if rec.State == manent.StatePending {
-		waiting = s.eng.WaitingWave(r.Context(), rec.ID)
-	}
+// approval) when the deploy waits for something else: waiting, the wave
+// whose approval it waits for ("" for none).
+func waitsFor(rec *store.Record, wave, waiting string) error {
 	switch {
 	case wave == "" && waiting != "":
 		return manent.Errorf(manent.EConflict, "deploy %s no longer waits for its own approval: wave %s waits for its approval now; read the deploy again and decide on the wave", rec.ID, waiting)
