@@ -540,10 +540,24 @@ func (e *Engine) countApprovals(in plan.Input, as []manent.Approval, digest stri
 	return n, lapsed
 }
 
-// Approve records by's approval or rejection a and wakes the gate. The
-// submitter cannot approve; an identity counts once; an approval given for
-// another plan digest does not count.
+// Approve records by's approval or rejection a on what deploy id waits for
+// and wakes the gate. The submitter cannot approve; an identity counts
+// once; an approval given for another plan digest does not count.
 func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a manent.Approval) (*store.Record, error) {
+	return e.decide(ctx, id, by, a, nil)
+}
+
+// ApproveFor is Approve for the verdict's caller that judged it for
+// wave ("" for the deploy's own approval): when the deploy waits for
+// something else by the time it is read here (the wave was approved
+// elsewhere and the next one reached its approval in between), the verdict
+// is refused (409) and nothing is recorded, rather than landing on what
+// waits now.
+func (e *Engine) ApproveFor(ctx context.Context, id string, by manent.Identity, a manent.Approval, wave string) (*store.Record, error) {
+	return e.decide(ctx, id, by, a, &wave)
+}
+
+func (e *Engine) decide(ctx context.Context, id string, by manent.Identity, a manent.Approval, pin *string) (*store.Record, error) {
 	a.Identity = by.Subject
 	rec, err := e.st.Deployment(ctx, id)
 	if err != nil {
@@ -553,10 +567,22 @@ func (e *Engine) Approve(ctx context.Context, id string, by manent.Identity, a m
 	if err := json.Unmarshal(rec.Input, &in); err != nil {
 		return nil, err
 	}
+	waiting := ""
 	if rec.State == manent.StatePending {
-		if wave := e.WaitingWave(ctx, id); wave != "" {
-			return e.approveWave(ctx, rec, in, wave, by, a)
+		waiting = e.WaitingWave(ctx, id)
+	}
+	if pin != nil && *pin != waiting && (waiting != "" || rec.State == manent.StateAwaitingApproval) {
+		what := func(wave string) string {
+			if wave == "" {
+				return "its own approval"
+			}
+			return fmt.Sprintf("the approval of wave %q", wave)
 		}
+		return nil, manent.Errorf(manent.EConflict, "deploy %s moved on while this %s was checked: it was for %s, and %s waits now; nothing was recorded: read the deploy again and decide on what waits",
+			id, a.Verdict, what(*pin), what(waiting))
+	}
+	if waiting != "" {
+		return e.approveWave(ctx, rec, in, waiting, by, a)
 	}
 	if rec.State != manent.StateAwaitingApproval {
 		return nil, manent.Errorf(manent.EConflict, "deploy %s is %s, not AWAITING_APPROVAL nor waiting for a wave's approval", id, rec.State)

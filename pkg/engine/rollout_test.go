@@ -112,7 +112,19 @@ func TestApprovalBetweenWaves(t *testing.T) {
 		if _, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:test"}, manent.Approval{Verdict: "approve"}); manent.ErrorCode(err) != manent.EForbidden {
 			t.Fatalf("the submitter approving a wave: %v, want forbidden", err)
 		}
-		if _, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}); err != nil {
+		// A verdict its caller judged for something else (the deploy's own
+		// approval, another wave: the deploy moved on between the caller's
+		// read and this one) is refused, nothing recorded.
+		for _, pin := range []string{"", "canary"} {
+			_, err := f.eng.ApproveFor(ctx, id, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}, pin)
+			if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(err.Error(), `the approval of wave "rest" waits now`) {
+				t.Fatalf("a verdict judged for %q while wave rest waits: %v, want a 409 saying what waits", pin, err)
+			}
+		}
+		if d, err := f.eng.Decided(ctx, id, "token:lead", "approve"); err != nil || len(d) != 0 {
+			t.Fatalf("recorded after the refusals: %v %v, want nothing", d, err)
+		}
+		if _, err := f.eng.ApproveFor(ctx, id, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}, "rest"); err != nil {
 			t.Fatal(err)
 		}
 		rec := f.wait(id, 60*time.Second)

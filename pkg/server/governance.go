@@ -77,8 +77,10 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 			writeError(w, r, s.log, err)
 			return
 		}
-		after, err := s.eng.Approve(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
-			Comment: req.Comment, PlanDigest: req.PlanDigest})
+		// Judged for what waited when read above: the engine refuses it
+		// when the deploy has moved on since (a wave approved elsewhere).
+		after, err := s.eng.ApproveFor(r.Context(), rec.ID, p, manent.Approval{Verdict: verdict,
+			Comment: req.Comment, PlanDigest: req.PlanDigest}, waiting)
 		if err != nil {
 			s.auditRefused(r, p, "deployment."+verdict, rec.ID, err)
 			writeError(w, r, s.log, err)
