@@ -8,7 +8,8 @@
 // It imports pkg/manent, pkg/api (wire types), pkg/admit, pkg/auth,
 // pkg/budget (the submission and refusal limits), pkg/engine, pkg/store,
 // pkg/clusterstate (agent reports), pkg/cronspec (next ticks), pkg/plan
-// (the stored workflow input a rollback deploys again), pkg/suggest (the
+// (the stored workflow input a rollback deploys again), pkg/retry (the
+// backoff of an event stream's failed read), pkg/suggest (the
 // "did you mean" of an unknown query parameter), pkg/version (GET
 // /api/v1/version) and descriptor.
 package server
