@@ -81,3 +81,16 @@ func SetDelayPoll(d time.Duration) { delayPoll.Store(int64(d)) }
 func (e *Engine) GateSteps(id string) ([]dbos.StepInfo, error) {
 	return dbos.GetWorkflowSteps(e.dbos, gateID(id), dbos.WithStepsLoadOutput(true))
 }
+
+// RunningWorkflowIDs returns the IDs of every DBOS workflow that runs or
+// waits, read without an ID filter (the tests of busyDeploys check its
+// answer against this).
+func (e *Engine) RunningWorkflowIDs() ([]string, error) {
+	wfs, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterStatus(dbos.WorkflowStatusPending, dbos.WorkflowStatusEnqueued),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+	ids := make([]string, len(wfs))
+	for i, wf := range wfs {
+		ids[i] = wf.ID
+	}
+	return ids, err
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -143,13 +144,13 @@ func (e *Engine) retain(ctx context.Context, now time.Time) (RetentionReport, er
 				from, wrapped = &store.RetentionMark{}, true
 				continue
 			}
+			busy, err := e.busyDeploys(fs)
+			if err != nil {
+				return rep, err
+			}
 			for _, f := range fs {
 				looked++
-				busy, err := e.deployBusy(f.ID)
-				if err != nil {
-					return rep, err
-				}
-				if busy {
+				if busy[f.ID] {
 					from = &f
 					continue
 				}
@@ -237,18 +238,41 @@ func (e *Engine) deleteWorkflows(ctx context.Context, id string, now time.Time) 
 	return e.st.WorkflowsDeleted(ctx, id, now)
 }
 
-// deployBusy reports whether a DBOS workflow of a final deploy still runs
-// or waits: a callback delivery still retrying (retention.workflows set
-// shorter than its retries). Its rows are kept until it ends, so the
-// delivery is neither deleted under its feet nor lost from status.
-func (e *Engine) deployBusy(id string) (bool, error) {
-	wfs, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterWorkflowIDPrefix(id),
-		dbos.WithFilterStatus(dbos.WorkflowStatusPending, dbos.WorkflowStatusEnqueued),
-		dbos.WithFilterLimit(1), dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
-	if err != nil {
-		return false, fmt.Errorf("list the running workflows of %s: %w", id, err)
+// busyDeploys returns which of these final deploys still have a DBOS
+// workflow that runs or waits: a callback delivery still retrying
+// (retention.workflows set shorter than its retries). Their rows are kept
+// until it ends, so the delivery is neither deleted under its feet nor
+// lost from status. One query for them all: an ID-prefix filter per
+// deploy (its own workflow "<id>" and its "<id>.…"), each a range of
+// workflow_status's primary key (patches 2 and 14 of
+// third_party/dbos-transact-golang), so a batch costs a query per page of
+// deploys however many deliveries run.
+func (e *Engine) busyDeploys(fs []store.RetentionMark) (map[string]bool, error) {
+	if len(fs) == 0 {
+		return nil, nil
 	}
-	return len(wfs) > 0, nil
+	ids := make([]string, len(fs))
+	want := make(map[string]bool, len(fs))
+	for i, f := range fs {
+		ids[i] = f.ID
+		want[f.ID] = true
+	}
+	wfs, err := dbos.ListWorkflows(e.dbos, dbos.WithFilterWorkflowIDPrefix(ids...),
+		dbos.WithFilterStatus(dbos.WorkflowStatusPending, dbos.WorkflowStatusEnqueued),
+		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+	if err != nil {
+		return nil, fmt.Errorf("list the running workflows of %d deploys: %w", len(ids), err)
+	}
+	busy := make(map[string]bool)
+	for _, wf := range wfs {
+		// "<id>" or "<id>.…": a prefix also matches a longer id that starts
+		// with another (not manent's fixed-width ids, but exact anyway).
+		id, _, _ := strings.Cut(wf.ID, ".")
+		if want[id] {
+			busy[id] = true
+		}
+	}
+	return busy, nil
 }
 
 // DeployWorkflows lists the DBOS workflows a deploy still has in DBOS's

@@ -468,3 +468,87 @@ func callbackRetentionFixture(t *testing.T, db string) *fixture {
 		c.Retention.Every = time.Hour
 	})
 }
+
+// TestRetentionBatchSortsRunningFromFinished: one batch asks DBOS about
+// all its deploys at once (busyDeploys); deploys whose finished callback
+// still runs, interleaved with deploys that have nothing running, all older
+// than retention.workflows, are told apart: the batch deletes the
+// workflows of every one with nothing running and of none whose delivery
+// runs. On SQLite and PostgreSQL (a C.UTF-8 database: the ID-prefix filter
+// is a range of the primary key, patch 14), and with the same answers on
+// PostgreSQL where it stays a LIKE: an ICU database, whose order is not
+// the bytes', and a user that may not read pg_collation (DBOS cannot tell
+// the collation, and still starts).
+func TestRetentionBatchSortsRunningFromFinished(t *testing.T) {
+	enginetest.Databases(t, batchSortsRunningFromFinished)
+	t.Run("postgres-icu", func(t *testing.T) {
+		batchSortsRunningFromFinished(t, enginetest.PostgresCreatedWith(t, "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' TEMPLATE template0"))
+	})
+	t.Run("postgres-no-catalogue", func(t *testing.T) {
+		batchSortsRunningFromFinished(t, enginetest.PostgresAs(t, enginetest.Postgres(t),
+			"REVOKE SELECT ON pg_catalog.pg_collation FROM PUBLIC"))
+	})
+}
+
+func batchSortsRunningFromFinished(t *testing.T, db string) {
+	recv := holdFinishedCallbacks()
+	defer recv.stop()
+	f := callbackRetentionFixture(t, db)
+	ctx := context.Background()
+	url, _ := f.artifact("v1", "1")
+	callback := fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL)
+	var running, finished []string
+	for i, v := range []string{"1", "2", "3", "4", "5"} {
+		extra := ""
+		if i%2 == 0 {
+			extra = callback
+		}
+		id := f.submit(descriptorYAML("ret", "prod", v, url, "", extra))
+		if rec := f.wait(id, 30*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s)", rec.State, rec.Error)
+		}
+		if extra == "" {
+			finished = append(finished, id)
+			continue
+		}
+		select {
+		case <-recv.held:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the finished callback never reached its receiver")
+		}
+		running = append(running, id)
+	}
+	// A deploy reads SUCCESS a moment before its workflow returns: wait
+	// for those with nothing running to have returned.
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		ids, err := f.eng.RunningWorkflowIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range ids {
+			for _, id := range finished {
+				if w == id || strings.HasPrefix(w, id+".") {
+					return false
+				}
+			}
+		}
+		return true
+	}, "the deploys without a callback to have returned")
+	rep, err := f.eng.Retain(ctx, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Workflows != len(finished) {
+		t.Errorf("one batch deleted the workflows of %d deploys, want the %d with nothing running", rep.Workflows, len(finished))
+	}
+	for _, id := range finished {
+		if wfs, err := f.eng.DeployWorkflows(id); err != nil || len(wfs) != 0 {
+			t.Errorf("deploy %s, finished with nothing running and older than retention.workflows, kept its workflows: %v (%v)", id, wfs, err)
+		}
+	}
+	for _, id := range running {
+		if wfs, err := f.eng.DeployWorkflows(id); err != nil || len(wfs) < 2 {
+			t.Errorf("deploy %s, whose finished callback still runs, lost its workflows: %v (%v)", id, wfs, err)
+		}
+	}
+}

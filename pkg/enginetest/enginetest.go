@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,14 @@ func SQLite(t testing.TB) string {
 // MANENT_TEST_REQUIRE_POSTGRES=1).
 func Postgres(t testing.TB) string {
 	t.Helper()
+	return PostgresCreatedWith(t, "")
+}
+
+// PostgresCreatedWith is Postgres with options after CREATE DATABASE's
+// name, e.g. "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' TEMPLATE template0"
+// for a database that does not order text by bytes.
+func PostgresCreatedWith(t testing.TB, options string) string {
+	t.Helper()
 	admin := os.Getenv(PostgresEnv)
 	if admin == "" {
 		if os.Getenv(RequirePostgresEnv) == "1" {
@@ -70,7 +79,7 @@ func Postgres(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "manent_test_" + hex.EncodeToString(b[:])
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
@@ -88,6 +97,54 @@ func Postgres(t testing.TB) string {
 		t.Fatalf("%s: %v", PostgresEnv, err)
 	}
 	u.Path = "/" + name
+	return u.String()
+}
+
+// PostgresAs makes a login role, not a superuser, the owner of the
+// database at dbURL (one of Postgres's), runs setup there as the admin
+// (e.g. a REVOKE from PUBLIC), and returns dbURL as that role. The
+// database, then the role, are dropped when the test ends.
+func PostgresAs(t testing.TB, dbURL string, setup ...string) string {
+	t.Helper()
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	role, password := "manent_test_role_"+hex.EncodeToString(b[:]), "pw"+hex.EncodeToString(b[:])
+	exec := func(ctx context.Context, dsn string, stmts ...string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		for _, s := range stmts {
+			if _, err := conn.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := os.Getenv(PostgresEnv)
+	if err := exec(ctx, admin, "CREATE ROLE "+role+" LOGIN PASSWORD '"+password+"'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = exec(ctx, admin, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)", "DROP ROLE IF EXISTS "+role)
+	})
+	if err := exec(ctx, admin, "ALTER DATABASE "+name+" OWNER TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(ctx, dbURL, setup...); err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
 	return u.String()
 }
 

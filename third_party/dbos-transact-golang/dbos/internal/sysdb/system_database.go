@@ -169,6 +169,12 @@ type SysDB struct {
 	sharding ShardingBackend
 
 	customPool bool
+
+	// bytewiseIDs: workflow_uuid is ordered by bytes (a Postgres column
+	// whose collation is C or POSIX, or a libc C.UTF-8 database), so an
+	// ID-prefix filter is a primary-key range there too, as on SQLite.
+	// [manent patch: ID-prefix ranges on Postgres]
+	bytewiseIDs bool
 }
 
 func (s *SysDB) owner() *string {
@@ -1286,6 +1292,24 @@ func NewSystemDatabase(ctx context.Context, inputs NewSystemDatabaseInput) (Syst
 	if isCockroach {
 		dialect = CockroachDialect{}
 	}
+	// [manent patch: ID-prefix ranges on Postgres]
+	bytewise := false
+	if !isCockroach && !sharded {
+		bytewise, err = idsOrderedByBytes(ctx, pool, databaseSchema)
+		if err != nil && ctx.Err() != nil {
+			closePool()
+			return nil, startupError(ctx, inputs.StartupTimeout, "reading the collation of workflow IDs", pool, err)
+		}
+		if err != nil {
+			// A user that may not read the catalogues (pg_collation,
+			// pg_database revoked from PUBLIC) still starts: the ID-prefix
+			// filter stays a LIKE, the same answers without the index.
+			if logger != nil {
+				logger.Warn("cannot read the collation of workflow IDs; ID-prefix filters stay LIKE (no index)", "error", err)
+			}
+			bytewise = false
+		}
+	}
 
 	push := dialect.SupportsListenNotify() && !sharded
 	coalesceInterval := inputs.NotificationCoalesceInterval
@@ -1309,7 +1333,53 @@ func NewSystemDatabase(ctx context.Context, inputs NewSystemDatabaseInput) (Syst
 		sharded:                      sharded,
 		sharding:                     sharding,
 		customPool:                   customPool != nil,
+		bytewiseIDs:                  bytewise,
 	}, nil
+}
+
+// idsOrderedByBytes reports whether Postgres orders workflow_status's
+// workflow_uuid by bytes: its collation is "C" or "POSIX", or it has the
+// database's default collation and the database's is the libc C, POSIX
+// or C.UTF-8 locale (code-point order, which is UTF-8's byte order). An
+// ICU default (datlocprovider 'i', Postgres 15 and later) or any other
+// locale orders text by language rules, where a byte range does not hold
+// exactly the IDs that start with a prefix. [manent patch: ID-prefix
+// ranges on Postgres]
+func idsOrderedByBytes(ctx context.Context, pool *pgxpool.Pool, schema string) (bool, error) {
+	var collation, provider, dbCollate string
+	err := pool.QueryRow(ctx, `SELECT COALESCE(c.collname, ''), COALESCE(to_jsonb(d) ->> 'datlocprovider', 'c'), d.datcollate
+		FROM pg_attribute a
+		JOIN pg_class t ON t.oid = a.attrelid
+		JOIN pg_namespace n ON n.oid = t.relnamespace
+		LEFT JOIN pg_collation c ON c.oid = a.attcollation
+		JOIN pg_database d ON d.datname = current_database()
+		WHERE n.nspname = $1 AND t.relname = 'workflow_status' AND a.attname = 'workflow_uuid'`, schema).Scan(&collation, &provider, &dbCollate)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return bytewiseCollation(collation, provider, dbCollate), nil
+}
+
+// bytewiseCollation: collation is the column's (pg_collation.collname,
+// "default" for the database's), provider and dbCollate the database's.
+// [manent patch: ID-prefix ranges on Postgres]
+func bytewiseCollation(collation, provider, dbCollate string) bool {
+	switch collation {
+	case "C", "POSIX":
+		return true
+	case "default":
+		if provider != "c" {
+			return false
+		}
+		switch dbCollate {
+		case "C", "POSIX", "C.UTF-8", "C.utf8":
+			return true
+		}
+	}
+	return false
 }
 
 func (s *SysDB) ListenNotifyPool() *pgxpool.Pool {
@@ -1828,6 +1898,7 @@ func (s *SysDB) ListWorkflows(ctx context.Context, input ListWorkflowsDBInput) (
 
 func (s *SysDB) listWorkflows(ctx context.Context, input ListWorkflowsDBInput, idGroups map[string][]string) ([]models.WorkflowStatus, error) {
 	qb := newQueryBuilder(s.dialect)
+	qb.bytewiseIDs = s.bytewiseIDs // [manent patch: ID-prefix ranges on Postgres]
 
 	// Build the base query with conditional column selection
 	loadColumns := []string{
@@ -1978,10 +2049,19 @@ func (s *SysDB) listWorkflows(ctx context.Context, input ListWorkflowsDBInput, i
 	}
 
 	// Add sorting
+	// [manent patch: ID-prefix ranges on Postgres] On SQLite, ORDER BY
+	// created_at made the planner walk the whole created_at index (to skip
+	// the sort) rather than the primary-key ranges of an ID-prefix filter:
+	// "+created_at" sorts the same and leaves it the ranges (MULTI-INDEX
+	// OR); the rows of a few prefixes are few to sort.
+	orderBy := "created_at"
+	if qb.idRanges && s.dialect.Name() == DialectSQLite {
+		orderBy = "+created_at"
+	}
 	if input.SortDesc {
-		query += " ORDER BY created_at DESC"
+		query += " ORDER BY " + orderBy + " DESC"
 	} else {
-		query += " ORDER BY created_at ASC"
+		query += " ORDER BY " + orderBy + " ASC"
 	}
 
 	// Add limit and offset
@@ -4364,6 +4444,7 @@ func (s *SysDB) GetWorkflowAggregates(ctx context.Context, input GetWorkflowAggr
 	}
 
 	qb := newQueryBuilder(s.dialect)
+	qb.bytewiseIDs = s.bytewiseIDs // [manent patch: ID-prefix ranges on Postgres]
 
 	if input.TimeBucketSizeMs > 0 {
 		// CockroachDB infers a placeholder's type from its first use and refuses
@@ -4630,6 +4711,7 @@ func (s *SysDB) GetStepAggregates(ctx context.Context, input GetStepAggregatesDB
 	}
 
 	qb := newQueryBuilder(s.dialect)
+	qb.bytewiseIDs = s.bytewiseIDs // [manent patch: ID-prefix ranges on Postgres]
 
 	if input.TimeBucketSizeMs > 0 {
 		// Bucket on completed_at_epoch_ms, the indexed timestamp on this table.
@@ -7993,6 +8075,10 @@ type queryBuilder struct {
 	args         []any
 	argCounter   int
 	dialect      Dialect
+	// bytewiseIDs: see SysDB.bytewiseIDs. [manent patch: ID-prefix ranges on Postgres]
+	bytewiseIDs bool
+	// idRanges: an ID-prefix filter was written as primary-key ranges.
+	idRanges bool
 }
 
 func newQueryBuilder(dialect Dialect) *queryBuilder {
@@ -8142,10 +8228,18 @@ func (qb *queryBuilder) addWhereLikeAny(column string, prefixes []string, suffix
 		// collation may not order text by bytes. The filter becomes
 		// case-sensitive on SQLite, as it is on Postgres.
 		// [manent patch: indexed ID-prefix filter on SQLite]
-		if upper, ok := prefixUpperBound(p); ok && suffix == "%" && qb.dialect != nil && qb.dialect.Name() == DialectSQLite {
+		//
+		// On Postgres where workflow_uuid is ordered by bytes
+		// (bytewiseIDs), the same range, for an ASCII prefix (its bound
+		// stays valid UTF-8): a LIKE never uses the primary key under a
+		// collation other than C, and an OR of LIKEs is then a scan.
+		// [manent patch: ID-prefix ranges on Postgres]
+		if upper, ok := prefixUpperBound(p); ok && suffix == "%" && qb.dialect != nil &&
+			(qb.dialect.Name() == DialectSQLite || (qb.bytewiseIDs && asciiPrefix(p))) {
 			qb.args = append(qb.args, p, upper)
 			ors[i] = fmt.Sprintf("(%s >= $%d AND %s < $%d)", column, qb.argCounter+1, column, qb.argCounter+2)
 			qb.argCounter += 2
+			qb.idRanges = true
 			continue
 		}
 		qb.argCounter++
@@ -8153,6 +8247,17 @@ func (qb *queryBuilder) addWhereLikeAny(column string, prefixes []string, suffix
 		qb.args = append(qb.args, escapeLikePattern(p)+suffix)
 	}
 	qb.whereClauses = append(qb.whereClauses, "("+strings.Join(ors, " OR ")+")")
+}
+
+// asciiPrefix reports whether p is ASCII below DEL, so that p with its last
+// byte incremented is ASCII too. [manent patch: ID-prefix ranges on Postgres]
+func asciiPrefix(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] >= 0x7f {
+			return false
+		}
+	}
+	return p != ""
 }
 
 // prefixUpperBound is the least string greater than every string that
