@@ -77,6 +77,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			if bad := fullScan(plan, st.Postgres(), q.Walk); bad != "" {
 				t.Errorf("%s scans a table (%s):\n%s\nquery: %s", q.Name, bad, plan, q.SQL)
 			}
+			if q.Index != "" && !strings.Contains(plan, q.Index) {
+				t.Errorf("%s does not use %s:\n%s\nquery: %s", q.Name, q.Index, plan, q.SQL)
+			}
 		}
 	})
 }

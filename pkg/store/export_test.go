@@ -18,6 +18,9 @@ type HotQuery struct {
 	// unfiltered list) or of a covering index (a count per state); anything
 	// else must SEARCH an index.
 	Walk bool
+	// Index, when set, must be in the plan: a SEARCH of another index can
+	// still read most of the table (every SUCCESS deploy).
+	Index string
 }
 
 // HotQueries returns the store's hot queries with sample arguments.
@@ -65,6 +68,7 @@ func HotQueries() []HotQuery {
 	add("dora of an environment", false, q, a...)
 	q, a = finishedSinceQuery("", "", now.Add(-time.Hour))
 	add("dora of everything", false, q, a...)
+	out = append(out, HotQuery{Name: "retention: rollbacks promotion reads", SQL: rollbacksKeptQuery, Index: "manent_deployments_rollbacks"})
 	add("web session revoked", false, sessionRevokedQuery, sessionKey("c2Vzc2lvbi1pZC0xMjM0NTY"))
 	add("prune revoked web sessions", false, pruneRevokedQuery, now.Unix(), revokedPruneBatch)
 	return out

@@ -358,6 +358,16 @@ func queryIDs(ctx context.Context, q querier, query string, args ...any) ([]stri
 	return out, rows.Err()
 }
 
+// rollbacksKeptQuery is the pairs stillNeeded keeps for promotion: a
+// SUCCESS rollback and the deploy it went back from, until that version
+// succeeds there again. It searches the rollbacks alone (partial index
+// manent_deployments_rollbacks, migration 31), not every success.
+const rollbacksKeptQuery = `SELECT r.id || ' ' || d.id FROM manent_deployments r
+		JOIN manent_deployments d ON d.id = r.rollback_of
+		WHERE r.rollback_of <> '' AND r.state = 'SUCCESS' AND NOT EXISTS (SELECT 1 FROM manent_deployments s
+			WHERE s.application = d.application AND s.environment = d.environment AND s.version = d.version
+			AND s.state = 'SUCCESS' AND s.finished_at > r.finished_at)`
+
 // stillNeeded returns the final deploys retention.deploys must keep,
 // however old:
 //   - each environment's current release and last failure (the inventory);
@@ -436,11 +446,7 @@ func (s *Store) stillNeeded(ctx context.Context, q querier) (map[string]bool, er
 	// until the version rolled back succeeds there again: promotion reads
 	// the pair (RolledBackSince) to not count that version's earlier
 	// successes there, which another rule may keep (a waiting deploy).
-	rolled, err := queryIDs(ctx, q, `SELECT r.id || ' ' || d.id FROM manent_deployments r
-		JOIN manent_deployments d ON d.id = r.rollback_of
-		WHERE r.rollback_of <> '' AND r.state = 'SUCCESS' AND NOT EXISTS (SELECT 1 FROM manent_deployments s
-			WHERE s.application = d.application AND s.environment = d.environment AND s.version = d.version
-			AND s.state = 'SUCCESS' AND s.finished_at > r.finished_at)`)
+	rolled, err := queryIDs(ctx, q, rollbacksKeptQuery)
 	if err != nil {
 		return nil, fmt.Errorf("the rollbacks promotion reads: %w", err)
 	}
