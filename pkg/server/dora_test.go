@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -261,7 +262,11 @@ func TestDORACountsWhatReachedTheEnvironment(t *testing.T) {
 		}
 		return *d
 	}
-	run(art, "1", "", manent.StateSuccess)
+	// Release 1 checks, after its activation, that the flag is absent: its
+	// rollback fails once the flag is there, after reaching staging.
+	flag := filepath.Join(t.TempDir(), "flag")
+	check := "rollback: {enabled: false}\nsteps:\n  - {name: check, after: activation, plugin: script, with: {command: [sh, -c, 'test ! -e " + flag + "']}}\n"
+	run(art, "1", check, manent.StateSuccess)
 	if d := run(gone, "2", "", manent.StateError); !strings.Contains(d.Error, `step "artifacts" failed`) {
 		t.Fatalf("deploy of a missing artifact: error %q, want it failed at artifacts", d.Error)
 	}
@@ -278,10 +283,29 @@ func TestDORACountsWhatReachedTheEnvironment(t *testing.T) {
 	if ttr.Samples != 1 || ttr.Median == nil || *ttr.Median > 60 || ttr.Unrestored != 1 {
 		t.Errorf("time to restore %+v: want one sample (3's own rollback, seconds) and one unrestored failure (4)", ttr)
 	}
+	// A manent rollback (to 1) that fails after its activation, rollback
+	// disabled, restores nothing: it is a change failure of its own, and
+	// 4 stays open.
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Version != "1" {
+		t.Fatalf("rollback to %q, want 1", rb.Version)
+	}
+	waitFor(t, ci, rb.ID, manent.StateError)
+	got = dora()
+	if ttr := got.TimeToRestoreSeconds; ttr.Samples != 1 || ttr.Unrestored != 2 || got.DeploymentFrequency.Deploys != 4 || got.ChangeFailureRate.Failed != 3 {
+		t.Errorf("after the failed rollback: deploys %d, failed %d, time to restore %+v: want 4 deploys, 3 failed, one sample and 2 unrestored (4 and the rollback)",
+			got.DeploymentFrequency.Deploys, got.ChangeFailureRate.Failed, ttr)
+	}
 	run(art, "5", "", manent.StateSuccess)
 	got = dora()
-	if ttr := got.TimeToRestoreSeconds; ttr.Samples != 2 || ttr.Unrestored != 0 || got.DeploymentFrequency.Deploys != 4 {
-		t.Errorf("after 5: deploys %d, time to restore %+v: want 4 deploys, two samples and nothing unrestored", got.DeploymentFrequency.Deploys, ttr)
+	if ttr := got.TimeToRestoreSeconds; ttr.Samples != 3 || ttr.Unrestored != 0 || got.DeploymentFrequency.Deploys != 5 {
+		t.Errorf("after 5: deploys %d, time to restore %+v: want 5 deploys, three samples and nothing unrestored", got.DeploymentFrequency.Deploys, ttr)
 	}
 }
 
