@@ -64,7 +64,7 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 	waits.After = d.After
 
 	in := governance.Input{
-		Descriptor:  d,
+		Descriptor:  shownDescriptor(d),
 		Identity:    req.Identity,
 		Environment: governance.Environment{Name: d.Environment, Regions: regions, Config: plugin.RedactSettings(config)},
 		Target:      shownTarget(target),
@@ -389,18 +389,51 @@ func (a *Admitter) Governed() bool { return a.cfg.Governance != nil }
 // runInput is the governance input for deploy in once admitted, decided
 // again now: descriptor d (its own, or one with the downloaded artifact's
 // digest), the requester, the regions concerned, the environment
-// configuration of in (the config step's once it ran). The configuration,
-// like the target, is redacted as readers see it (plugin.RedactSettings):
-// a policy's reasons reach the 422 answer, the step's error and the audit
-// log.
+// configuration of in (the config step's once it ran). The descriptor and
+// the configuration, like the target, are redacted as readers see them
+// (plugin.RedactSettings): a policy's reasons reach the 422 answer, the
+// step's error and the audit log.
 func runInput(in plan.Input, d *descriptor.Descriptor, regions []string) governance.Input {
 	return governance.Input{
-		Descriptor:  d,
+		Descriptor:  shownDescriptor(d),
 		Identity:    in.Requesting(),
 		Environment: governance.Environment{Name: in.Environment, Regions: regions, Config: plugin.RedactSettings(in.EnvConfig)},
 		Target:      shownTarget(in.Target),
 		Now:         time.Now().UTC(),
 	}
+}
+
+// shownDescriptor is a copy of d as a policy sees it (input.descriptor):
+// the credentials the submitter wrote in its parameters, its target's and
+// its steps' `with`, and the URLs of its artifact, health checks and
+// callbacks redacted as readers see them (plugin.RedactSettings,
+// plugin.RedactURL); every other value as submitted. d is not changed:
+// the deploy runs with what was submitted.
+func shownDescriptor(d *descriptor.Descriptor) *descriptor.Descriptor {
+	if d == nil {
+		return nil
+	}
+	c := *d
+	c.Artifact.URL = plugin.RedactURL(d.Artifact.URL)
+	c.Parameters = plugin.RedactSettings(d.Parameters)
+	if d.Target != nil {
+		t := *d.Target
+		t.With = plugin.RedactSettings(d.Target.With)
+		c.Target = &t
+	}
+	c.Steps = slices.Clone(d.Steps)
+	for i := range c.Steps {
+		c.Steps[i].With = plugin.RedactSettings(d.Steps[i].With)
+	}
+	c.Health = slices.Clone(d.Health)
+	for i := range c.Health {
+		c.Health[i].URL = plugin.RedactURL(d.Health[i].URL)
+	}
+	c.Callbacks = slices.Clone(d.Callbacks)
+	for i := range c.Callbacks {
+		c.Callbacks[i].URL = plugin.RedactURL(d.Callbacks[i].URL)
+	}
+	return &c
 }
 
 // shownTarget is the target a deploy runs as a policy sees it

@@ -185,3 +185,62 @@ deny contains msg if {
 		t.Fatalf("config step: %s, want the policy's refusal without the credentials", text)
 	}
 }
+
+// QA: input.descriptor was given to the policy as submitted, so a policy
+// whose reason printed it (parameters, target.with, a step's with) put the credentials the submitter wrote in
+// deploy.yml in the 422 answer, the config step's error and the audit log.
+// The policy sees a copy redacted as input.environment.config is; every
+// other value stays readable, and a policy reading ordinary fields decides
+// as before.
+func TestRegoSeesNoDescriptorCredentials(t *testing.T) {
+	pol, err := governance.ParseRego("policy.rego", `package manent
+
+deny contains msg if {
+	input.descriptor.parameters.replicas < 2
+	msg := sprintf("refused with %v", [input.descriptor])
+}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password, token, stepToken = "db-pw-71c2aa", "tok-4f0e9b", "step-tok-c0ffee"
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: pol})
+	extra := func(replicas int) string {
+		return fmt.Sprintf(`parameters: {replicas: %d, db_password: %s, region: eu-1}
+target: {plugin: script, with: {command: [sh, -c, "true"], env: {API_TOKEN: %s, REGION: eu-1}}}
+steps:
+  - {name: smoke, after: deploy, plugin: script, with: {command: [sh, -c, "true"], env: {SMOKE_TOKEN: %s}}}
+`, replicas, password, token, stepToken)
+	}
+	d := f.descriptor(t, extra(1))
+	_, err = f.a.Admit(context.Background(), admit.Request{Descriptor: d, Identity: ci})
+	text := fmt.Sprint(err) + fieldText(err)
+	if !strings.Contains(text, "refused with") || !strings.Contains(text, "replicas") || !strings.Contains(text, "eu-1") ||
+		!strings.Contains(text, "smoke") {
+		t.Fatalf("submission: %s, want the policy's refusal showing the descriptor's ordinary values", text)
+	}
+	for _, secret := range []string{password, token, stepToken} {
+		if strings.Contains(text, secret) {
+			t.Fatalf("the policy's refusal shows %s, a credential of the descriptor: %s", secret, text)
+		}
+	}
+	if !strings.Contains(text, plugin.Redacted) {
+		t.Fatalf("submission: %s, want the credentials shown as %s", text, plugin.Redacted)
+	}
+	// The descriptor admitted keeps its credentials: the deploy runs with them.
+	if d.Parameters["db_password"] != password || d.Target.With["env"].(map[string]any)["API_TOKEN"] != token {
+		t.Fatalf("the submitted descriptor was changed: %+v %+v", d.Parameters, d.Target.With)
+	}
+
+	// The config step asks with the descriptor the deploy runs, redacted the same.
+	adm, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, extra(2)), Identity: ci})
+	if err != nil {
+		t.Fatalf("submission with 2 replicas: %v %s", err, fieldText(err))
+	}
+	adm.Input.Descriptor.Parameters["replicas"] = 1
+	_, err = f.a.Reconfigure(context.Background(), adm.Input)
+	if text := fmt.Sprint(err); !strings.Contains(text, "refused with") || strings.Contains(text, password) ||
+		strings.Contains(text, token) || strings.Contains(text, stepToken) {
+		t.Fatalf("config step: %s, want the policy's refusal without the credentials", text)
+	}
+}

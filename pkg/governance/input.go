@@ -11,6 +11,9 @@ import (
 // document a Rego policy sees as `input`; the field names are stable.
 type Input struct {
 	// Descriptor is the submitted deploy.yml, as JSON (SPEC §2 names).
+	// The server gives a copy with its credentials redacted as readers
+	// see them (parameters, target and steps' with, URLs' passwords): a
+	// policy's reasons are shown.
 	Descriptor *descriptor.Descriptor `json:"descriptor"`
 	// Identity is who submits the deploy.
 	Identity manent.Identity `json:"identity"`
