@@ -223,7 +223,7 @@ func invalid(errs ...manent.FieldError) *manent.Error {
 			e.Path = manent.ClipText(e.Path, maxPathLen)
 		}
 		if _, _, bad := firstControl(e.Path); bad {
-			e.Path = escapeControls(e.Path)
+			e.Path = EscapeControls(e.Path)
 		}
 		out = append(out, e)
 	}

@@ -142,9 +142,9 @@ func BidiControl(r rune) bool {
 		r == '\u200e' || r == '\u200f' || r == '\u061c'
 }
 
-// escapeControls writes the runes firstControl refuses as \uXXXX, so that a
-// path naming a hostile field can be shown safely.
-func escapeControls(s string) string {
+// EscapeControls writes the runes FirstControl refuses as \uXXXX, so that
+// a path naming a hostile field, or a quoted value, can be shown safely.
+func EscapeControls(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if _, _, bad := firstControl(string(r)); bad {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/manent-io/manent/descriptor"
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/manent"
@@ -229,4 +230,8 @@ func readReportBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+// quote is s as a JSON string fit for a message: the control characters
+// encoding/json leaves as they are (the bidirectional-text controls such
+// as U+202E, which reorder what a terminal or a page shows, C1 controls)
+// written \uXXXX too.
+func quote(s string) string { b, _ := json.Marshal(s); return descriptor.EscapeControls(string(b)) }

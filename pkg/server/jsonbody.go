@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -59,7 +61,72 @@ func jsonUnmarshalStrict(b []byte, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	return decodeError(dec.Decode(v))
+}
+
+// decodeError words encoding/json's refusal of a body checkJSONBody
+// accepted in the body's terms, quoting no more of it than maxEchoed
+// characters: an unknown field's name (encoding/json quotes it whole, so
+// a 10 KiB key was a 10 KiB answer), or the field whose value has another
+// JSON type ("wave" is a number, want a string — not Go's struct names).
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te):
+		what := "the body"
+		if te.Field != "" {
+			what = quote(manent.ClipText(te.Field, maxEchoed))
+		}
+		return fmt.Errorf("%s is %s, want %s", what, jsonKind(te.Value), jsonType(te.Type))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if n, uerr := strconv.Unquote(name); uerr == nil {
+			name = n
+		}
+		return fmt.Errorf("unknown field %s", quote(manent.ClipText(name, maxEchoed)))
+	}
+	return errors.New(manent.ClipText(err.Error(), 4*maxEchoed))
+}
+
+// jsonKind names a JSON value as encoding/json's UnmarshalTypeError.Value
+// gives it ("number", "object", "string 'x'", …).
+func jsonKind(v string) string {
+	kind, _, _ := strings.Cut(v, " ")
+	switch kind {
+	case "object", "array":
+		return "an " + kind
+	case "bool":
+		return "true or false"
+	default:
+		return "a " + kind
+	}
+}
+
+// jsonType names the JSON value a Go type reads.
+func jsonType(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 // maxJSONDepth is the deepest nesting of a JSON body: an agent's snapshot,

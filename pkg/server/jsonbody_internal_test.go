@@ -34,7 +34,9 @@ func TestJSONBodyRefusals(t *testing.T) {
 		{"invalid utf-8", "{\"comment\": \"caf\xe9\"}", "is not UTF-8 text: invalid byte 0xe9 at byte 17"},
 		{"too deep", deep, "nests deeper than 32 levels"},
 		{"unknown field", `{"coment": "x"}`, `unknown field "coment"`},
-		{"not an object", `"ok"`, "cannot unmarshal string"},
+		{"not an object", `"ok"`, "the body is a string, want an object"},
+		{"field of another type", `{"comment": -1}`, `"comment" is a number, want a string`},
+		{"long unknown field", `{"` + strings.Repeat("k", 10<<10) + `": 1}`, `unknown field "` + strings.Repeat("k", maxEchoed) + `…"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var v body

@@ -478,6 +478,12 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.limitRefusals(w, r, p, "deployment.cancel", rec.ID) {
 		return
 	}
+	// A cancel reads no body, but one past MaxBody is the 413 of every
+	// route before anything is done: unread, it cancelled the deploy.
+	if _, err := readBody(w, r); err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
 	after, err := s.eng.Cancel(r.Context(), rec.ID)
 	if err != nil {
 		s.auditRefused(r, p, "deployment.cancel", rec.ID, err)
