@@ -145,6 +145,13 @@ func deployAhead(target string, a store.InFlight) error {
 		a.ID, a.Version, a.State, target, a.ID, a.ID)
 }
 
+// rollbackWaiting is the refusal of a rollback while rollback a of the same
+// release (rollbackOf) waits for its approval on target.
+func rollbackWaiting(target, rollbackOf string, a store.InFlight) error {
+	return manent.Errorf(manent.EConflict, "rollback %s (version %s) of %s waits for its approval on %s: a second rollback of that release is not queued; approve it (manent approve %s), or reject it (manent reject %s) and roll back again",
+		a.ID, a.Version, rollbackOf, target, a.ID, a.ID)
+}
+
 // reusedRefused says, of the checks' refusal of a rollback, whose
 // descriptor they refused: the caller sent none, and the problems' paths
 // point into the old deploy's descriptor, checked against today's
@@ -298,13 +305,21 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	// The check above again, in the transaction that queues the rollback
 	// and after the lock every submission takes: of two rollbacks (or a
 	// deploy and a rollback) submitted at the same instant, the later sees
-	// the first.
+	// the first. A rollback of the same release that waits for its
+	// approval is the same rollback asked again (a double click): it is
+	// not queued a second time.
 	also = append(also, func(tx *sql.Tx, rec *store.Record) error {
 		a, err := s.st.InFlightTx(r.Context(), tx, app, env, rec.ID)
-		if err != nil || a == nil {
+		if err != nil {
 			return err
 		}
-		return deployAhead(target, *a)
+		if a != nil {
+			return deployAhead(target, *a)
+		}
+		if a, err = s.st.WaitingRollbackTx(r.Context(), tx, app, env, cur.DeploymentID, rec.ID); err != nil || a == nil {
+			return err
+		}
+		return rollbackWaiting(target, cur.DeploymentID, *a)
 	})
 	rec, err := s.eng.Submit(r.Context(), adm.Input, adm.Decision, also...)
 	if errors.Is(err, store.ErrIdempotencyTaken) && s.replay(w, r, p, key, keyed) {

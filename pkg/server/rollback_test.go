@@ -586,3 +586,73 @@ func TestHistorySaysWhatARollbackRestored(t *testing.T) {
 		}
 	}
 }
+
+// A rollback that waits for its approval (prod) and the same rollback sent
+// again without an Idempotency-Key (a double click, a pipeline retried):
+// the second is refused 409 naming the first and what to do with it —
+// it was queued too, two rollbacks waiting for one approval each, of
+// which the second approved was refused as outdated. Rollbacks sent at
+// the same instant queue one. On SQLite and PostgreSQL.
+func TestRollbackWaitingForApprovalQueuesOne(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		rules := filepath.Join(t.TempDir(), "governance.yaml")
+		if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv := newTestServer(t, db, govTokens, govRules, func(c *node.Config) { c.Governance.Rules = rules })
+		ci, alice := api.NewClient(srv.URL, "ci-token", nil), api.NewClient(srv.URL, "alice-token", nil)
+		ctx := context.Background()
+		art := artifactFile(t)
+		for _, v := range []string{"1", "2"} {
+			res, err := ci.Submit(ctx, simple(art, "prod", v, ""), false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := waitFor(t, ci, res.ID, manent.StateAwaitingApproval)
+			if _, err := alice.Approve(ctx, res.ID, "ok", d.PlanDigest); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, ci, res.ID, manent.StateSuccess)
+		}
+		first, err := ci.Rollback(ctx, "billing", "prod", api.RollbackRequest{})
+		if err != nil || first.State != manent.StateAwaitingApproval {
+			t.Fatalf("rollback: %+v %v, want it AWAITING_APPROVAL", first, err)
+		}
+		for _, req := range []api.RollbackRequest{{}, {To: "1"}} {
+			_, err := ci.Rollback(ctx, "billing", "prod", req)
+			if msg := manent.ErrorMessage(err); manent.ErrorCode(err) != manent.EConflict ||
+				!strings.Contains(msg, "rollback "+first.ID+" (version 1) of "+first.RollbackOf+" waits for its approval on billing/prod") ||
+				!strings.Contains(msg, "manent approve "+first.ID) || !strings.Contains(msg, "manent reject "+first.ID) {
+				t.Fatalf("rollback %+v again while %s waits: %v, want a 409 naming it", req, first.ID, err)
+			}
+		}
+		const n = 4
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, errs[i] = ci.Rollback(ctx, "billing", "prod", api.RollbackRequest{})
+			}()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if manent.ErrorCode(err) != manent.EConflict {
+				t.Errorf("racing rollback %d: %v, want 409", i, err)
+			}
+		}
+		list, _, err := srv.Store.List(ctx, store.Filter{Application: "billing", Environment: "prod", States: []manent.State{manent.StateAwaitingApproval}})
+		if err != nil || len(list) != 1 || list[0].ID != first.ID {
+			t.Fatalf("deploys waiting for an approval on billing/prod: %d %v, want only %s", len(list), err, first.ID)
+		}
+		// Rejected, the environment may be rolled back again.
+		if _, err := alice.Reject(ctx, first.ID, "not now"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, first.ID, manent.StateRejected)
+		if again, err := ci.Rollback(ctx, "billing", "prod", api.RollbackRequest{}); err != nil || again.State != manent.StateAwaitingApproval {
+			t.Fatalf("rollback once %s is rejected: %+v %v", first.ID, again, err)
+		}
+	})
+}

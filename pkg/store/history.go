@@ -142,11 +142,26 @@ type InFlight struct {
 // submission takes (the audit chain's head on PostgreSQL; SQLite has one
 // writer), it sees a concurrent submission that committed first.
 func (s *Store) InFlightTx(ctx context.Context, tx *sql.Tx, application, environment, except string) (*InFlight, error) {
+	return s.firstTx(ctx, tx, `state IN (?, ?)`, application, environment, except, string(manent.StateEnqueued), string(manent.StatePending))
+}
+
+// WaitingRollbackTx returns a rollback of application/environment that
+// goes back from deploy rollbackOf and waits for its approval or change
+// ticket (AWAITING_APPROVAL), other than except, in tx, or nil: a second
+// rollback of the same release is a repeat (a double click), not a
+// second one to queue. Run after the lock InFlightTx is.
+func (s *Store) WaitingRollbackTx(ctx context.Context, tx *sql.Tx, application, environment, rollbackOf, except string) (*InFlight, error) {
+	return s.firstTx(ctx, tx, `state = ? AND rollback_of = ?`, application, environment, except, string(manent.StateAwaitingApproval), rollbackOf)
+}
+
+// firstTx returns the first deploy created of application/environment,
+// other than except, that also matches cond with args, in tx, or nil.
+func (s *Store) firstTx(ctx context.Context, tx *sql.Tx, cond, application, environment, except string, args ...any) (*InFlight, error) {
 	var f InFlight
 	var state string
 	err := tx.QueryRowContext(ctx, s.q(`SELECT id, version, state FROM manent_deployments
-		WHERE application = ? AND environment = ? AND state IN (?, ?) AND id <> ? ORDER BY created_at LIMIT 1`),
-		application, environment, string(manent.StateEnqueued), string(manent.StatePending), except).Scan(&f.ID, &f.Version, &state)
+		WHERE application = ? AND environment = ? AND `+cond+` AND id <> ? ORDER BY created_at LIMIT 1`),
+		append(append([]any{application, environment}, args...), except)...).Scan(&f.ID, &f.Version, &state)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
