@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -321,53 +320,6 @@ func TestVerdictRefusedWithRetryAfterIsSentAgain(t *testing.T) {
 	}
 }
 
-// faultyProxy sits before a real server: it answers the first `busy`
-// submissions itself with 503, and for the next `drops` submissions
-// forwards them, lets the server commit, then drops the connection before
-// the client sees the answer.
-type faultyProxy struct {
-	target      string
-	busy, drops int
-
-	mu   sync.Mutex
-	seen int
-	keys []string
-}
-
-func (p *faultyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	submit := r.Method == http.MethodPost && r.URL.Path == "/api/v1/deployments"
-	var n int
-	if submit {
-		p.mu.Lock()
-		p.seen++
-		n = p.seen
-		p.keys = append(p.keys, r.Header.Get(api.IdempotencyKeyHeader))
-		p.mu.Unlock()
-		if n <= p.busy {
-			problem(503, "0", "database is busy; retry in 0s")(w, r)
-			return
-		}
-	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if submit && n <= p.busy+p.drops {
-		panic(http.ErrAbortHandler) // the deploy is committed; the answer is lost
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(data)
-}
-
 func descriptor(t *testing.T) []byte {
 	t.Helper()
 	art := filepath.Join(t.TempDir(), "app.txt")
@@ -382,7 +334,7 @@ func descriptor(t *testing.T) []byte {
 // server holds exactly one deploy.
 func TestSubmitIdempotentSurvivesBusyAndDroppedAnswer(t *testing.T) {
 	srv := servertest.Start(t)
-	proxy := &faultyProxy{target: srv.URL, busy: 2, drops: 1}
+	proxy := &servertest.SubmitFaults{Target: srv.URL, Busy: 2, Drops: 1}
 	c := api.NewClient(start(t, proxy), srv.Token, nil)
 	res, replayed, err := c.SubmitIdempotent(context.Background(), descriptor(t), "test-key-1")
 	if err != nil {
@@ -391,9 +343,7 @@ func TestSubmitIdempotentSurvivesBusyAndDroppedAnswer(t *testing.T) {
 	if !replayed {
 		t.Errorf("the answer after the dropped connection is not marked Idempotent-Replayed")
 	}
-	proxy.mu.Lock()
-	keys := strings.Join(proxy.keys, ",")
-	proxy.mu.Unlock()
+	keys := strings.Join(proxy.Keys(), ",")
 	if keys != "test-key-1,test-key-1,test-key-1,test-key-1" {
 		t.Errorf("keys sent: %s, want test-key-1 four times (2 busy, 1 dropped, 1 answered)", keys)
 	}

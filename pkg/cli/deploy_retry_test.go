@@ -5,13 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,68 +16,6 @@ import (
 	"github.com/manent-io/manent/pkg/cli"
 	"github.com/manent-io/manent/pkg/servertest"
 )
-
-// submitFaults sits before a real server. The first `busy` submissions get
-// a 503 with Retry-After: 0 from the proxy itself; the next `drops` are
-// forwarded, committed by the server, and then the connection is dropped
-// before the CLI sees the answer.
-type submitFaults struct {
-	target      string
-	busy, drops int
-	// path is the POST route that fails; "" is the submit route.
-	path string
-
-	mu   sync.Mutex
-	seen int
-	keys []string
-}
-
-func (p *submitFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	path := p.path
-	if path == "" {
-		path = "/api/v1/deployments"
-	}
-	submit := r.Method == http.MethodPost && r.URL.Path == path
-	n := 0
-	if submit {
-		p.mu.Lock()
-		p.seen++
-		n = p.seen
-		p.keys = append(p.keys, r.Header.Get(api.IdempotencyKeyHeader))
-		p.mu.Unlock()
-		if n <= p.busy {
-			w.Header().Set("Retry-After", "0")
-			w.Header().Set("Content-Type", api.ProblemContentType)
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(w, `{"title":"Service Unavailable","status":503,"detail":"database is busy; retry in 0s"}`)
-			return
-		}
-	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if submit && n <= p.busy+p.drops {
-		panic(http.ErrAbortHandler) // committed, but the answer is lost
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(data)
-}
-
-func (p *submitFaults) sentKeys() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.keys...)
-}
 
 // writeArtifact writes an artifact holding body in dir and returns its path.
 func writeArtifact(t *testing.T, dir, body string) string {
@@ -134,7 +69,7 @@ func deployIDs(t *testing.T, srv *servertest.Server) []string {
 // the one deploy it created, follows it to SUCCESS and exits 0.
 func TestDeployRetriesWithOneIdempotencyKey(t *testing.T) {
 	srv := servertest.Start(t)
-	proxy := &submitFaults{target: srv.URL, busy: 2, drops: 1}
+	proxy := &servertest.SubmitFaults{Target: srv.URL, Busy: 2, Drops: 1}
 	ps := httptest.NewServer(proxy)
 	defer ps.Close()
 	env := map[string]string{"MANENT_SERVER": ps.URL, "MANENT_TOKEN": srv.Token}
@@ -150,7 +85,7 @@ func TestDeployRetriesWithOneIdempotencyKey(t *testing.T) {
 	if ids := deployIDs(t, srv); len(ids) != 1 || ids[0] != d.ID || d.State != "SUCCESS" {
 		t.Fatalf("server holds %v, CLI printed %s %s; want one deploy, SUCCESS", ids, d.ID, d.State)
 	}
-	keys := proxy.sentKeys()
+	keys := proxy.Keys()
 	if len(keys) != 4 || !strings.HasPrefix(keys[0], "manent-cli-") {
 		t.Fatalf("keys sent %q, want four submissions with one manent-cli- key", keys)
 	}
@@ -215,7 +150,7 @@ func TestRollbackRetriesWithOneIdempotencyKey(t *testing.T) {
 			t.Fatalf("deploy %s: exit %d\n%s", v, code, stderr)
 		}
 	}
-	proxy := &submitFaults{target: srv.URL, busy: 1, drops: 1, path: "/api/v1/environments/billing/prod/rollback"}
+	proxy := &servertest.SubmitFaults{Target: srv.URL, Busy: 1, Drops: 1, Path: "/api/v1/environments/billing/prod/rollback"}
 	ps := httptest.NewServer(proxy)
 	defer ps.Close()
 
@@ -244,7 +179,7 @@ func TestRollbackRetriesWithOneIdempotencyKey(t *testing.T) {
 	if len(list.Items) != 3 || len(rollbacks) != 1 || rollbacks[0] != d.ID {
 		t.Fatalf("server holds %d deploys, rollbacks %v; want 3 and the one rollback %s", len(list.Items), rollbacks, d.ID)
 	}
-	keys := proxy.sentKeys()
+	keys := proxy.Keys()
 	if len(keys) != 3 || !strings.HasPrefix(keys[0], "manent-cli-") || keys[1] != keys[0] || keys[2] != keys[0] {
 		t.Fatalf("keys sent %q, want three requests with one manent-cli- key", keys)
 	}

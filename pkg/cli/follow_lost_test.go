@@ -31,27 +31,21 @@ type cutProxy struct {
 }
 
 func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if p.cut.Load() {
-		panic(http.ErrAbortHandler)
-	}
-	body, _ := io.ReadAll(r.Body)
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if p.cutAfterSubmit && r.Method == http.MethodPost && resp.StatusCode == http.StatusAccepted {
-		p.cut.Store(true)
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(data)
+	enginetest.Relay{
+		Target: p.target,
+		Before: func(http.ResponseWriter, *http.Request) bool {
+			if p.cut.Load() {
+				panic(http.ErrAbortHandler)
+			}
+			return false
+		},
+		After: func(_ http.ResponseWriter, r *http.Request, resp *http.Response) bool {
+			if p.cutAfterSubmit && r.Method == http.MethodPost && resp.StatusCode == http.StatusAccepted {
+				p.cut.Store(true)
+			}
+			return false
+		},
+	}.ServeHTTP(w, r)
 }
 
 type followResult struct {
@@ -211,26 +205,17 @@ type holdAfterSubmit struct {
 }
 
 func (p *holdAfterSubmit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req, _ := http.NewRequestWithContext(context.Background(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if r.Method == http.MethodPost {
-		close(p.committed)
-		<-r.Context().Done()
-		return
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(data)
+	enginetest.Relay{
+		Target: p.target, Detached: true,
+		After: func(_ http.ResponseWriter, r *http.Request, _ *http.Response) bool {
+			if r.Method != http.MethodPost {
+				return false
+			}
+			close(p.committed)
+			<-r.Context().Done()
+			return true
+		},
+	}.ServeHTTP(w, r)
 }
 
 // `manent deploy` interrupted (SIGINT/SIGTERM: its context ends) while it

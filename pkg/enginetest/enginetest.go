@@ -2,7 +2,10 @@
 // dir, and a fresh PostgreSQL database when MANENT_TEST_POSTGRES names a
 // server — so every engine and server test runs on both; and the few
 // helpers tests across the module share: Eventually (a wait on a
-// condition) and SyncBuffer (output read while it is written).
+// condition), SyncBuffer (output read while it is written), and the two
+// relays that lose things on the way — Relay before an HTTP server (drop a
+// request, lose an answer after the commit) and PGProxy before PostgreSQL
+// (the database going away under a running server).
 //
 // It imports nothing of this module.
 package enginetest

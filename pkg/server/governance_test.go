@@ -1,12 +1,10 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -427,40 +425,34 @@ type lostAnswer struct {
 }
 
 func (p *lostAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	p.mu.Lock()
-	retry := p.lost && r.Method == http.MethodPost
-	p.mu.Unlock()
-	if retry && p.beforeRetry != nil && !p.beforeRetry() {
-		http.Error(w, "the deploy did not get there", http.StatusGatewayTimeout)
-		return
-	}
-	req, _ := http.NewRequestWithContext(r.Context(), r.Method, p.target+r.URL.RequestURI(), bytes.NewReader(body))
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	p.mu.Lock()
-	lose := !p.lost && resp.StatusCode == http.StatusOK && r.Method == http.MethodPost &&
-		(strings.HasSuffix(r.URL.Path, "/approve") || strings.HasSuffix(r.URL.Path, "/reject"))
-	p.lost = p.lost || lose
-	p.mu.Unlock()
-	if lose {
-		w.Header().Set("Content-Type", "application/problem+json")
-		w.Header().Set("Retry-After", "1")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"title":"Service Unavailable","status":503,"detail":"database is busy; retry in 1s"}`))
-		return
-	}
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(data)
+	enginetest.Relay{
+		Target: p.target,
+		Before: func(w http.ResponseWriter, r *http.Request) bool {
+			p.mu.Lock()
+			retry := p.lost && r.Method == http.MethodPost
+			p.mu.Unlock()
+			if retry && p.beforeRetry != nil && !p.beforeRetry() {
+				http.Error(w, "the deploy did not get there", http.StatusGatewayTimeout)
+				return true
+			}
+			return false
+		},
+		After: func(w http.ResponseWriter, r *http.Request, resp *http.Response) bool {
+			p.mu.Lock()
+			lose := !p.lost && resp.StatusCode == http.StatusOK && r.Method == http.MethodPost &&
+				(strings.HasSuffix(r.URL.Path, "/approve") || strings.HasSuffix(r.URL.Path, "/reject"))
+			p.lost = p.lost || lose
+			p.mu.Unlock()
+			if !lose {
+				return false
+			}
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"title":"Service Unavailable","status":503,"detail":"database is busy; retry in 1s"}`))
+			return true
+		},
+	}.ServeHTTP(w, r)
 }
 
 // QA: a verdict recorded and then answered 503 with Retry-After (a

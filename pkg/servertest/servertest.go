@@ -5,8 +5,10 @@
 // trial mode behind the admin token, on a random 127.0.0.1 port.
 //
 // It builds the server with pkg/node (the composition root the binary uses)
-// and plugins/builtin. It imports pkg/node, plugins/builtin, and pkg/api,
-// pkg/engine, pkg/server and pkg/store for the handles it returns.
+// and plugins/builtin; its SubmitFaults, a relay before such a server,
+// loses submissions' answers after the commit. It imports pkg/node,
+// plugins/builtin, pkg/enginetest (the relay), and pkg/api, pkg/engine,
+// pkg/server and pkg/store for the handles it returns.
 package servertest
 
 import (
