@@ -53,78 +53,34 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 		return nil, err
 	}
 	apps := kube.AppsV1()
-	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		l, err := apps.Deployments(namespace).List(ctx, o)
-		if err != nil {
-			return "", listError("deployments", namespace, err)
-		}
-		for i := range l.Items {
-			d := &l.Items[i]
-			desired := int32(1)
-			if d.Spec.Replicas != nil {
-				desired = *d.Spec.Replicas
-			}
-			w, err := workloadOf(d, clusterstate.KindDeployment, d.ObjectMeta, d.Spec.Template.Spec, clusterstate.Replicas{
-				Desired: desired, Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas, Available: d.Status.AvailableReplicas,
+	err = addWorkloads(ctx, opts, snap, "deployments", namespace, apps.Deployments(namespace).List,
+		func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items },
+		func(d *appsv1.Deployment) (clusterstate.Workload, error) {
+			return workloadOf(d, clusterstate.KindDeployment, d.ObjectMeta, d.Spec.Template.Spec, clusterstate.Replicas{
+				Desired: desiredReplicas(d.Spec.Replicas), Ready: d.Status.ReadyReplicas, Updated: d.Status.UpdatedReplicas, Available: d.Status.AvailableReplicas,
 			})
-			if err != nil {
-				return "", err
-			}
-			if w.DeployID != "" {
-				snap.Workloads = append(snap.Workloads, w)
-			}
-		}
-		return l.Continue, nil
-	})
+		})
 	if err != nil {
 		return nil, err
 	}
-	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		l, err := apps.StatefulSets(namespace).List(ctx, o)
-		if err != nil {
-			return "", listError("statefulsets", namespace, err)
-		}
-		for i := range l.Items {
-			s := &l.Items[i]
-			desired := int32(1)
-			if s.Spec.Replicas != nil {
-				desired = *s.Spec.Replicas
-			}
-			w, err := workloadOf(s, clusterstate.KindStatefulSet, s.ObjectMeta, s.Spec.Template.Spec, clusterstate.Replicas{
-				Desired: desired, Ready: s.Status.ReadyReplicas, Updated: s.Status.UpdatedReplicas, Available: s.Status.AvailableReplicas,
+	err = addWorkloads(ctx, opts, snap, "statefulsets", namespace, apps.StatefulSets(namespace).List,
+		func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items },
+		func(s *appsv1.StatefulSet) (clusterstate.Workload, error) {
+			return workloadOf(s, clusterstate.KindStatefulSet, s.ObjectMeta, s.Spec.Template.Spec, clusterstate.Replicas{
+				Desired: desiredReplicas(s.Spec.Replicas), Ready: s.Status.ReadyReplicas, Updated: s.Status.UpdatedReplicas, Available: s.Status.AvailableReplicas,
 			})
-			if err != nil {
-				return "", err
-			}
-			if w.DeployID != "" {
-				snap.Workloads = append(snap.Workloads, w)
-			}
-		}
-		return l.Continue, nil
-	})
+		})
 	if err != nil {
 		return nil, err
 	}
-	err = paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-		l, err := apps.DaemonSets(namespace).List(ctx, o)
-		if err != nil {
-			return "", listError("daemonsets", namespace, err)
-		}
-		for i := range l.Items {
-			d := &l.Items[i]
-			w, err := workloadOf(d, clusterstate.KindDaemonSet, d.ObjectMeta, d.Spec.Template.Spec, clusterstate.Replicas{
+	err = addWorkloads(ctx, opts, snap, "daemonsets", namespace, apps.DaemonSets(namespace).List,
+		func(l *appsv1.DaemonSetList) []appsv1.DaemonSet { return l.Items },
+		func(d *appsv1.DaemonSet) (clusterstate.Workload, error) {
+			return workloadOf(d, clusterstate.KindDaemonSet, d.ObjectMeta, d.Spec.Template.Spec, clusterstate.Replicas{
 				Desired: d.Status.DesiredNumberScheduled, Ready: d.Status.NumberReady,
 				Updated: d.Status.UpdatedNumberScheduled, Available: d.Status.NumberAvailable,
 			})
-			if err != nil {
-				return "", err
-			}
-			if w.DeployID != "" {
-				snap.Workloads = append(snap.Workloads, w)
-			}
-		}
-		return l.Continue, nil
-	})
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +106,39 @@ func listError(resource, namespace string, err error) error {
 	}
 	return fmt.Errorf("the agent's Kubernetes identity may not list %s %s: grant it get and list on pods, deployments, statefulsets and daemonsets (%s): %w",
 		resource, where, fix, err)
+}
+
+// addWorkloads pages through one resource's workloads in namespace (list,
+// and items of each page) and adds to snap the entry of each one labelled
+// with a deploy id.
+func addWorkloads[L metav1.ListInterface, T any](ctx context.Context, opts metav1.ListOptions, snap *clusterstate.Snapshot, resource, namespace string,
+	list func(context.Context, metav1.ListOptions) (L, error), items func(L) []T, entry func(*T) (clusterstate.Workload, error)) error {
+	return paginate(ctx, opts, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+		l, err := list(ctx, o)
+		if err != nil {
+			return "", listError(resource, namespace, err)
+		}
+		objs := items(l)
+		for i := range objs {
+			w, err := entry(&objs[i])
+			if err != nil {
+				return "", err
+			}
+			if w.DeployID != "" {
+				snap.Workloads = append(snap.Workloads, w)
+			}
+		}
+		return l.GetContinue(), nil
+	})
+}
+
+// desiredReplicas is a workload's spec.replicas, 1 when unset (the API
+// server's default).
+func desiredReplicas(n *int32) int32 {
+	if n == nil {
+		return 1
+	}
+	return *n
 }
 
 // paginate calls list with continue tokens until the last page, at most
