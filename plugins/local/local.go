@@ -662,6 +662,20 @@ func (p *Plugin) Live(_ context.Context, pc plugin.Context) (json.RawMessage, er
 	return json.Marshal(byTarget)
 }
 
+// perTargetCheckpoint runs fn on each target (perTarget) with that
+// target's part of a per-target checkpoint (checkpointFor).
+func (p *Plugin) perTargetCheckpoint(pc plugin.Context, checkpoint json.RawMessage, fn func(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error)) (plugin.Result, error) {
+	i := 0
+	return p.perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
+		cp := checkpoint
+		if len(pc.Targets) > 0 {
+			cp = checkpointFor(checkpoint, pc, pc.Targets[i])
+			i++
+		}
+		return fn(one, cp)
+	})
+}
+
 // checkpointFor picks a target's checkpoint out of a per-target one.
 func checkpointFor(raw json.RawMessage, pc plugin.Context, target string) json.RawMessage {
 	if len(pc.Targets) == 0 {
@@ -903,16 +917,7 @@ func (p *Plugin) healthOne(pc plugin.Context) (plugin.Result, error) {
 // RollbackActivation points `current` back at the checkpointed release (or
 // removes it when nothing was live before).
 func (p *Plugin) RollbackActivation(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
-	all := pc
-	i := 0
-	return p.perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
-		cp := checkpoint
-		if len(all.Targets) > 0 {
-			cp = checkpointFor(checkpoint, all, all.Targets[i])
-			i++
-		}
-		return p.rollbackActivationOne(one, cp)
-	})
+	return p.perTargetCheckpoint(pc, checkpoint, p.rollbackActivationOne)
 }
 
 func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
@@ -950,16 +955,7 @@ func (p *Plugin) rollbackActivationOne(pc plugin.Context, checkpoint json.RawMes
 // RollbackDeploy removes the release this deploy unpacked, unless it is the
 // checkpointed (previously live) one or is live now.
 func (p *Plugin) RollbackDeploy(_ context.Context, pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
-	all := pc
-	i := 0
-	return p.perTarget(pc, func(one plugin.Context) (plugin.Result, error) {
-		cp := checkpoint
-		if len(all.Targets) > 0 {
-			cp = checkpointFor(checkpoint, all, all.Targets[i])
-			i++
-		}
-		return p.rollbackDeployOne(one, cp)
-	})
+	return p.perTargetCheckpoint(pc, checkpoint, p.rollbackDeployOne)
 }
 
 func (p *Plugin) rollbackDeployOne(pc plugin.Context, checkpoint json.RawMessage) (plugin.Result, error) {
