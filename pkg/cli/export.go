@@ -79,33 +79,19 @@ func newJQExporter(code *gojq.Code) *Exporter {
 func (e *Exporter) Format() Format { return e.format }
 
 // Write writes v to w.
-func (e *Exporter) Write(w io.Writer, v any) error {
-	if e.jq != nil {
-		return writeJQ(w, e.jq, v)
-	}
-	data, err := marshalJSON(v, true)
-	if err != nil {
-		return err
-	}
-	if e.format == FormatJSON {
-		_, err = w.Write(data)
-		return err
-	}
-	out, err := jsonToYAML(data)
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(out)
-	return err
-}
+func (e *Exporter) Write(w io.Writer, v any) error { return e.write(w, v, false) }
 
 // WriteStream writes one item of a stream (logs -f): a compact JSON object
 // per line, or one YAML document per item.
-func (e *Exporter) WriteStream(w io.Writer, v any) error {
+func (e *Exporter) WriteStream(w io.Writer, v any) error { return e.write(w, v, true) }
+
+// write writes v through the jq program, or as JSON (indented, compact in
+// a stream), or as YAML (a document of its own in a stream).
+func (e *Exporter) write(w io.Writer, v any, stream bool) error {
 	if e.jq != nil {
 		return writeJQ(w, e.jq, v)
 	}
-	data, err := marshalJSON(v, false)
+	data, err := marshalJSON(v, !stream)
 	if err != nil {
 		return err
 	}
@@ -117,7 +103,10 @@ func (e *Exporter) WriteStream(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = w.Write(append([]byte("---\n"), out...))
+	if stream {
+		out = append([]byte("---\n"), out...)
+	}
+	_, err = w.Write(out)
 	return err
 }
 
