@@ -185,56 +185,46 @@ func (s *Server) handleDeployEvents(h *hub, w http.ResponseWriter, r *http.Reque
 	h.caughtUp(rec.ID, last)
 
 	for {
-		select {
-		case <-sub.ctx.Done():
+		b, ok := streamNext(s, ticks, sub.ch)
+		if !ok {
 			return
-		case <-h.ending:
-			sw.end(streamEndShutdown)
-			return
-		case <-hb.C:
-			sw.heartbeat()
-		case <-rc.C:
-			if s.recheck(sa, sw, r) {
-				return
-			}
-		case b := <-sub.ch:
-			for more := true; more && !done; {
-				evs := b.events
-				if types == nil && evs[0].Seq == last+1 && evs[len(evs)-1].Seq == last+int64(len(evs)) {
-					// The common case: the whole batch, next in line.
-					sw.write(b.allFrames())
-					last = evs[len(evs)-1].Seq
-					done = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == store.EventDone })
-				} else {
-					for i, e := range evs {
-						if done {
-							break
+		}
+		for more := true; more && !done; {
+			evs := b.events
+			if types == nil && evs[0].Seq == last+1 && evs[len(evs)-1].Seq == last+int64(len(evs)) {
+				// The common case: the whole batch, next in line.
+				sw.write(b.allFrames())
+				last = evs[len(evs)-1].Seq
+				done = slices.ContainsFunc(evs, func(e store.Event) bool { return e.Type == store.EventDone })
+			} else {
+				for i, e := range evs {
+					if done {
+						break
+					}
+					switch {
+					case e.Seq <= last:
+					case e.Seq > last+1:
+						if !fill() {
+							return
 						}
-						switch {
-						case e.Seq <= last:
-						case e.Seq > last+1:
-							if !fill() {
-								return
-							}
-						default:
-							if wanted(e.Type) {
-								sw.write(b.frame(i))
-							}
-							last = e.Seq
-							done = e.Type == store.EventDone
+					default:
+						if wanted(e.Type) {
+							sw.write(b.frame(i))
 						}
+						last = e.Seq
+						done = e.Type == store.EventDone
 					}
 				}
-				select {
-				case b = <-sub.ch:
-				default:
-					more = false
-				}
 			}
-			sw.flush()
-			if done {
-				return
+			select {
+			case b = <-sub.ch:
+			default:
+				more = false
 			}
+		}
+		sw.flush()
+		if done {
+			return
 		}
 		if sw.err != nil {
 			return
@@ -344,36 +334,26 @@ func (s *Server) handleGlobalEvents(h *hub, w http.ResponseWriter, r *http.Reque
 		return ok, true
 	}
 	for sw.err == nil && !ended {
-		select {
-		case <-sub.ctx.Done():
+		b, ok := streamNext(s, ticks, sub.ch)
+		if !ok {
 			return
-		case <-h.ending:
-			sw.end(streamEndShutdown)
-			return
-		case <-hb.C:
-			sw.heartbeat()
-		case <-rc.C:
-			if s.recheck(sa, sw, r) {
-				return
-			}
-		case b := <-sub.ch:
-			for more := true; more; {
-				for i, e := range b.events {
-					if seen.pass(e, types, may) {
-						sw.write(b.frame(i))
-					}
-					if ended {
-						return
-					}
-				}
-				select {
-				case b = <-sub.ch:
-				default:
-					more = false
-				}
-			}
-			sw.flush()
 		}
+		for more := true; more; {
+			for i, e := range b.events {
+				if seen.pass(e, types, may) {
+					sw.write(b.frame(i))
+				}
+				if ended {
+					return
+				}
+			}
+			select {
+			case b = <-sub.ch:
+			default:
+				more = false
+			}
+		}
+		sw.flush()
 	}
 }
 
@@ -422,30 +402,38 @@ func (s *Server) streamRead(t streamTicks, what string, read func(ctx context.Co
 			sw.flush()
 		}
 		wait := time.NewTimer(streamReadRetry.Wait(n))
-		for waiting := true; waiting; {
-			select {
-			case <-ctx.Done():
-				wait.Stop()
-				return false
-			case <-t.h.ending:
-				wait.Stop()
-				sw.end(streamEndShutdown)
-				return false
-			case <-t.hb.C:
-				sw.heartbeat()
-			case <-t.rc.C:
-				if s.recheck(t.sa, sw, t.r) {
-					wait.Stop()
-					return false
-				}
-			case <-wait.C:
-				waiting = false
-			}
-		}
-		if sw.err != nil {
+		_, ok := streamNext(s, t, wait.C)
+		wait.Stop()
+		if !ok || sw.err != nil {
 			return false
 		}
 	}
+}
+
+// streamNext serves a stream's ticks (heartbeats, re-checks of its
+// credential) until c delivers, and reports false when the stream ended
+// meanwhile: the client left or a write to it failed, the server shuts
+// down, or the credential no longer holds (each with its last comment).
+func streamNext[T any](s *Server, t streamTicks, c <-chan T) (v T, ok bool) {
+	sw := t.sw
+	for sw.err == nil {
+		select {
+		case <-sw.sub.ctx.Done():
+			return v, false
+		case <-t.h.ending:
+			sw.end(streamEndShutdown)
+			return v, false
+		case <-t.hb.C:
+			sw.heartbeat()
+		case <-t.rc.C:
+			if s.recheck(t.sa, sw, t.r) {
+				return v, false
+			}
+		case v = <-c:
+			return v, true
+		}
+	}
+	return v, false
 }
 
 // globalSeen is what one global stream remembers of each deploy: the last
