@@ -166,7 +166,7 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 	d := in.Descriptor
 	succ, err := a.cfg.Store.Successes(ctx, d.Application, d.Version)
 	if err != nil {
-		return governance.Decision{}, err
+		return governance.Decision{}, storeError(err)
 	}
 	for _, r := range succ {
 		// A release rolled back there since it succeeded does not count
@@ -175,7 +175,7 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 		if r.FinishedAt != nil {
 			rb, err := a.cfg.Store.RolledBackSince(ctx, r.Application, r.Environment, r.Version, *r.FinishedAt)
 			if err != nil {
-				return governance.Decision{}, err
+				return governance.Decision{}, storeError(err)
 			}
 			if rb != nil {
 				in.Inventory.RolledBack = append(in.Inventory.RolledBack, governance.RolledBack{Application: r.Application,
@@ -197,9 +197,20 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 	case store.AsFault(err) != nil:
 		// Deciding without the live version would let a promotion
 		// rule pass that it must not.
-		return governance.Decision{}, err
+		return governance.Decision{}, storeError(err)
 	}
 	return decider.Decide(ctx, in)
+}
+
+// storeError is err of a read of the store: a storage fault as its
+// *store.Fault, which a caller tells (errors.As) from a plugin's or a
+// provider's network error that store.AsFault would classify alike — the
+// config step waits for the database, not for them (engine).
+func storeError(err error) error {
+	if f := store.AsFault(err); f != nil {
+		return f
+	}
+	return err
 }
 
 // denials are the problems a decision refuses the deploy with: the policy's

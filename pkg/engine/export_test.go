@@ -94,3 +94,15 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 	}
 	return ids, err
 }
+
+// SetReadFault sets what the reads that wait for the database (giveUp,
+// interrupted, the config step) are answered before they run, by what
+// they read: "list workflows", "step resumed" (after its commit), "step",
+// "append log", "current release", "overtaken", "reconfigure" (nil: none).
+func SetReadFault(f func(op string) error) {
+	if f == nil {
+		readFault.Store(nil)
+		return
+	}
+	readFault.Store(&f)
+}

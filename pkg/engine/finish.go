@@ -437,21 +437,47 @@ func (e *Engine) sweepWorkDirs(ctx context.Context) {
 // compensates, cleans up and ends MAX_RECOVERY_ATTEMPTS_EXCEEDED like an
 // ERROR. A deploy that only waited across restarts (an observation time, a
 // wave's approval) resumes no step until the wait ends, and is not given up
-// for it. Costs one read per execution, one write per resumption.
-func (r *run) giveUp(ctx context.Context, step string) (int, bool) {
+// for it. Costs one read per execution, one write per resumption. Its reads
+// wait for a database that is away (whileFault): a resumption during an
+// outage still counts, and the execution is asked again until they answer.
+func (r *run) giveUp(ctx context.Context, step string) (int, bool, error) {
 	if r.dispatchChecked {
-		return 0, false
+		return 0, false, nil
+	}
+	// One query (RetrieveWorkflow and GetStatus are two).
+	var wfs []dbos.WorkflowStatus
+	if err := r.whileFault(ctx, "reading whether the deploy was resumed", func() error {
+		if err := injectedFault("list workflows"); err != nil {
+			return err
+		}
+		var err error
+		wfs, err = dbos.ListWorkflows(r.e.dbos, dbos.WithFilterWorkflowIDs(r.in.ID),
+			dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
+		return err
+	}); err != nil {
+		return 0, false, err
+	}
+	if len(wfs) != 1 || wfs[0].Attempts <= 1 {
+		r.dispatchChecked = true
+		return 0, false, nil
+	}
+	// Counted once per execution (worker and DBOS attempt), also when the
+	// answer to a commit is lost with the connection and it is sent again.
+	by := fmt.Sprintf("%s#%d", r.e.cfg.ExecutorID, wfs[0].Attempts)
+	var n int
+	if err := r.whileFault(ctx, "counting a step's resumption", func() error {
+		var err error
+		n, err = r.e.st.StepResumed(ctx, r.in.ID, step, by)
+		if err == nil {
+			err = injectedFault("step resumed")
+		}
+		return err
+	}); err != nil {
+		return 0, false, err
 	}
 	r.dispatchChecked = true
-	// One query (RetrieveWorkflow and GetStatus are two).
-	wfs, err := dbos.ListWorkflows(r.e.dbos, dbos.WithFilterWorkflowIDs(r.in.ID),
-		dbos.WithFilterLoadInput(false), dbos.WithFilterLoadOutput(false))
-	if err != nil || len(wfs) != 1 || wfs[0].Attempts <= 1 {
-		return 0, false
-	}
-	n, err := r.e.st.StepResumed(ctx, r.in.ID, step)
-	if err != nil || n == 0 {
-		return n, false
+	if n == 0 {
+		return 0, false, nil
 	}
 	text := fmt.Sprintf("step resumed on %s after its worker stopped (resumption %d of at most %d)",
 		r.e.cfg.ExecutorID, n, r.e.cfg.MaxRecoveryAttempts)
@@ -463,7 +489,7 @@ func (r *run) giveUp(ctx context.Context, step string) (int, bool) {
 	if err := r.e.st.AppendLog(ctx, r.in.ID, step, []store.LogEntry{{Time: time.Now(), Text: text}}); err != nil {
 		r.e.log.Warn("log a step's resumption", "deploy", r.in.ID, "step", step, "error", err)
 	}
-	return n, n > r.e.cfg.MaxRecoveryAttempts
+	return n, n > r.e.cfg.MaxRecoveryAttempts, nil
 }
 
 // errAbandoned is the error of the step a deploy gave up in.

@@ -18,6 +18,7 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/artifact"
 	"github.com/manent-io/manent/pkg/envconfig"
 	"github.com/manent-io/manent/pkg/itsm"
@@ -302,7 +303,11 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 			return stepOut{}, err
 		}
 		if ps.Name != manent.StepCleanup && ps.Name != StepChangeClose && !strings.HasPrefix(ps.Name, RollbackPrefix) {
-			if n, ok := r.giveUp(sctx, ps.Name); ok {
+			n, ok, err := r.giveUp(sctx, ps.Name)
+			if err != nil {
+				return stepOut{}, err
+			}
+			if ok {
 				now := time.Now()
 				if _, err := r.e.st.StepFinished(sctx, r.in.ID, ps.Name, store.StepEnd{State: manent.StepError,
 					Error: errAbandoned(n).Error(), StartedAt: now, Counted: true}); err != nil {
@@ -356,7 +361,15 @@ func (r *run) step(ctx dbos.Context, ps manent.PlanStep) (stepOut, error) {
 // (the step's end is never recorded while it runs here). The cancelled
 // deploy then runs it again to its end, and its log says why.
 func (r *run) interrupted(ctx context.Context, name string) (bool, error) {
-	st, err := r.e.st.Step(ctx, r.in.ID, name)
+	var st manent.Step
+	err := r.whileFault(ctx, "reading a step before it runs", func() error {
+		if err := injectedFault("step"); err != nil {
+			return err
+		}
+		var err error
+		st, err = r.e.st.Step(ctx, r.in.ID, name)
+		return err
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -365,9 +378,13 @@ func (r *run) interrupted(ctx context.Context, name string) (bool, error) {
 	if err != nil || st.State != manent.StepRunning || st.Retrying() {
 		return false, err
 	}
-	err = r.e.st.AppendLog(ctx, r.in.ID, name, []store.LogEntry{{Time: time.Now(),
-		Text: "the deploy was cancelled while this step ran on a worker that stopped: it runs again to its end, as a running step is never cut short; the deploy stops after it"}})
-	return true, err
+	return true, r.whileFault(ctx, "logging why a cancelled deploy runs a step again", func() error {
+		if err := injectedFault("append log"); err != nil {
+			return err
+		}
+		return r.e.st.AppendLog(ctx, r.in.ID, name, []store.LogEntry{{Time: time.Now(),
+			Text: "the deploy was cancelled while this step ran on a worker that stopped: it runs again to its end, as a running step is never cut short; the deploy stops after it"}})
+	})
 }
 
 // storableError returns err with a message the database can hold, as the
@@ -673,17 +690,44 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 // only because its result could not be saved at once.
 var recordEndRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, For: 2 * time.Minute}
 
+// readFault, set by a test (export_test.go), is called at the reads a step
+// makes around its action that wait for the database (whileFault), with
+// what the read is: the storage fault it returns stands for the database
+// going away at that instant (nil: none).
+var readFault atomic.Pointer[func(op string) error]
+
+// injectedFault is readFault's answer for op (nil when no test set it).
+func injectedFault(op string) error {
+	if f := readFault.Load(); f != nil {
+		return (*f)(op)
+	}
+	return nil
+}
+
 // whileFault runs fn again while it fails with a storage fault (the
 // database busy or away), as recordEnd does: a read before a step's action
 // must not spend one of the step's attempts on a database restart (the
 // attempt's heartbeat check waits only once the last beat is older than
 // its freshness). The worker's cut-off bounds the wait.
 func (r *run) whileFault(ctx context.Context, what string, fn func() error) error {
+	return r.whileFaultIf(ctx, what, func(err error) bool { return store.AsFault(err) != nil }, fn)
+}
+
+// isStoreFault says whether err is a storage fault the store's caller
+// classified (*store.Fault), not one store.AsFault would guess from a
+// network error.
+func isStoreFault(err error) bool {
+	var f *store.Fault
+	return errors.As(err, &f)
+}
+
+// whileFaultIf is whileFault with fault saying which errors wait.
+func (r *run) whileFaultIf(ctx context.Context, what string, fault func(error) bool, fn func() error) error {
 	var last error
 	err := recordEndRetry.Do(ctx, func(int) error {
 		err := fn()
 		last = err
-		if err == nil || store.AsFault(err) == nil {
+		if err == nil || !fault(err) {
 			return retry.Stop(err)
 		}
 		r.e.log.Warn(what+" failed; retrying", "deploy", r.in.ID, "error", err)
@@ -914,16 +958,40 @@ func (c configOutput) shown() any {
 // merge, the plugins and the whole governance decision.
 func (r *run) config(ctx context.Context, log *logWriter) (any, error) {
 	// A rollback first: its own explanation, whoever was submitted first.
-	if cur, err := r.e.outdatedRollback(ctx, r.in.ID, r.in.Application, r.in.Environment, r.in.RollbackOf); err != nil {
+	// Its reads of the database wait for it (whileFault): an outage does
+	// not spend the step's attempts, nor refuse the deploy.
+	var cur *manent.Release
+	if err := r.whileFault(ctx, "reading the environment's current release", func() error {
+		if err := injectedFault("current release"); err != nil {
+			return err
+		}
+		var err error
+		cur, err = r.e.outdatedRollback(ctx, r.in.ID, r.in.Application, r.in.Environment, r.in.RollbackOf)
+		return err
+	}); err != nil {
 		return nil, err
 	} else if cur != nil {
 		return nil, plugin.Permanent(errors.New(outdatedRollbackError(r.in.ID, r.in.Version, r.in.Application, r.in.Environment, r.in.RollbackOf, "running it", *cur)))
 	}
-	if err := r.e.notOvertaken(ctx, r.in); err != nil {
+	if err := r.whileFault(ctx, "reading whether a newer deploy overtook this one", func() error {
+		if err := injectedFault("overtaken"); err != nil {
+			return err
+		}
+		return r.e.notOvertaken(ctx, r.in)
+	}); err != nil {
 		return nil, err
 	}
-	rc, err := r.e.cfg.Admitter.Reconfigure(ctx, r.in)
-	if err != nil {
+	// Only the store's faults (*store.Fault, admit.storeError) wait: a
+	// provider or a plugin that cannot be reached is retried as the step.
+	var rc *admit.Reconfigured
+	if err := r.whileFaultIf(ctx, "reading the environment's deploys for governance", isStoreFault, func() error {
+		if err := injectedFault("reconfigure"); err != nil {
+			return err
+		}
+		var err error
+		rc, err = r.e.cfg.Admitter.Reconfigure(ctx, r.in)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	for _, n := range rc.Notes {

@@ -281,13 +281,21 @@ func (p scanPrefix) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.
 // StepResumed counts one more resumption of a step: the deploy's workflow
 // was resumed after its worker stopped, and this is the first step the new
 // execution runs — the one the worker stopped in, or the first after a wait
-// it stopped in. It returns how many the step has had.
-func (s *Store) StepResumed(ctx context.Context, id, name string) (int, error) {
+// it stopped in. by names that execution (its worker and DBOS attempt): it
+// is counted once, so a call sent again after the connection was lost
+// under its commit returns the count without adding to it. It returns how
+// many the step has had (0: no such step).
+func (s *Store) StepResumed(ctx context.Context, id, name, by string) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET interrupted = interrupted + 1
-		WHERE deployment_id = ? AND name = ? RETURNING interrupted`), id, name).Scan(&n)
+	err := s.db.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET interrupted = interrupted + 1, resumed_by = ?
+		WHERE deployment_id = ? AND name = ? AND resumed_by <> ? RETURNING interrupted`), by, id, name, by).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		// Counted already for by, or not a step of the deploy.
+		err = s.db.QueryRowContext(ctx, s.q(`SELECT interrupted FROM manent_steps
+			WHERE deployment_id = ? AND name = ? AND resumed_by = ?`), id, name, by).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
 	}
 	return n, err
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,21 +42,28 @@ func insertDeploy(t *testing.T, st *store.Store, id string, steps ...string) {
 	}
 }
 
-// Each resumption of a step counts; an unknown step counts none.
+// Each resumption of a step counts, once per execution however often it
+// is sent; an unknown step counts none.
 func TestStepResumed(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		st := openStore(t, db)
 		ctx := context.Background()
 		insertDeploy(t, st, "dpl_1", "deploy", "smoke")
 		for want := 1; want <= 3; want++ {
-			if n, err := st.StepResumed(ctx, "dpl_1", "deploy"); err != nil || n != want {
+			by := fmt.Sprintf("w1#%d", want+1)
+			if n, err := st.StepResumed(ctx, "dpl_1", "deploy", by); err != nil || n != want {
 				t.Fatalf("resumption %d: got %d %v", want, n, err)
 			}
+			// Sent again by the same execution (its commit's answer lost
+			// with the connection): counted once.
+			if n, err := st.StepResumed(ctx, "dpl_1", "deploy", by); err != nil || n != want {
+				t.Fatalf("resumption %d sent again: got %d %v, want %d", want, n, err, want)
+			}
 		}
-		if n, err := st.StepResumed(ctx, "dpl_1", "smoke"); err != nil || n != 1 {
+		if n, err := st.StepResumed(ctx, "dpl_1", "smoke", "w1#2"); err != nil || n != 1 {
 			t.Fatalf("another step: got %d %v, want 1", n, err)
 		}
-		if n, err := st.StepResumed(ctx, "dpl_1", "rollback:deploy"); err != nil || n != 0 {
+		if n, err := st.StepResumed(ctx, "dpl_1", "rollback:deploy", "w1#2"); err != nil || n != 0 {
 			t.Fatalf("a step not in the table: got %d %v, want 0", n, err)
 		}
 	})

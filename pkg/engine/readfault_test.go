@@ -1,0 +1,146 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/manent-io/manent/pkg/engine"
+	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
+)
+
+// faultOnce makes the first read of each of ops fail with a storage fault
+// (the database going away at that instant: engine.SetReadFault), until t
+// ends; hit reports which ops failed.
+func faultOnce(t *testing.T, ops ...string) (hit func() []string) {
+	t.Helper()
+	return faultN(t, 1, ops...)
+}
+
+// faultN is faultOnce for the first n reads of each of ops: an outage
+// longer than a DBOS step's own retries (5, from 100 ms doubling).
+func faultN(t *testing.T, n int, ops ...string) (hit func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	done := map[string]int{}
+	engine.SetReadFault(func(op string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		want := false
+		for _, o := range ops {
+			want = want || o == op
+		}
+		if !want || done[op] >= n {
+			return nil
+		}
+		done[op]++
+		return &store.Fault{Reason: "the database cannot be reached", RetryAfter: 5 * time.Second, Err: io.ErrUnexpectedEOF}
+	})
+	t.Cleanup(func() { engine.SetReadFault(nil) })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, o := range ops {
+			if done[o] >= n {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+}
+
+// A deploy resumed after its worker stopped, cancelled meanwhile, whose
+// new execution finds the database away at each read before the step
+// runs again: it waits for it. The resumption is counted (it was not, the
+// failed read taken for "no resumption": a worker crashing in a loop
+// during outages resumed its deploy forever, past
+// workers.max_recovery_attempts), once although the answer to its commit
+// was lost; and the interrupted step runs again to its end instead of
+// failing on its read, the deploy ending CANCELLED.
+func TestResumedStepWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		url, _ := f.artifact("v1", "one")
+		marks := filepath.Join(f.dir, "marks")
+		gate := filepath.Join(f.dir, "release")
+		cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
+if [ "$MANENT_STEP" = "deploy" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, gate)
+		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			b, _ := os.ReadFile(marks)
+			return strings.Contains(string(b), "deploy")
+		}, "the deploy step to start")
+		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+
+		f.node.Close(5 * time.Second)
+		f.cfg.ExecutorID = "rescuer"
+		ops := []string{"list workflows", "step resumed", "step", "append log"}
+		hit := faultOnce(t, ops...)
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f.open()
+		if _, err := f.eng.Recover([]string{"test"}); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 60*time.Second)
+		if rec.State != manent.StateCancelled {
+			t.Fatalf("state %s (%s), want CANCELLED", rec.State, rec.Error)
+		}
+		if got := hit(); len(got) != len(ops) {
+			t.Errorf("faults injected at %v, want %v", got, ops)
+		}
+		logs, err := f.st.Logs(context.Background(), id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := fmt.Sprint(logs)
+		for _, want := range []string{"step resumed on rescuer after its worker stopped (resumption 1 of at most",
+			"the deploy was cancelled while this step ran on a worker that stopped"} {
+			if strings.Count(text, want) != 1 {
+				t.Errorf("log %s\nwant once: %q", text, want)
+			}
+		}
+		b, _ := os.ReadFile(marks)
+		if n := slices.Index(strings.Split(string(b), "\n"), "rollback:deploy"); n != 2 || strings.Count(string(b), "deploy") != 3 {
+			t.Errorf("ran %q, want the deploy step twice (before the stop, then to its end), then its rollback", b)
+		}
+	})
+}
+
+// The config step's reads (the environment's current release, whether a
+// newer deploy overtook this one, the deploys governance judges with) wait
+// for a database that is away instead of spending one of the step's
+// attempts on it.
+func TestConfigStepWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		ops := []string{"current release", "overtaken", "reconfigure"}
+		hit := faultOnce(t, ops...)
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget("true")))
+		if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
+		}
+		if got := hit(); len(got) != len(ops) {
+			t.Errorf("faults injected at %v, want %v", got, ops)
+		}
+		for _, st := range f.state(id).Steps {
+			if st.Name == manent.StepConfig && st.Attempts != 1 {
+				t.Errorf("config step took %d attempts, want 1 (%s)", st.Attempts, st.Error)
+			}
+		}
+	})
+}
