@@ -144,3 +144,27 @@ func TestConfigStepWaitsForTheDatabase(t *testing.T) {
 		}
 	})
 }
+
+// A rollout's waits between waves (a wave's approval, its observation)
+// read the database in DBOS steps of 5 retries (about 3 s): a database
+// away for longer failed the deploy's workflow, the deploy left PENDING.
+// They wait for it now.
+func TestWaveWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		ops := []string{"wave approvals", "observation"}
+		hit := faultN(t, 7, ops...)
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1], observe: 1s}\n    - {name: rest, targets: [eu-2], approval: true}\n") + withRollback)
+		enginetest.Eventually(t, 60*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "wave rest awaits approval 0/1") }, "wave rest to wait for its approval")
+		if _, err := f.eng.Approve(context.Background(), id, manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
+		}
+		if got := hit(); len(got) != len(ops) {
+			t.Errorf("faults injected at %v, want %v", got, ops)
+		}
+	})
+}

@@ -137,8 +137,10 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 	}
 	_, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
 		until := time.Now().Add(w.Observe).UTC().Truncate(time.Second)
-		if err := r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
-			State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until}); err != nil {
+		if err := r.whileFault(sctx, "recording a wave's observation", func() error {
+			return r.e.st.AppendRollout(sctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent,
+				State: WaveObserving, Message: "observing until " + until.Format(time.RFC3339), ObserveUntil: &until})
+		}); err != nil {
 			return false, err
 		}
 		r.waitReason(sctx, fmt.Sprintf("%s%s, then its health gate runs", observedPrefix(w.Name), until.Format(time.RFC3339)))
@@ -167,7 +169,14 @@ func (r *run) observe(ctx dbos.Context, w *plan.Wave) (bool, error) {
 	}
 	for i := 0; ; i++ {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (observeStatus, error) {
-			cancel, err := r.e.st.CancelRequested(sctx, r.in.ID)
+			var cancel bool
+			err := r.whileFault(sctx, "reading the cancel flag during a wave's observation", func() (err error) {
+				if err := injectedFault("observation"); err != nil {
+					return err
+				}
+				cancel, err = r.e.st.CancelRequested(sctx, r.in.ID)
+				return err
+			})
 			return observeStatus{Cancelled: cancel, Remaining: time.Until(until)}, err
 		}, dbos.WithStepName(fmt.Sprintf("observe[%s]-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
 		if err != nil {
@@ -339,8 +348,12 @@ func (r *run) waitWaveFreeze(ctx dbos.Context, w *plan.Wave) (bool, error) {
 			}
 			continue
 		}
-		cancel, err := dbos.RunAsStep(ctx, func(sctx context.Context) (bool, error) {
-			return r.e.st.CancelRequested(sctx, r.in.ID)
+		cancel, err := dbos.RunAsStep(ctx, func(sctx context.Context) (cancel bool, err error) {
+			err = r.whileFault(sctx, "reading the cancel flag during a freeze", func() (err error) {
+				cancel, err = r.e.st.CancelRequested(sctx, r.in.ID)
+				return err
+			})
+			return cancel, err
 		}, dbos.WithStepName(fmt.Sprintf("freeze[%s]-cancel-%d", w.Name, i)), dbos.WithStepMaxRetries(5))
 		if err != nil {
 			return false, err
@@ -388,7 +401,10 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 	rule := waveRule(r.in)
 	deadline, err := dbos.RunAsStep(ctx, func(sctx context.Context) (time.Time, error) {
 		at := time.Now()
-		_, err := r.e.st.StepStarted(sctx, r.in.ID, name, at)
+		err := r.whileFault(sctx, "recording that a wave awaits approval", func() error {
+			_, err := r.e.st.StepStarted(sctx, r.in.ID, name, at)
+			return err
+		})
 		return at.Add(rule.Expires).UTC(), err
 	}, dbos.WithStepName(name+":start"), dbos.WithStepMaxRetries(5))
 	if err != nil {
@@ -396,45 +412,15 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 	}
 	for i := 0; ; i++ {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (waveApprovalStatus, error) {
-			if c, err := r.e.st.CancelRequested(sctx, r.in.ID); err != nil || c {
-				if c {
-					_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+			var st waveApprovalStatus
+			err := r.whileFault(sctx, "counting a wave's approvals", func() (err error) {
+				if err := injectedFault("wave approvals"); err != nil {
+					return err
 				}
-				return waveApprovalStatus{Cancelled: c}, err
-			}
-			as, err := r.e.st.WaveApprovals(sctx, r.in.ID, w.Name)
-			if err != nil {
-				return waveApprovalStatus{}, err
-			}
-			n := 0
-			for _, a := range as {
-				if a.Verdict == "reject" {
-					msg := "wave " + w.Name + " rejected by " + a.Identity
-					if a.Comment != "" {
-						msg += ": " + a.Comment
-					}
-					_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-					return waveApprovalStatus{Rejected: msg}, err
-				}
-				n++
-			}
-			if n >= rule.Count {
-				_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
-				if err == nil {
-					_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, "")
-				}
-				return waveApprovalStatus{Approved: true}, err
-			}
-			remaining := time.Until(deadline)
-			if remaining <= 0 {
-				msg := fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
-				_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-				return waveApprovalStatus{Rejected: msg}, err
-			}
-			reason := fmt.Sprintf("wave %s awaits approval %d/%d, expires at %s", w.Name, n, rule.Count, deadline.Format(time.RFC3339))
-			r.waveEvent(sctx, w, WaveApproval, reason)
-			_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, reason)
-			return waveApprovalStatus{Remaining: remaining}, err
+				st, err = r.countWaveApprovals(sctx, w, name, rule, deadline)
+				return err
+			})
+			return st, err
 		}, dbos.WithStepName(fmt.Sprintf("%s-%d", name, i)), dbos.WithStepMaxRetries(5))
 		if err != nil {
 			return "", err
@@ -453,6 +439,51 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// countWaveApprovals is one check of a wave awaiting approval (step name,
+// until deadline): the deploy cancelled, the wave rejected, approved or
+// expired — each recorded on the step — or still waiting.
+func (r *run) countWaveApprovals(sctx context.Context, w *plan.Wave, name string, rule plan.ApprovalRule, deadline time.Time) (waveApprovalStatus, error) {
+	if c, err := r.e.st.CancelRequested(sctx, r.in.ID); err != nil || c {
+		if c {
+			_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+		}
+		return waveApprovalStatus{Cancelled: c}, err
+	}
+	as, err := r.e.st.WaveApprovals(sctx, r.in.ID, w.Name)
+	if err != nil {
+		return waveApprovalStatus{}, err
+	}
+	n := 0
+	for _, a := range as {
+		if a.Verdict == "reject" {
+			msg := "wave " + w.Name + " rejected by " + a.Identity
+			if a.Comment != "" {
+				msg += ": " + a.Comment
+			}
+			_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+			return waveApprovalStatus{Rejected: msg}, err
+		}
+		n++
+	}
+	if n >= rule.Count {
+		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
+		if err == nil {
+			_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, "")
+		}
+		return waveApprovalStatus{Approved: true}, err
+	}
+	remaining := time.Until(deadline)
+	if remaining <= 0 {
+		msg := fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
+		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+		return waveApprovalStatus{Rejected: msg}, err
+	}
+	reason := fmt.Sprintf("wave %s awaits approval %d/%d, expires at %s", w.Name, n, rule.Count, deadline.Format(time.RFC3339))
+	r.waveEvent(sctx, w, WaveApproval, reason)
+	_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, reason)
+	return waveApprovalStatus{Remaining: remaining}, err
 }
 
 // errWaveCancelled is what waitWaveApproval answers for a cancelled deploy.
