@@ -68,6 +68,10 @@ type Config struct {
 		// PassEnv names the server's environment variables that the
 		// commands of script and external plugins also get (SPEC §11.1).
 		PassEnv []string `mapstructure:"pass_env"`
+		// ValidateTimeout bounds an external plugin's validate action,
+		// run while a submission waits (default
+		// external.ValidateTimeout, at most MaxValidateTimeout).
+		ValidateTimeout time.Duration `mapstructure:"validate_timeout"`
 		// Steps lists the plugins custom steps may use (SPEC §11.1; none
 		// by default). Local trial mode allows every plugin.
 		Steps []string `mapstructure:"steps"`

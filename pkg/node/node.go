@@ -267,7 +267,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	found, err := external.Discover(cfg.Plugins.Path)
 	if err == nil {
 		for _, p := range found {
-			p.PassEnv, p.Procs = cfg.Plugins.PassEnv, procs
+			p.PassEnv, p.Procs, p.ValidateTimeout = cfg.Plugins.PassEnv, procs, cfg.Plugins.ValidateTimeout
 		}
 		err = external.Register(reg, found)
 	}

@@ -2,12 +2,15 @@ package node_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/plugins/builtin"
 )
@@ -106,5 +109,35 @@ func TestNegativeArtifactLimitsAreConfigErrors(t *testing.T) {
 		if !node.IsConfigError(err) || !strings.Contains(err.Error(), "artifacts."+name) {
 			t.Errorf("%s: %v, want a configuration error naming artifacts.%s", name, err, name)
 		}
+	}
+}
+
+// plugins.validate_timeout reaches every external plugin: a validate that
+// hangs is stopped at the configured bound, not the default 10 s, and is
+// no verdict on the settings (admission answers 503 naming the bound).
+func TestValidateTimeoutReachesExternalPlugins(t *testing.T) {
+	dir := t.TempDir()
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(plugins, "manent-plugin-hung"), []byte("#!/bin/sh\nexec sleep 60\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := servertest.Config(dir)
+	cfg.Plugins.Path = []string{plugins}
+	cfg.Plugins.ValidateTimeout = time.Second
+	n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(0)
+	target, err := n.Plugins.Target("hung")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = target.Validate(map[string]any{})
+	if plugin.AsUndecided(err) == nil || !strings.Contains(err.Error(), "within 1s") {
+		t.Fatalf("validate of a hung plugin with plugins.validate_timeout 1s: %v, want no verdict (503) naming within 1s", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
 	"github.com/manent-io/manent/pkg/web"
+	"github.com/manent-io/manent/plugins/external"
 	"github.com/manent-io/manent/plugins/local"
 	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
@@ -39,6 +40,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	v.SetDefault("workers.dead_after", "30s")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("plugins.local.max_zip_entries", local.DefaultMaxZipEntries)
+	v.SetDefault("plugins.validate_timeout", external.ValidateTimeout.String())
 	v.SetDefault("limits.submissions_per_minute", 120)
 	v.SetDefault("limits.streams_per_identity", server.DefaultStreamsPerIdentity)
 	v.SetDefault("limits.streams", server.DefaultStreams)

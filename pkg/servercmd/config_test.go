@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // MANENT_DATABASE configures the database (the Helm chart passes the DSN
@@ -73,12 +74,16 @@ func TestEveryKeyIsAVariable(t *testing.T) {
 	}
 	t.Setenv("MANENT_PLUGINS_PASS_ENV", "AWS_REGION, TZ")
 	t.Setenv("MANENT_TRUSTED_PROXIES", "10.0.0.0/8")
+	t.Setenv("MANENT_PLUGINS_VALIDATE_TIMEOUT", "3s")
 	cfg, err := loadConfig(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(cfg.Plugins.PassEnv, ","); got != "AWS_REGION,TZ" {
 		t.Errorf("plugins.pass_env %q from MANENT_PLUGINS_PASS_ENV, want AWS_REGION,TZ", got)
+	}
+	if cfg.Plugins.ValidateTimeout != 3*time.Second {
+		t.Errorf("plugins.validate_timeout %s from MANENT_PLUGINS_VALIDATE_TIMEOUT, want 3s", cfg.Plugins.ValidateTimeout)
 	}
 	if got := strings.Join(cfg.TrustedProxies, ","); got != "10.0.0.0/8" {
 		t.Errorf("trusted_proxies %q from MANENT_TRUSTED_PROXIES, want 10.0.0.0/8", got)

@@ -23,6 +23,7 @@ import (
 	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/web"
 	"github.com/manent-io/manent/pkg/yamlvalue"
+	"github.com/manent-io/manent/plugins/external"
 	"github.com/manent-io/manent/plugins/local"
 )
 
@@ -350,6 +351,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	}
 	if c.Plugins.Local.MaxZipEntries < 1 {
 		bad("plugins.local.max_zip_entries", "must be at least 1 (default %d)", local.DefaultMaxZipEntries)
+	}
+	if d := c.Plugins.ValidateTimeout; d <= 0 || d > external.MaxValidateTimeout {
+		bad("plugins.validate_timeout", "must be more than 0 and at most %s: a submission waits this long for an external plugin's validate (default %s)", external.MaxValidateTimeout, external.ValidateTimeout)
 	}
 	if c.Limits.Connections < 1 {
 		bad("limits.connections", "must be at least 1 (default %d)", DefaultConnections)

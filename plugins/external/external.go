@@ -58,6 +58,10 @@ const (
 	// waits for it), waiting for a slot included, unless
 	// Plugin.ValidateTimeout says otherwise.
 	ValidateTimeout = 10 * time.Second
+	// MaxValidateTimeout is the longest validate timeout the server's
+	// configuration may set (plugins.validate_timeout): a submission, and
+	// one of MaxValidations slots, wait for it.
+	MaxValidateTimeout = 5 * time.Minute
 	// MaxValidations bounds the validate actions of one plugin running at
 	// once: a flood of submissions naming a plugin whose validate hangs
 	// starts no more processes than this.
