@@ -138,9 +138,10 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // their writers take (a step's log goes to the database, slow under load;
 // what the command wrote before it ended is all kept). A process that left
 // the step's process group (setsid, a daemon) may still hold them: once
-// the copies have waited d for a byte, or after drainMax, wait closes this
-// process's ends, which ends the copies, and returns false.
-func (s *streams) wait(d time.Duration) bool {
+// the copies have waited d for a byte, after drainMax, or once done is
+// closed (nil: never), wait closes this process's ends, which ends the
+// copies, and returns false.
+func (s *streams) wait(d time.Duration, done <-chan struct{}) bool {
 	ended := make(chan struct{})
 	go func() {
 		s.done.Wait()
@@ -168,6 +169,15 @@ wait:
 			}
 			last, lastEntered = n, e
 		case <-limit.C:
+			break wait
+		case <-done:
+			select {
+			case <-ended:
+				// Ended as well: nothing was cut.
+				s.close()
+				return true
+			default:
+			}
 			break wait
 		}
 	}

@@ -100,6 +100,29 @@ func (p *Procs) grace0() time.Duration {
 // is the leader's: Run returns when the leader exits, not when the last
 // process holding the command's output does (streams).
 func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
+	return p.run(ctx, pc, cmd, nil)
+}
+
+// ErrOutputHeld is what RunBounded returns when the command ended
+// successfully but a process that left its process group (setsid, a
+// daemon) still held its output when ctx ended: what it wrote may not all
+// have been read.
+var ErrOutputHeld = errors.New("the command ended, but a process it left running outside its process group (setsid, a daemon) still held its output")
+
+// RunBounded is Run for a command whose caller waits for it and whose
+// output is kept in memory (an external plugin's validate, which a
+// submission waits for): once ctx is done it also stops reading the
+// command's output, which a process that left the command's process group
+// may hold open long after the command ended, and returns at once
+// (ErrOutputHeld if the command itself had succeeded). Run reads that
+// output up to a minute after the command: a step's log, written to the
+// database, may take that long.
+func (p *Procs) RunBounded(ctx context.Context, pc Context, cmd *exec.Cmd) error {
+	return p.run(ctx, pc, cmd, ctx.Done())
+}
+
+// run is Run; the copies of the output are cut when done is (nil: never).
+func (p *Procs) run(ctx context.Context, pc Context, cmd *exec.Cmd, done <-chan struct{}) error {
 	grace := p.grace0()
 	path := p.recordPath(pc)
 	if path != "" {
@@ -147,7 +170,7 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		if err := writeRecord(path, rec); err != nil {
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			_ = cmd.Wait()
-			streams.wait(grace)
+			streams.wait(grace, nil)
 			return fmt.Errorf("record the step's process group: %w", err)
 		}
 	}
@@ -156,7 +179,7 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 		// shutdown under way.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		streams.wait(grace)
+		streams.wait(grace, nil)
 		if path != "" && stopGroup(context.Background(), rec, 0) == nil {
 			_ = os.Remove(path)
 		}
@@ -187,7 +210,11 @@ func (p *Procs) Run(ctx context.Context, pc Context, cmd *exec.Cmd) error {
 	// the last writers of the command's output.
 	gone := stopGroup(context.Background(), rec, 0) == nil
 	ended := time.Now()
-	if !streams.wait(grace) && pc.Log != nil {
+	drained := streams.wait(grace, done)
+	if !drained && err == nil && done != nil && ctx.Err() != nil {
+		err = ErrOutputHeld
+	}
+	if !drained && pc.Log != nil {
 		fmt.Fprintf(pc.Log, "manent: a process that left the step's process group still held the command's output %s after the command ended: stopped reading it\n",
 			time.Since(ended).Round(10*time.Millisecond))
 	}

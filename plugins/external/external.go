@@ -251,6 +251,8 @@ func (p *Plugin) validate(with map[string]any) (plugin.Result, error) {
 	}
 	out, answered, err := p.exchange(ctx, ActionValidate, plugin.Context{With: with}, nil)
 	switch {
+	case err != nil && errors.Is(err, plugin.ErrOutputHeld):
+		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate could not be read to its end within %s: %w; its executable (%s%s) must not leave processes holding its stdout: try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, plugin.ErrOutputHeld, Prefix, p.Name), timeout)
 	case err != nil && ctx.Err() == context.DeadlineExceeded:
 		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate did not answer within %s and was stopped: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, Prefix, p.Name), timeout)
 	case err != nil && !answered:
@@ -351,10 +353,19 @@ func (p *Plugin) exchange(ctx context.Context, action string, pc plugin.Context,
 	cmd.Stdout = stdout
 	logw := plugin.NewLineWriter(pc.Log)
 	cmd.Stderr = logw
-	runErr := p.Procs.Run(ctx, pc, cmd)
+	run := p.Procs.Run
+	if action == ActionValidate {
+		// A submission waits for it, and its output is kept in memory:
+		// read no longer than the validate's time.
+		run = p.Procs.RunBounded
+	}
+	runErr := run(ctx, pc, cmd)
 	logw.Flush()
 
 	resp, parseErr := parseResponse(stdout)
+	if errors.Is(runErr, plugin.ErrOutputHeld) {
+		return nil, false, fmt.Errorf("plugin %s: %s: %w", p.Name, action, runErr)
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, false, fmt.Errorf("plugin %s: %s timed out after %s", p.Name, action, timeout)
 	}
