@@ -344,9 +344,9 @@ func (a *Admitter) independent(ctx context.Context, d *descriptor.Descriptor) (_
 	var plugins []manent.FieldError
 	var pending []error
 	if len(env.problems) == 0 {
-		plugins, pending = a.checkTarget(d, env.target, env.config, env.checked)
+		plugins, pending = a.checkTarget(ctx, d, env.target, env.config, env.checked)
 	}
-	steps, stepsPending := a.checkSteps(d)
+	steps, stepsPending := a.checkSteps(ctx, d)
 	problems = append(problems, plugins...)
 	problems = append(problems, steps...)
 	problems = append(problems, a.checkSecrets(d)...)
@@ -577,15 +577,16 @@ func (a *Admitter) checkURLs(ctx context.Context, d *descriptor.Descriptor) []ma
 // answer (checked false) a missing target is left to the config step.
 // pending are the errors of the plugins that could not decide
 // (plugin.UndecidedError), each led by the target or step it is.
-func (a *Admitter) checkPlugins(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) (problems []manent.FieldError, pending []error) {
-	problems, pending = a.checkTarget(d, target, envConfig, checked)
-	steps, stepsPending := a.checkSteps(d)
+func (a *Admitter) checkPlugins(ctx context.Context, d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) (problems []manent.FieldError, pending []error) {
+	problems, pending = a.checkTarget(ctx, d, target, envConfig, checked)
+	steps, stepsPending := a.checkSteps(ctx, d)
 	return append(problems, steps...), append(pending, stepsPending...)
 }
 
 // checkTarget is checkPlugins for the target; envConfig is the
-// environment configuration as read (ConfigDocument; nil: none read).
-func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) (problems []manent.FieldError, pending []error) {
+// environment configuration as read (ConfigDocument; nil: none read). A
+// check that runs a process (plugin.ContextValidator) ends with ctx.
+func (a *Admitter) checkTarget(ctx context.Context, d *descriptor.Descriptor, target descriptor.Target, envConfig map[string]any, checked bool) (problems []manent.FieldError, pending []error) {
 	reg := a.cfg.Plugins
 	switch {
 	case reg == nil:
@@ -593,12 +594,12 @@ func (a *Admitter) checkTarget(d *descriptor.Descriptor, target descriptor.Targe
 	case target.Plugin != "":
 		t, err := reg.Target(target.Plugin)
 		percent := d.Rollout != nil && len(d.Rollout.Percentages) > 0
-		validate := func() error { return t.Validate(target.With) }
+		validate := func() error { return plugin.Validate(ctx, t, target.With) }
 		honours := func() error { return plugin.HonoursPercentages(t, target.With) }
 		if pv, ok := t.(plugin.PercentValidator); ok && percent {
 			// One check answers both (an external plugin's validate).
 			var percentErr error
-			validate = func() (err error) { err, percentErr = pv.ValidatePercentages(target.With); return err }
+			validate = func() (err error) { err, percentErr = pv.ValidatePercentages(ctx, target.With); return err }
 			honours = func() error { return percentErr }
 		}
 		if err != nil {
@@ -673,7 +674,7 @@ func checkEnvironment(t plugin.Target, d *descriptor.Descriptor, target descript
 // checkSteps is checkPlugins for the custom steps. A plugin custom steps
 // may not use is refused with a "did you mean" among those they may when
 // it is no registered step plugin (a typo of one).
-func (a *Admitter) checkSteps(d *descriptor.Descriptor) (problems []manent.FieldError, pending []error) {
+func (a *Admitter) checkSteps(ctx context.Context, d *descriptor.Descriptor) (problems []manent.FieldError, pending []error) {
 	reg := a.cfg.Plugins
 	for i, s := range d.Steps {
 		if s.Plugin == "" {
@@ -703,7 +704,7 @@ func (a *Admitter) checkSteps(d *descriptor.Descriptor) (problems []manent.Field
 				Message: fmt.Sprintf("step %s: %v", s.Name, err)})
 			continue
 		}
-		if err := r.Validate(s.With); plugin.AsUndecided(err) != nil {
+		if err := plugin.Validate(ctx, r, s.With); plugin.AsUndecided(err) != nil {
 			pending = append(pending, fmt.Errorf("/steps/%d/with: step %s: %w", i, s.Name, err))
 		} else if err != nil {
 			problems = append(problems, withProblems(fmt.Sprintf("/steps/%d/with", i), "step "+s.Name, fmt.Sprintf("step %s: %s", s.Name, s.Plugin), err)...)

@@ -232,7 +232,7 @@ func (a *Admitter) Reconfigure(ctx context.Context, in plan.Input) (*Reconfigure
 			out.Notes = append(out.Notes, fmt.Sprintf("environment configuration changed since submission: revision %s, was %s", rev.Revision, in.EnvRevision.Revision))
 		}
 	}
-	problems, pending := a.checkPlugins(d, out.Target, out.EnvConfig, true)
+	problems, pending := a.checkPlugins(ctx, d, out.Target, out.EnvConfig, true)
 	if problems := append(problems, a.checkSecrets(d)...); len(problems) > 0 {
 		return nil, plugin.Permanent(fmt.Errorf("%s", describe(problems)))
 	}

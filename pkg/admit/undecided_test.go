@@ -108,3 +108,48 @@ func TestPercentagesValidateOnce(t *testing.T) {
 		t.Fatalf("validate ran %d times (%v), want once", n, err)
 	}
 }
+
+// A submission whose client leaves stops the validate it waits for: the
+// request's context reaches the plugin's check (plugin.ContextValidator)
+// of the target, of a percentage rollout's target and of a custom step,
+// which ran on to its timeout (here 2 minutes) holding a slot.
+func TestLeftSubmissionStopsTheValidate(t *testing.T) {
+	started := filepath.Join(t.TempDir(), "started")
+	reg := externalPlugins(t, 2*time.Minute, map[string]string{
+		"hung": "touch " + started + "\nexec sleep 120\n",
+	})
+	f := newAdmitter(t, admit.Config{Trial: true, Plugins: reg, StepPlugins: []string{"hung"}})
+	for _, c := range []struct{ name, extra string }{
+		{"target", "target: {plugin: hung}\n"},
+		{"percentages", "target: {plugin: hung}\nrollout: {percentages: [10, 100]}\n"},
+		{"step", "steps:\n  - {name: smoke, after: deploy, plugin: hung}\n"},
+	} {
+		_ = os.Remove(started)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			// The client leaves once the plugin runs.
+			defer cancel()
+			deadline := time.Now().Add(time.Minute)
+			for time.Now().Before(deadline) {
+				if _, err := os.Stat(started); err == nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond) // polling a condition
+			}
+		}()
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.a.Admit(ctx, admit.Request{Descriptor: f.descriptor(t, c.extra), Identity: ci})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("%s: %v, want the submission ended by its context", c.name, err)
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatalf("%s: the submission still waits for the validate 90s after its client left (its timeout is 2m)", c.name)
+		}
+		cancel()
+	}
+}

@@ -89,8 +89,29 @@ type PercentRollout interface {
 // twice.
 type PercentValidator interface {
 	// ValidatePercentages is Validate(with) and, when that passes,
-	// HonoursPercentages(with), answered from one check.
-	ValidatePercentages(with map[string]any) (settings, percentages error)
+	// HonoursPercentages(with), answered from one check, which ends when
+	// ctx does (ContextValidator).
+	ValidatePercentages(ctx context.Context, with map[string]any) (settings, percentages error)
+}
+
+// ContextValidator is implemented by a target or step plugin whose check
+// of its settings runs a process and may take a while (an external
+// plugin's validate): admission passes it the request's context, so that
+// a client that leaves, or a config step that stops, ends the check at
+// once and frees what it holds (a process, one of its validate slots)
+// rather than letting it run to its timeout. A check ended so is no
+// verdict (UndecidedError).
+type ContextValidator interface {
+	ValidateContext(ctx context.Context, with map[string]any) error
+}
+
+// Validate asks v whether `with` is valid: ValidateContext(ctx, with)
+// when v is a ContextValidator, Validate(with) otherwise.
+func Validate(ctx context.Context, v interface{ Validate(map[string]any) error }, with map[string]any) error {
+	if cv, ok := v.(ContextValidator); ok {
+		return cv.ValidateContext(ctx, with)
+	}
+	return v.Validate(with)
 }
 
 // HonoursPercentages reports why t cannot honour a percentage rollout with

@@ -197,7 +197,14 @@ func Register(reg *plugin.Registry, plugins map[string]*Plugin) error {
 
 // Validate asks the plugin to check `with`.
 func (p *Plugin) Validate(with map[string]any) error {
-	_, err := p.validate(with)
+	return p.ValidateContext(context.Background(), with)
+}
+
+// ValidateContext is Validate ended when ctx is (plugin.ContextValidator):
+// a submission whose client leaves stops the validate process at once,
+// which frees its slot.
+func (p *Plugin) ValidateContext(ctx context.Context, with map[string]any) error {
+	_, err := p.validate(ctx, with)
 	return err
 }
 
@@ -205,7 +212,7 @@ func (p *Plugin) Validate(with map[string]any) error {
 // deploys a share of a release: its answer's output must declare
 // `"capabilities": {"percentages": true}`.
 func (p *Plugin) HonoursPercentages(with map[string]any) error {
-	out, err := p.validate(with)
+	out, err := p.validate(context.Background(), with)
 	if err != nil {
 		return err
 	}
@@ -214,8 +221,8 @@ func (p *Plugin) HonoursPercentages(with map[string]any) error {
 
 // ValidatePercentages is Validate and HonoursPercentages from one validate
 // action (plugin.PercentValidator).
-func (p *Plugin) ValidatePercentages(with map[string]any) (settings, percentages error) {
-	out, err := p.validate(with)
+func (p *Plugin) ValidatePercentages(ctx context.Context, with map[string]any) (settings, percentages error) {
+	out, err := p.validate(ctx, with)
 	if err != nil {
 		return err, nil
 	}
@@ -237,22 +244,31 @@ func (p *Plugin) percentages(out plugin.Result) error {
 // process group killed), a crash or no valid response — is no verdict on
 // the settings: a plugin.UndecidedError saying which plugin it was and
 // what to do (admission answers 503, the config step retries). Only a
-// response is a verdict.
-func (p *Plugin) validate(with map[string]any) (plugin.Result, error) {
+// response is a verdict. It ends when parent does (the submission's
+// client left): no verdict either.
+func (p *Plugin) validate(parent context.Context, with map[string]any) (plugin.Result, error) {
 	timeout := cmp.Or(p.ValidateTimeout, ValidateTimeout)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	p.slotsOnce.Do(func() { p.slots = make(chan struct{}, MaxValidations) })
+	stopped := func() error {
+		return plugin.Undecided(fmt.Errorf("plugin %s: validate stopped before it answered: %w (the request ended)", p.Name, context.Cause(parent)), timeout)
+	}
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-ctx.Done():
+		if parent.Err() != nil && ctx.Err() == context.Canceled {
+			return nil, stopped()
+		}
 		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate: %d validations of this plugin were already running and none ended within %s: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, MaxValidations, timeout, Prefix, p.Name), timeout)
 	}
 	out, answered, err := p.exchange(ctx, ActionValidate, plugin.Context{With: with}, nil)
 	switch {
 	case err != nil && errors.Is(err, plugin.ErrOutputHeld):
 		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate could not be read to its end within %s: %w; its executable (%s%s) must not leave processes holding its stdout: try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, plugin.ErrOutputHeld, Prefix, p.Name), timeout)
+	case err != nil && ctx.Err() == context.Canceled && parent.Err() != nil:
+		return nil, stopped()
 	case err != nil && ctx.Err() == context.DeadlineExceeded:
 		return nil, plugin.Undecided(fmt.Errorf("plugin %s: validate did not answer within %s and was stopped: its executable (%s%s) is slow or hung; try again in a moment, and if it persists ask the server's operators to fix or remove the plugin", p.Name, timeout, Prefix, p.Name), timeout)
 	case err != nil && !answered:

@@ -1,11 +1,13 @@
 package external_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +25,55 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 			t.Fatalf("after %s: %s", within, what)
 		}
 		time.Sleep(20 * time.Millisecond) // polling a condition, not a synchronisation
+	}
+}
+
+// A submission whose client leaves ends the validate it waits for at
+// once (its process group stopped) and frees its slot: a hung plugin's
+// validate no longer holds one of the MaxValidations slots until its
+// timeout after nobody waits for it.
+func TestCancelledValidateFreesItsSlot(t *testing.T) {
+	dir := t.TempDir()
+	running := filepath.Join(dir, "running")
+	if err := os.Mkdir(running, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Hangs unless its settings ask for an answer.
+	path := writeScript(t, dir, "manent-plugin-hung", "req=$(cat)\ncase \"$req\" in *answer*) echo '{\"ok\": true}'; exit 0;; esac\ntouch "+running+"/$$\nexec sleep 120\n", 0o755)
+	p := &external.Plugin{Name: "hung", Path: path, ValidateTimeout: 2 * time.Minute}
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, external.MaxValidations)
+	var wg sync.WaitGroup
+	for range external.MaxValidations {
+		wg.Go(func() { errs <- p.ValidateContext(ctx, map[string]any{}) })
+	}
+	waitFor(t, time.Minute, "the hung validate processes did not all start", func() bool {
+		entries, _ := os.ReadDir(running)
+		return len(entries) == external.MaxValidations
+	})
+	cancel()
+	ended := make(chan struct{})
+	go func() { wg.Wait(); close(ended) }()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("cancelled validates still running 30s after their context ended (their timeout is 2m)")
+	}
+	close(errs)
+	for err := range errs {
+		if plugin.AsUndecided(err) == nil || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped before it answered") {
+			t.Errorf("cancelled validate: %v, want no verdict saying it was stopped", err)
+		}
+	}
+	// Every slot is free: a validate that answers gets one at once.
+	if err := p.Validate(map[string]any{"answer": true}); err != nil {
+		t.Fatalf("validate after the cancelled ones: %v", err)
+	}
+	// And the cancelled ones' processes are gone.
+	entries, _ := os.ReadDir(running)
+	for _, e := range entries {
+		pid, _ := strconv.Atoi(e.Name())
+		waitFor(t, 30*time.Second, "a cancelled validate's process "+e.Name()+" still runs", func() bool { return !alive(pid) })
 	}
 }
 
