@@ -63,6 +63,9 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 		return err
 	}
 	d, err := client.Cancel(ctx, opts.ID)
+	if manent.ErrorCode(err) == manent.EConflict {
+		return cancelEnded(ctx, client, opts.ID, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -92,4 +95,18 @@ func cancelRun(ctx context.Context, opts *CancelOptions) error {
 		_, err = fmt.Fprintf(opts.IO.ErrOut, "%s; 'manent wait %s' follows it\n", safeText(why), safeText(id))
 	}
 	return err
+}
+
+// cancelEnded is the refusal to cancel deploy id that has ended (409),
+// with what the user may have meant: going back to the release before a
+// deploy that succeeded is a rollback. The exit code stays the refusal's.
+func cancelEnded(ctx context.Context, client *api.Client, id string, refused error) error {
+	d, err := client.Deployment(ctx, id)
+	if err != nil || !d.State.Final() {
+		return refused
+	}
+	if d.State != manent.StateSuccess {
+		return &HintedError{Err: refused, Hint: fmt.Sprintf("nothing to cancel: deploy %s has ended (%s); 'manent status %s' says why", safeText(id), d.State, safeText(id))}
+	}
+	return &HintedError{Err: refused, Hint: fmt.Sprintf("nothing to cancel; 'manent rollback %s %s' goes back to the previous release", safeText(d.Application), safeText(d.Environment))}
 }

@@ -143,7 +143,7 @@ func loadConfig(src configSource) (*Config, error) {
 		// rather than report the server unreachable. The token is not shown.
 		return nil, &UsageError{
 			Err:  errors.New("the token contains a control character (a line break?)"),
-			Hint: "check --token, MANENT_TOKEN, or token: in the config file or its context",
+			Hint: "hint: check --token, MANENT_TOKEN, or token: in the config file or its context",
 		}
 	}
 	rt := strings.TrimSpace(v.GetString("request_timeout"))
@@ -151,7 +151,7 @@ func loadConfig(src configSource) (*Config, error) {
 	if err != nil || d < 0 {
 		return nil, &UsageError{
 			Err:  fmt.Errorf("invalid request timeout %q: want a duration such as 30s or 2m (0 for none)", rt),
-			Hint: "set it with --request-timeout, MANENT_REQUEST_TIMEOUT or request_timeout: in the config file",
+			Hint: "hint: set it with --request-timeout, MANENT_REQUEST_TIMEOUT or request_timeout: in the config file",
 		}
 	}
 	cfg.RequestTimeout = d

@@ -103,7 +103,7 @@ func (f *Factory) refuseTokenFlag(cmd *cobra.Command, instead string) error {
 	if _, ok := f.flagValue("token"); ok {
 		return &UsageError{
 			Err:  fmt.Errorf("%s does not take --token: a token on the command line is visible to other users and kept in the shell history", cmd.CommandPath()),
-			Hint: "pass it on stdin: " + instead,
+			Hint: "hint: pass it on stdin: " + instead,
 		}
 	}
 	return nil
@@ -312,7 +312,7 @@ func contextAddRun(opts *ContextOptions) error {
 	if _, exists := file.Contexts[opts.Name]; exists && !opts.Force {
 		return &UsageError{
 			Err:  fmt.Errorf("context %q already exists", opts.Name),
-			Hint: "pass --force to replace it, or 'manent context delete " + opts.Name + "' first",
+			Hint: "hint: pass --force to replace it, or 'manent context delete " + opts.Name + "' first",
 		}
 	}
 	file.Contexts[opts.Name] = entry

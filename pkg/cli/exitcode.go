@@ -53,6 +53,16 @@ func usageErrorf(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
 }
 
+// HintedError is Err with a next step printed on its own line after it
+// ("hint: …"); the exit code is Err's.
+type HintedError struct {
+	Err  error
+	Hint string
+}
+
+func (e *HintedError) Error() string { return e.Err.Error() }
+func (e *HintedError) Unwrap() error { return e.Err }
+
 // SilentError ends the run with Code after the command has already told the
 // user why (e.g. `validate` printed the errors); nothing more is printed.
 type SilentError struct{ Code ExitCode }
@@ -193,31 +203,37 @@ func formatFieldError(fe manent.FieldError) string {
 	return b.String()
 }
 
+// errorHint is the line printed after err's message, "" for none: a next
+// step starts "hint: " (a usage error's pointer to --help is cobra's).
 func errorHint(err error) string {
+	var notAPI *api.NotAPIAnswerError
+	if errors.As(err, &notAPI) {
+		// Not manent's answer: no hint about what manent meant.
+		return "hint: --server (or MANENT_SERVER) may point at something other than manent-server"
+	}
 	var (
+		hinted  *HintedError
 		usage   *UsageError
 		timeout *TimeoutError
 	)
 	switch {
+	case errors.As(err, &hinted):
+		return "hint: " + hinted.Hint
 	case errors.As(err, &usage):
 		return usage.Hint
 	case errors.As(err, &timeout):
-		return fmt.Sprintf("the deploy goes on: follow it with 'manent wait %s'", timeout.ID)
+		return fmt.Sprintf("hint: the deploy goes on: follow it with 'manent wait %s'", timeout.ID)
 	}
 	var lost *LostError
 	if errors.As(err, &lost) {
 		id := safeText(lost.ID)
 		return fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
 	}
-	var notAPI *api.NotAPIAnswerError
-	if errors.As(err, &notAPI) {
-		return "hint: --server (or MANENT_SERVER) may point at something other than manent-server"
-	}
 	if api.IsUnreachable(err) {
 		return "hint: check --server (or MANENT_SERVER) and that manent-server is running"
 	}
 	if api.IsServerError(err) {
-		return "the server is reachable but failed; retry later or see the server log"
+		return "hint: the server is reachable but failed; retry later or see the server log"
 	}
 	if manent.ErrorCode(err) == manent.EUnauthorized {
 		return "hint: pass --token, set MANENT_TOKEN, or store one with 'manent login' (see 'manent context')"

@@ -99,7 +99,7 @@ func TestPrintError(t *testing.T) {
 		{
 			"timeout",
 			&TimeoutError{ID: "dpl_1", State: manent.StatePending, After: 30 * time.Minute},
-			"Error: timeout: deploy dpl_1 is still PENDING after 30m\nthe deploy goes on: follow it with 'manent wait dpl_1'\n",
+			"Error: timeout: deploy dpl_1 is still PENDING after 30m\nhint: the deploy goes on: follow it with 'manent wait dpl_1'\n",
 		},
 		{
 			"unauthorized",

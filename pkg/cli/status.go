@@ -90,6 +90,9 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		return err
 	}
 	d, err := client.Deployment(ctx, opts.ID)
+	if manent.ErrorCode(err) == manent.ENotFound {
+		return &HintedError{Err: err, Hint: "'manent list' shows the deploys you may read (--application, --environment and --state narrow it)"}
+	}
 	if err != nil {
 		return err
 	}
