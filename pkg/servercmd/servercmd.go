@@ -9,7 +9,8 @@
 // defaults of its limits), pkg/web (the default of its sign-in limit),
 // pkg/budget (the check of trusted_proxies), pkg/engine (the default heartbeat and dead_after, for admin recover and
 // the check of workers:), plugins/local (the default of
-// plugins.local.max_zip_entries), pkg/yamlvalue, pkg/manent and pkg/suggest
+// plugins.local.max_zip_entries), plugins/external (the default and bound
+// of plugins.validate_timeout), pkg/yamlvalue, pkg/manent and pkg/suggest
 // (placing and explaining the mistakes of manent-server.yaml).
 package servercmd
 
