@@ -629,6 +629,11 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads a request body of at most MaxBody bytes (413 beyond).
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		// A request made in the process (the web UI's buttons call the
+		// API's handlers) may have none.
+		return nil, nil
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -58,7 +58,7 @@ func TestBrowserHistoryShowsRollbacks(t *testing.T) {
 		t.Errorf("the rollback's row links rollback of %q and restores %q, want /deployments/%s and /deployments/%s (%q)",
 			got["of"], got["from"], second, first, got["text"])
 	}
-	if want := "1.0 current rollback of " + second + " restores " + first; got["text"] != want || got["current"] != "yes" {
+	if want := "1.0 CURRENT rollback of " + second + " restores " + first; got["text"] != want || got["current"] != "yes" {
 		t.Errorf("the rollback's row reads %q (current %q), want %q, current", got["text"], got["current"], want)
 	}
 	for _, id := range []string{first, second} {
