@@ -535,24 +535,7 @@ func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
 	if err != nil || res.State != manent.StateAwaitingApproval {
 		t.Fatalf("submit: %+v %v %v", res, err, errFields(err))
 	}
-	waveWaits := func(d *manent.Deployment) bool {
-		for _, w := range d.Rollout {
-			if w.Name == "rest" && w.State == manent.WaveAwaitingApproval {
-				return true
-			}
-		}
-		return false
-	}
-	p := &lostAnswer{target: srv.URL, beforeRetry: func() bool {
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			if d, err := alice.Deployment(ctx, res.ID); err == nil && waveWaits(d) {
-				return true
-			}
-			time.Sleep(20 * time.Millisecond) // polling the deploy's state with a deadline
-		}
-		return false
-	}}
+	p := loseAnswerUntilRestWaits(ctx, srv.URL, alice, res.ID)
 	hs := httptest.NewServer(p)
 	t.Cleanup(hs.Close)
 	bob := api.NewClient(hs.URL, "bob-token", nil)
@@ -564,7 +547,7 @@ func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !waveWaits(now) {
+	if !restWaits(now) {
 		t.Fatalf("wave rest no longer waits for its approval after the retry of the deploy's own: %+v", now.Rollout)
 	}
 	for _, w := range now.Rollout {
@@ -593,24 +576,7 @@ func TestUnpinnedRetryDoesNotApproveTheNextWave(t *testing.T) {
 	if err != nil || res.State != manent.StateAwaitingApproval {
 		t.Fatalf("submit: %+v %v %v", res, err, errFields(err))
 	}
-	waveWaits := func(d *manent.Deployment) bool {
-		for _, w := range d.Rollout {
-			if w.Name == "rest" && w.State == manent.WaveAwaitingApproval {
-				return true
-			}
-		}
-		return false
-	}
-	p := &lostAnswer{target: srv.URL, beforeRetry: func() bool {
-		deadline := time.Now().Add(60 * time.Second)
-		for time.Now().Before(deadline) {
-			if d, err := alice.Deployment(ctx, res.ID); err == nil && waveWaits(d) {
-				return true
-			}
-			time.Sleep(20 * time.Millisecond) // polling the deploy's state with a deadline
-		}
-		return false
-	}}
+	p := loseAnswerUntilRestWaits(ctx, srv.URL, alice, res.ID)
 	hs := httptest.NewServer(p)
 	t.Cleanup(hs.Close)
 	bob := api.NewClient(hs.URL, "bob-token", nil)
@@ -622,7 +588,7 @@ func TestUnpinnedRetryDoesNotApproveTheNextWave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !waveWaits(now) {
+	if !restWaits(now) {
 		t.Fatalf("wave rest no longer waits for its approval after the retry: %+v", now.Rollout)
 	}
 	for _, w := range now.Rollout {
@@ -642,7 +608,7 @@ func TestUnpinnedRetryDoesNotApproveTheNextWave(t *testing.T) {
 	}
 	enginetest.Eventually(t, 60*time.Second, func() bool {
 		d, err := alice.Deployment(ctx, res.ID)
-		return err == nil && waveWaits(d)
+		return err == nil && restWaits(d)
 	}, "wave rest to wait for its approval")
 	if _, err := client("bob-token").Approve(ctx, res.ID, "first verdict", ""); err != nil {
 		t.Fatalf("bob's first verdict, unpinned: %v", err)
@@ -673,4 +639,29 @@ func TestApproveOnlyTokenStillDecides(t *testing.T) {
 		t.Fatalf("approve with deployment.approve alone: %v", err)
 	}
 	waitFor(t, alice, res.ID, manent.StateSuccess)
+}
+
+// restWaits reports whether d's rollout wave "rest" waits for its approval.
+func restWaits(d *manent.Deployment) bool {
+	for _, w := range d.Rollout {
+		if w.Name == "rest" && w.State == manent.WaveAwaitingApproval {
+			return true
+		}
+	}
+	return false
+}
+
+// loseAnswerUntilRestWaits is a lostAnswer before target whose retry waits
+// (up to 60 s) until deploy id's wave "rest" waits for its approval.
+func loseAnswerUntilRestWaits(ctx context.Context, target string, alice *api.Client, id string) *lostAnswer {
+	return &lostAnswer{target: target, beforeRetry: func() bool {
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) {
+			if d, err := alice.Deployment(ctx, id); err == nil && restWaits(d) {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond) // polling the deploy's state with a deadline
+		}
+		return false
+	}}
 }
