@@ -541,3 +541,32 @@ func TestChangeOfACancelledDeployWhoseOpenWasLostIsClosed(t *testing.T) {
 		t.Errorf("a second change was opened: %+v", c2)
 	}
 }
+
+// QA: change:close read its deploy's change:open with the database away
+// as "no change was opened": the step ended SUCCESS with no change and
+// the ticket stayed open in the ITSM for good. The read waits for the
+// database; the change is closed with the outcome.
+func TestChangeCloseWaitsForTheDatabase(t *testing.T) {
+	ref := reference.New()
+	f := changeFixture(t, ref)
+	url, _ := f.artifact("v1", "x")
+	hit := faultN(t, 3, "change:close")
+	id := f.submit(descriptorYAML("erp", "prod", "1", url, "", ""), waits(plan.Waits{Change: true}))
+	enginetest.Eventually(t, 30*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "CHG0001 pending") }, "the deploy to wait for change CHG0001")
+	ref.Set("CHG0001", itsm.Approved)
+	f.waitState(id, manent.StateSuccess)
+	var st manent.Step
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		st, _ = f.st.Step(context.Background(), id, manent.StepChangeClose)
+		return st.State == manent.StepSuccess || st.State == manent.StepError
+	}, "change:close to end")
+	if c, _ := ref.Get("CHG0001"); c.State != itsm.Closed || c.Outcome != "SUCCESS" {
+		t.Errorf("change after the outage: %+v, want closed with SUCCESS", c)
+	}
+	if st.State != manent.StepSuccess || !strings.Contains(string(st.Output), "CHG0001") {
+		t.Errorf("change:close %s, output %s: want SUCCESS closing CHG0001", st.State, st.Output)
+	}
+	if len(hit()) != 1 {
+		t.Errorf("change:close's read did not meet the whole outage (3 failed reads)")
+	}
+}

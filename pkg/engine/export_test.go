@@ -99,7 +99,8 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 // interrupted, the config step) are answered before they run, by what
 // they read: "list workflows", "step resumed" (after its commit), "step",
 // "append log", "current release", "overtaken", "reconfigure", "wave
-// approvals", "observation" (nil: none).
+// approvals", "observation", "change:close" (its read of
+// change:open) (nil: none).
 func SetReadFault(f func(op string) error) {
 	if f == nil {
 		readFault.Store(nil)

@@ -1046,27 +1046,30 @@ func (g *gate) changeWait1(ctx dbos.Context, p itsm.Provider, ch itsm.Change) (b
 // changeToClose reports whether deploy id has a change to close: one
 // change:open recorded, or one it may have opened (its answers lost).
 func (e *Engine) changeToClose(ctx context.Context, id string) (bool, error) {
-	if e.changeID(ctx, id) != "" {
-		return true, nil
-	}
-	st, err := e.st.Step(ctx, id, StepChangeOpen)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	return maybeOpened(st), err
+	c, st, err := e.changeOf(ctx, id)
+	return c != "" || maybeOpened(st), err
 }
 
-// changeID returns the deploy's ITSM change, "" when none was opened.
-func (e *Engine) changeID(ctx context.Context, id string) string {
+// changeOf returns the change deploy id's change:open recorded ("" when
+// none), and that step (its zero value when it never ran) for
+// maybeOpened. A storage fault is an error, never "no change": read as
+// one, it left the ticket open in the ITSM for good.
+func (e *Engine) changeOf(ctx context.Context, id string) (string, manent.Step, error) {
 	st, err := e.st.Step(ctx, id, StepChangeOpen)
-	if err != nil || st.State != manent.StepSuccess {
-		return ""
+	if errors.Is(err, store.ErrNotFound) {
+		return "", manent.Step{}, nil
+	}
+	if err != nil {
+		return "", manent.Step{}, err
+	}
+	if st.State != manent.StepSuccess {
+		return "", st, nil
 	}
 	var c itsm.Change
-	if json.Unmarshal(st.Output, &c) != nil {
-		return ""
+	if err := json.Unmarshal(st.Output, &c); err != nil {
+		return "", st, fmt.Errorf("change:open's output: %w", err)
 	}
-	return c.ID
+	return c.ID, st, nil
 }
 
 func (e *Engine) changePoll() time.Duration {

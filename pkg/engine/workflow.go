@@ -1249,11 +1249,22 @@ func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
 	if r.e.cfg.ITSM == nil {
 		return map[string]any{"change": ""}, nil
 	}
-	id := r.e.changeID(ctx, r.in.ID)
-	var foundBy string
+	var (
+		id      string
+		opened  manent.Step
+		foundBy string
+	)
+	if err := r.whileFault(ctx, "reading the deploy's change", func() (err error) {
+		if err := injectedFault("change:close"); err != nil {
+			return err
+		}
+		id, opened, err = r.e.changeOf(ctx, r.in.ID)
+		return err
+	}); err != nil {
+		return nil, err
+	}
 	if id == "" {
-		st, err := r.e.st.Step(ctx, r.in.ID, StepChangeOpen)
-		if err != nil || !maybeOpened(st) {
+		if !maybeOpened(opened) {
 			return map[string]any{"change": ""}, nil
 		}
 		// change:open's answers were lost: the ITSM answers the same
@@ -1266,8 +1277,11 @@ func (r *run) closeChange(ctx context.Context, log *logWriter) (any, error) {
 		id, foundBy = c.ID, "Idempotency-Key"
 		fmt.Fprintf(log, "change:open's answers were lost; asked again with the same Idempotency-Key (%s), the ITSM answers change %s (%s): closing it\n", r.in.ID, id, c.State)
 	}
-	rec, err := r.e.st.Deployment(ctx, r.in.ID)
-	if err != nil {
+	var rec *store.Record
+	if err := r.whileFault(ctx, "reading the outcome to close the change with", func() (err error) {
+		rec, err = r.e.st.Deployment(ctx, r.in.ID)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	outcome := rec.State
