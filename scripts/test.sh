@@ -16,4 +16,19 @@ echo "== go vet"
 go vet ./...
 
 echo "== go test -race"
-go test -race -count=1 -timeout 30m ./...
+# The whole output is kept; when a package fails, what failed (its test
+# names, a panic's or fatal error's first lines with the goroutine that
+# raised it, a data race) is printed again at the end, where a CI log's
+# tail shows it: a crash prints every goroutine, and the tail held only
+# the last of thousands.
+log=$(mktemp "${TMPDIR:-/tmp}/manent-test.XXXXXX")
+status=0
+go test -race -count=1 -timeout 30m ./... 2>&1 | tee "$log" || status=$?
+if [[ $status -ne 0 ]]; then
+  echo
+  echo "== what failed (the whole output: $log)"
+  grep -n -E -A 12 '^(panic: |fatal error: |WARNING: DATA RACE)' "$log" | head -n 200 || true
+  grep -n -E '^(\s*--- FAIL|FAIL|panic: test timed out)' "$log" | head -n 100 || true
+  exit "$status"
+fi
+rm -f "$log"
