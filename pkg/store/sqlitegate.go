@@ -130,6 +130,7 @@ type gatedConnector struct {
 	// opened on first use, dropped when it breaks.
 	writerMu sync.Mutex
 	writer   *gatedConn
+	closed   bool // Close was called: no writer opens again
 }
 
 func (c *gatedConnector) Connect(context.Context) (driver.Conn, error) {
@@ -149,6 +150,9 @@ func (c *gatedConnector) hotWriter() *gatedConn {
 	}
 	c.writerMu.Lock()
 	defer c.writerMu.Unlock()
+	if c.closed {
+		return nil
+	}
 	if c.writer == nil {
 		conn, err := c.drv.Open(c.dsn)
 		if err != nil {
@@ -190,15 +194,47 @@ func (c *gatedConnector) discardWriter(w *gatedConn) {
 	}
 }
 
-// Close closes the writer; database/sql calls it when the pool closes.
+// Close closes the writer; database/sql calls it when the pool closes —
+// at once, whatever its connections are doing. The gate's holder may be
+// working on the writer (a transaction, a query's rows still read: DBOS
+// polls its queues with a WITH … query that runs there): closing a
+// modernc.org/sqlite connection under a statement running on it crashes
+// the process. Close takes the gate first, so the holder ends its work;
+// one still at it past the busy timeout has the writer closed when it
+// leaves, by a goroutine that waits for the gate.
 func (c *gatedConnector) Close() error {
+	c.writerMu.Lock()
+	c.closed = true
+	c.writerMu.Unlock()
+	if c.gate == nil {
+		c.closeWriter()
+		return nil
+	}
+	if held, _ := c.gate.enter(context.Background()); held {
+		c.closeWriter()
+		c.gate.leave()
+		return nil
+	}
+	go func() {
+		for {
+			if held, _ := c.gate.enter(context.Background()); held {
+				c.closeWriter()
+				c.gate.leave()
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+// closeWriter closes the writer, if one is open.
+func (c *gatedConnector) closeWriter() {
 	c.writerMu.Lock()
 	defer c.writerMu.Unlock()
 	if c.writer != nil {
 		_ = c.writer.Close()
 		c.writer = nil
 	}
-	return nil
 }
 
 func (c *gatedConnector) Driver() driver.Driver { return c.drv }

@@ -394,3 +394,53 @@ func gatedStore(t *testing.T, setup string) *Store {
 	}
 	return st
 }
+
+// Closing the pool while the gate's holder works on the writer waits for
+// it to leave: database/sql closes its connector at once, in-use
+// connections or not, and the connector closed the writer under the
+// holder's feet — a DBOS queue poll (its WITH … query runs on the writer)
+// still reading when a test's store closed crashed the whole test binary
+// (pkg/server, CI). The holder's statements and commit succeed; the writer
+// is closed after it.
+func TestGatedPoolCloseWaitsForTheWriter(t *testing.T) {
+	st := gatedStore(t, `CREATE TABLE closing (i INTEGER)`)
+	ctx := context.Background()
+	db := st.DB()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO closing VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	// DB.Close marks the pool closed before it closes its connector: once
+	// it is, the connector's Close runs or is about to.
+	waitFor(t, "the pool to be closed", func() bool { return db.PingContext(ctx) != nil })
+	select {
+	case err := <-closed:
+		t.Fatalf("the pool closed (%v) while a transaction held its writer", err)
+	default:
+	}
+	for i := 2; i <= 50; i++ {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO closing VALUES (?)`, i); err != nil {
+			t.Fatalf("insert %d after the pool began to close: %v", i, err)
+		}
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM closing`).Scan(&n); err != nil || n != 50 {
+		t.Fatalf("count in the transaction: %d %v, want 50", n, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("commit after the pool began to close: %v", err)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pool did not close within 30 s of the writer's holder leaving")
+	}
+}
