@@ -134,6 +134,31 @@ func (p *Policy) Authorize(id manent.Identity, perm Permission, application, env
 	return manent.Errorf(manent.EForbidden, "%s may not %s on %s/%s", subjectOf(id), perm, orAll(application), orAll(environment))
 }
 
+// AllowedSomewhere reports whether id has perm on application in at
+// least one environment (environment ""), on environment in at least one
+// application (application ""), or on application/environment when both
+// are named. It reads the rules only, never what exists: a read filter
+// that names an application is refused the same whether or not it has
+// deploys.
+func (p *Policy) AllowedSomewhere(id manent.Identity, perm Permission, application, environment string) bool {
+	some := func(patterns []string, value string) bool { return value == "" || matchScope(patterns, value) }
+	for _, r := range p.rulesFor(id, perm) {
+		if some(r.Applications, application) && some(r.Environments, environment) {
+			return true
+		}
+	}
+	return false
+}
+
+// AuthorizeSomewhere is AllowedSomewhere as an error (EForbidden), the
+// one Authorize words: "token:ci may not deployment.read on web/*".
+func (p *Policy) AuthorizeSomewhere(id manent.Identity, perm Permission, application, environment string) error {
+	if p.AllowedSomewhere(id, perm, application, environment) {
+		return nil
+	}
+	return manent.Errorf(manent.EForbidden, "%s may not %s on %s/%s", subjectOf(id), perm, orAll(application), orAll(environment))
+}
+
 // CanRead reports whether id may read deployments of
 // application/environment; list endpoints filter with it.
 func (p *Policy) CanRead(id manent.Identity, application, environment string) bool {

@@ -489,7 +489,9 @@ nor a failure: it changed nothing there.
 
 A figure without samples is "-" (null in -o json), never 0. The window is a
 number of hours, days or weeks: 12h, 30d, 4w. Without --application and
---environment, the deploys of every environment you may read are counted.
+--environment, the deploys of every environment you may read are counted; an
+--application or --environment your token may read nowhere is refused (403),
+not counted as zero deploys.
 With the server's retention.deploys set, a window reaching further back than
 it counts only the deploys still kept (the current and previous releases, the
 last failures): the figures for that part are not the history's, and the

@@ -465,9 +465,9 @@ func ordinal(n int) string {
 }
 
 // readScope is the ?application=&environment= filter of a read across
-// deploys: each a name as in deploy.yml (422 otherwise). Naming both asks
-// for deployment.read there: 403 without it, as for GET
-// /api/v1/deployments; otherwise each deploy is checked on its own.
+// deploys: each a name as in deploy.yml (422 otherwise). A name the
+// caller may read nowhere is a 403 (readFilter), as for GET
+// /api/v1/deployments; then each deploy is checked on its own.
 type readScope struct{ application, environment string }
 
 // authenticateScope authenticates the request and reads its
@@ -492,12 +492,26 @@ func (s *Server) readScope(p manent.Identity, r *http.Request) (readScope, error
 	if err := invalidNames("filter", sc.application, sc.environment, true); err != nil {
 		return sc, err
 	}
-	if sc.application != "" && sc.environment != "" {
-		if err := s.cfg.Guard.Authorize(p, PermRead, sc.application, sc.environment); err != nil {
-			return sc, err
-		}
+	if err := s.readFilter(p, sc.application, sc.environment); err != nil {
+		return sc, err
 	}
 	return sc, nil
+}
+
+// readFilter is the 403 of a read filter naming what p may read nowhere:
+// both names, an environment it may not read; an application alone, one
+// it may read in no environment (an environment alone likewise). A 200
+// with nothing in it read as "nothing there" — DORA's zero deploys and
+// no failures. It asks the rules only, so an application with deploys and
+// one that never existed are refused alike.
+func (s *Server) readFilter(p manent.Identity, application, environment string) error {
+	switch {
+	case application != "" && environment != "":
+		return s.cfg.Guard.Authorize(p, PermRead, application, environment)
+	case application != "" || environment != "":
+		return s.cfg.Guard.AuthorizeSomewhere(p, PermRead, application, environment)
+	}
+	return nil
 }
 
 func (sc readScope) has(app, env string) bool {

@@ -52,6 +52,10 @@ func (g clusterGuard) Authorize(p manent.Identity, permission, application, envi
 	return g.admin.Authorize(p, permission, application, environment)
 }
 
+func (g clusterGuard) AuthorizeSomewhere(p manent.Identity, permission, application, environment string) error {
+	return g.admin.AuthorizeSomewhere(p, permission, application, environment)
+}
+
 func (g clusterGuard) AuthorizeCluster(p manent.Identity, cluster string) error {
 	if p.Subject == "token:agent-c1" && cluster == "c1" {
 		return nil

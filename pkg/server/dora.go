@@ -16,9 +16,9 @@ import (
 )
 
 // handleDORA answers the four DORA figures over the deploys that finished
-// in the window (SPEC §11.5). Naming both application and environment asks
-// for deployment.read there; otherwise only the deploys the caller may read
-// are counted.
+// in the window (SPEC §11.5). An application or environment the caller
+// may read nowhere is a 403 (readFilter), never zeros; only the deploys
+// the caller may read are counted.
 func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 	p, scope, ok := s.authenticateScope(w, r)
 	if !ok {

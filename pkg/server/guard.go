@@ -11,6 +11,10 @@ import (
 type Guard interface {
 	Authenticate(ctx context.Context, authorization string) (manent.Identity, error)
 	Authorize(p manent.Identity, permission, application, environment string) error
+	// AuthorizeSomewhere checks permission on application in some
+	// environment (environment "") or on environment in some application
+	// (application ""): a read filter naming only one of them.
+	AuthorizeSomewhere(p manent.Identity, permission, application, environment string) error
 	// AuthorizeCluster checks agent.report on one cluster.
 	AuthorizeCluster(p manent.Identity, cluster string) error
 }
@@ -57,6 +61,12 @@ func (g *AuthGuard) Authenticate(ctx context.Context, authorization string) (man
 // Authorize checks permission on application/environment (403 as *manent.Error).
 func (g *AuthGuard) Authorize(p manent.Identity, permission, application, environment string) error {
 	return g.Policy.Authorize(p, auth.Permission(permission), application, environment)
+}
+
+// AuthorizeSomewhere checks permission on application or environment
+// somewhere (403 as *manent.Error).
+func (g *AuthGuard) AuthorizeSomewhere(p manent.Identity, permission, application, environment string) error {
+	return g.Policy.AuthorizeSomewhere(p, auth.Permission(permission), application, environment)
 }
 
 // AuthorizeCluster checks agent.report on cluster.

@@ -104,6 +104,12 @@ func TestHostileVerdicts(t *testing.T) {
 		{"cancel no token", dep + "/cancel", "", "", 401, ""},
 		{"rollback no token", rollback, "", `{}`, 401, ""},
 		{"cancel too large", dep + "/cancel", "bob-token", huge, 413, "request body is larger than 1048576 bytes"},
+		// A cancel defines no body: one is {} or nothing; a reason, a
+		// force or text is refused, not read as a cancel.
+		{"cancel unknown field", dep + "/cancel", "bob-token", `{"reason": "broken"}`, 422, `body: unknown field "reason"`},
+		{"cancel invalid JSON", dep + "/cancel", "bob-token", `{"reason" `, 422, "body"},
+		{"cancel array", dep + "/cancel", "bob-token", `[]`, 415, "Content-Type"},
+		{"cancel text", dep + "/cancel", "bob-token", "now please", 415, "Content-Type"},
 	} {
 		status, body, h := do(t, "POST", tt.url, tt.token, tt.body)
 		var p api.Problem

@@ -139,7 +139,7 @@ func (s *Server) routes() {
 	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/steps"}, s.handleSteps)
 	// Each mode of the log reads its own (handleLogs checks which).
 	s.handle(route{Pattern: "GET /api/v1/deployments/{id}/logs", Params: []string{"follow", "after", "limit", "last_event_id"}}, s.handleLogs)
-	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/cancel"}, s.handleCancel)
+	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/cancel", JSON: true}, s.handleCancel)
 	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/approve", JSON: true}, s.handleApprove("approve"))
 	s.handle(route{Pattern: "POST /api/v1/deployments/{id}/reject", JSON: true}, s.handleApprove("reject"))
 	s.handle(route{Pattern: "GET /api/v1/inventory", Params: []string{"application", "environment"}}, s.handleInventory)
@@ -478,11 +478,20 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok || !s.limitRefusals(w, r, p, "deployment.cancel", rec.ID) {
 		return
 	}
-	// A cancel reads no body, but one past MaxBody is the 413 of every
-	// route before anything is done: unread, it cancelled the deploy.
-	if _, err := readBody(w, r); err != nil {
+	// A cancel defines no body: none, or {} from a client that always
+	// sends JSON. Anything else — a reason, a force, a typo — is refused
+	// before anything is done, not read as a cancel; one past MaxBody is
+	// the 413 of every route.
+	body, err := readBody(w, r)
+	if err != nil {
 		writeError(w, r, s.log, err)
 		return
+	}
+	if len(body) > 0 {
+		if err := jsonUnmarshalStrict(body, &struct{}{}); err != nil {
+			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "body: %v (a cancel takes no body, or {})", err))
+			return
+		}
 	}
 	after, err := s.eng.Cancel(r.Context(), rec.ID)
 	if err != nil {
@@ -529,13 +538,11 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 			f.States = append(f.States, st)
 		}
 	}
-	// Reading requires deployment.read on what is asked for; a list without
-	// filters shows only what the caller may read.
-	if f.Application != "" && f.Environment != "" {
-		if err := s.cfg.Guard.Authorize(p, PermRead, f.Application, f.Environment); err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
+	// Reading requires deployment.read on what is asked for (readFilter);
+	// what is listed is only what the caller may read.
+	if err := s.readFilter(p, f.Application, f.Environment); err != nil {
+		writeError(w, r, s.log, err)
+		return
 	}
 	recs, next, err := s.st.List(r.Context(), f)
 	if err != nil {
