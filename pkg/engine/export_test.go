@@ -96,11 +96,11 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 }
 
 // SetReadFault sets what the reads that wait for the database (giveUp,
-// interrupted, the config step) are answered before they run, by what
-// they read: "list workflows", "step resumed" (after its commit), "step",
-// "append log", "current release", "overtaken", "reconfigure", "wave
-// approvals", "observation", "change:close" (its read of
-// change:open) (nil: none).
+// interrupted, the config step, notify:started) are answered before they
+// run, by what they read: "list workflows", "step resumed" (after its
+// commit), "step", "append log", "current release", "overtaken",
+// "reconfigure", "wave approvals", "observation", "change:close" (its read
+// of change:open), "notify:started" (its write to the outbox) (nil: none).
 func SetReadFault(f func(op string) error) {
 	if f == nil {
 		readFault.Store(nil)

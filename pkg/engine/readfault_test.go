@@ -2,8 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +19,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -166,5 +171,75 @@ func TestWaveWaitsForTheDatabase(t *testing.T) {
 		if got := hit(); len(got) != len(ops) {
 			t.Errorf("faults injected at %v, want %v", got, ops)
 		}
+	})
+}
+
+// hookReceiver is a callback receiver on loopback that keeps the events it
+// is sent, as "started", "step:<name>:<state>", "finished:<state>"; opts
+// allow it and sign for it.
+func hookReceiver(t *testing.T) (hook string, got func() []string, opts func(*node.Config)) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var ev struct {
+			Type       string `json:"type"`
+			Deployment struct {
+				State string `json:"state"`
+			} `json:"deployment"`
+			Step *struct {
+				Name  string `json:"name"`
+				State string `json:"state"`
+			} `json:"step"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(b, &ev) == nil {
+			name := ev.Type
+			switch {
+			case ev.Step != nil:
+				name = "step:" + ev.Step.Name + ":" + ev.Step.State
+			case ev.Type == "finished":
+				name += ":" + ev.Deployment.State
+			}
+			mu.Lock()
+			seen = append(seen, name)
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(recv.Close)
+	t.Setenv("TEST_CALLBACK_SECRET", "whsec_"+base64.StdEncoding.EncodeToString([]byte("read-fault-callback-secret")))
+	return fmt.Sprintf("callbacks:\n  - url: %s/hook\n", recv.URL), func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(seen)
+		}, func(c *node.Config) {
+			c.Callbacks.Allow = []string{"http://127.0.0.1:*/**"}
+			c.Callbacks.SecretEnv = "TEST_CALLBACK_SECRET"
+		}
+}
+
+// notify:started queues the started callback in the outbox, a write to
+// the database: one that finds it away waits for it instead of spending
+// the step's attempts (4, all of them here, failed the deploy ERROR).
+func TestNotifyStartedWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		hook, got, opts := hookReceiver(t)
+		f := newFixture(t, dbURL, 2, opts)
+		hit := faultN(t, 4, "notify:started")
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("api", "prod", "1", url, "", hook+scriptTarget("true")))
+		if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("notify:started did not meet the whole outage (4 failed writes)")
+		}
+		for _, st := range f.state(id).Steps {
+			if st.Name == manent.StepNotifyStarted && st.Attempts != 1 {
+				t.Errorf("notify:started took %d attempts, want 1 (%s)", st.Attempts, st.Error)
+			}
+		}
+		enginetest.Eventually(t, 60*time.Second, func() bool { return slices.Contains(got(), "started") }, "the started callback")
 	})
 }

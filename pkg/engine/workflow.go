@@ -1071,9 +1071,19 @@ func (r *run) customStep(step string) bool {
 	return false
 }
 
+// notifyStarted queues the started event's deliveries. The outbox is in
+// the database: a write that finds it away waits for it (whileFault)
+// instead of spending the step's attempts, and failing the deploy, on a
+// database restart. Queueing the event again sends nothing twice.
 func (r *run) notifyStarted(ctx context.Context, log *logWriter) (any, error) {
-	n, err := r.notify(ctx, notify.EventStarted, "started", nil, manent.StatePending, "", "")
-	if err != nil {
+	var n int
+	if err := r.whileFault(ctx, "queueing the started notification", func() (err error) {
+		if err := injectedFault("notify:started"); err != nil {
+			return err
+		}
+		n, err = r.notify(ctx, notify.EventStarted, "started", nil, manent.StatePending, "", "")
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(log, "%d callback and chat deliveries queued\n", n)
