@@ -544,7 +544,10 @@ func (e *Engine) cancel(ctx context.Context, id string, req store.CancelRequest)
 	if len(req.States) > 0 && !slices.Contains(req.States, st) {
 		return nil, false, nil
 	}
-	why := e.cancelReason(ctx, id)
+	why, err := e.cancelReason(ctx, id)
+	if err != nil {
+		return nil, set, err
+	}
 	switch st {
 	case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
 		// Waiting in its gate: cancelled at once, the gate is told to stop.
@@ -582,12 +585,21 @@ func (e *Engine) cancel(ctx context.Context, id string, req store.CancelRequest)
 }
 
 // cancelReason is the error a deploy flagged for cancel ends with: its
-// request's reason, "cancelled" when it has none.
-func (e *Engine) cancelReason(ctx context.Context, id string) string {
-	if why, err := e.st.CancelReason(ctx, id); err == nil && why != "" {
-		return why
+// request's reason, "cancelled" when it has none (or the deploy is gone).
+// A failed read is an error, not "cancelled": the reason it would replace
+// ("superseded by …") would be lost for good.
+func (e *Engine) cancelReason(ctx context.Context, id string) (string, error) {
+	if err := injectedFault("cancel reason"); err != nil {
+		return "", err
 	}
-	return "cancelled"
+	why, err := e.st.CancelReason(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("read why deploy %s was cancelled: %w", id, err)
+	}
+	if why == "" {
+		why = "cancelled"
+	}
+	return why, nil
 }
 
 // Recover resumes the PENDING deploys of other executors (after their

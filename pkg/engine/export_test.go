@@ -96,15 +96,24 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 }
 
 // SetReadFault sets what the reads that wait for the database (giveUp,
-// interrupted, the config step, notify:started) are answered before they
-// run, by what they read: "list workflows", "step resumed" (after its
-// commit), "step", "append log", "current release", "overtaken",
-// "reconfigure", "wave approvals", "observation", "change:close" (its read
-// of change:open), "notify:started" (its write to the outbox) (nil: none).
+// interrupted, the config step, notify:started, the conclusion) are
+// answered before they run, by what they read: "list workflows", "step
+// resumed" (after its commit), "step", "append log", "current release",
+// "overtaken", "reconfigure", "wave approvals", "observation",
+// "change:close" (its read of change:open), "notify:started" (its write
+// to the outbox), "failed step", "cancel reason", "waves" (the
+// conclusion's reads of the step that failed, of why the deploy was
+// cancelled, of the waves it settles) (nil: none).
 func SetReadFault(f func(op string) error) {
 	if f == nil {
 		readFault.Store(nil)
 		return
 	}
 	readFault.Store(&f)
+}
+
+// CancelGateWorkflow cancels deploy id's gate workflow in DBOS alone, as
+// an operator's DBOS tool would: the sweeper concludes the deploy.
+func (e *Engine) CancelGateWorkflow(id string) error {
+	return dbos.CancelWorkflow(e.dbos, gateID(id))
 }

@@ -312,7 +312,11 @@ func (e *Engine) sweep(ctx context.Context) error {
 			o = store.Outcome{State: manent.StateMaxRecoveryAttemptsExceeded,
 				Error: "the worker crashed too many times while the deploy ran and DBOS stopped resuming it; check the worker logs"}
 		case dbos.WorkflowStatusCancelled:
-			o = store.Outcome{State: manent.StateCancelled, Error: e.cancelReason(ctx, r.ID)}
+			why, err := e.cancelReason(ctx, r.ID)
+			if err != nil {
+				return fmt.Errorf("sweep %s: %w", r.ID, err) // the next sweep concludes it
+			}
+			o = store.Outcome{State: manent.StateCancelled, Error: why}
 		case dbos.WorkflowStatusError:
 			o = store.Outcome{State: manent.StateError, Error: "the deploy's workflow failed: " + e.workflowError(wfID)}
 		default:

@@ -20,6 +20,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/plan"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -241,5 +242,161 @@ func TestNotifyStartedWaitsForTheDatabase(t *testing.T) {
 			}
 		}
 		enginetest.Eventually(t, 60*time.Second, func() bool { return slices.Contains(got(), "started") }, "the started callback")
+	})
+}
+
+// A deploy's conclusion reads the step that failed, for the deploy's
+// error and that step's callback: a database away at that read was taken
+// for a step without an error — the deploy ended `step "deploy" failed:
+// failed` for good, and the callback of the failed step was never sent.
+// It waits for the database now.
+func TestFinishWaitsForTheFailedStep(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		hook, got, opts := hookReceiver(t)
+		f := newFixture(t, dbURL, 2, opts)
+		hit := faultN(t, 2, "failed step")
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("api", "prod", "1", url, "", hook+scriptTarget(`[ "$MANENT_STEP" != deploy ] || exit 3`)))
+		rec := f.wait(id, 60*time.Second)
+		if rec.State != manent.StateError {
+			t.Fatalf("state %s (%s), want ERROR", rec.State, rec.Error)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("the read of the failed step did not meet the whole outage (2 failed reads)")
+		}
+		st, err := f.st.Step(context.Background(), id, manent.StepDeploy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("step %q failed: %s", manent.StepDeploy, st.Error); st.Error == "" || rec.Error != want {
+			t.Errorf("deploy error %q, want %q", rec.Error, want)
+		}
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			return slices.Contains(got(), "step:deploy:"+string(manent.StepError))
+		}, "the callback of the failed step")
+	})
+}
+
+// A cancelled deploy ends with its cancel request's reason ("superseded
+// by …" for a schedule's tick a later one replaced): a database away when
+// the conclusion read it was taken for no reason, and the deploy ended
+// "cancelled" for good. It waits for the database now.
+func TestFinishWaitsForTheCancelReason(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		url, _ := f.artifact("v1", "one")
+		marks := filepath.Join(f.dir, "marks")
+		gate := filepath.Join(f.dir, "release")
+		cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
+if [ "$MANENT_STEP" = "deploy" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, gate)
+		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			b, _ := os.ReadFile(marks)
+			return strings.Contains(string(b), "deploy")
+		}, "the deploy step to start")
+		hit := faultN(t, 2, "cancel reason")
+		const why = "superseded by dpl_later"
+		if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rec := f.wait(id, 60*time.Second)
+		if rec.State != manent.StateCancelled || rec.Error != why {
+			t.Fatalf("state %s (%q), want CANCELLED (%q)", rec.State, rec.Error, why)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("the read of the cancel reason did not meet the whole outage (2 failed reads)")
+		}
+	})
+}
+
+// A rollout cancelled while a wave awaits its approval settles that wave
+// failed as it concludes: a database away when it read the waves left the
+// wave awaiting approval for ever in `status`. It waits for the database
+// now.
+func TestFinishWaitsForTheWaves(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		hit := faultN(t, 2, "waves")
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"))
+		enginetest.Eventually(t, 60*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "wave rest awaits approval 0/1") }, "wave rest to wait for its approval")
+		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		d := f.waitState(id, manent.StateCancelled)
+		if len(hit()) != 1 {
+			t.Errorf("the read of the waves did not meet the whole outage (2 failed reads)")
+		}
+		for _, w := range d.Rollout {
+			if w.Name == "rest" && w.State != engine.WaveFailed {
+				t.Errorf("wave rest %s (%s), want failed: the deploy was cancelled during it", w.State, w.Message)
+			}
+		}
+	})
+}
+
+// A cancel of a deploy waiting in its gate ends it with the reason of the
+// request that flagged it first ("superseded by …", a schedule's later
+// tick): a database away when the cancel read it was taken for no reason,
+// and the deploy ended "cancelled" for good. The cancel fails with the
+// storage fault now (a 503 to the client), and asking again ends it with
+// its reason.
+func TestCancelOfAWaitingDeployKeepsItsReason(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		url, _ := f.artifact("v1", "x")
+		at := time.Now().Add(time.Hour)
+		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
+		f.waitState(id, manent.StateDelayed)
+		const why = "superseded by dpl_later"
+		if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
+			t.Fatal(err)
+		}
+		hit := faultOnce(t, "cancel reason")
+		if _, err := f.eng.Cancel(context.Background(), id); store.AsFault(err) == nil {
+			t.Errorf("cancel while the database is away: %v, want its storage fault", err)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("no fault injected at the read of the cancel reason")
+		}
+		rec, err := f.eng.Cancel(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.State != manent.StateCancelled || rec.Error != why {
+			t.Errorf("state %s (%q), want CANCELLED (%q)", rec.State, rec.Error, why)
+		}
+	})
+}
+
+// The sweeper concludes a waiting deploy whose gate DBOS cancelled with the
+// reason its cancel request gave: a database away when it read the reason
+// was taken for none, and the deploy ended "cancelled" for good. That
+// sweep fails now, and the next concludes it with its reason.
+func TestSweepKeepsTheCancelReason(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		url, _ := f.artifact("v1", "x")
+		at := time.Now().Add(time.Hour)
+		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
+		f.waitState(id, manent.StateDelayed)
+		const why = "superseded by dpl_later"
+		if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
+			t.Fatal(err)
+		}
+		hit := faultOnce(t, "cancel reason")
+		if err := f.eng.CancelGateWorkflow(id); err != nil {
+			t.Fatal(err)
+		}
+		d := f.waitState(id, manent.StateCancelled)
+		if d.Error != why {
+			t.Errorf("concluded by the sweeper with %q, want %q", d.Error, why)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("no fault injected at the sweeper's read of the cancel reason")
+		}
 	})
 }

@@ -232,15 +232,22 @@ func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, ga
 // shown rolled back by an undo whose step did not succeed): its
 // deploy failed and was not rolled back (rollback off, or the rollback
 // failed), or it was cancelled. Without it `status` would show such a wave
-// deploying for ever.
-func (r *run) settleWaves(ctx context.Context, res Result) {
+// deploying for ever. Its read of the waves waits for a database that is
+// away (whileFault), and fails the conclusion (retried as a DBOS step)
+// rather than leave them so.
+func (r *run) settleWaves(ctx context.Context, res Result) error {
 	if len(r.in.Waves) == 0 {
-		return
+		return nil
 	}
-	recorded, err := r.e.st.Rollout(ctx, r.in.ID)
-	if err != nil {
-		r.e.log.Warn("read the waves' states", "deploy", r.in.ID, "error", err)
-		return
+	var recorded []manent.WaveStatus
+	if err := r.whileFault(ctx, "reading the waves' states", func() (err error) {
+		if err := injectedFault("waves"); err != nil {
+			return err
+		}
+		recorded, err = r.e.st.Rollout(ctx, r.in.ID)
+		return err
+	}); err != nil {
+		return fmt.Errorf("read the waves' states: %w", err)
 	}
 	msg := res.Error
 	switch {
@@ -271,6 +278,7 @@ func (r *run) settleWaves(ctx context.Context, res Result) {
 			}
 		}
 	}
+	return nil
 }
 
 // RolloutStatus overlays the recorded wave states on the deploy's waves,

@@ -39,7 +39,9 @@ func TestSettleWavesUndoesARolledBackThatDidNotHold(t *testing.T) {
 	for i := range waves {
 		r.waveEvent(ctx, &r.in.Waves[i], WaveRolledBack, "")
 	}
-	r.settleWaves(ctx, Result{State: manent.StateError, Error: `step "health-gate[two]" failed`, Rollback: manent.RollbackFailed})
+	if err := r.settleWaves(ctx, Result{State: manent.StateError, Error: `step "health-gate[two]" failed`, Rollback: manent.RollbackFailed}); err != nil {
+		t.Fatal(err)
+	}
 	recorded, err := st.Rollout(ctx, r.in.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -1421,19 +1421,41 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		if end.abandoned {
 			res.State = manent.StateMaxRecoveryAttemptsExceeded
 		}
+		// The failed step's error is the deploy's, and its callback is
+		// sent from here. A database away at this read waits for it: taken
+		// for a step without an error, the deploy ended "failed" for good
+		// and the step's callback was never sent.
+		var st manent.Step
+		err := r.whileFault(ctx, "reading the step that failed", func() (err error) {
+			if err := injectedFault("failed step"); err != nil {
+				return err
+			}
+			st, err = r.e.st.Step(ctx, r.in.ID, end.failed)
+			return err
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return res, err
+		}
 		msg := "failed"
-		if st, err := r.e.st.Step(ctx, r.in.ID, end.failed); err == nil && st.Error != "" {
+		if err == nil && st.Error != "" {
 			msg = st.Error
 		}
 		res.Error = fmt.Sprintf("step %q failed: %s", end.failed, msg)
-		if st, err := r.e.st.Step(ctx, r.in.ID, end.failed); err == nil {
+		if err == nil {
 			if _, err := r.notify(ctx, notify.EventStep, "step."+end.failed, &st, manent.StatePending, "", ""); err != nil {
 				return res, err
 			}
 		}
 	case end.cancelled:
 		res.State = manent.StateCancelled
-		res.Error = r.e.cancelReason(ctx, r.in.ID)
+		// The cancel request's reason ("superseded by …"), waiting for a
+		// database that is away rather than ending "cancelled" for good.
+		if err := r.whileFault(ctx, "reading why the deploy was cancelled", func() (err error) {
+			res.Error, err = r.e.cancelReason(ctx, r.in.ID)
+			return err
+		}); err != nil {
+			return res, err
+		}
 		if end.live {
 			// Rollback disabled: what was activated stays, and says so.
 			where := ""
@@ -1444,7 +1466,9 @@ func (r *run) finish(ctx context.Context, end ending) (Result, error) {
 		}
 	}
 	if res.State != manent.StateSuccess {
-		r.settleWaves(ctx, res)
+		if err := r.settleWaves(ctx, res); err != nil {
+			return res, err
+		}
 	}
 	// One commit concludes the deploy, sets the workflow's attributes (its
 	// outcome, for DBOS's own tools) and checkpoints this step.
