@@ -103,7 +103,8 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 // "change:close" (its read of change:open), "notify:started" (its write
 // to the outbox), "failed step", "cancel reason", "waves" (the
 // conclusion's reads of the step that failed, of why the deploy was
-// cancelled, of the waves it settles) (nil: none).
+// cancelled, of the waves it settles), "waiting wave" (an approval's read
+// of the wave that waits) (nil: none).
 func SetReadFault(f func(op string) error) {
 	if f == nil {
 		readFault.Store(nil)

@@ -569,7 +569,9 @@ func (e *Engine) decide(ctx context.Context, id string, by manent.Identity, a ma
 	}
 	waiting := ""
 	if rec.State == manent.StatePending {
-		waiting = e.WaitingWave(ctx, id)
+		if waiting, err = e.waitingWave(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	if pin != nil && *pin != waiting && (waiting != "" || rec.State == manent.StateAwaitingApproval) {
 		what := func(wave string) string {

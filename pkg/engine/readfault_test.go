@@ -400,3 +400,32 @@ func TestSweepKeepsTheCancelReason(t *testing.T) {
 		}
 	})
 }
+
+// An approval of a rollout's wave reads which wave the deploy waits on: a
+// database away at that read was taken for "no wave waits", and the
+// approver was told 409 (the deploy PENDING, "not AWAITING_APPROVAL nor
+// waiting for a wave's approval") — a refusal a client does not retry.
+// The approval fails with the storage fault now (a 503), and succeeds once
+// the database is back.
+func TestWaveApprovalWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"))
+		enginetest.Eventually(t, 60*time.Second, func() bool { return strings.Contains(f.state(id).Reason, "wave rest awaits approval 0/1") }, "wave rest to wait for its approval")
+		hit := faultOnce(t, "waiting wave")
+		lead, ok := manent.Identity{Subject: "token:lead"}, manent.Approval{Verdict: "approve"}
+		if _, err := f.eng.Approve(context.Background(), id, lead, ok); store.AsFault(err) == nil {
+			t.Errorf("approval while the database is away: %v, want its storage fault", err)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("no fault injected at the read of the waiting wave")
+		}
+		if _, err := f.eng.Approve(context.Background(), id, lead, ok); err != nil {
+			t.Fatal(err)
+		}
+		if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+			t.Fatalf("state %s (%s), want SUCCESS", rec.State, rec.Error)
+		}
+	})
+}
