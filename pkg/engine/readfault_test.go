@@ -429,3 +429,44 @@ func TestWaveApprovalWaitsForTheDatabase(t *testing.T) {
 		}
 	})
 }
+
+// A tick run again (a crash after it created its deploy) finds that deploy
+// and supersedes the earlier ticks still waiting. A database away at that
+// read was taken for "not created yet": the tick submitted its deploy a
+// second time, was refused (the id exists), recorded that refusal as the
+// schedule's last error, and left the earlier tick waiting. The tick step
+// fails with the fault now (DBOS runs it again).
+func TestTickRunAgainWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		yml := descriptorYAML("web", "prod", "1", url, "", "")
+		sch := f.schedule(yml)
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}
+		old := f.submit(yml, func(in *plan.Input) { in.ID = engine.TickDeployID(sch, t0); in.Waits = plan.Waits{Approvals: rule} })
+		later := f.submit(yml, func(in *plan.Input) {
+			in.ID = engine.TickDeployID(sch, t0.Add(time.Hour))
+			in.Waits = plan.Waits{Approvals: rule}
+		})
+		f.waitState(old, manent.StateAwaitingApproval)
+		hit := faultOnce(t, "tick deploy")
+		if _, err := f.eng.Tick(context.Background(), sch, t0.Add(time.Hour)); store.AsFault(err) == nil {
+			t.Errorf("tick while the database is away: %v, want its storage fault", err)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("no fault injected at the tick's read of its deploy")
+		}
+		f.tick(sch, t0.Add(time.Hour)) // DBOS's retry of the step
+		if d := f.state(old); d.State != manent.StateCancelled || d.Error != "superseded by "+later {
+			t.Errorf("earlier tick: %s %q, want CANCELLED \"superseded by %s\"", d.State, d.Error, later)
+		}
+		sc, err := f.st.GetSchedule(context.Background(), sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.LastError != "" {
+			t.Errorf("schedule's last error %q, want none", sc.LastError)
+		}
+	})
+}

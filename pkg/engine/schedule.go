@@ -225,9 +225,18 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 		at = spec.Period(sc.CreatedAt, at)
 	}
 	id := TickDeployID(sc.ID, at)
+	// A failed read is no "not created yet": the deploy submitted again
+	// would be refused (its id exists), the refusal recorded as the
+	// schedule's last error, and the earlier ticks left waiting. The step
+	// fails instead, and DBOS runs it again.
+	if err := injectedFault("tick deploy"); err != nil {
+		return "", err
+	}
 	if _, err := e.st.Deployment(c, id); err == nil {
 		// Created before a crash, or by another worker's tick of the period.
 		return id, e.supersede(c, sc.ID, id, at)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("read the deploy of tick %s: %w", id, err)
 	}
 	if later, err := e.laterTick(sc.ID, fired); err != nil {
 		return "", err
