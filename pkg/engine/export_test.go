@@ -105,7 +105,8 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 // conclusion's reads of the step that failed, of why the deploy was
 // cancelled, of the waves it settles), "waiting wave" (an approval's read
 // of the wave that waits), "tick deploy" (a schedule tick's read of its
-// deploy) (nil: none).
+// deploy), "checkpoint:deploy[<wave>]" (its write that the wave deploys)
+// (nil: none).
 func SetReadFault(f func(op string) error) {
 	if f == nil {
 		readFault.Store(nil)

@@ -470,3 +470,36 @@ func TestTickRunAgainWaitsForTheDatabase(t *testing.T) {
 		}
 	})
 }
+
+// A wave's checkpoint shows the wave deploying before its deploy step
+// changes anything. A database away at that write left the wave shown
+// pending: a deploy step that then failed, not rolled back, left the wave
+// pending in `status` for good (the conclusion settles only the waves
+// shown in progress), although its deploy ran. The checkpoint waits for
+// the database now, the wave is shown deploying, then failed.
+func TestCheckpointWaitsForTheDatabase(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, dbURL string) {
+		f := newFixture(t, dbURL, 2)
+		hit := faultN(t, 2, "checkpoint:deploy[rest]")
+		url, _ := f.artifact("v1", "one")
+		id := f.submit(descriptorYAML("shop", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2]}\nrollback: {enabled: false}\n") +
+			scriptTarget(`[ "$MANENT_STEP" != "deploy[rest]" ] || exit 3`))
+		if rec := f.wait(id, 60*time.Second); rec.State != manent.StateError {
+			t.Fatalf("state %s (%s), want ERROR", rec.State, rec.Error)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("the checkpoint of wave rest did not meet the whole outage (2 failed writes)")
+		}
+		d := f.state(id)
+		for _, w := range d.Rollout {
+			if w.Name == "rest" && w.State != engine.WaveFailed {
+				t.Errorf("wave rest %s (%s), want failed: its deploy step failed", w.State, w.Message)
+			}
+		}
+		for _, st := range d.Steps {
+			if st.Name == "checkpoint:deploy[rest]" && st.Attempts != 1 {
+				t.Errorf("checkpoint:deploy[rest] took %d attempts, want 1 (%s)", st.Attempts, st.Error)
+			}
+		}
+	})
+}

@@ -1352,7 +1352,20 @@ func (r *run) checkpoint(step string) action {
 			return nil, err
 		}
 		if w := r.waves[log.step]; w != nil && baseStep(step) == manent.StepDeploy {
-			r.waveEvent(ctx, w, WaveDeploying, "")
+			// The wave is shown deploying before its deploy step changes
+			// anything: the conclusion settles only the waves shown in
+			// progress, so a wave left pending by a failed write stayed
+			// pending for good after a deploy that failed. The write
+			// waits for a database that is away; past that, the attempt
+			// fails (nothing has changed yet).
+			if err := r.whileFault(ctx, "recording that a wave deploys", func() error {
+				if err := injectedFault(log.step); err != nil {
+					return err
+				}
+				return r.e.st.AppendRollout(ctx, r.in.ID, manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent, State: WaveDeploying})
+			}); err != nil {
+				return nil, fmt.Errorf("record that wave %s deploys: %w", w.Name, err)
+			}
 		}
 		fmt.Fprintf(log, "before %s, live: %s\n", step, live)
 		return map[string]any{"step": step, "live": live}, nil
