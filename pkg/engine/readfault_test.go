@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -76,16 +75,7 @@ func faultN(t *testing.T, n int, ops ...string) (hit func() []string) {
 func TestResumedStepWaitsForTheDatabase(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 2)
-		url, _ := f.artifact("v1", "one")
-		marks := filepath.Join(f.dir, "marks")
-		gate := filepath.Join(f.dir, "release")
-		cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
-if [ "$MANENT_STEP" = "deploy" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, gate)
-		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
-		enginetest.Eventually(t, 60*time.Second, func() bool {
-			b, _ := os.ReadFile(marks)
-			return strings.Contains(string(b), "deploy")
-		}, "the deploy step to start")
+		id, marks, gate := heldAt(t, f, manent.StepDeploy)
 		if _, err := f.eng.Cancel(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
@@ -284,16 +274,7 @@ func TestFinishWaitsForTheFailedStep(t *testing.T) {
 func TestFinishWaitsForTheCancelReason(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 2)
-		url, _ := f.artifact("v1", "one")
-		marks := filepath.Join(f.dir, "marks")
-		gate := filepath.Join(f.dir, "release")
-		cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
-if [ "$MANENT_STEP" = "deploy" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, gate)
-		id := f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
-		enginetest.Eventually(t, 60*time.Second, func() bool {
-			b, _ := os.ReadFile(marks)
-			return strings.Contains(string(b), "deploy")
-		}, "the deploy step to start")
+		id, _, gate := heldAt(t, f, manent.StepDeploy)
 		hit := faultN(t, 2, "cancel reason")
 		const why = "superseded by dpl_later"
 		if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
@@ -439,17 +420,7 @@ func TestWaveApprovalWaitsForTheDatabase(t *testing.T) {
 func TestTickRunAgainWaitsForTheDatabase(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
-		url, _ := f.artifact("app", "x")
-		yml := descriptorYAML("web", "prod", "1", url, "", "")
-		sch := f.schedule(yml)
-		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}
-		old := f.submit(yml, func(in *plan.Input) { in.ID = engine.TickDeployID(sch, t0); in.Waits = plan.Waits{Approvals: rule} })
-		later := f.submit(yml, func(in *plan.Input) {
-			in.ID = engine.TickDeployID(sch, t0.Add(time.Hour))
-			in.Waits = plan.Waits{Approvals: rule}
-		})
-		f.waitState(old, manent.StateAwaitingApproval)
+		sch, t0, old, later := ticksLeftByACrash(t, f)
 		hit := faultOnce(t, "tick deploy")
 		if _, err := f.eng.Tick(context.Background(), sch, t0.Add(time.Hour)); store.AsFault(err) == nil {
 			t.Errorf("tick while the database is away: %v, want its storage fault", err)

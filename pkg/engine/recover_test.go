@@ -95,6 +95,24 @@ func TestTakeOverWithSmallPool(t *testing.T) {
 	release()
 }
 
+// heldAt submits a deploy of api/prod whose step named step waits (a
+// minute at most) for the file release to exist, each step writing its
+// name to marks, and returns once that step has started.
+func heldAt(t *testing.T, f *fixture, step string) (id, marks, release string) {
+	t.Helper()
+	url, _ := f.artifact("v1", "one")
+	marks = filepath.Join(f.dir, "marks")
+	release = filepath.Join(f.dir, "release")
+	cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
+if [ "$MANENT_STEP" = "%s" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, step, release)
+	id = f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		b, _ := os.ReadFile(marks)
+		return strings.Contains(string(b), step)
+	}, "the %s step to start", step)
+	return id, marks, release
+}
+
 // holdAtActivation submits a deploy whose script target records each step
 // it runs and holds in activation, and waits until activation has started.
 // release lets activation finish, waits for the deploy to end SUCCESS and
@@ -102,16 +120,7 @@ func TestTakeOverWithSmallPool(t *testing.T) {
 // interrupted activation twice (once before the stop, once resumed).
 func holdAtActivation(t *testing.T, f *fixture) (id string, release func()) {
 	t.Helper()
-	url, _ := f.artifact("v1", "one")
-	marks := filepath.Join(f.dir, "marks")
-	gate := filepath.Join(f.dir, "release")
-	cmd := fmt.Sprintf(`echo "$MANENT_STEP" >> %s
-if [ "$MANENT_STEP" = "activation" ]; then i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; fi`, marks, gate)
-	id = f.submit(descriptorYAML("api", "prod", "1", url, "", scriptTarget(cmd)))
-	enginetest.Eventually(t, 60*time.Second, func() bool {
-		b, _ := os.ReadFile(marks)
-		return strings.Contains(string(b), "activation")
-	}, "activation to start")
+	id, marks, gate := heldAt(t, f, manent.StepActivation)
 	return id, func() {
 		t.Helper()
 		if err := os.WriteFile(gate, nil, 0o644); err != nil {

@@ -153,23 +153,32 @@ func TestTickSupersedesWaitingTicks(t *testing.T) {
 	})
 }
 
+// ticksLeftByACrash creates a schedule and the deploys of its ticks at t0
+// and t0+1h, as a crash after the second tick created its deploy leaves
+// them: the second tick's deploy created, the first's not yet superseded
+// and waiting for an approval (returned once it does).
+func ticksLeftByACrash(t *testing.T, f *fixture) (sch string, t0 time.Time, old, later string) {
+	t.Helper()
+	url, _ := f.artifact("app", "x")
+	yml := descriptorYAML("web", "prod", "1", url, "", "")
+	sch = f.schedule(yml)
+	t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}
+	old = f.submit(yml, func(in *plan.Input) { in.ID = engine.TickDeployID(sch, t0); in.Waits = plan.Waits{Approvals: rule} })
+	later = f.submit(yml, func(in *plan.Input) {
+		in.ID = engine.TickDeployID(sch, t0.Add(time.Hour))
+		in.Waits = plan.Waits{Approvals: rule}
+	})
+	f.waitState(old, manent.StateAwaitingApproval)
+	return sch, t0, old, later
+}
+
 // Run again after a crash that left an earlier tick waiting, the tick step
 // supersedes it although its own deploy exists already.
 func TestTickAgainSupersedes(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
-		url, _ := f.artifact("app", "x")
-		yml := descriptorYAML("web", "prod", "1", url, "", "")
-		sch := f.schedule(yml)
-		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		rule := &plan.ApprovalRule{Count: 1, Approvers: []string{"group:sre"}, Expires: time.Hour}
-		old := f.submit(yml, func(in *plan.Input) { in.ID = engine.TickDeployID(sch, t0); in.Waits = plan.Waits{Approvals: rule} })
-		// The later tick's deploy, created before the crash (as the tick would).
-		later := f.submit(yml, func(in *plan.Input) {
-			in.ID = engine.TickDeployID(sch, t0.Add(time.Hour))
-			in.Waits = plan.Waits{Approvals: rule}
-		})
-		f.waitState(old, manent.StateAwaitingApproval)
+		sch, t0, old, later := ticksLeftByACrash(t, f)
 		f.tick(sch, t0.Add(time.Hour))
 		if d := f.state(old); d.State != manent.StateCancelled || d.Error != "superseded by "+later {
 			t.Fatalf("earlier tick: %s %q, want CANCELLED \"superseded by %s\"", d.State, d.Error, later)
