@@ -114,8 +114,14 @@ func permissionList() string {
 // patterns cover every application (or environment) grants it, which is
 // how global permissions such as audit.read are checked.
 func (p *Policy) Allowed(id manent.Identity, perm Permission, application, environment string) bool {
+	return p.anyRule(id, perm, matchScope, application, environment)
+}
+
+// anyRule reports whether one of id's rules for perm covers application
+// and environment as match says.
+func (p *Policy) anyRule(id manent.Identity, perm Permission, match func(patterns []string, value string) bool, application, environment string) bool {
 	for _, r := range p.rulesFor(id, perm) {
-		if matchScope(r.Applications, application) && matchScope(r.Environments, environment) {
+		if match(r.Applications, application) && match(r.Environments, environment) {
 			return true
 		}
 	}
@@ -131,7 +137,7 @@ func (p *Policy) Authorize(id manent.Identity, perm Permission, application, env
 	if application == "" && environment == "" {
 		return manent.Errorf(manent.EForbidden, "%s may not %s", subjectOf(id), perm)
 	}
-	return manent.Errorf(manent.EForbidden, "%s may not %s on %s/%s", subjectOf(id), perm, orAll(application), orAll(environment))
+	return forbidden(id, perm, application, environment)
 }
 
 // AllowedSomewhere reports whether id has perm on application in at
@@ -142,12 +148,7 @@ func (p *Policy) Authorize(id manent.Identity, perm Permission, application, env
 // deploys.
 func (p *Policy) AllowedSomewhere(id manent.Identity, perm Permission, application, environment string) bool {
 	some := func(patterns []string, value string) bool { return value == "" || matchScope(patterns, value) }
-	for _, r := range p.rulesFor(id, perm) {
-		if some(r.Applications, application) && some(r.Environments, environment) {
-			return true
-		}
-	}
-	return false
+	return p.anyRule(id, perm, some, application, environment)
 }
 
 // AuthorizeSomewhere is AllowedSomewhere as an error (EForbidden), the
@@ -156,6 +157,11 @@ func (p *Policy) AuthorizeSomewhere(id manent.Identity, perm Permission, applica
 	if p.AllowedSomewhere(id, perm, application, environment) {
 		return nil
 	}
+	return forbidden(id, perm, application, environment)
+}
+
+// forbidden is the 403 of perm on application/environment ("" read as *).
+func forbidden(id manent.Identity, perm Permission, application, environment string) error {
 	return manent.Errorf(manent.EForbidden, "%s may not %s on %s/%s", subjectOf(id), perm, orAll(application), orAll(environment))
 }
 
