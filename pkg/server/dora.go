@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -34,52 +33,8 @@ func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	rows, err := s.st.FinishedSince(r.Context(), scope.application, scope.environment, now.Add(-span))
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
 	allowed := map[[2]string]bool{}
-	kept := rows[:0]
-	for _, f := range rows {
-		k := [2]string{f.Application, f.Environment}
-		ok, seen := allowed[k]
-		if !seen {
-			ok = s.cfg.Guard.Authorize(p, PermRead, f.Application, f.Environment) == nil
-			allowed[k] = ok
-		}
-		if ok {
-			kept = append(kept, f)
-		}
-	}
-	// The steps of the deploys that did not succeed tell whether they
-	// reached the environment at all (a config refusal did not).
-	var failed []string
-	for _, f := range kept {
-		if f.State != manent.StateSuccess {
-			failed = append(failed, f.ID)
-		}
-	}
-	steps := map[string][]manent.Step{}
-	for start := 0; start < len(failed); start += doraStepsBatch {
-		part, err := s.st.StepsOf(r.Context(), failed[start:min(start+doraStepsBatch, len(failed))])
-		if err != nil {
-			writeError(w, r, s.log, err)
-			return
-		}
-		maps.Copy(steps, part)
-	}
-	for i := range kept {
-		kept[i].Steps = steps[kept[i].ID]
-	}
-	out := DORA(kept, span)
-	out.Window, out.Application, out.Environment = window, scope.application, scope.environment
-	pruned, err := s.st.PrunedThrough(r.Context(), scope.application, scope.environment)
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
-	out.Partial = partial(pruned, now.Add(-span), func(application, environment string) bool {
+	readable := func(application, environment string) bool {
 		k := [2]string{application, environment}
 		ok, seen := allowed[k]
 		if !seen {
@@ -87,7 +42,29 @@ func (s *Server) handleDORA(w http.ResponseWriter, r *http.Request) {
 			allowed[k] = ok
 		}
 		return ok
+	}
+	// The figures are counted as the deploys are read, oldest first: the
+	// request holds the samples of the medians and each environment's
+	// failures not yet restored, never the window's deploys.
+	var count doraCount
+	err = s.st.FinishedSince(r.Context(), scope.application, scope.environment, now.Add(-span), func(f store.Finished) error {
+		if readable(f.Application, f.Environment) {
+			count.add(f)
+		}
+		return nil
 	})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out := count.figures(span)
+	out.Window, out.Application, out.Environment = window, scope.application, scope.environment
+	pruned, err := s.st.PrunedThrough(r.Context(), scope.application, scope.environment)
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	out.Partial = partial(pruned, now.Add(-span), readable)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -116,9 +93,6 @@ func partial(pruned []store.Pruned, since time.Time, readable func(application, 
 		latest.Application, latest.Environment, at.Format(time.RFC3339))}
 }
 
-// doraStepsBatch is how many deploys' steps one query reads.
-const doraStepsBatch = 500
-
 // DORA computes the four figures over deploys that finished within a
 // window of length span, oldest first. A deploy that did not succeed
 // counts only when it reached the environment (Reached): one refused at
@@ -141,59 +115,78 @@ const doraStepsBatch = 500
 // Medians of an even number of samples are the mean of the middle two;
 // p90 is the nearest-rank percentile. Without samples a figure is null.
 func DORA(all []store.Finished, span time.Duration) api.DORA {
-	var out api.DORA
-	rows := make([]store.Finished, 0, len(all))
+	var c doraCount
 	for _, f := range all {
-		if Reached(f) {
-			rows = append(rows, f)
-		}
+		c.add(f)
 	}
-	out.DeploymentFrequency.Deploys = len(rows)
-	out.DeploymentFrequency.PerDay = round(float64(len(rows)) / (span.Hours() / 24))
-	var lead, restore []float64
-	// The failures of each application/environment not yet restored.
-	open := map[[2]string][]time.Time{}
-	for _, f := range rows {
-		k := [2]string{f.Application, f.Environment}
-		switch f.State {
-		case manent.StateSuccess:
-			// A commit time after the deploy's end (a clock far off, a
-			// descriptor admitted before the check existed) is no sample.
-			if f.CommittedAt != nil && !f.CommittedAt.After(f.FinishedAt) {
-				lead = append(lead, f.FinishedAt.Sub(*f.CommittedAt).Seconds())
-			}
-			for _, failed := range open[k] {
-				restore = append(restore, f.FinishedAt.Sub(failed).Seconds())
-			}
-			delete(open, k)
-		default: // ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED, CANCELLED after its activation
-			out.ChangeFailureRate.Failed++
-			if f.Rollback == manent.RollbackCompleted {
-				restore = append(restore, f.FinishedAt.Sub(rollbackStart(f)).Seconds())
-				continue
-			}
-			// Restored by a success recorded on the failure itself: that
-			// success may be gone since (retention.deploys), or lie
-			// outside the rows read.
-			if f.RestoredAt != nil && !f.RestoredAt.Before(f.FinishedAt) {
-				restore = append(restore, f.RestoredAt.Sub(f.FinishedAt).Seconds())
-				continue
-			}
-			open[k] = append(open[k], f.FinishedAt)
-		}
+	return c.figures(span)
+}
+
+// doraCount counts DORA's figures over deploys added oldest first.
+type doraCount struct {
+	deploys, failed int
+	lead, restore   []float64
+	// open holds the failures of each application/environment not yet
+	// restored.
+	open map[[2]string][]time.Time
+}
+
+// add counts f, a deploy that finished after (or with) those added before.
+func (c *doraCount) add(f store.Finished) {
+	if !Reached(f) {
+		return
 	}
-	for _, failures := range open {
+	c.deploys++
+	k := [2]string{f.Application, f.Environment}
+	switch f.State {
+	case manent.StateSuccess:
+		// A commit time after the deploy's end (a clock far off, a
+		// descriptor admitted before the check existed) is no sample.
+		if f.CommittedAt != nil && !f.CommittedAt.After(f.FinishedAt) {
+			c.lead = append(c.lead, f.FinishedAt.Sub(*f.CommittedAt).Seconds())
+		}
+		for _, failed := range c.open[k] {
+			c.restore = append(c.restore, f.FinishedAt.Sub(failed).Seconds())
+		}
+		delete(c.open, k)
+	default: // ERROR, MAX_RECOVERY_ATTEMPTS_EXCEEDED, CANCELLED after its activation
+		c.failed++
+		if f.Rollback == manent.RollbackCompleted {
+			c.restore = append(c.restore, f.FinishedAt.Sub(rollbackStart(f)).Seconds())
+			return
+		}
+		// Restored by a success recorded on the failure itself: that
+		// success may be gone since (retention.deploys), or lie
+		// outside the rows read.
+		if f.RestoredAt != nil && !f.RestoredAt.Before(f.FinishedAt) {
+			c.restore = append(c.restore, f.RestoredAt.Sub(f.FinishedAt).Seconds())
+			return
+		}
+		if c.open == nil {
+			c.open = map[[2]string][]time.Time{}
+		}
+		c.open[k] = append(c.open[k], f.FinishedAt)
+	}
+}
+
+// figures returns the four figures over a window of length span.
+func (c *doraCount) figures(span time.Duration) api.DORA {
+	var out api.DORA
+	out.DeploymentFrequency.Deploys = c.deploys
+	out.DeploymentFrequency.PerDay = round(float64(c.deploys) / (span.Hours() / 24))
+	for _, failures := range c.open {
 		out.TimeToRestoreSeconds.Unrestored += len(failures)
 	}
-	out.ChangeFailureRate.Total = len(rows)
-	if len(rows) > 0 {
-		out.ChangeFailureRate.Rate = ptr(round(float64(out.ChangeFailureRate.Failed) / float64(len(rows))))
+	out.ChangeFailureRate.Failed = c.failed
+	out.ChangeFailureRate.Total = c.deploys
+	if c.deploys > 0 {
+		out.ChangeFailureRate.Rate = ptr(round(float64(c.failed) / float64(c.deploys)))
 	}
-	out.LeadTimeSeconds.Samples = len(lead)
-	out.LeadTimeSeconds.Median = median(lead)
-	out.LeadTimeSeconds.P90 = percentile(lead, 90)
-	out.TimeToRestoreSeconds.Samples = len(restore)
-	out.TimeToRestoreSeconds.Median = median(restore)
+	out.LeadTimeSeconds.Samples = len(c.lead)
+	out.LeadTimeSeconds.Median = median(c.lead)
+	out.LeadTimeSeconds.P90 = percentile(c.lead, 90)
+	out.TimeToRestoreSeconds.Samples = len(c.restore)
+	out.TimeToRestoreSeconds.Median = median(c.restore)
 	return out
 }
 

@@ -5,10 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/servertest"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -414,4 +419,69 @@ func TestDORARestoreSurvivesRetention(t *testing.T) {
 			t.Errorf("after retention: no partial, want the window said partial")
 		}
 	})
+}
+
+// The DORA figures of a long window are counted as the deploys are read:
+// the request holds the samples the medians need, not the window's
+// deploys. It read every deploy of the window into one slice (copied once
+// more to count those that reached the environment), then the steps of
+// every failure: 30,000 deploys held about 16 MB, per request, and a
+// window of ten years reads the whole history.
+func TestDORAMemoryDoesNotGrowWithTheWindow(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		// Under the race detector its 210,000 inserts take a minute; the
+		// request it measures is sequential.
+		t.Skip("seeds 30,000 deploys")
+	}
+	srv := servertest.Start(t)
+	seedDORABench(t, srv, 30000)
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/metrics/dora?window=3650d", nil)
+	req.Header.Set("Authorization", "Bearer "+srv.Token)
+	// What the last collection found live (not the garbage since).
+	live := func() uint64 {
+		runtime.GC()
+		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	before := live()
+	// The live heap, measured again and again while the request runs.
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if h := live(); h > peak.Load() {
+				peak.Store(h)
+			}
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	}()
+	w := httptest.NewRecorder()
+	srv.API.ServeHTTP(w, req)
+	close(done)
+	<-sampled
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	var d api.DORA
+	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.DeploymentFrequency.Deploys != 28500 || d.ChangeFailureRate.Failed != 1779 {
+		t.Fatalf("deploys %d, failed %d: want 28500 (those refused at config did not reach the environment), 1779 failed",
+			d.DeploymentFrequency.Deploys, d.ChangeFailureRate.Failed)
+	}
+	grown := int64(peak.Load()) - int64(before)
+	t.Logf("a DORA request over 30,000 deploys (%d lead and %d restore samples) held %.1f MB at most",
+		d.LeadTimeSeconds.Samples, d.TimeToRestoreSeconds.Samples, float64(grown)/1e6)
+	// 8 bytes a sample, and the slices' growth; not ~400 bytes a deploy.
+	if limit := int64(6 << 20); grown > limit {
+		t.Errorf("the request held %.1f MB at most, want under %.1f MB", float64(grown)/1e6, float64(limit)/1e6)
+	}
 }
