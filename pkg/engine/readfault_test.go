@@ -319,6 +319,22 @@ func TestFinishWaitsForTheWaves(t *testing.T) {
 	})
 }
 
+// delayedCancelledFor submits a deploy that waits in its gate for an hour
+// (DELAYED) and flags it for cancel with a reason, as a schedule's later
+// tick does; it returns the deploy and that reason.
+func delayedCancelledFor(t *testing.T, f *fixture) (id, why string) {
+	t.Helper()
+	url, _ := f.artifact("v1", "x")
+	at := time.Now().Add(time.Hour)
+	id = f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
+	f.waitState(id, manent.StateDelayed)
+	why = "superseded by dpl_later"
+	if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
+		t.Fatal(err)
+	}
+	return id, why
+}
+
 // A cancel of a deploy waiting in its gate ends it with the reason of the
 // request that flagged it first ("superseded by …", a schedule's later
 // tick): a database away when the cancel read it was taken for no reason,
@@ -328,14 +344,7 @@ func TestFinishWaitsForTheWaves(t *testing.T) {
 func TestCancelOfAWaitingDeployKeepsItsReason(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 2)
-		url, _ := f.artifact("v1", "x")
-		at := time.Now().Add(time.Hour)
-		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
-		f.waitState(id, manent.StateDelayed)
-		const why = "superseded by dpl_later"
-		if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
-			t.Fatal(err)
-		}
+		id, why := delayedCancelledFor(t, f)
 		hit := faultOnce(t, "cancel reason")
 		if _, err := f.eng.Cancel(context.Background(), id); store.AsFault(err) == nil {
 			t.Errorf("cancel while the database is away: %v, want its storage fault", err)
@@ -360,14 +369,7 @@ func TestCancelOfAWaitingDeployKeepsItsReason(t *testing.T) {
 func TestSweepKeepsTheCancelReason(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 2)
-		url, _ := f.artifact("v1", "x")
-		at := time.Now().Add(time.Hour)
-		id := f.submit(descriptorYAML("d", "prod", "1", url, "", ""), waits(plan.Waits{At: &at}))
-		f.waitState(id, manent.StateDelayed)
-		const why = "superseded by dpl_later"
-		if _, _, err := f.st.RequestCancel(context.Background(), id, store.CancelRequest{Reason: why}); err != nil {
-			t.Fatal(err)
-		}
+		id, why := delayedCancelledFor(t, f)
 		hit := faultOnce(t, "cancel reason")
 		if err := f.eng.CancelGateWorkflow(id); err != nil {
 			t.Fatal(err)
