@@ -95,26 +95,6 @@ func (e *Engine) RunningWorkflowIDs() ([]string, error) {
 	return ids, err
 }
 
-// SetReadFault sets what the reads that wait for the database (giveUp,
-// interrupted, the config step, notify:started, the conclusion) are
-// answered before they run, by what they read: "list workflows", "step
-// resumed" (after its commit), "step", "append log", "current release",
-// "overtaken", "reconfigure", "wave approvals", "observation",
-// "change:close" (its read of change:open), "notify:started" (its write
-// to the outbox), "failed step", "cancel reason", "waves" (the
-// conclusion's reads of the step that failed, of why the deploy was
-// cancelled, of the waves it settles), "waiting wave" (an approval's read
-// of the wave that waits), "tick deploy" (a schedule tick's read of its
-// deploy), "checkpoint:deploy[<wave>]" (its write that the wave deploys)
-// (nil: none).
-func SetReadFault(f func(op string) error) {
-	if f == nil {
-		readFault.Store(nil)
-		return
-	}
-	readFault.Store(&f)
-}
-
 // CancelGateWorkflow cancels deploy id's gate workflow in DBOS alone, as
 // an operator's DBOS tool would: the sweeper concludes the deploy.
 func (e *Engine) CancelGateWorkflow(id string) error {

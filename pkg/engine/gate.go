@@ -569,7 +569,7 @@ func (e *Engine) decide(ctx context.Context, id string, by manent.Identity, a ma
 	}
 	waiting := ""
 	if rec.State == manent.StatePending {
-		if waiting, err = e.waitingWave(ctx, id); err != nil {
+		if waiting, err = e.WaitingWave(ctx, id); err != nil {
 			return nil, err
 		}
 	}

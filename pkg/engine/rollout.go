@@ -498,17 +498,10 @@ func (r *run) countWaveApprovals(sctx context.Context, w *plan.Wave, name string
 const errWaveCancelled = "\x00cancelled"
 
 // WaitingWave returns the wave a running deploy waits on for approval (""
-// when none, or when the database cannot say: waitingWave tells the two
-// apart).
-func (e *Engine) WaitingWave(ctx context.Context, id string) string {
-	w, _ := e.waitingWave(ctx, id)
-	return w
-}
-
-// waitingWave is WaitingWave with the error of its read: a decision on a
-// wave taken from a failed read as "no wave waits" refused an approval
-// (409) that was due.
-func (e *Engine) waitingWave(ctx context.Context, id string) (string, error) {
+// when none), or the error of its read: a decision on a wave taken from a
+// failed read as "no wave waits" refused an approval (409) that was due,
+// or answered a verdict as already recorded (200).
+func (e *Engine) WaitingWave(ctx context.Context, id string) (string, error) {
 	if err := injectedFault("waiting wave"); err != nil {
 		return "", err
 	}

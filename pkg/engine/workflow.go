@@ -690,11 +690,32 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 // only because its result could not be saved at once.
 var recordEndRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, For: 2 * time.Minute}
 
-// readFault, set by a test (export_test.go), is called at the reads a step
+// readFault, set by a test (SetReadFault), is called at the reads a step
 // makes around its action that wait for the database (whileFault), with
 // what the read is: the storage fault it returns stands for the database
 // going away at that instant (nil: none).
 var readFault atomic.Pointer[func(op string) error]
+
+// SetReadFault sets what the reads that wait for the database (giveUp,
+// interrupted, the config step, notify:started, the conclusion) are
+// answered before they run, by what they read: "list workflows", "step
+// resumed" (after its commit), "step", "append log", "current release",
+// "overtaken", "reconfigure", "wave approvals", "observation",
+// "change:close" (its read of change:open), "notify:started" (its write
+// to the outbox), "failed step", "cancel reason", "waves" (the
+// conclusion's reads of the step that failed, of why the deploy was
+// cancelled, of the waves it settles), "waiting wave" (a verdict's reads
+// of the wave that waits, the server's and the engine's), "tick deploy" (a schedule tick's read of its
+// deploy), "checkpoint:deploy[<wave>]" (its write that the wave deploys)
+// (nil: none). It is for tests alone (this package's, and the server's
+// through servertest.SetReadFault): nothing in the server sets it.
+func SetReadFault(f func(op string) error) {
+	if f == nil {
+		readFault.Store(nil)
+		return
+	}
+	readFault.Store(&f)
+}
 
 // injectedFault is readFault's answer for op (nil when no test set it).
 func injectedFault(op string) error {

@@ -46,9 +46,14 @@ func (s *Server) handleApprove(verdict string) http.HandlerFunc {
 		}
 		// What the deploy waits for, read once: the answer to the same
 		// verdict again and the check of a pinned one speak of one state.
+		// A failed read is no "no wave waits": it answers the fault (503
+		// with Retry-After), nothing decided.
 		waiting := ""
 		if rec.State == manent.StatePending {
-			waiting = s.eng.WaitingWave(r.Context(), rec.ID)
+			if waiting, err = s.eng.WaitingWave(r.Context(), rec.ID); err != nil {
+				writeError(w, r, s.log, err)
+				return
+			}
 		}
 		// The same verdict sent again by the identity that recorded it
 		// (its answer lost: a 503 after the commit, then the client's

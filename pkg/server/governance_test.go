@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +24,8 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/servertest"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 var govTokens = []auth.TokenConfig{
@@ -664,4 +669,71 @@ func loseAnswerUntilRestWaits(ctx context.Context, target string, alice *api.Cli
 		}
 		return false
 	}}
+}
+
+// A verdict whose read of the wave that waits fails (the database away at
+// that instant) is answered 503 with Retry-After, as any storage fault:
+// nothing is decided, and the client sends it again. The server took the
+// failed read for "no wave waits": a verdict pinned to the waiting wave
+// was refused 409 (the deploy "moved on"), which a client does not retry,
+// and an unpinned one by an identity that had approved the deploy itself
+// was answered 200 as that approval sent again — neither recorded.
+func TestVerdictWhileTheDatabaseIsAwayIs503(t *testing.T) {
+	srv, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
+`)
+	ctx := context.Background()
+	alice, bob := client("alice-token"), client("bob-token")
+	res, err := alice.Submit(ctx, simple(artifactFile(t), "prod", "12", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"), false)
+	if err != nil || res.State != manent.StateAwaitingApproval {
+		t.Fatalf("submit: %+v %v %v", res, err, errFields(err))
+	}
+	if _, err := bob.Approve(ctx, res.ID, "reviewed", ""); err != nil {
+		t.Fatalf("bob's approval of the deploy: %v", err)
+	}
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err := alice.Deployment(ctx, res.ID)
+		return err == nil && restWaits(d)
+	}, "wave rest to wait for its approval")
+	once := api.NewClientWith(srv.URL, "bob-token", nil, api.Options{Retries: -1})
+	for _, v := range []struct {
+		name string
+		send func() error
+	}{
+		{"pinned to wave rest", func() error { _, err := once.ApproveWave(ctx, res.ID, "rest", "canary is fine"); return err }},
+		{"unpinned", func() error { _, err := once.Approve(ctx, res.ID, "canary is fine", ""); return err }},
+	} {
+		var failed atomic.Int32
+		servertest.SetReadFault(t, func(op string) error {
+			if op != "waiting wave" || !failed.CompareAndSwap(0, 1) {
+				return nil
+			}
+			return &store.Fault{Reason: "the database cannot be reached", RetryAfter: 5 * time.Second, Err: io.ErrUnexpectedEOF}
+		})
+		err := v.send()
+		var se *api.ServerError
+		if !errors.As(err, &se) || se.Status != http.StatusServiceUnavailable || se.RetryAfter <= 0 || se.Err != nil {
+			t.Errorf("approval %s while the read of the waiting wave fails: %v, want a 503 problem with Retry-After", v.name, err)
+		}
+		if failed.Load() != 1 {
+			t.Errorf("approval %s: no fault injected at the read of the waiting wave", v.name)
+		}
+	}
+	now, err := alice.Deployment(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !restWaits(now) {
+		t.Fatalf("wave rest no longer waits for its approval after the verdicts refused for the outage: %+v", now.Rollout)
+	}
+	for _, w := range now.Rollout {
+		if len(w.Approvals) != 0 {
+			t.Fatalf("wave %s has approvals %+v: a verdict refused for the outage counted", w.Name, w.Approvals)
+		}
+	}
+	// The database back, the same verdict sent again counts.
+	if _, err := bob.ApproveWave(ctx, res.ID, "rest", "canary is fine"); err != nil {
+		t.Fatalf("approve --wave rest once the database is back: %v", err)
+	}
+	waitFor(t, alice, res.ID, manent.StateSuccess)
 }

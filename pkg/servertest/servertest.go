@@ -6,7 +6,8 @@
 //
 // It builds the server with pkg/node (the composition root the binary uses)
 // and plugins/builtin; its SubmitFaults, a relay before such a server,
-// loses submissions' answers after the commit. It imports pkg/node,
+// loses submissions' answers after the commit, and SetReadFault fails the
+// engine's reads of the database as an outage would. It imports pkg/node,
 // plugins/builtin, pkg/enginetest (the relay), and pkg/api, pkg/engine,
 // pkg/server and pkg/store for the handles it returns.
 package servertest
@@ -182,4 +183,15 @@ func (s *Server) Close() {
 // Client returns an API client for the server with the admin token.
 func (s *Server) Client() *api.Client {
 	return api.NewClient(s.URL, s.Token, nil)
+}
+
+// SetReadFault makes the engine's reads that wait for the database answer
+// what f returns for them, by what they read (engine.SetReadFault names
+// them: "waiting wave" is a verdict's read of the wave that waits), until
+// t ends: a *store.Fault stands for the database going away at that
+// instant. It is process-wide: tests using it must not run in parallel.
+func SetReadFault(t testing.TB, f func(op string) error) {
+	t.Helper()
+	engine.SetReadFault(f)
+	t.Cleanup(func() { engine.SetReadFault(nil) })
 }
