@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -11,6 +12,22 @@ import (
 // workflow does: tests choose the tick times.
 func (e *Engine) Tick(ctx context.Context, schedule string, at time.Time) (string, error) {
 	return e.tickStep(ctx, schedule, at)
+}
+
+// RunTick runs schedule's tick workflow at, as the DBOS scheduler does
+// (its workflow id, its step with the step's retries), and returns its
+// result.
+func (e *Engine) RunTick(ctx context.Context, schedule string, at time.Time) (string, error) {
+	raw, err := json.Marshal(scheduleContext{Schedule: schedule})
+	if err != nil {
+		return "", err
+	}
+	h, err := dbos.RunWorkflow(e.dbos, e.tickWorkflow, dbos.ScheduledWorkflowInput{ScheduledTime: at, Context: raw},
+		dbos.WithWorkflowID("sched-"+schedule+"-"+at.UTC().Format(time.RFC3339)))
+	if err != nil {
+		return "", err
+	}
+	return h.GetResult()
 }
 
 // SetSecretResolver replaces ResolveSecret in ResolveSecretWithin (nil:

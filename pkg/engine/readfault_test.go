@@ -418,19 +418,18 @@ func TestWaveApprovalWaitsForTheDatabase(t *testing.T) {
 // read was taken for "not created yet": the tick submitted its deploy a
 // second time, was refused (the id exists), recorded that refusal as the
 // schedule's last error, and left the earlier tick waiting. The tick step
-// fails with the fault now (DBOS runs it again).
+// waits for the database now, then finds its deploy.
 func TestTickRunAgainWaitsForTheDatabase(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		sch, t0, old, later := ticksLeftByACrash(t, f)
 		hit := faultOnce(t, "tick deploy")
-		if _, err := f.eng.Tick(context.Background(), sch, t0.Add(time.Hour)); store.AsFault(err) == nil {
-			t.Errorf("tick while the database is away: %v, want its storage fault", err)
+		if id, err := f.eng.Tick(context.Background(), sch, t0.Add(time.Hour)); err != nil || id != later {
+			t.Errorf("tick while the database is away at its read of its deploy: %q, %v; want %s", id, err, later)
 		}
 		if len(hit()) != 1 {
 			t.Errorf("no fault injected at the tick's read of its deploy")
 		}
-		f.tick(sch, t0.Add(time.Hour)) // DBOS's retry of the step
 		if d := f.state(old); d.State != manent.StateCancelled || d.Error != "superseded by "+later {
 			t.Errorf("earlier tick: %s %q, want CANCELLED \"superseded by %s\"", d.State, d.Error, later)
 		}
@@ -472,6 +471,76 @@ func TestCheckpointWaitsForTheDatabase(t *testing.T) {
 		for _, st := range d.Steps {
 			if st.Name == "checkpoint:deploy[rest]" && st.Attempts != 1 {
 				t.Errorf("checkpoint:deploy[rest] took %d attempts, want 1 (%s)", st.Attempts, st.Error)
+			}
+		}
+	})
+}
+
+// faultFor makes every read of ops fail with a storage fault for d from
+// now (the database away that long), until t ends; hit reports how many
+// reads failed.
+func faultFor(t *testing.T, d time.Duration, ops ...string) (hit func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	n, until := 0, time.Now().Add(d)
+	engine.SetReadFault(func(op string) error {
+		if !slices.Contains(ops, op) || time.Now().After(until) {
+			return nil
+		}
+		mu.Lock()
+		n++
+		mu.Unlock()
+		return &store.Fault{Reason: "the database cannot be reached", RetryAfter: 5 * time.Second, Err: io.ErrUnexpectedEOF}
+	})
+	t.Cleanup(func() { engine.SetReadFault(nil) })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+}
+
+// A schedule's tick that finds the database away waits for it and
+// submits its deploy once. Its step kept DBOS's 3 retries (0.7 s in all):
+// an outage longer than that ended the tick workflow in error, and the
+// tick's deploy was never submitted; the database away only at the
+// submit (the admission's reads, the insert) was taken for a refusal,
+// shown as the schedule's LAST ERROR, and the tick was lost too.
+func TestTickWaitsOutAnOutage(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for _, c := range []struct {
+			name  string
+			ops   []string
+			away  time.Duration
+			reads int // at least this many failed reads
+		}{
+			{"every read, 2s", []string{"tick schedule", "tick deploy", "tick admission"}, 2 * time.Second, 5},
+			{"the submit, 300ms", []string{"tick admission"}, 300 * time.Millisecond, 1},
+		} {
+			sch := f.schedule(descriptorYAML("web", "prod", "1", url, "", ""))
+			hit := faultFor(t, c.away, c.ops...)
+			id, terr := f.eng.RunTick(context.Background(), sch, t0)
+			if terr != nil || id != engine.TickDeployID(sch, t0) {
+				t.Errorf("%s away: tick %q, %v; want its deploy %s", c.name, id, terr, engine.TickDeployID(sch, t0))
+			}
+			if hit() < c.reads {
+				t.Errorf("%s away: %d failed reads, want at least %d", c.name, hit(), c.reads)
+			}
+			engine.SetReadFault(nil)
+			sc, err := f.st.GetSchedule(context.Background(), sch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.LastError != "" || sc.LastDeploy != engine.TickDeployID(sch, t0) {
+				t.Errorf("%s away: schedule's last deploy %q, last error %q; want %s and none", c.name, sc.LastDeploy, sc.LastError, engine.TickDeployID(sch, t0))
+			}
+			if terr == nil && id != "" {
+				if rec := f.wait(id, 60*time.Second); rec.State != manent.StateSuccess {
+					t.Errorf("%s away: the tick's deploy %s (%s), want SUCCESS", c.name, rec.State, rec.Error)
+				}
 			}
 		}
 	})

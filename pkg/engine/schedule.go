@@ -16,6 +16,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/cronspec"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/retry"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -204,7 +205,45 @@ func (e *Engine) tickWorkflow(ctx dbos.Context, in dbos.ScheduledWorkflowInput) 
 // tickStep creates the deploy of schedule's tick at, then supersedes the
 // earlier ticks still waiting. Run again after a crash, it supersedes what
 // the crash left waiting and creates nothing twice.
+//
+// A database away (a storage fault of any of its reads and writes, or of
+// the admission's reads of the store and the submit) is waited for, as a
+// deploy's steps do (recordEndRetry: up to 2 minutes), then fails the
+// step, which DBOS runs again: the step's own 3 retries (0.7 s in all)
+// lost the tick in an outage longer than that, and a fault at the submit
+// was taken for a refusal, shown as the schedule's last error. Each try
+// starts from the schedule and looks for the tick's deploy first, so a
+// submit whose commit was lost creates nothing twice (the deploy id is
+// the tick's, UNIQUE).
 func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (string, error) {
+	var (
+		id   string
+		last error
+	)
+	err := recordEndRetry.Do(c, func(int) error {
+		var err error
+		id, err = e.tickOnce(c, schedule, at)
+		last = err
+		if err == nil || store.AsFault(err) == nil || c.Err() != nil {
+			return retry.Stop(err)
+		}
+		e.log.Warn("a schedule tick found the database away; retrying", "schedule", schedule, "tick", at, "error", err)
+		return err
+	})
+	if err != nil && c.Err() != nil {
+		err = last // c ended while waiting: the storage fault, as before
+	}
+	return id, err
+}
+
+// tickOnce is one try of tickStep. The errors it returns are the
+// database's (a refusal of the tick is recorded on the schedule instead),
+// the admission's only when a storage fault (*store.Fault): a provider
+// that cannot be reached refuses the tick as before.
+func (e *Engine) tickOnce(c context.Context, schedule string, at time.Time) (string, error) {
+	if err := injectedFault("tick schedule"); err != nil {
+		return "", err
+	}
 	sc, err := e.st.GetSchedule(c, schedule)
 	if err != nil {
 		return "", err
@@ -247,7 +286,10 @@ func (e *Engine) tickStep(c context.Context, schedule string, at time.Time) (str
 			"schedule", sc.ID, "tick", at, "later", later)
 		return "", nil
 	}
-	terr := e.tick(c, sc, id)
+	terr, fault := e.tick(c, sc, id)
+	if fault != nil {
+		return "", fault
+	}
 	msg := ""
 	if terr != nil {
 		msg = terr.Error()
@@ -339,15 +381,28 @@ func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Tim
 }
 
 // tick admits the deploy of one tick through every submission check, as
-// the schedule's creator, and makes it durable.
-func (e *Engine) tick(ctx context.Context, sc *store.Schedule, id string) error {
+// the schedule's creator, and makes it durable. It returns why the tick is
+// refused, or the storage fault that kept it from deciding: of the
+// admission, its reads of the store (*store.Fault; a provider or an
+// issuer that cannot be reached refuses), of the submit, any (it is the
+// database's alone).
+func (e *Engine) tick(ctx context.Context, sc *store.Schedule, id string) (refused, fault error) {
 	adm, err := e.cfg.Admitter.Tick(ctx, sc, id)
+	if ierr := injectedFault("tick admission"); ierr != nil {
+		err = ierr
+	}
 	if err != nil {
-		return err
+		if isStoreFault(err) {
+			return nil, err
+		}
+		return err, nil
 	}
 	if _, err := e.Submit(ctx, adm.Input, adm.Decision); err != nil {
-		return err
+		if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
+			return nil, err
+		}
+		return err, nil
 	}
 	e.log.Info("schedule tick submitted a deploy", "schedule", sc.ID, "deploy", id)
-	return nil
+	return nil, nil
 }

@@ -705,9 +705,11 @@ var readFault atomic.Pointer[func(op string) error]
 // to the outbox), "failed step", "cancel reason", "waves" (the
 // conclusion's reads of the step that failed, of why the deploy was
 // cancelled, of the waves it settles), "waiting wave" (a verdict's reads
-// of the wave that waits, the server's and the engine's), "tick deploy" (a schedule tick's read of its
-// deploy), "checkpoint:deploy[<wave>]" (its write that the wave deploys)
-// (nil: none). It is for tests alone (this package's, and the server's
+// of the wave that waits, the server's and the engine's), "tick
+// schedule", "tick deploy", "tick admission" (a schedule tick's reads of
+// its schedule and of its deploy, its admission's of the store),
+// "checkpoint:deploy[<wave>]" (its write that the wave deploys) (nil:
+// none). It is for tests alone (this package's, and the server's
 // through servertest.SetReadFault): nothing in the server sets it.
 func SetReadFault(f func(op string) error) {
 	if f == nil {
