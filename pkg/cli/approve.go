@@ -67,7 +67,7 @@ to try again.`,
 		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
   manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"
   manent approve dpl_01JABCDEF --wave rest --comment "canary is healthy"`,
-		Args: exactArgs(1, "deploy id"),
+		Args: idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()

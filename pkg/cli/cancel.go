@@ -45,7 +45,7 @@ again.`,
   # deploy dpl_01JABCDEF: cancelled          (it was still waiting)
 
   manent cancel dpl_01JABCDEF && manent wait dpl_01JABCDEF`,
-		Args: exactArgs(1, "deploy id"),
+		Args: idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()

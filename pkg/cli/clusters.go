@@ -124,7 +124,7 @@ readiness, restarts and container reasons.
 -o json prints the status as the API returns it.`,
 		Example: `  manent clusters status prod-eu-1
   manent clusters status prod-eu-1 -o json | jq '.workloads[] | select(.state != "CURRENT")'`,
-		Args: exactArgs(1, "cluster name"),
+		Args: idArg("cluster name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Cluster = args[0]
 			opts.Exporter = f.Exporter()

@@ -71,7 +71,7 @@ output you trust, or to replay a step's output to a file.`,
   manent logs -f dpl_01JABCDEF
   manent logs --raw dpl_01JABCDEF > deploy.log
   manent logs dpl_01JABCDEF -o json | jq -r '.lines[] | select(.step == "deploy") | .text'`,
-		Args: exactArgs(1, "deploy id"),
+		Args: idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()

@@ -34,7 +34,7 @@ $BROWSER if set, else xdg-open (open on macOS). Without a desktop
 (no DISPLAY or WAYLAND_DISPLAY on Linux) the URL is only printed.
 Same as 'manent status <id> --web'.`,
 		Example: `  manent open dpl_01JABCDEF`,
-		Args:    exactArgs(1, "deploy id"),
+		Args:    idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			if runF != nil {

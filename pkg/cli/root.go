@@ -182,6 +182,35 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
+// idArg is exactArgs(1, what) for an argument that names one resource
+// in a request path (a deploy id, a schedule id, a cluster name). An empty
+// one (an unset variable in "$ID") or "." or ".." is refused as a usage
+// error: in the path they name another route ("/deployments/" + "" + "/steps"
+// is read as the deploy "steps", ".." climbs to the parent), which answered
+// "not found" for something else, a 405, a panic, or the wrong document
+// with exit 0.
+func idArg(what string) cobra.PositionalArgs {
+	n := exactArgs(1, what)
+	return func(cmd *cobra.Command, args []string) error {
+		if err := n(cmd, args); err != nil {
+			return err
+		}
+		switch args[0] {
+		case "":
+			return &UsageError{
+				Err:  fmt.Errorf("empty %s (an unset variable?)", what),
+				Hint: fmt.Sprintf("Usage: %s", cmd.UseLine()),
+			}
+		case ".", "..":
+			return &UsageError{
+				Err:  fmt.Errorf("%q is not a %s", args[0], what),
+				Hint: fmt.Sprintf("Usage: %s", cmd.UseLine()),
+			}
+		}
+		return nil
+	}
+}
+
 // noArgs refuses positional arguments.
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) > 0 {

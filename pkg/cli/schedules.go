@@ -56,7 +56,7 @@ that fires more often than its schedules.min_interval (default 1m).`,
 		Use:     "delete <schedule id>",
 		Short:   "Stop a recurring deploy (deploys already created are not affected)",
 		Example: `  manent schedules delete sch_4f1c2a9e0b7d3c11`,
-		Args:    exactArgs(1, "schedule id"),
+		Args:    idArg("schedule id"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts := &SchedulesOptions{IO: f.IOStreams, Client: f.Client, Exporter: f.Exporter(), Delete: args[0]}
 			if runF != nil {

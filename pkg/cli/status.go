@@ -60,7 +60,7 @@ effective}.`,
   manent status dpl_01JABCDEF -o json | jq -r .state
   manent status dpl_01JABCDEF --web
   diff <(manent status dpl_01JA --effective) <(manent status dpl_01JB --effective)`,
-		Args: exactArgs(1, "deploy id"),
+		Args: idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()

@@ -35,7 +35,7 @@ failed; retrying in 2s" before the error. In the table the output is
 compact JSON, cut to fit; -o json prints it whole as {"steps": [...]}.`,
 		Example: `  manent steps dpl_01JABCDEF
   manent steps dpl_01JABCDEF -o json | jq '.steps[] | select(.state == "ERROR")'`,
-		Args: exactArgs(1, "deploy id"),
+		Args: idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()

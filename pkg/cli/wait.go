@@ -48,7 +48,7 @@ the server either way. Ctrl-C stops the waiting, not the deploy (exit 130):
 
   # the final deployment as JSON
   manent wait dpl_01JABCDEF -o json`,
-		Args: exactArgs(1, "deploy id"),
+		Args: idArg("deploy id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.ID = args[0]
 			opts.Exporter = f.Exporter()
