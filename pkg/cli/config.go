@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -261,6 +262,16 @@ func normalizeServer(s string) (string, error) {
 		return "", &UsageError{
 			Err:  fmt.Errorf("invalid server address %q: want http(s)://host[:port]", redactUserinfo(s)),
 			Hint: "hint: set it with --server, MANENT_SERVER or server: in the config file",
+		}
+	}
+	if p := u.Port(); p != "" {
+		// url.Parse takes any digits; a port no server listens on is a
+		// mistyped address, not an unreachable server (exit 4).
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", &UsageError{
+				Err:  fmt.Errorf("invalid server address %q: port %s is not a TCP port (1 to 65535)", redactUserinfo(s), p),
+				Hint: "hint: set it with --server, MANENT_SERVER or server: in the config file",
+			}
 		}
 	}
 	// What to pass instead: the address without what is refused below.

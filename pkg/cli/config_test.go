@@ -144,8 +144,9 @@ func TestServerAPIPath(t *testing.T) {
 	}
 }
 
-// A base URL with a query, a fragment or a user and password is refused
-// with the address to pass instead, and the password is never printed:
+// A base URL with a query, a fragment or a user and password, or a port
+// out of range, is refused with the address to pass instead, and the
+// password is never printed:
 // the CLI adds /api/v1/… after the base, which would land in the query or
 // the fragment, and it authenticates with a token, not the URL's userinfo.
 func TestServerAddressRefused(t *testing.T) {
@@ -159,6 +160,10 @@ func TestServerAddressRefused(t *testing.T) {
 		{"https://user:s3cret@x", `invalid server address "https://user:xxxxx@x": a base URL has no user or password: manent authenticates with a token`, "hint: pass https://x, and the token with --token, MANENT_TOKEN or 'manent login'"},
 		{"https://user@x/p?q=s3cret", `invalid server address "https://user@x/p?…": a base URL has no user`, "hint: pass https://x/p, and the token"},
 		{"ftp://user:s3cret@x", `invalid server address "ftp://user:xxxxx@x": want http(s)://host[:port]`, "hint: set it with --server"},
+		// A port no server can listen on is a mistyped address, not an
+		// unreachable server (exit 4, "check that manent-server is running").
+		{"http://127.0.0.1:99999", `invalid server address "http://127.0.0.1:99999": port 99999 is not a TCP port (1 to 65535)`, "hint: set it with --server"},
+		{"x:0/manent", `invalid server address "http://x:0/manent": port 0 is not a TCP port (1 to 65535)`, "hint: set it with --server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
