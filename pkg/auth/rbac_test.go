@@ -202,6 +202,10 @@ func TestNewPolicyValidation(t *testing.T) {
 		{"no permissions", []RBACRule{{Subjects: []string{"token:ci"}}}, []string{"rbac[0].permissions"}},
 		{"unknown permission", []RBACRule{{Subjects: []string{"token:ci"}, Permissions: []string{"deployment.read", "deploy"}}}, []string{"rbac[0].permissions[1]"}},
 		{"bad glob", []RBACRule{{Subjects: []string{"token:ci"}, Permissions: []string{"admin"}, Applications: []string{"[billing"}}}, []string{"rbac[0].applications[0]"}},
+		// A subject no identity can have granted nothing, silently.
+		{"subject without a kind", []RBACRule{{Subjects: []string{"token:ci", "ci"}, Permissions: []string{"admin"}}}, []string{"rbac[0].subjects[1]"}},
+		{"subject of an unknown kind", []RBACRule{{Subjects: []string{"tokens:ci", "user:alice@example.com"}, Permissions: []string{"admin"}}}, []string{"rbac[0].subjects[0]", "rbac[0].subjects[1]"}},
+		{"subject patterns", []RBACRule{{Subjects: []string{"*", "*:ci", "t*:ci", "oidc:*@example.com", "group:*"}, Permissions: []string{"admin"}}}, nil},
 		{"empty pattern", []RBACRule{{Subjects: []string{"token:ci"}, Permissions: []string{"admin"}, Clusters: []string{""}}}, []string{"rbac[0].clusters[0]"}},
 	}
 	for _, tt := range tests {

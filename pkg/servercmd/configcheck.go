@@ -2,6 +2,7 @@ package servercmd
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/budget"
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/manent"
@@ -380,6 +382,29 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 		bad("web.path_prefix", "%q %s: the path the reverse proxy mounts the UI under, e.g. /manent", clipValue(c.Web.PathPrefix), err)
 	}
 	checkRetention(c, bad)
+	// auth and rbac, each mistake at its place with the others: node.Open
+	// reported them later, one section at a time and placed nowhere
+	// ("invalid auth configuration: auth.tokens[0].sha256: …").
+	placeFields := func(err error) {
+		var me *manent.Error
+		if !errors.As(err, &me) {
+			return
+		}
+		for _, f := range me.Fields {
+			if saidAlready(problems, f.Path) {
+				continue
+			}
+			n, _ := src(f.Path)
+			for p := parentPath(f.Path); n == nil && p != ""; p = parentPath(p) {
+				n, _ = src(p)
+			}
+			problems.bad(n, f.Path, "%s", f.Message)
+		}
+	}
+	_, err := auth.New(auth.Config{Tokens: c.Auth.Tokens, OIDC: c.Auth.OIDC})
+	placeFields(err)
+	_, err = auth.NewPolicy(c.RBAC)
+	placeFields(err)
 	if _, ps := c.ParseKubeconfigs(); len(ps) > 0 {
 		for _, p := range ps {
 			bad(fmt.Sprintf("plugins.kubernetes.kubeconfigs[%d]", p.Index), "%s", p.Message)
@@ -394,6 +419,27 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		bad("log_level", "%q is not a log level: debug, info, warn or error", clipValue(c.LogLevel))
 	}
+}
+
+// parentPath is the key path holding path: "rbac[0]" of
+// "rbac[0].subjects", "rbac" of "rbac[0]", "" at the top.
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+// saidAlready reports whether path, or a key holding it, has a problem
+// already (a value of the wrong kind, decoded as nothing).
+func saidAlready(problems *configProblems, path string) bool {
+	for p := path; p != ""; p = parentPath(p) {
+		if problems.keys[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // maxShutdownDelay bounds shutdown_delay: a supervisor kills a server that

@@ -122,6 +122,19 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 			nil, []string{`manent-server.yaml:2:10: invalid YAML: the mapping opened with "{" here is not closed`}},
 		{"a tab", "listen: 127.0.0.1:0\nworkers:\n\tslots: 2\n",
 			nil, []string{`manent-server.yaml:3:1: invalid YAML: `, `indent with spaces`}},
+		// auth and rbac were checked later, when the node opened: one
+		// section at a time, placed nowhere.
+		{"a token's hash", "auth:\n  tokens:\n    - {name: ci, sha256: abc}\n",
+			nil, []string{`manent-server.yaml:3:26: auth.tokens[0].sha256: must be the 64 hex digits of the token's SHA-256`}},
+		{"an rbac subject that names no identity", "rbac:\n  - subjects: [\"group:deployers\", ci]\n    permissions: [deployment.submit]\n",
+			nil, []string{`manent-server.yaml:2:35: rbac[0].subjects[1]: "ci" names no identity`, `did you mean "token:ci", "oidc:ci", "group:ci"?`}},
+		{"auth and rbac with the others", "auth:\n  tokens:\n    - {name: \"c i\", sha256: " + strings.Repeat("a", 64) + "}\nrbac:\n  - subjects: [\"token:ci\"]\n    permissions: [deploy]\nlisten: 17103\n",
+			nil, []string{
+				"3 problems in manent-server.yaml:\n",
+				`  manent-server.yaml:3:14: auth.tokens[0].name: token name "c i" must match`,
+				`  manent-server.yaml:6:19: rbac[0].permissions[0]: unknown permission "deploy"`,
+				`  manent-server.yaml:7:9: listen: "17103" is not host:port`,
+			}},
 		{"every mistake at once", "artifact: {}\nworkers:\n  slots: four\n  heartbet: 5s\nlisten: 17103\n",
 			nil, []string{
 				"4 problems in manent-server.yaml:\n",

@@ -5,7 +5,7 @@
 //
 // It imports pkg/node, pkg/store (the database URL, faults, the workers'
 // heartbeats and whether a database exists), pkg/version, pkg/atomicfile
-// (the trial server's record), pkg/auth (admin new-token), pkg/server (the
+// (the trial server's record), pkg/auth (admin new-token, the check of auth and rbac), pkg/server (the
 // defaults of its limits), pkg/web (the default of its sign-in limit),
 // pkg/budget (the check of trusted_proxies), pkg/engine (the default heartbeat and dead_after, for admin recover and
 // the check of workers:), plugins/local (the default of
