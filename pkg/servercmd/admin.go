@@ -1,6 +1,7 @@
 package servercmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,7 +61,11 @@ listed dead. A worker restarted with the same
 executor id recovers its own deploys by itself. On PostgreSQL the live
 workers do this by themselves once a worker is silent for
 workers.dead_after (see admin workers); this command is for doing it now.
-On SQLite a server does it at start for every other executor id.`,
+On SQLite a server does it at start for every other executor id.
+
+An executor id no server ever ran with on the database (a typo: see admin
+workers) recovers nothing and exits 2 saying so, naming the database's
+workers.`,
 		Example: `  manent-server admin recover --executor-id worker-2 --config /etc/manent/manent-server.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -93,6 +98,27 @@ On SQLite a server does it at start for every other executor id.`,
 			if err != nil {
 				return fmt.Errorf("recover: %w", err)
 			}
+			// A mistyped id recovered nothing and said "0 deploys of
+			// worker2 handed back", exit 0: read as "worker-2 had none".
+			unknown, err := unknownWorkers(cmd.Context(), n.Store, executors)
+			if err != nil {
+				return err
+			}
+			if len(unknown) > 0 {
+				known, err := n.Store.Workers(cmd.Context())
+				if err != nil {
+					return err
+				}
+				names := make([]string, len(known))
+				for i, w := range known {
+					names[i] = w.ID
+				}
+				what := fmt.Sprintf("no worker %s has run on this database (its workers: %s; manent-server admin workers lists them)", strings.Join(unknown, ", "), cmp.Or(strings.Join(names, ", "), "none"))
+				if len(ids) == 0 {
+					return usageError{fmt.Errorf("%s: nothing was recovered; check the executor id", what)}
+				}
+				fmt.Fprintf(stderr, "%s: check the executor id\n", what)
+			}
 			fmt.Fprintf(stdout, "%s of %s handed back to the queue\n", manent.Plural(len(ids), "deploy"), strings.Join(executors, ", "))
 			for _, id := range ids {
 				fmt.Fprintln(stdout, id)
@@ -105,6 +131,22 @@ On SQLite a server does it at start for every other executor id.`,
 	db.add(f)
 	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr), newBackupCmd(stdout, stderr))
 	return admin
+}
+
+// unknownWorkers are the ids of ids that have no row in manent_workers:
+// no server ever ran with them on this database.
+func unknownWorkers(ctx context.Context, st *store.Store, ids []string) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		b, err := st.LastBeat(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !b.Found {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // silent makes sure worker id no longer beats, and no longer runs a step

@@ -21,7 +21,7 @@ import (
 var adminDBTasks = [][]string{
 	{"admin", "verify-audit"},
 	{"admin", "workers"},
-	{"admin", "recover", "--executor-id", "worker-9"},
+	{"admin", "recover", "--executor-id", "worker-1"},
 	{"admin", "backup", "--to", "backup.db"},
 }
 
@@ -103,13 +103,17 @@ func TestAdminOnAServersDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// worker-1 ran on it (recover names it).
+	if err := n.Store.RegisterWorker(context.Background(), store.WorkerStart{ID: "worker-1", DeadAfter: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
 	n.Close(time.Second)
 	// What each prints counts in words: "0 deploys", "1 row", never
 	// "deploy(s)" or a Go slice.
 	want := map[string]*regexp.Regexp{
 		"verify-audit": regexp.MustCompile(`^audit log intact: (1 row|(0|[2-9]|\d\d+) rows)\n(anchor: \d+:[0-9a-f]{64} \(keep it outside the database; --anchor checks it later\)\n)?$`),
 		"workers":      regexp.MustCompile(`(?s).`),
-		"recover":      regexp.MustCompile(`^0 deploys of worker-9 handed back to the queue\n$`),
+		"recover":      regexp.MustCompile(`^0 deploys of worker-1 handed back to the queue\n$`),
 		"backup":       regexp.MustCompile(`^backed up .*manent\.db to backup\.db: \d+\.\d MiB in \S+\n$`),
 	}
 	for _, task := range adminDBTasks {
@@ -225,6 +229,32 @@ func TestVerifyAuditAnchor(t *testing.T) {
 	}
 	if code, _, errOut := run("--anchor", "5:xyz"); code != 2 || !strings.Contains(errOut, `--anchor "5:xyz": want SEQ:HASH`) {
 		t.Fatalf("a malformed anchor: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// admin recover of an executor id no server ever ran with (a typo) says
+// so and exits 2: it printed "0 deploys of worker2 handed back", exit 0,
+// read as "that worker had none".
+func TestAdminRecoverOfAnUnknownWorker(t *testing.T) {
+	data := t.TempDir()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(context.Background(), cfg, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Store.RegisterWorker(context.Background(), store.WorkerStart{ID: "worker-1", DeadAfter: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	n.Close(time.Second)
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"admin", "recover", "--executor-id", "worker1", "--data-dir", data}, &stdout, &stderr, nil)
+	if code != 2 || stdout.Len() != 0 ||
+		!strings.Contains(stderr.String(), "no worker worker1 has run on this database (its workers: worker-1;") ||
+		!strings.Contains(stderr.String(), "nothing was recovered; check the executor id") {
+		t.Fatalf("recover of an unknown id: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }
 
