@@ -333,7 +333,10 @@ must. The server's image has no sqlite3: this is the way to back it up.
 To restore: stop the server, remove manent.db-wal and manent.db-shm from
 its data directory, put the copy in place as manent.db, start the server.
 The deploys that were running at the time of the backup resume from their
-last step recorded in it: check what they would do again first.
+last step recorded in it: check what they would do again first. The
+inventory is the backup's too: a target deployed after the backup keeps
+that release live; deploy such an environment again to bring both into
+line.
 
 On PostgreSQL the task exits 2: use pg_dump (manent's tables and the dbos
 schema, both needed) or continuous archiving.`,
