@@ -550,3 +550,60 @@ func checkRetention(c *node.Config, bad func(key, format string, args ...any)) {
 			r.Deploys, strings.TrimSuffix(store.IdempotencyWindow.String(), "0m0s"))
 	}
 }
+
+// otherVariables are the MANENT_* variables manent reads that are no key of
+// manent-server.yaml: the bootstrap token, the CLI's, and what a step is
+// given (SPEC §6, §11.6).
+var otherVariables = []string{
+	"MANENT_BOOTSTRAP_TOKEN", "MANENT_SERVER", "MANENT_TOKEN", "MANENT_CONTEXT",
+	"MANENT_REQUEST_TIMEOUT", "MANENT_FOLLOW_GRACE", "MANENT_FORCE_TTY",
+	"MANENT_DEPLOY_ID", "MANENT_APPLICATION", "MANENT_ENVIRONMENT", "MANENT_VERSION",
+	"MANENT_ARTIFACT", "MANENT_STEP", "MANENT_ACTION", "MANENT_WORKDIR", "MANENT_CLUSTER",
+	"MANENT_ROLLOUT_WAVE", "MANENT_ROLLOUT_TARGETS", "MANENT_ROLLOUT_PERCENT",
+}
+
+// strayVariables says, for each MANENT_* variable of environ that is no
+// key's variable but nearly one (MANENT_WORKER_SLOTS for
+// MANENT_WORKERS_SLOTS), that it is ignored: viper reads the keys'
+// variables only, so a mistyped one was left out without a word. The
+// variables c names (callbacks.secret_env, itsm.token_env,
+// plugins.pass_env) and otherVariables are not looked at; names are
+// compared without their MANENT_ prefix, so that short ones are not
+// matched by it.
+func strayVariables(c *node.Config, environ []string) []string {
+	var keys []string
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || t == durationType {
+			keys = append(keys, strings.TrimPrefix(envName(path), "MANENT_"))
+			return
+		}
+		for i := range t.NumField() {
+			if sub, ok := configKey(t.Field(i)); ok {
+				if path != "" {
+					sub = path + "." + sub
+				}
+				walk(t.Field(i).Type, sub)
+			}
+		}
+	}
+	walk(reflect.TypeFor[node.Config](), "")
+	skip := append(slices.Clone(otherVariables), c.Callbacks.SecretEnv, c.ITSM.TokenEnv)
+	skip = append(skip, c.Plugins.PassEnv...)
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		rest, ok := strings.CutPrefix(name, "MANENT_")
+		if !ok || slices.Contains(keys, rest) || slices.Contains(skip, name) {
+			continue
+		}
+		if s := suggest.Closest(rest, keys); s != "" {
+			out = append(out, fmt.Sprintf("%s is no variable of manent-server: it is ignored (did you mean MANENT_%s?)", name, s))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

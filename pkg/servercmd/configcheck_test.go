@@ -274,3 +274,56 @@ log_level: info
 		t.Fatalf("auth.oidc.require_email_verified: false loaded as %v", r)
 	}
 }
+
+// A MANENT_* variable that is nearly a key's (MANENT_WORKER_SLOTS) was
+// ignored without a word; serve now warns, naming the variable meant. The
+// other MANENT_* variables manent and its tests read are not taken for
+// typos.
+func TestStrayVariables(t *testing.T) {
+	cfg, err := loadConfig("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Callbacks.SecretEnv = "MANENT_LISTN" // named by the configuration: not a typo
+	environ := []string{"PATH=/bin", "MANENT_WORKER_SLOTS=8", "MANENT_WORKERS_SLOTS=2", "MANENT_DATADIR=/srv", "MANENT_LISTN=x"}
+	for _, v := range []string{"MANENT_BOOTSTRAP_TOKEN", "MANENT_CALLBACK_SECRET", "MANENT_CONFIG", "MANENT_CONTEXT", "MANENT_DEPLOY_ID",
+		"MANENT_FOLLOW_GRACE", "MANENT_FORCE_TTY", "MANENT_PLUGIN_PROTOCOL", "MANENT_PROCS_LIFELINE", "MANENT_PROCS_LIFELINE_GRACE",
+		"MANENT_REQUEST_TIMEOUT", "MANENT_SERVER", "MANENT_STEP", "MANENT_TEST_DEAD_AFTER", "MANENT_TEST_HEARTBEAT",
+		"MANENT_TEST_POSTGRES", "MANENT_TEST_REQUIRE_POSTGRES", "MANENT_TOKEN", "MANENT_VERSION", "MANENT_WORKDIR",
+		"MANENT_ARTIFACT", "MANENT_ACTION", "MANENT_CLUSTER", "MANENT_ROLLOUT_WAVE", "MANENT_UPGRADE_FROM", "MANENT_K8S_BIN_DIR"} {
+		environ = append(environ, v+"=x")
+	}
+	got := strayVariables(cfg, environ)
+	want := []string{
+		"MANENT_DATADIR is no variable of manent-server: it is ignored (did you mean MANENT_DATA_DIR?)",
+		"MANENT_WORKER_SLOTS is no variable of manent-server: it is ignored (did you mean MANENT_WORKERS_SLOTS?)",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// serve logs it.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the trial server's record
+	t.Setenv("MANENT_WORKER_SLOTS", "8")
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listening := make(chan struct{})
+	stdout.onListen = func() { close(listening) }
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, &stdout, &stderr, nil)
+	}()
+	select {
+	case <-listening:
+	case code := <-done:
+		t.Fatalf("exit %d before listening: %s", code, stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatal("not listening after 2m")
+	}
+	cancel()
+	<-done
+	if !strings.Contains(stderr.String(), `"level":"WARN","msg":"MANENT_WORKER_SLOTS is no variable of manent-server: it is ignored (did you mean MANENT_WORKERS_SLOTS?)"`) {
+		t.Fatalf("serve did not warn of MANENT_WORKER_SLOTS:\n%s", stderr.String())
+	}
+}

@@ -189,6 +189,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		return usageError{err}
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	for _, w := range strayVariables(cfg, os.Environ()) {
+		log.Warn(w)
+	}
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
