@@ -84,7 +84,7 @@ func NewPolicy(rules []RBACRule) (*Policy, error) {
 		at := fmt.Sprintf("rbac[%d]", i)
 		checkPatterns(at+".subjects", r.Subjects, true)
 		for j, subject := range r.Subjects {
-			if msg := deadSubject(subject); msg != "" {
+			if msg := manent.DeadPattern(subject); msg != "" {
 				bad(fmt.Sprintf("%s.subjects[%d]", at, j), msg)
 			}
 		}
@@ -104,32 +104,6 @@ func NewPolicy(rules []RBACRule) (*Policy, error) {
 		return nil, &manent.Error{Code: manent.EInvalid, Message: "invalid rbac configuration", Fields: errs}
 	}
 	return &Policy{rules: slices.Clone(rules)}, nil
-}
-
-// subjectKinds are the prefixes of what a subject pattern matches: an
-// identity's subject (token:<name>, oidc:<claim value>) or one of its
-// groups (group:<name>).
-var subjectKinds = []string{"token", "oidc", "group"}
-
-// deadSubject says why subject can match no identity, or "": a pattern
-// whose kind — the text before its first ":", or all of it without one —
-// holds no glob character and is not token, oidc or group. "ci" or
-// "tokens:ci" in a rule granted nothing, without a word, and every
-// request of token:ci was refused 403.
-func deadSubject(subject string) string {
-	kind, name, colon := strings.Cut(subject, ":")
-	if strings.ContainsAny(kind, `*?[\`) || slices.Contains(subjectKinds, kind) || strings.TrimSpace(subject) == "" {
-		return ""
-	}
-	if !colon {
-		name = subject
-	}
-	var mean []string
-	for _, k := range subjectKinds {
-		mean = append(mean, fmt.Sprintf("%q", k+":"+name))
-	}
-	return fmt.Sprintf("%q names no identity, so the rule grants it nothing: a subject is token:<name> (auth.tokens), oidc:<claim value>, group:<name> or a pattern such as \"*\" (did you mean %s?)",
-		subject, strings.Join(mean, ", "))
 }
 
 func permissionList() string {

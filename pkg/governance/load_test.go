@@ -74,6 +74,21 @@ approvals:
 				`g.yaml:6: approvals[1].expires: "soon" is not a positive duration`,
 			},
 		},
+		{
+			// Matched no one, without a word: a deploy waited for an
+			// approval no one could give, a freeze let no one through.
+			name: "identities that name no one",
+			yaml: `freezes:
+  - {name: x, from: 2026-01-01T00:00:00Z, to: 2026-01-02T00:00:00Z, allow: ["oidc:*@example.com", alice@example.com]}
+approvals:
+  - {environments: [prod], count: 1, approvers: [sre, "group:sre", "*"]}
+`,
+			want: []string{
+				"g.yaml: 2 problems",
+				`g.yaml:2: freezes[0].allow[1]: "alice@example.com" names no identity, so it matches no one`,
+				`g.yaml:4: approvals[0].approvers[0]: "sre" names no identity, so it matches no one`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

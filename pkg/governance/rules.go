@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/yamlvalue"
 )
 
@@ -187,6 +188,17 @@ func (c *checker) patterns(list []string, required bool, path ...any) {
 	}
 }
 
+// identities reports the identity patterns of list that can match no
+// identity (manent.DeadPattern): approvers: [sre] left a deploy waiting
+// for an approval no one could give.
+func (c *checker) identities(list []string, path ...any) {
+	for i, p := range list {
+		if msg := manent.DeadPattern(p); msg != "" {
+			c.bad(msg, append(slices.Clone(path), i)...)
+		}
+	}
+}
+
 func (c *checker) rules(f rulesFile) *Rules {
 	r := &Rules{}
 	names := map[string]int{}
@@ -204,6 +216,7 @@ func (c *checker) rules(f rulesFile) *Rules {
 		c.patterns(ff.Environments, false, append(at, "environments")...)
 		c.patterns(ff.Regions, false, append(at, "regions")...)
 		c.patterns(ff.Allow, false, append(at, "allow")...)
+		c.identities(ff.Allow, append(at, "allow")...)
 		switch {
 		case ff.Recurring != nil && (ff.From != "" || ff.To != ""):
 			c.bad("give either from/to (an absolute window) or recurring, not both", at...)
@@ -242,6 +255,7 @@ func (c *checker) rules(f rulesFile) *Rules {
 		c.patterns(af.Environments, false, append(at, "environments")...)
 		c.patterns(af.Applications, false, append(at, "applications")...)
 		c.patterns(af.Approvers, false, append(at, "approvers")...)
+		c.identities(af.Approvers, append(at, "approvers")...)
 		ar := ApprovalRule{Environments: af.Environments, Applications: af.Applications, Approvers: af.Approvers}
 		switch {
 		case af.Count == nil:

@@ -1,6 +1,11 @@
 package manent
 
-import "path"
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
 
 // Identity is who acts: a subject such as "token:ci" or
 // "oidc:alice@example.com", and the subject's groups without the "group:"
@@ -38,4 +43,30 @@ func (id Identity) Matches(patterns []string) bool {
 		}
 	}
 	return false
+}
+
+// subjectKinds are the prefixes of what an identity pattern matches: an
+// identity's subject (token:<name>, oidc:<claim value>) or one of its
+// groups (group:<name>).
+var subjectKinds = []string{"token", "oidc", "group"}
+
+// DeadPattern says why identity pattern p can match no identity, or "": a
+// pattern whose kind — the text before its first ":", or all of it
+// without one — holds no glob character and is not token, oidc or group.
+// "ci" in rbac subjects, "sre" in approvers or "alice@example.com" in a
+// freeze's allow matched no one, without a word.
+func DeadPattern(p string) string {
+	kind, name, colon := strings.Cut(p, ":")
+	if strings.ContainsAny(kind, `*?[\`) || slices.Contains(subjectKinds, kind) || strings.TrimSpace(p) == "" {
+		return ""
+	}
+	if !colon {
+		name = p
+	}
+	var mean []string
+	for _, k := range subjectKinds {
+		mean = append(mean, fmt.Sprintf("%q", k+":"+name))
+	}
+	return fmt.Sprintf("%q names no identity, so it matches no one: an identity pattern is token:<name> (auth.tokens), oidc:<claim value>, group:<name> or a pattern such as \"*\" (did you mean %s?)",
+		p, strings.Join(mean, ", "))
 }
