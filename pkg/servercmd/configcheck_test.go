@@ -327,3 +327,47 @@ func TestStrayVariables(t *testing.T) {
 		t.Fatalf("serve did not warn of MANENT_WORKER_SLOTS:\n%s", stderr.String())
 	}
 }
+
+// A configured server that can accept no credential (no auth.tokens, no
+// auth.oidc, no MANENT_BOOTSTRAP_TOKEN) refuses every request 401; it
+// started without a word, and now warns, saying what to add.
+func TestServeWarnsWhenNoCredentialCanBeAccepted(t *testing.T) {
+	t.Setenv("MANENT_BOOTSTRAP_TOKEN", "")
+	dir := t.TempDir()
+	const warning = `"level":"WARN","msg":"no credential can be accepted: the configuration has no auth.tokens and no auth.oidc`
+	for _, c := range []struct {
+		name, yaml string
+		warn       bool
+	}{
+		{"listen only", "listen: 127.0.0.1:0\n", true},
+		{"a token", "listen: 127.0.0.1:0\nauth:\n  tokens:\n    - {name: ci, sha256: \"" + strings.Repeat("0", 64) + "\"}\n", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, c.name+".yaml")
+			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr lockedBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			listening := make(chan struct{})
+			stdout.onListen = func() { close(listening) }
+			done := make(chan int, 1)
+			go func() {
+				done <- Run(ctx, []string{"serve", "--config", path, "--data-dir", filepath.Join(dir, c.name)}, &stdout, &stderr, nil)
+			}()
+			select {
+			case <-listening:
+			case code := <-done:
+				t.Fatalf("exit %d before listening: %s", code, stderr.String())
+			case <-time.After(2 * time.Minute):
+				t.Fatal("not listening after 2m")
+			}
+			cancel()
+			<-done
+			if got := strings.Contains(stderr.String(), warning); got != c.warn {
+				t.Fatalf("warned %v, want %v:\n%s", got, c.warn, stderr.String())
+			}
+		})
+	}
+}

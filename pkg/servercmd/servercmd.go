@@ -135,7 +135,10 @@ on PostgreSQL it also does when the server is paused past its cut-off.
 
 A configuration mistake is reported by file, line and column with every
 other one (exit 2); an address in use or a data directory the server
-cannot write, naming it and the flag that chooses another (exit 1).
+cannot write, naming it and the flag that chooses another (exit 1). A
+configuration that can accept no credential (no auth.tokens, no
+auth.oidc, no MANENT_BOOTSTRAP_TOKEN) starts with a warning: every
+request is refused 401.
 
 Limits (docs/security.md): limits.connections (6000, kept 1024 below the
 open-file limit), limits.streams_per_identity (200) and limits.streams
@@ -202,6 +205,11 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		if token, created, err = bootstrapToken(cfg.DataDir); err != nil {
 			return err
 		}
+	}
+	if !cfg.Trial && token == "" && len(cfg.Auth.Tokens) == 0 && cfg.Auth.OIDC == nil {
+		// A first configuration with only listen: and database: ran a
+		// server every request of which was refused 401, without a word.
+		log.Warn("no credential can be accepted: the configuration has no auth.tokens and no auth.oidc, and MANENT_BOOTSTRAP_TOKEN is not set, so every API request and sign-in is refused (401); add auth.tokens (manent-server admin new-token makes one) and rbac rules, or run without --config for local trial mode")
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
