@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -21,7 +22,9 @@ import (
 // driver: every transaction of the write pool (BEGIN IMMEDIATE, manent's and
 // DBOS's alike) and every statement executed outside a transaction takes the
 // gate until it ends. Reads outside transactions (the read pool, and
-// queries on the write pool) never take it.
+// queries on the write pool) never take it. A prepared statement runs as
+// its text would (gatedStmt): in its connection's transaction, or as a
+// statement of its own.
 //
 // Two lanes: a write made for a person waiting on an HTTP answer (its
 // context marked with Interactive: submit, approve, cancel…) goes before
@@ -284,11 +287,20 @@ func (c *gatedConn) release() {
 	c.inTx, c.w, c.ro = false, nil, false
 	if c.held {
 		c.held = false
+		if hook := testHookLeaving.Load(); hook != nil {
+			(*hook)()
+		}
 		c.gate.leave()
 	}
 }
 
-func (c *gatedConn) Prepare(query string) (driver.Stmt, error) { return c.inner.Prepare(query) }
+// testHookLeaving, when set (by a test), is called as a transaction leaves
+// the gate.
+var testHookLeaving atomic.Pointer[func()]
+
+func (c *gatedConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
 
 func (c *gatedConn) Close() error {
 	if w := c.writerOf(); w != nil {
@@ -365,11 +377,65 @@ func (c *gatedConn) writerOf() *gatedConn {
 	return c.w
 }
 
+// PrepareContext returns a statement that runs as the connection's
+// ExecContext and QueryContext would run its text: in the connection's
+// transaction (on the writer when it holds the gate), or, outside one, a
+// write in the gate on the writer. It holds no SQLite statement of its own
+// (the connections keep theirs, stmtcache.go), so its Close does nothing:
+// database/sql closes a statement prepared in a transaction after Commit
+// or Rollback has returned, when the gate is another writer's, and a
+// statement of the pool (DB.Prepare) used in a transaction (Tx.Stmt) ran
+// where it was prepared, outside the transaction. The text is prepared
+// where it would run now, so a mistake in it fails here.
 func (c *gatedConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	on := c
 	if w := c.writerOf(); w != nil {
-		return w.sq().PrepareContext(ctx, query)
+		on = w
 	}
-	return c.sq().PrepareContext(ctx, query)
+	_, done, err := on.stmt(ctx, query)
+	if err != nil && err != driver.ErrSkip {
+		return nil, err
+	}
+	if done != nil {
+		done()
+	}
+	return &gatedStmt{conn: c, query: query}, nil
+}
+
+// gatedStmt is a statement prepared on a gatedConn: its text, run through
+// the connection.
+type gatedStmt struct {
+	conn  *gatedConn
+	query string
+}
+
+func (s *gatedStmt) Close() error  { return nil }
+func (s *gatedStmt) NumInput() int { return -1 } // as modernc.org/sqlite's statements
+
+func (s *gatedStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.conn.ExecContext(ctx, s.query, args)
+}
+
+func (s *gatedStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	return s.conn.QueryContext(ctx, s.query, args)
+}
+
+// Exec and Query are the driver.Stmt methods database/sql calls only when
+// the Context ones are missing.
+func (s *gatedStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return s.ExecContext(context.Background(), namedValues(args))
+}
+
+func (s *gatedStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return s.QueryContext(context.Background(), namedValues(args))
+}
+
+func namedValues(args []driver.Value) []driver.NamedValue {
+	nv := make([]driver.NamedValue, len(args))
+	for i, v := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return nv
 }
 
 // ExecContext outside a transaction is a write of its own (an autocommit

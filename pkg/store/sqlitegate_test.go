@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // waitFor polls cond until it holds or the deadline passes.
@@ -442,5 +446,136 @@ func TestGatedPoolCloseWaitsForTheWriter(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the pool did not close within 30 s of the writer's holder leaving")
+	}
+}
+
+// A statement prepared inside a write transaction is closed by database/sql
+// after Commit or Rollback returns (Tx.closePrepared): it was prepared on
+// the writer, and closed there once the gate had gone to the next writer,
+// on a connection another goroutine may be writing on (a modernc.org/sqlite
+// connection is not safe for concurrent use). Nothing is finalized on the
+// writer after its transaction has left the gate: the writer's statements
+// are counted (sqlite3_next_stmt) as the gate is left and once Commit or
+// Rollback has returned.
+func TestGatedPoolPreparedInATransaction(t *testing.T) {
+	st := gatedStore(t, `CREATE TABLE prepared_tx (i INTEGER)`)
+	ctx := context.Background()
+	db := st.DB()
+	for i, end := range []string{"commit", "rollback", "commit"} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := st.writes.hotWriter()
+		s, err := tx.PrepareContext(ctx, `INSERT INTO prepared_tx VALUES (?)`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ExecContext(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+		atLeave := -1
+		hook := func() { atLeave = writerStmts(w) }
+		testHookLeaving.Store(&hook)
+		if end == "commit" {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		testHookLeaving.Store(nil)
+		if err != nil {
+			t.Fatalf("%s: %v", end, err)
+		}
+		if atLeave < 0 {
+			t.Fatalf("%s: the transaction did not leave the gate", end)
+		}
+		if after := writerStmts(w); after != atLeave {
+			t.Fatalf("%s: the writer had %d statements as the transaction left the gate, %d once %s returned: "+
+				"a statement was finalized on the writer after the gate was handed on", end, atLeave, after, end)
+		}
+	}
+	var n int
+	if err := st.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM prepared_tx`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows (%v), want 2: the committed transactions' rows", n, err)
+	}
+}
+
+// writerStmts counts the statements prepared on w's SQLite connection.
+func writerStmts(w *gatedConn) int {
+	db := uintptr(reflect.ValueOf(w.inner).Elem().FieldByName("db").Uint())
+	tls := libc.NewTLS()
+	defer tls.Close()
+	n := 0
+	for p := sqlite3.Xsqlite3_next_stmt(tls, db, 0); p != 0; p = sqlite3.Xsqlite3_next_stmt(tls, db, p) {
+		n++
+	}
+	return n
+}
+
+// A statement prepared on the pool (DB.Prepare) runs where any statement
+// would: an autocommit write takes its place in the gate, and the same
+// statement used in a transaction (Tx.Stmt) runs in that transaction, on
+// the writer. It ran on the pooled connection it was prepared on: past the
+// gate, and, in a transaction, outside it (SQLite then answered "database
+// is locked", the transaction holding the write lock on the writer).
+func TestGatedPoolPreparedOnThePool(t *testing.T) {
+	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db")+"?busy_timeout=200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	db := st.DB()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE prepared_db (i INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	// One connection: Tx.Stmt then finds the statement prepared on the
+	// transaction's own connection.
+	db.SetMaxOpenConns(1)
+	s, err := db.PrepareContext(ctx, `INSERT INTO prepared_db VALUES (?)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// The autocommit write waits for the gate's holder.
+	gate := st.writes.gate
+	gate.timeout = time.Minute
+	if held, _ := gate.enter(ctx); !held {
+		t.Fatal("the gate is not free")
+	}
+	var leaveOnce sync.Once
+	defer leaveOnce.Do(gate.leave)
+	done := make(chan error, 1)
+	go func() { _, err := s.ExecContext(ctx, 1); done <- err }()
+	waitFor(t, "the prepared write to queue for the gate", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the prepared write ran (%v) while another writer held the gate", err)
+		default:
+		}
+		_, lo := gate.waiting()
+		return lo == 1
+	})
+	leaveOnce.Do(gate.leave)
+	if err := <-done; err != nil {
+		t.Fatalf("the prepared write after the gate's holder left: %v", err)
+	}
+
+	// In a transaction it is part of the transaction.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.StmtContext(ctx, s).ExecContext(ctx, 2); err != nil {
+		tx.Rollback()
+		t.Fatalf("the pool's statement in a transaction: %v", err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := st.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM prepared_db`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d rows (%v), want 1: the rolled back transaction's row must be gone", n, err)
 	}
 }
