@@ -199,8 +199,8 @@ func (c *gatedConnector) discardWriter(w *gatedConn) {
 
 // Close closes the writer; database/sql calls it when the pool closes —
 // at once, whatever its connections are doing. The gate's holder may be
-// working on the writer (a transaction, a query's rows still read: DBOS
-// polls its queues with a WITH … query that runs there): closing a
+// working on the writer (a transaction, the rows of an INSERT … RETURNING
+// still read): closing a
 // modernc.org/sqlite connection under a statement running on it crashes
 // the process. Close takes the gate first, so the holder ends its work;
 // one still at it past the busy timeout has the writer closed when it
@@ -473,9 +473,9 @@ func (c *gatedConn) ExecContext(ctx context.Context, query string, args []driver
 }
 
 // QueryContext outside a transaction takes the gate when the statement
-// may write (INSERT … RETURNING, UPDATE … RETURNING, WITH …): a writer
-// past the gate would make the gate's holder wait in SQLite's busy handler.
-// The rows are read before the gate is left.
+// may write (INSERT … RETURNING, UPDATE … RETURNING, WITH … DELETE …): a
+// writer past the gate would make the gate's holder wait in SQLite's busy
+// handler. The rows are read before the gate is left.
 func (c *gatedConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	c.mu.Lock()
 	inTx, w, ro := c.inTx, c.w, c.ro
@@ -532,7 +532,7 @@ func (r *gatedRows) Close() error {
 }
 
 // mayWrite reports whether a statement may write: anything but SELECT,
-// PRAGMA, EXPLAIN and VALUES.
+// PRAGMA, EXPLAIN, VALUES and a WITH … statement that only reads.
 func mayWrite(query string) bool {
 	q := strings.TrimLeft(query, " \t\r\n(")
 	for _, read := range []string{"SELECT", "PRAGMA", "EXPLAIN", "VALUES"} {
@@ -540,7 +540,160 @@ func mayWrite(query string) bool {
 			return false
 		}
 	}
-	return true
+	return !cteReads(q)
+}
+
+// cteReads reports whether q is a WITH … statement that only reads: its
+// common table expressions are followed by a SELECT or VALUES, and no
+// INSERT, UPDATE, DELETE, REPLACE, MERGE or INTO appears anywhere in it (a
+// CTE may hold one on PostgreSQL; FOR UPDATE locks; replace() is a
+// function too, and is taken for a write). Its words are read with
+// strings, quoted identifiers and comments skipped; whatever it cannot
+// read for sure (an unterminated string, parentheses that do not match, a
+// second statement, an unexpected token) may write. DBOS polls its queue
+// partitions with a WITH RECURSIVE … SELECT: as a write it took the gate
+// and the writer, and queued behind real writers.
+func cteReads(q string) bool {
+	toks, ok := sqlTokens(q)
+	if !ok {
+		return false
+	}
+	depth := 0
+	for i, t := range toks {
+		switch t {
+		case "(":
+			depth++
+		case ")":
+			if depth--; depth < 0 {
+				return false
+			}
+		case ";":
+			if i != len(toks)-1 {
+				return false
+			}
+		case "INSERT", "UPDATE", "DELETE", "REPLACE", "MERGE", "INTO":
+			return false
+		}
+	}
+	if depth != 0 {
+		return false
+	}
+	i := 0
+	next := func() string {
+		if i < len(toks) {
+			i++
+			return toks[i-1]
+		}
+		return ""
+	}
+	// skip consumes a parenthesised group, its opening one already read.
+	skip := func() bool {
+		for d := 1; d > 0; {
+			switch next() {
+			case "(":
+				d++
+			case ")":
+				d--
+			case "":
+				return false
+			}
+		}
+		return true
+	}
+	if next() != "WITH" {
+		return false
+	}
+	t := next()
+	if t == "RECURSIVE" {
+		t = next()
+	}
+	for {
+		// name [(columns)] AS [[NOT] MATERIALIZED] (statement)
+		if t == "" || t == "(" || t == ")" || t == "," || t == ";" {
+			return false
+		}
+		t = next()
+		if t == "(" {
+			if !skip() {
+				return false
+			}
+			t = next()
+		}
+		if t != "AS" {
+			return false
+		}
+		t = next()
+		if t == "NOT" {
+			t = next()
+			if t != "MATERIALIZED" {
+				return false
+			}
+			t = next()
+		} else if t == "MATERIALIZED" {
+			t = next()
+		}
+		if t != "(" || !skip() {
+			return false
+		}
+		if t = next(); t != "," {
+			break
+		}
+		t = next()
+	}
+	return t == "SELECT" || t == "VALUES"
+}
+
+// sqlTokens splits a statement into its words (upper-cased), parentheses,
+// commas and semicolons; a string or quoted identifier is one token `'`,
+// comments, numbers' signs, operators and parameters' marks are skipped.
+// ok is false for an unterminated string, identifier or comment.
+func sqlTokens(q string) (toks []string, ok bool) {
+	word := func(c byte) bool {
+		return c == '_' || c == '$' || c >= 0x80 || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	}
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case word(c):
+			j := i
+			for j < len(q) && word(q[j]) {
+				j++
+			}
+			toks = append(toks, strings.ToUpper(q[i:j]))
+			i = j
+		case c == '\'' || c == '"' || c == '`' || c == '[':
+			end := c
+			if c == '[' {
+				end = ']'
+			}
+			// A doubled quote inside is the quote itself: scanning on
+			// from the second one gives the same end.
+			j := strings.IndexByte(q[i+1:], end)
+			if j < 0 {
+				return nil, false
+			}
+			toks = append(toks, "'")
+			i += j + 2
+		case c == '-' && strings.HasPrefix(q[i:], "--"):
+			j := strings.IndexByte(q[i:], '\n')
+			if j < 0 {
+				return toks, true
+			}
+			i += j + 1
+		case c == '/' && strings.HasPrefix(q[i:], "/*"):
+			j := strings.Index(q[i+2:], "*/")
+			if j < 0 {
+				return nil, false
+			}
+			i += j + 4
+		case c == '(' || c == ')' || c == ',' || c == ';':
+			toks = append(toks, string(c))
+			i++
+		default:
+			i++
+		}
+	}
+	return toks, true
 }
 
 func (c *gatedConn) Ping(ctx context.Context) error              { return c.sq().Ping(ctx) }

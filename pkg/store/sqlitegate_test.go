@@ -111,14 +111,137 @@ func TestWriteGateGivingUp(t *testing.T) {
 	}
 }
 
+// mayWrite on the statements manent and DBOS run — every WITH statement of
+// pkg/store and third_party/dbos-transact-golang as SQLite gets it (schema
+// prefix empty, $n rewritten to ?) — and on what could fool a scanner. A
+// write taken for a read would run outside the gate (and be refused in a
+// read-only transaction): whatever is unsure may write.
 func TestMayWrite(t *testing.T) {
-	for q, want := range map[string]bool{
-		"SELECT 1": false, "  select x FROM t": false, "\n\t(SELECT 1)": false, "PRAGMA user_version": false,
-		"EXPLAIN QUERY PLAN SELECT 1": false, "INSERT INTO t VALUES (1) RETURNING id": true,
-		"UPDATE t SET a = 1 RETURNING a": true, "WITH x AS (SELECT 1) DELETE FROM t": true, "DELETE FROM t": true,
+	// DBOS's queue poll, GetQueuePartitions (no application name, no
+	// shard key).
+	const partitions = `
+		WITH RECURSIVE partitions(pk) AS (
+			SELECT MIN(queue_partition_key) FROM workflow_status
+			WHERE queue_name = ? AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING') AND queue_partition_key IS NOT NULL
+			UNION ALL
+			SELECT (SELECT MIN(queue_partition_key) FROM workflow_status
+			        WHERE queue_name = ? AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING') AND queue_partition_key > partitions.pk)
+			FROM partitions WHERE partitions.pk IS NOT NULL
+		)
+		SELECT pk FROM partitions WHERE pk IS NOT NULL`
+	for _, c := range []struct {
+		q     string
+		write bool
+	}{
+		{"SELECT 1", false},
+		{"  select x FROM t", false},
+		{"\n\t(SELECT 1)", false},
+		{"PRAGMA user_version", false},
+		{"EXPLAIN QUERY PLAN SELECT 1", false},
+		{"VALUES (1), (2)", false},
+		{"INSERT INTO t VALUES (1) RETURNING id", true},
+		{"UPDATE t SET a = 1 RETURNING a", true},
+		{"DELETE FROM t", true},
+		{"REPLACE INTO t VALUES (1)", true},
+
+		// Reads: DBOS's partition poll, with and without the shard key
+		// and application name it adds; its fork tree (ListForkDescendants).
+		{partitions, false},
+		{`
+		WITH RECURSIVE partitions(pk) AS (
+			SELECT MIN(queue_partition_key) FROM workflow_status
+			WHERE queue_name = ? AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING') AND shard_key = ? AND (application_name = ? OR application_name IS NULL) AND queue_partition_key IS NOT NULL
+			UNION ALL
+			SELECT (SELECT MIN(queue_partition_key) FROM workflow_status
+			        WHERE queue_name = ? AND status = 'ENQUEUED' AND status IN ('ENQUEUED', 'PENDING') AND shard_key = ? AND (application_name = ? OR application_name IS NULL) AND queue_partition_key > partitions.pk)
+			FROM partitions WHERE partitions.pk IS NOT NULL
+		)
+		SELECT pk FROM partitions WHERE pk IS NOT NULL`, false},
+		{`WITH RECURSIVE fork_tree(root, id) AS (
+			SELECT forked_from, workflow_uuid
+			FROM workflow_status
+			WHERE forked_from IN (SELECT value FROM json_each(?))
+			UNION
+			SELECT t.root, w.workflow_uuid
+			FROM workflow_status w
+			INNER JOIN fork_tree t ON w.forked_from = t.id AND w.shard_key = ?
+		)
+		SELECT root, id FROM fork_tree WHERE id <> root ORDER BY root, id`, false},
+
+		// Writes: DBOS's cancel and resume (an UPDATE in a CTE, the main
+		// statement a SELECT), its ConsumeMessage, manent's appendEventsPG,
+		// the retention tests' fills.
+		{`WITH existing AS (
+			SELECT workflow_uuid FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?))
+		), updated AS (
+			UPDATE workflow_status
+			SET status = ?, updated_at = ?, completed_at = ?, started_at_epoch_ms = NULL,
+			    queue_name = NULL, deduplication_id = NULL, owner_xid = NULL, suspend_key = NULL
+			WHERE workflow_uuid IN (SELECT value FROM json_each(?)) AND status NOT IN (?, ?, ?)
+			RETURNING workflow_uuid
+		)
+		SELECT workflow_uuid FROM existing`, true},
+		{`WITH existing AS (
+			SELECT workflow_uuid FROM workflow_status WHERE workflow_uuid IN (SELECT value FROM json_each(?))
+		), updated AS (
+			UPDATE workflow_status
+			SET status = ?, queue_name = ?, recovery_attempts = ?,
+			    workflow_deadline_epoch_ms = NULL, deduplication_id = NULL, owner_xid = NULL, suspend_key = NULL,
+			    started_at_epoch_ms = NULL, updated_at = ?, completed_at = NULL
+			WHERE workflow_uuid IN (SELECT value FROM json_each(?)) AND status NOT IN (?, ?)
+			RETURNING workflow_uuid
+		)
+		SELECT workflow_uuid FROM existing`, true},
+		{`
+    WITH oldest_entry AS (
+        SELECT message_uuid
+        FROM notifications
+        WHERE destination_uuid = ? AND topic = ? AND consumed = false
+        ORDER BY created_at_epoch_ms ASC
+        LIMIT 1
+    )
+    UPDATE notifications
+    SET consumed = true, consumed_by_function_id = ?
+    WHERE message_uuid = (SELECT message_uuid FROM oldest_entry)
+    RETURNING message, serialization`, true},
+		{`WITH n AS (UPDATE manent_deployments SET next_seq = next_seq + ? WHERE id = ? RETURNING next_seq - ? AS first, cancel_requested)
+		INSERT INTO manent_events (deployment_id, seq, type, time, data)
+		SELECT ?, n.first + v.o, v.t, v.ti, v.d FROM n, (VALUES (0::bigint, ?::text, ?::text, ?::text)) AS v(o, t, ti, d) RETURNING seq, (SELECT cancel_requested FROM n)`, true},
+		{`WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 40)
+			INSERT INTO manent_events (deployment_id, seq, type, time, data)
+			SELECT d.id, 1000 + g.x, 'log', d.created_at, 'x' FROM manent_deployments d, g`, true},
+		{`INSERT INTO manent_events (deployment_id, seq, type, time, data)
+				WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n+1 FROM c WHERE n < 9)
+				SELECT 'd', 1000+n, 'log', '2026-01-01T00:00:00.000000000Z', '{}' FROM c`, true},
+
+		// The forms of a WITH clause.
+		{"with x as (select 1) select * from x", false},
+		{"WITH x AS (SELECT 1) VALUES (1)", false},
+		{"WITH x(a, b) AS MATERIALIZED (SELECT 1, 2), y AS NOT MATERIALIZED (SELECT 3) SELECT * FROM x, y;", false},
+		{`WITH "q" AS (SELECT 1), [r] AS (SELECT 2), ` + "`s`" + ` AS (SELECT 3) SELECT * FROM "q", [r], ` + "`s`", false},
+		{"WITH x AS (SELECT deleted_at, updated_by FROM t) SELECT * FROM x", false},
+		{"WITH x AS (SELECT 'DELETE FROM t', \"update\", 'it''s' FROM t /* INSERT */) -- UPDATE\nSELECT * FROM x", false},
+		{"WITH x AS (SELECT 1) DELETE FROM t", true},
+		{"WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", true},
+		{"WITH x AS (SELECT 1) REPLACE INTO t SELECT * FROM x", true},
+		{"WITH x AS (SELECT 1) UPDATE t SET a = (SELECT * FROM x) RETURNING a", true},
+		{"WITH x AS (DELETE FROM t RETURNING a) SELECT * FROM x", true},
+		{"WITH x AS (SELECT 1) SELECT * FROM t FOR UPDATE", true},
+		{"WITH x AS (SELECT 1) SELECT * FROM x; DELETE FROM t", true},
+		{"WITH x AS (SELECT replace(a, 'b', 'c') FROM t) SELECT * FROM x", true}, // replace() reads, but REPLACE may be a write
+		{"WITHOUT x AS (SELECT 1) SELECT 1", true},
+		{"WITH x AS (SELECT 'unterminated) SELECT 1", true},
+		{"WITH x AS (SELECT 1 /* unterminated) SELECT 1", true},
+		{"WITH x AS (SELECT 1 SELECT * FROM x", true},
+		{"WITH x AS (SELECT 1)) SELECT * FROM x", true},
+		{"WITH x AS SELECT 1 SELECT * FROM x", true},
+		{"WITH x (SELECT 1) SELECT * FROM x", true},
+		{"WITH x AS (SELECT 1),", true},
+		{"WITH x AS (SELECT 1)", true},
+		{"WITH", true},
 	} {
-		if got := mayWrite(q); got != want {
-			t.Errorf("mayWrite(%q) = %v, want %v", q, got, want)
+		if got := mayWrite(c.q); got != c.write {
+			t.Errorf("mayWrite(%q) = %v, want %v", c.q, got, c.write)
 		}
 	}
 }
@@ -577,5 +700,63 @@ func TestGatedPoolPreparedOnThePool(t *testing.T) {
 	var n int
 	if err := st.ReadDB().QueryRowContext(ctx, `SELECT COUNT(*) FROM prepared_db`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d rows (%v), want 1: the rolled back transaction's row must be gone", n, err)
+	}
+}
+
+// A WITH … SELECT outside a transaction (DBOS polls its queue partitions
+// with one) reads past the gate: it took the gate and the writer, and
+// waited behind every writer in line. A WITH … that writes still queues.
+func TestGatedPoolCTEReadPassesTheGate(t *testing.T) {
+	st := gatedStore(t, `CREATE TABLE cte (i INTEGER)`)
+	ctx := context.Background()
+	db := st.DB()
+	if _, err := db.ExecContext(ctx, `INSERT INTO cte VALUES (1), (2)`); err != nil {
+		t.Fatal(err)
+	}
+	gate := st.writes.gate
+	gate.timeout = time.Minute
+	if held, _ := gate.enter(ctx); !held {
+		t.Fatal("the gate is not free")
+	}
+	var leaveOnce sync.Once
+	defer leaveOnce.Do(gate.leave)
+	run := func(q string) (queued bool, n int) {
+		t.Helper()
+		type answer struct {
+			n   int
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			var a answer
+			a.err = db.QueryRowContext(ctx, q).Scan(&a.n)
+			done <- a
+		}()
+		var a answer
+		waitFor(t, "the query to answer or queue", func() bool {
+			select {
+			case a = <-done:
+				return true
+			default:
+			}
+			_, lo := gate.waiting()
+			queued = lo > 0
+			return queued
+		})
+		if queued {
+			leaveOnce.Do(gate.leave)
+			a = <-done
+		}
+		if a.err != nil {
+			t.Fatalf("%s: %v", q, a.err)
+		}
+		return queued, a.n
+	}
+	if queued, n := run(`WITH RECURSIVE c(x) AS (SELECT MIN(i) FROM cte UNION ALL SELECT (SELECT MIN(i) FROM cte WHERE i > c.x) FROM c WHERE c.x IS NOT NULL)
+		SELECT COUNT(x) FROM c`); queued || n != 2 {
+		t.Fatalf("a WITH … SELECT: queued for the gate %v, answered %d; want not queued, 2", queued, n)
+	}
+	if queued, n := run(`WITH x AS (SELECT 3 AS i) INSERT INTO cte SELECT i FROM x RETURNING i`); !queued || n != 3 {
+		t.Fatalf("a WITH … INSERT … RETURNING: queued for the gate %v, answered %d; want queued, 3", queued, n)
 	}
 }
