@@ -902,10 +902,14 @@ func TestWorkersWaitingDeployOnADeadWorker(t *testing.T) {
 	if res.State != manent.StateDelayed {
 		t.Fatalf("state %s, want DELAYED", res.State)
 	}
-	// Its gate runs on w1, the only worker; w2 joins, then w1 dies.
-	for id, p := range startWorkers(t, wdir, db, "w2") {
-		ps[id] = p
-	}
+	// Its gate runs on w1, the only worker; w2 joins, then w1 dies. w2
+	// declares w1 dead only after 15 s: the reason is shown from two
+	// heartbeats after the kill until w2 takes the gate over, a window
+	// that dead_after's 3 s made too short to be seen on a loaded machine
+	// (CI missed it once).
+	w2, ready := launchEnv(t, wdir, db, "w2", "MANENT_WORKERS_DEAD_AFTER=15s")
+	w2.listen(t, ready, filepath.Join(wdir, "w2", "server.log"))
+	ps["w2"] = w2
 	if err := ps["w1"].cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -913,14 +917,17 @@ func TestWorkersWaitingDeployOnADeadWorker(t *testing.T) {
 	c := ps["w2"].client()
 	want := "its gate ran on worker w1, silent for "
 	var reason string
-	enginetest.Eventually(t, testDeadAfter+30*time.Second, func() bool {
+	enginetest.Eventually(t, 45*time.Second, func() bool {
 		d, err := c.Deployment(context.Background(), res.ID)
 		if err != nil {
 			return false
 		}
+		if d.Reason != reason {
+			t.Logf("%s: %s", d.State, d.Reason)
+		}
 		reason = d.Reason
 		return d.State == manent.StateDelayed && strings.Contains(d.Reason, want)
-	}, "the delayed deploy to say its gate's worker is silent (reason %q)", reason)
+	}, "the delayed deploy to say its gate's worker is silent")
 	if !strings.Contains(reason, "it resumes on another worker within workers.dead_after") {
 		t.Errorf("reason %q does not say what happens next", reason)
 	}
