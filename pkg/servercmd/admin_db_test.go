@@ -94,20 +94,8 @@ func TestAdminNeedsAnExistingDatabase(t *testing.T) {
 // On the database a server made, the admin tasks work.
 func TestAdminOnAServersDatabase(t *testing.T) {
 	t.Chdir(t.TempDir()) // backup writes backup.db here
-	data := t.TempDir()
-	cfg, err := loadConfig("", map[string]string{"data_dir": data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(context.Background(), cfg, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// worker-1 ran on it (recover names it).
-	if err := n.Store.RegisterWorker(context.Background(), store.WorkerStart{ID: "worker-1", DeadAfter: 30 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	n.Close(time.Second)
+	data := dataWithWorker(t)
 	// What each prints counts in words: "0 deploys", "1 row", never
 	// "deploy(s)" or a Go slice.
 	want := map[string]*regexp.Regexp{
@@ -236,19 +224,7 @@ func TestVerifyAuditAnchor(t *testing.T) {
 // so and exits 2: it printed "0 deploys of worker2 handed back", exit 0,
 // read as "that worker had none".
 func TestAdminRecoverOfAnUnknownWorker(t *testing.T) {
-	data := t.TempDir()
-	cfg, err := loadConfig("", map[string]string{"data_dir": data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(context.Background(), cfg, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Store.RegisterWorker(context.Background(), store.WorkerStart{ID: "worker-1", DeadAfter: 30 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	n.Close(time.Second)
+	data := dataWithWorker(t)
 	var stdout, stderr bytes.Buffer
 	code := Run(context.Background(), []string{"admin", "recover", "--executor-id", "worker1", "--data-dir", data}, &stdout, &stderr, nil)
 	if code != 2 || stdout.Len() != 0 ||
@@ -278,4 +254,24 @@ func TestAdminRecoverOnARunningSQLiteServer(t *testing.T) {
 		!strings.Contains(stderr.String(), "stop it first — or just restart it") {
 		t.Fatalf("admin recover beside a running server: exit %d, stderr %q", code, stderr.String())
 	}
+}
+
+// dataWithWorker returns a data directory holding the database a server
+// made, on which worker-1 ran.
+func dataWithWorker(t *testing.T) string {
+	t.Helper()
+	data := t.TempDir()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Open(context.Background(), cfg, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Store.RegisterWorker(context.Background(), store.WorkerStart{ID: "worker-1", DeadAfter: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	n.Close(time.Second)
+	return data
 }
