@@ -175,7 +175,9 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if o.Once {
 		// A SQLite file is checked before it is opened for writing: that
 		// would create it, or write the WAL mode into an empty one.
-		if err := store.CheckExisting(ctx, cfg.Database); err != nil {
+		if err := store.CheckExisting(ctx, cfg.Database); errors.Is(err, store.ErrDatabaseURL) {
+			return nil, configError(err)
+		} else if err != nil {
 			return nil, err
 		}
 	}

@@ -100,3 +100,38 @@ func TestServeOnADataDirThatCannotBeWritten(t *testing.T) {
 		})
 	}
 }
+
+// A database URL that cannot be parsed is a configuration mistake (exit
+// 2), said without its password; one that cannot be reached stays exit 1.
+// pgx's "cannot parse" (a bad port, a bad sslmode) exited 1 like an
+// outage, and its best-effort redaction left part of a password holding
+// an "@" in the message.
+func TestServeDatabaseURLThatCannotBeParsed(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("MANENT_DATABASE", "")
+	for _, c := range []struct {
+		url, says string
+		code      int
+	}{
+		{"postgres://manent:S3CRET@127.0.0.1:54x32/manent", "invalid port", 2},
+		{"postgres://manent:S3CRET@127.0.0.1:5432/manent?sslmode=bogus", "sslmode is invalid", 2},
+		{"postgres://manent@127.0.0.1:5432/manent?password=S3CR@ET&sslmode=bogus", "sslmode is invalid", 2},
+		{"postgres://manent:S3CR%zzET@127.0.0.1:5432/manent", "cannot be parsed", 2},
+		// pgx took ET@127.0.0.1 for the host: "lookup ET@127.0.0.1: no such host".
+		{"postgres://manent:S3CR@ET@127.0.0.1:1/manent?sslmode=disable", "write it %40", 2},
+		// Nothing listens on port 1: an outage, not a mistake.
+		{"postgres://manent:S3CRET@127.0.0.1:1/manent?sslmode=disable&connect_timeout=5", "connect to postgres", 1},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--database", c.url}, &stdout, &stderr, nil)
+		out := stdout.String() + stderr.String()
+		if code != c.code || !strings.Contains(out, c.says) {
+			t.Errorf("%s: exit %d, want %d saying %q:\n%s", c.url, code, c.code, c.says, out)
+		}
+		for _, part := range []string{"S3CR", "ET@127", "zzET", "CRET"} {
+			if strings.Contains(out, part) {
+				t.Errorf("%s: the output shows %q of the password:\n%s", c.url, part, out)
+			}
+		}
+	}
+}

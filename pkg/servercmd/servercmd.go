@@ -134,8 +134,10 @@ processes at once, so that a step taken over elsewhere never runs twice;
 on PostgreSQL it also does when the server is paused past its cut-off.
 
 A configuration mistake is reported by file, line and column with every
-other one (exit 2); an address in use or a data directory the server
-cannot write, naming it and the flag that chooses another (exit 1). A
+other one (exit 2), as is a database URL that cannot be parsed (a bad
+port or sslmode; a database that cannot be reached is exit 1); an address
+in use or a data directory the server cannot write, naming it and the
+flag that chooses another (exit 1). A
 configuration that can accept no credential (no auth.tokens, no
 auth.oidc, no MANENT_BOOTSTRAP_TOKEN) starts with a warning: every
 request is refused 401.

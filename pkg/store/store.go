@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,9 +80,12 @@ const IdleTransactionTimeout = 10 * time.Second
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		if err := checkUserInfo(rawURL); err != nil {
+			return nil, err
+		}
 		pcfg, err := pgxpool.ParseConfig(rawURL)
 		if err != nil {
-			return nil, fmt.Errorf("open postgres: %w", err)
+			return nil, postgresURLError(rawURL, err)
 		}
 		if !strings.Contains(rawURL, "pool_max_conns=") && pcfg.MaxConns < MinPostgresConns {
 			pcfg.MaxConns = MinPostgresConns
@@ -168,6 +172,74 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 // ErrDatabaseURL marks a database URL manent cannot use (an unknown scheme,
 // no path, a bad parameter): a configuration mistake, not an outage.
 var ErrDatabaseURL = errors.New("invalid database URL")
+
+// checkUserInfo refuses a postgres URL whose user information holds an
+// "@" that is not escaped (a password such as "p@ss"): pgx then takes the
+// text after the first "@" for the host, and its error ("lookup
+// ss@db.example: no such host") printed the end of the password.
+func checkUserInfo(raw string) error {
+	_, rest, _ := strings.Cut(raw, "://")
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	if strings.Count(authority, "@") > 1 {
+		return fmt.Errorf("%w: %s cannot be parsed: its user information holds an @ that is not escaped: write it %%40", ErrDatabaseURL, redact(raw))
+	}
+	return nil
+}
+
+// postgresURLError is a postgres URL pgx cannot parse (a bad port, an
+// unknown sslmode, a bad parameter): a configuration mistake (exit 2), not
+// an outage. pgx's reason is kept; the URL is shown as redact shows it, and
+// what looks like a password in the reason is masked too, since pgx's own
+// masking of a malformed URL is best effort.
+func postgresURLError(raw string, err error) error {
+	reason := err.Error()
+	if _, after, ok := strings.Cut(reason, "`: "); ok && strings.HasPrefix(reason, "cannot parse `") {
+		reason = after
+	}
+	for _, secret := range urlSecrets(raw) {
+		reason = strings.ReplaceAll(reason, secret, "xxxxx")
+	}
+	return fmt.Errorf("%w: %s cannot be parsed: %s", ErrDatabaseURL, redact(raw), reason)
+}
+
+// urlSecrets are the passwords a database URL may hold, as written and
+// unescaped: that of its user information and the values of its
+// parameters named like one. Read from the text, not with url.Parse: the
+// URL may not parse.
+func urlSecrets(raw string) []string {
+	var out []string
+	add := func(s string) {
+		for _, v := range []string{s, unescapeOr(s)} {
+			if v != "" && !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	_, rest, _ := strings.Cut(raw, "://")
+	beforeQuery, query, _ := strings.Cut(rest, "?")
+	if i := strings.LastIndex(beforeQuery, "@"); i >= 0 {
+		if _, pw, ok := strings.Cut(beforeQuery[:i], ":"); ok {
+			add(pw)
+		}
+	}
+	query, _, _ = strings.Cut(query, "#")
+	for _, kv := range strings.Split(query, "&") {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.Contains(strings.ToLower(unescapeOr(k)), "passw") {
+			add(v)
+		}
+	}
+	return out
+}
+
+func unescapeOr(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
 
 func sqlitePath(raw string) (string, error) {
 	rest := strings.TrimPrefix(raw, "sqlite:")
