@@ -308,6 +308,11 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 			return nil, configError(err)
 		}
 		guard, tokens = g, g.Authn
+		if !o.Once {
+			for _, w := range tokenPatternsNamingNoToken(cfg, o.BootstrapToken != "", decider) {
+				log.Warn(w)
+			}
+		}
 	}
 	// A descriptor's env: secrets name only the variables allowed:
 	// secrets.env, else those plugins.pass_env already gives every step.
@@ -577,6 +582,55 @@ func newGuard(cfg *Config, bootstrap string, log *slog.Logger) (*server.AuthGuar
 		return nil, err
 	}
 	return &server.AuthGuard{Authn: authn, Policy: policy}, nil
+}
+
+// tokenPatternsNamingNoToken says, for each identity pattern of rbac
+// subjects, approvers and freezes' allow that is token:<name> without a
+// glob, where no token of auth.tokens has that name (nor is it the
+// bootstrap token's, when there is one), that it matches no one: a typo
+// ("token:deployer" for "token:deploy") granted nothing, or left a deploy
+// waiting for an approval no one could give, without a word. Said, not
+// refused: a configuration that ran before must start after an upgrade,
+// and the token may be meant to come (auth.tokens is read at start only).
+func tokenPatternsNamingNoToken(cfg *Config, bootstrap bool, decider governance.Decider) []string {
+	var names []string
+	for _, t := range cfg.Auth.Tokens {
+		names = append(names, t.Name)
+	}
+	known := "none"
+	if len(names) > 0 {
+		known = strings.Join(names, ", ")
+	}
+	var out []string
+	check := func(at string, patterns []string) {
+		for i, p := range patterns {
+			name, ok := strings.CutPrefix(p, "token:")
+			if !ok || strings.ContainsAny(p, `*?[\`) || slices.Contains(names, name) ||
+				(bootstrap && p == auth.BootstrapSubject) {
+				continue
+			}
+			msg := fmt.Sprintf("%s[%d]: %q names no token of auth.tokens (%s)", at, i, p, known)
+			if p == auth.BootstrapSubject {
+				msg += "; it is the identity of MANENT_BOOTSTRAP_TOKEN, which is not set: it matches no one while it is not"
+			} else {
+				msg += ": it matches no one until a token of that name is added (manent-server admin new-token --name " + name + ") and the server restarted"
+			}
+			out = append(out, msg)
+		}
+	}
+	for i, r := range cfg.RBAC {
+		check(fmt.Sprintf("rbac[%d].subjects", i), r.Subjects)
+	}
+	if rules, ok := decider.(*governance.Rules); ok {
+		at := "governance rules " + cfg.Governance.Rules + ": "
+		for i, a := range rules.Approvals {
+			check(fmt.Sprintf("%sapprovals[%d].approvers", at, i), a.Approvers)
+		}
+		for i, f := range rules.Freezes {
+			check(fmt.Sprintf("%sfreezes[%d].allow", at, i), f.Allow)
+		}
+	}
+	return out
 }
 
 // IsConfigError reports whether err is a configuration mistake.

@@ -371,3 +371,77 @@ func TestServeWarnsWhenNoCredentialCanBeAccepted(t *testing.T) {
 		})
 	}
 }
+
+// A token:<name> pattern naming no token of auth.tokens (nor the bootstrap
+// token's "admin" while MANENT_BOOTSTRAP_TOKEN is set) matches no one: an
+// rbac subject granted nothing, an approver could never approve, a
+// freeze's allow let no one through, without a word. serve warns at start,
+// naming it and the tokens there are; it does not refuse (a fleet running
+// such a configuration would not start after an upgrade).
+func TestServeWarnsOfTokenPatternsNamingNoToken(t *testing.T) {
+	dir := t.TempDir()
+	const warn = `names no token of auth.tokens`
+	gov := filepath.Join(dir, "governance.yaml")
+	if err := os.WriteFile(gov, []byte(`approvals:
+  - {environments: [prod], count: 1, approvers: ["token:relase", "token:ci-*", "group:sre"]}
+freezes:
+  - {name: xmas, from: "2026-12-20T00:00:00Z", to: "2026-12-27T00:00:00Z", allow: ["token:ci"]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hash := strings.Repeat("0", 64)
+	cfg := "listen: 127.0.0.1:0\n" +
+		"auth:\n  tokens:\n    - {name: ci, sha256: \"" + hash + "\"}\n    - {name: release, sha256: \"" + strings.Repeat("1", 64) + "\"}\n" +
+		"rbac:\n  - {subjects: [\"token:ci\", \"token:deployer\", \"token:admin\", \"oidc:*\"], permissions: [deployment.read]}\n" +
+		"governance: {rules: governance.yaml}\n"
+	path := filepath.Join(dir, "manent-server.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, bootstrap string
+		want, not       []string
+	}{
+		{"no bootstrap token", "", []string{
+			`rbac[0].subjects[1]: \"token:deployer\" ` + warn + ` (ci, release)`,
+			`rbac[0].subjects[2]: \"token:admin\" ` + warn + ` (ci, release); it is the identity of MANENT_BOOTSTRAP_TOKEN, which is not set`,
+			`approvals[0].approvers[0]: \"token:relase\" ` + warn + ` (ci, release)`,
+		}, []string{`\"token:ci\" `, `\"token:ci-*\"`, `freezes[0]`}},
+		{"bootstrap token", "mnt_" + strings.Repeat("b", 32), []string{
+			`rbac[0].subjects[1]: \"token:deployer\" ` + warn,
+		}, []string{`\"token:admin\" `}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("MANENT_BOOTSTRAP_TOKEN", c.bootstrap)
+			var stdout, stderr lockedBuffer
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			listening := make(chan struct{})
+			stdout.onListen = func() { close(listening) }
+			done := make(chan int, 1)
+			go func() {
+				done <- Run(ctx, []string{"serve", "--config", path, "--data-dir", filepath.Join(dir, c.name)}, &stdout, &stderr, nil)
+			}()
+			select {
+			case <-listening:
+			case code := <-done:
+				t.Fatalf("exit %d before listening: %s", code, stderr.String())
+			case <-time.After(2 * time.Minute):
+				t.Fatal("not listening after 2m")
+			}
+			cancel()
+			<-done
+			out := stderr.String()
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("no warning %s in:\n%s", w, out)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(out, n) {
+					t.Errorf("a warning about %s in:\n%s", n, out)
+				}
+			}
+		})
+	}
+}

@@ -140,7 +140,9 @@ in use or a data directory the server cannot write, naming it and the
 flag that chooses another (exit 1). A
 configuration that can accept no credential (no auth.tokens, no
 auth.oidc, no MANENT_BOOTSTRAP_TOKEN) starts with a warning: every
-request is refused 401.
+request is refused 401; so does one whose rbac subjects, approvers or
+freezes' allow name a token:<name> that auth.tokens has not (it matches
+no one).
 
 Limits (docs/security.md): limits.connections (6000, kept 1024 below the
 open-file limit), limits.streams_per_identity (200) and limits.streams
