@@ -26,6 +26,14 @@ func envName(key string) string {
 // loadConfig reads the configuration file (if any), MANENT_* environment
 // variables and flags, in increasing precedence.
 func loadConfig(path string, flags map[string]string) (*node.Config, error) {
+	c, _, err := loadConfigFrom(path, flags)
+	return c, err
+}
+
+// loadConfigFrom is loadConfig, and what set a key: from(key) is its flag
+// ("--listen"), its variable ("MANENT_LISTEN"), its place in the file
+// ("listen at /etc/manent/manent-server.yaml:1:9"), or "" for its default.
+func loadConfigFrom(path string, flags map[string]string) (*node.Config, func(key string) string, error) {
 	v := viper.New()
 	v.SetDefault("listen", "127.0.0.1:8080")
 	v.SetDefault("data_dir", "./manent-data")
@@ -60,7 +68,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	// Keys without a default are read from the environment only when bound:
 	// MANENT_DATABASE keeps a DSN with its password out of the process list.
 	if err := v.BindEnv("database"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	trial := true
 	problems := &configProblems{file: path}
@@ -68,7 +76,7 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("read config: %w", err)
+			return nil, nil, fmt.Errorf("read config: %w", err)
 		}
 		// Checked first, for what viper's decoding says without a place
 		// (or not at all): unknown keys, values of the wrong kind.
@@ -77,11 +85,11 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 			at = checkConfigYAML(path, data, problems)
 		}
 		if at == nil && problems.err() != nil {
-			return nil, problems // not YAML
+			return nil, nil, problems // not YAML
 		}
 		v.SetConfigFile(path)
 		if err := v.ReadInConfig(); err != nil {
-			return nil, fmt.Errorf("read config %s: %w", path, err)
+			return nil, nil, fmt.Errorf("read config %s: %w", path, err)
 		}
 		trial = false
 	}
@@ -98,12 +106,12 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 	// With problems in the file, the values that decode are checked
 	// too, so that every mistake is reported at once.
 	if err := v.UnmarshalExact(&c); err != nil && problems.err() == nil {
-		return nil, fmt.Errorf("config: %s", decodeErrorText(err))
+		return nil, nil, fmt.Errorf("config: %s", decodeErrorText(err))
 	}
 	c.Trial = trial
 	// Each value is placed where it came from: a flag, a MANENT_*
 	// variable, the file (file:line:column), or a default.
-	checkValues(&c, func(key string) (*yaml.Node, string) {
+	src := func(key string) (*yaml.Node, string) {
 		if flags[key] != "" {
 			return nil, "--" + strings.ReplaceAll(key, "_", "-")
 		}
@@ -111,14 +119,25 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 			return nil, env
 		}
 		return at[key], key
-	}, problems)
+	}
+	checkValues(&c, src, problems)
 	if err := problems.err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := resolvePaths(&c, v, path, flags); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	return &c, nil
+	from := func(key string) string {
+		n, name := src(key)
+		switch {
+		case n != nil && n.Line > 0:
+			return fmt.Sprintf("%s at %s:%d:%d", name, path, n.Line, n.Column)
+		case n == nil && name == key:
+			return "" // its default
+		}
+		return name
+	}
+	return &c, from, nil
 }
 
 // bootstrapToken returns the admin token of local trial mode:

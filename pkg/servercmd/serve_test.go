@@ -30,6 +30,38 @@ func TestServeOnAPortInUse(t *testing.T) {
 	}
 }
 
+// The hint names what chose the address in use: it said --listen also when
+// the address came from the file's listen: or MANENT_LISTEN.
+func TestServeOnAPortInUseNamesWhereTheAddressCameFrom(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "manent-server.yaml")
+	if err := os.WriteFile(path, []byte("log_level: warn\nlisten: "+ln.Addr().String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, env string
+		args      []string
+		want      string
+	}{
+		{"file", "", []string{"--config", path}, "(the address comes from listen at " + path + ":2:9: choose another address there (or with --listen), or stop the server using it)"},
+		{"variable", ln.Addr().String(), nil, "(the address comes from MANENT_LISTEN: choose another address there (or with --listen), or stop the server using it)"},
+		{"flag over both", "127.0.0.1:1", []string{"--config", path, "--listen", ln.Addr().String()}, "(use --listen to choose another address, or stop the server using it)"},
+	} {
+		t.Setenv("MANENT_LISTEN", c.env)
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), append([]string{"serve", "--data-dir", filepath.Join(dir, c.name)}, c.args...), &stdout, &stderr, nil)
+		if code != 1 || !strings.Contains(stderr.String(), "address already in use") || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", c.name, code, stderr.String(), c.want)
+		}
+	}
+}
+
 // A trial server on another address than the CLI's default (--listen, 8080
 // taken) says how to point the CLI at it: it said only where it listened,
 // and a newcomer's next 'manent list' asked 127.0.0.1:8080.

@@ -136,8 +136,9 @@ on PostgreSQL it also does when the server is paused past its cut-off.
 A configuration mistake is reported by file, line and column with every
 other one (exit 2), as is a database URL that cannot be parsed (a bad
 port or sslmode; a database that cannot be reached is exit 1); an address
-in use or a data directory the server cannot write, naming it and the
-flag that chooses another (exit 1). A
+in use, naming what chose it (--listen, MANENT_LISTEN or the file's line),
+or a data directory the server cannot write, naming the flag that chooses
+another (exit 1). A
 configuration that can accept no credential (no auth.tokens, no
 auth.oidc, no MANENT_BOOTSTRAP_TOKEN) starts with a warning: every
 request is refused 401; so does one whose rbac subjects, approvers or
@@ -189,7 +190,7 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 }
 
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugins node.Registrar) error {
-	cfg, err := loadConfig(o.config, map[string]string{
+	cfg, from, err := loadConfigFrom(o.config, map[string]string{
 		"listen": o.listen, "data_dir": o.dataDir, "database": o.database, "executor_id": o.executorID,
 	})
 	if err != nil {
@@ -227,7 +228,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		n.Close(time.Second)
-		return listenError(cfg.Listen, err)
+		return listenError(cfg.Listen, from("listen"), err)
 	}
 	if err := n.Launch(ctx); err != nil {
 		ln.Close()
@@ -346,13 +347,24 @@ func checkDataDir(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// listenError says what to do when the address cannot be listened on.
-func listenError(addr string, err error) error {
+// listenError says what to do when the address cannot be listened on,
+// naming what chose it (from, as loadConfigFrom says: "--listen",
+// "MANENT_LISTEN", "listen at <file>:<line>:<column>", "" for the
+// default): the hint said --listen also when the address came from the
+// file or the variable, where the operator then looked for a flag no one
+// had passed.
+func listenError(addr, from string, err error) error {
+	choose := func(what string) string {
+		if from != "" && from != "--listen" {
+			return fmt.Sprintf("the address comes from %s: choose another %s there (or with --listen)", from, what)
+		}
+		return "use --listen to choose another " + what
+	}
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return fmt.Errorf("listen on %s: %w (use --listen to choose another address, or stop the server using it)", addr, err)
+		return fmt.Errorf("listen on %s: %w (%s, or stop the server using it)", addr, err, choose("address"))
 	case errors.Is(err, syscall.EACCES):
-		return fmt.Errorf("listen on %s: %w (ports below 1024 need privileges: use --listen to choose another port)", addr, err)
+		return fmt.Errorf("listen on %s: %w (ports below 1024 need privileges: %s)", addr, err, choose("port"))
 	}
 	return fmt.Errorf("listen on %s: %w", addr, err)
 }
