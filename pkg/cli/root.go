@@ -65,9 +65,7 @@ status, URL and the start of the body, with a hint to check --server.`,
 	root.SetVersionTemplate("manent {{.Version}}\n")
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().AddFlagSet(f.GlobalFlags())
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Err: err, Hint: fmt.Sprintf("Run '%s --help' for usage.", c.CommandPath())}
-	})
+	root.SetFlagErrorFunc(flagError)
 
 	root.AddGroup(
 		&cobra.Group{ID: "deploy", Title: "Deploy commands:"},

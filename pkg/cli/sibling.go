@@ -199,9 +199,7 @@ func SiblingRun(ctx context.Context, inv Invocation, build func(f *Factory) *cob
 	root.SetErr(f.IOStreams.ErrOut)
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.PersistentFlags().AddFlagSet(f.GlobalFlags())
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &UsageError{Err: err, Hint: fmt.Sprintf("Run '%s --help' for usage.", c.CommandPath())}
-	})
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(sub)
 	inv.Args = append([]string{sub.Name()}, inv.Args...)
 	return execute(ctx, f, root, inv.Args)
