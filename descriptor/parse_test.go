@@ -201,6 +201,18 @@ func TestParseFieldErrors(t *testing.T) {
 			want: manent.FieldError{Path: "/parameters/build", Message: `the integer 12345678901234567890 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string`, Line: 6, Column: 21},
 		},
 		{
+			// Quoted, it would be a string where an integer is wanted: the
+			// field's range is what helps.
+			name: "integer field beyond 2^53",
+			in:   valid + "max_retries: 99999999999999999999\n",
+			want: manent.FieldError{Path: "/max_retries", Message: `must be an integer from 0 to 20, got 99999999999999999999`, Line: 6, Column: 14},
+		},
+		{
+			name: "integer field of a list item beyond 2^53",
+			in:   valid + "health:\n  - {url: http://billing.example/, retries: -9007199254740993}\n",
+			want: manent.FieldError{Path: "/health/0/retries", Message: `must be an integer from 0 to 100, got -9007199254740993`, Line: 7, Column: 45},
+		},
+		{
 			name: "integer just past 2^53",
 			in:   valid + "parameters: {build: -9007199254740993}\n",
 			want: manent.FieldError{Path: "/parameters/build", Message: `the integer -9007199254740993 cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string`, Line: 6, Column: 21},

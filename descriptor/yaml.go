@@ -1,6 +1,11 @@
 package descriptor
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -27,7 +32,15 @@ func convert(root *yaml.Node, errs *errorList) (v any, bad map[string]bool, fata
 	v, ok := yamlvalue.Convert(root, yamlvalue.Options{
 		MaxDepth: maxDepth, MaxValues: maxValues, Numbers: yamlvalue.JSONNumbers, Subject: "the descriptor",
 		Report: func(p yamlvalue.Problem) {
-			fe := fieldError(yamlvalue.Pointer(p.Tokens), p.Node, p.Message)
+			msg := p.Message
+			if p.OutOfRange && p.Node != nil {
+				// "Quote it" would make it a string, refused next: an
+				// integer field says its range instead.
+				if r := integerRange(p.Tokens); r != "" {
+					msg = fmt.Sprintf("must be an integer %s, got %s", r, p.Node.Value)
+				}
+			}
+			fe := fieldError(yamlvalue.Pointer(p.Tokens), p.Node, msg)
 			if p.Fatal {
 				fatal = &fe
 				return
@@ -74,4 +87,74 @@ func fieldError(path string, n *yaml.Node, msg string) manent.FieldError {
 		fe.Line, fe.Column = n.Line, n.Column
 	}
 	return fe
+}
+
+// integerRange says the range of the integer field at tokens in the
+// embedded schema ("from 0 to 20", "of at least 1"), or "" when the field
+// there is not an integer (or has no bound, or there is none).
+func integerRange(tokens []string) string {
+	set, err := compiled()
+	if err != nil {
+		return ""
+	}
+	s := schemaAt(set.raw, tokens)
+	if s == nil || s["type"] != "integer" {
+		return ""
+	}
+	lo, hasLo := s["minimum"].(json.Number)
+	hi, hasHi := s["maximum"].(json.Number)
+	switch {
+	case hasLo && hasHi:
+		return fmt.Sprintf("from %s to %s", lo, hi)
+	case hasLo:
+		return fmt.Sprintf("of at least %s", lo)
+	case hasHi:
+		return fmt.Sprintf("of at most %s", hi)
+	}
+	return ""
+}
+
+// schemaAt is the schema (raw JSON, its $refs to #/$defs followed) of the
+// value at tokens: through properties, items and additionalProperties.
+func schemaAt(root any, tokens []string) map[string]any {
+	s := resolveRef(root, root)
+	for _, t := range tokens {
+		if s == nil {
+			return nil
+		}
+		props, _ := s["properties"].(map[string]any)
+		_, isIndex := strconv.Atoi(t)
+		switch {
+		case props[t] != nil:
+			s = resolveRef(root, props[t])
+		case s["items"] != nil && isIndex == nil:
+			s = resolveRef(root, s["items"])
+		default:
+			ap, _ := s["additionalProperties"].(map[string]any)
+			s = resolveRef(root, ap)
+		}
+	}
+	return s
+}
+
+// resolveRef follows the local $ref of schema s ("#/$defs/maxRetries").
+func resolveRef(root, s any) map[string]any {
+	m, _ := s.(map[string]any)
+	for range 8 { // a cycle of $refs ends here
+		ref, _ := m["$ref"].(string)
+		if m == nil || ref == "" {
+			return m
+		}
+		frag, ok := strings.CutPrefix(ref, "#")
+		if !ok {
+			return nil
+		}
+		var n any = root
+		for _, t := range yamlvalue.SplitPointer(frag) {
+			nm, _ := n.(map[string]any)
+			n = nm[t]
+		}
+		m, _ = n.(map[string]any)
+	}
+	return nil
 }

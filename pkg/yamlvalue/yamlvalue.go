@@ -46,6 +46,11 @@ type Problem struct {
 	// text (or nil) stands in for it, so a later check of the value at
 	// Tokens need not repeat the complaint.
 	BadValue bool
+	// OutOfRange marks a number beyond what every reader keeps exactly
+	// (an integer beyond ±2^53, a number beyond a float). Message says to
+	// quote it, which helps only where text is accepted: a reader that
+	// knows the field wants a number in a range may say that instead.
+	OutOfRange bool
 }
 
 // Options tune Convert.
@@ -233,7 +238,7 @@ func (c *converter) scalar(n *yaml.Node) any {
 		if n.Style == 0 && numberSyntax.MatchString(n.Value) {
 			// Plain 1e400 looks like a number but overflows a float, so
 			// YAML resolves it as a string: the writer meant a number.
-			c.badValue(n, "the number %s is out of range (quote it to pass it as a string)", n.Value)
+			c.outOfRange(n, "the number %s is out of range (quote it to pass it as a string)", n.Value)
 		}
 		return n.Value
 	case "!!binary", "!!timestamp", "!":
@@ -285,6 +290,12 @@ func (c *converter) badValue(n *yaml.Node, format string, args ...any) {
 	c.report(n, false, true, format, args...)
 }
 
+// outOfRange reports n as a number out of range (Problem.OutOfRange).
+func (c *converter) outOfRange(n *yaml.Node, format string, args ...any) {
+	c.opts.Report(Problem{Tokens: append([]string(nil), c.tokens...), Node: n,
+		Message: fmt.Sprintf(format, args...), BadValue: true, OutOfRange: true})
+}
+
 func (c *converter) float(n *yaml.Node, f float64) any {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		c.badValue(n, "must be a finite number, got %s", n.Value)
@@ -301,7 +312,7 @@ const maxExactInt = 1 << 53
 // beyond ±2^53 is refused: it would reach a step with other digits.
 func (c *converter) number(n *yaml.Node, num json.Number) any {
 	if tooLargeInt(n, num) {
-		c.badValue(n, "the integer %s cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string", n.Value)
+		c.outOfRange(n, "the integer %s cannot be kept exactly (it is beyond ±2^53); quote it to pass it as a string", n.Value)
 		return nil
 	}
 	if c.opts.Numbers != Float64 {
