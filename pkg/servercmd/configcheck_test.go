@@ -305,26 +305,8 @@ func TestStrayVariables(t *testing.T) {
 	// serve logs it.
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // the trial server's record
 	t.Setenv("MANENT_WORKER_SLOTS", "8")
-	var stdout, stderr lockedBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	listening := make(chan struct{})
-	stdout.onListen = func() { close(listening) }
-	done := make(chan int, 1)
-	go func() {
-		done <- Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, &stdout, &stderr, nil)
-	}()
-	select {
-	case <-listening:
-	case code := <-done:
-		t.Fatalf("exit %d before listening: %s", code, stderr.String())
-	case <-time.After(2 * time.Minute):
-		t.Fatal("not listening after 2m")
-	}
-	cancel()
-	<-done
-	if !strings.Contains(stderr.String(), `"level":"WARN","msg":"MANENT_WORKER_SLOTS is no variable of manent-server: it is ignored (did you mean MANENT_WORKERS_SLOTS?)"`) {
-		t.Fatalf("serve did not warn of MANENT_WORKER_SLOTS:\n%s", stderr.String())
+	if out := serveUntilListening(t, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir()); !strings.Contains(out, `"level":"WARN","msg":"MANENT_WORKER_SLOTS is no variable of manent-server: it is ignored (did you mean MANENT_WORKERS_SLOTS?)"`) {
+		t.Fatalf("serve did not warn of MANENT_WORKER_SLOTS:\n%s", out)
 	}
 }
 
@@ -347,26 +329,9 @@ func TestServeWarnsWhenNoCredentialCanBeAccepted(t *testing.T) {
 			if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			var stdout, stderr lockedBuffer
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			listening := make(chan struct{})
-			stdout.onListen = func() { close(listening) }
-			done := make(chan int, 1)
-			go func() {
-				done <- Run(ctx, []string{"serve", "--config", path, "--data-dir", filepath.Join(dir, c.name)}, &stdout, &stderr, nil)
-			}()
-			select {
-			case <-listening:
-			case code := <-done:
-				t.Fatalf("exit %d before listening: %s", code, stderr.String())
-			case <-time.After(2 * time.Minute):
-				t.Fatal("not listening after 2m")
-			}
-			cancel()
-			<-done
-			if got := strings.Contains(stderr.String(), warning); got != c.warn {
-				t.Fatalf("warned %v, want %v:\n%s", got, c.warn, stderr.String())
+			out := serveUntilListening(t, "--config", path, "--data-dir", filepath.Join(dir, c.name))
+			if got := strings.Contains(out, warning); got != c.warn {
+				t.Fatalf("warned %v, want %v:\n%s", got, c.warn, out)
 			}
 		})
 	}
@@ -413,25 +378,7 @@ freezes:
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("MANENT_BOOTSTRAP_TOKEN", c.bootstrap)
-			var stdout, stderr lockedBuffer
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			listening := make(chan struct{})
-			stdout.onListen = func() { close(listening) }
-			done := make(chan int, 1)
-			go func() {
-				done <- Run(ctx, []string{"serve", "--config", path, "--data-dir", filepath.Join(dir, c.name)}, &stdout, &stderr, nil)
-			}()
-			select {
-			case <-listening:
-			case code := <-done:
-				t.Fatalf("exit %d before listening: %s", code, stderr.String())
-			case <-time.After(2 * time.Minute):
-				t.Fatal("not listening after 2m")
-			}
-			cancel()
-			<-done
-			out := stderr.String()
+			out := serveUntilListening(t, "--config", path, "--data-dir", filepath.Join(dir, c.name))
 			for _, w := range c.want {
 				if !strings.Contains(out, w) {
 					t.Errorf("no warning %s in:\n%s", w, out)
@@ -444,4 +391,28 @@ freezes:
 			}
 		})
 	}
+}
+
+// serveUntilListening runs serve with args until it listens, stops it and
+// returns what it wrote to stderr; a serve that exits before listening,
+// or does not listen within 2 minutes, fails the test.
+func serveUntilListening(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listening := make(chan struct{})
+	stdout.onListen = func() { close(listening) }
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, append([]string{"serve"}, args...), &stdout, &stderr, nil) }()
+	select {
+	case <-listening:
+	case code := <-done:
+		t.Fatalf("exit %d before listening: %s", code, stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatal("not listening after 2m")
+	}
+	cancel()
+	<-done
+	return stderr.String()
 }
