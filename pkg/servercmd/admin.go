@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -100,19 +101,22 @@ workers.`,
 			}
 			// A mistyped id recovered nothing and said "0 deploys of
 			// worker2 handed back", exit 0: read as "worker-2 had none".
-			unknown, err := unknownWorkers(cmd.Context(), n.Store, executors)
+			// Every worker that ran on the database has its row there.
+			known, err := n.Store.Workers(cmd.Context())
 			if err != nil {
 				return err
 			}
+			names := make([]string, len(known))
+			for i, w := range known {
+				names[i] = w.ID
+			}
+			var unknown []string
+			for _, id := range executors {
+				if !slices.Contains(names, id) {
+					unknown = append(unknown, id)
+				}
+			}
 			if len(unknown) > 0 {
-				known, err := n.Store.Workers(cmd.Context())
-				if err != nil {
-					return err
-				}
-				names := make([]string, len(known))
-				for i, w := range known {
-					names[i] = w.ID
-				}
 				what := fmt.Sprintf("no worker %s has run on this database (its workers: %s; manent-server admin workers lists them)", strings.Join(unknown, ", "), cmp.Or(strings.Join(names, ", "), "none"))
 				if len(ids) == 0 {
 					return usageError{fmt.Errorf("%s: nothing was recovered; check the executor id", what)}
@@ -131,22 +135,6 @@ workers.`,
 	db.add(f)
 	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr), newBackupCmd(stdout, stderr))
 	return admin
-}
-
-// unknownWorkers are the ids of ids that have no row in manent_workers:
-// no server ever ran with them on this database.
-func unknownWorkers(ctx context.Context, st *store.Store, ids []string) ([]string, error) {
-	var out []string
-	for _, id := range ids {
-		b, err := st.LastBeat(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if !b.Found {
-			out = append(out, id)
-		}
-	}
-	return out, nil
 }
 
 // silent makes sure worker id no longer beats, and no longer runs a step
