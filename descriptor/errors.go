@@ -344,15 +344,7 @@ func propertiesAt(set *schemaSet, schemaURL string) []string {
 		return nil
 	}
 	_, frag, _ := strings.Cut(schemaURL, "#")
-	node := set.raw
-	for _, t := range yamlvalue.SplitPointer(frag) {
-		m, ok := node.(map[string]any)
-		if !ok {
-			return nil
-		}
-		node = m[t]
-	}
-	m, _ := node.(map[string]any)
+	m, _ := rawAt(set.raw, frag).(map[string]any)
 	props, _ := m["properties"].(map[string]any)
 	names := make([]string, 0, len(props))
 	for name := range props {

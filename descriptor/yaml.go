@@ -149,12 +149,21 @@ func resolveRef(root, s any) map[string]any {
 		if !ok {
 			return nil
 		}
-		var n any = root
-		for _, t := range yamlvalue.SplitPointer(frag) {
-			nm, _ := n.(map[string]any)
-			n = nm[t]
-		}
-		m, _ = n.(map[string]any)
+		m, _ = rawAt(root, frag).(map[string]any)
 	}
 	return nil
+}
+
+// rawAt is the value at JSON pointer ptr ("/$defs/name") in the raw
+// embedded schema root, or nil when there is none.
+func rawAt(root any, ptr string) any {
+	n := root
+	for _, t := range yamlvalue.SplitPointer(ptr) {
+		m, ok := n.(map[string]any)
+		if !ok {
+			return nil
+		}
+		n = m[t]
+	}
+	return n
 }
