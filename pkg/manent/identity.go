@@ -57,7 +57,7 @@ var subjectKinds = []string{"token", "oidc", "group"}
 // freeze's allow matched no one, without a word.
 func DeadPattern(p string) string {
 	kind, name, colon := strings.Cut(p, ":")
-	if strings.ContainsAny(kind, `*?[\`) || slices.Contains(subjectKinds, kind) || strings.TrimSpace(p) == "" {
+	if HasGlob(kind) || slices.Contains(subjectKinds, kind) || strings.TrimSpace(p) == "" {
 		return ""
 	}
 	if !colon {
@@ -70,3 +70,7 @@ func DeadPattern(p string) string {
 	return fmt.Sprintf("%q names no identity, so it matches no one: an identity pattern is token:<name> (auth.tokens), oidc:<claim value>, group:<name> or a pattern such as \"*\" (did you mean %s?)",
 		p, strings.Join(mean, ", "))
 }
+
+// HasGlob reports whether identity pattern p holds a character Matches
+// reads as a pattern (path.Match's *, ?, [ and \), not as itself.
+func HasGlob(p string) bool { return strings.ContainsAny(p, `*?[\`) }

@@ -605,7 +605,7 @@ func tokenPatternsNamingNoToken(cfg *Config, bootstrap bool, decider governance.
 	check := func(at string, patterns []string) {
 		for i, p := range patterns {
 			name, ok := strings.CutPrefix(p, "token:")
-			if !ok || strings.ContainsAny(p, `*?[\`) || slices.Contains(names, name) ||
+			if !ok || manent.HasGlob(p) || slices.Contains(names, name) ||
 				(bootstrap && p == auth.BootstrapSubject) {
 				continue
 			}
