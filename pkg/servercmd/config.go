@@ -26,14 +26,24 @@ func envName(key string) string {
 // loadConfig reads the configuration file (if any), MANENT_* environment
 // variables and flags, in increasing precedence.
 func loadConfig(path string, flags map[string]string) (*node.Config, error) {
-	c, _, err := loadConfigFrom(path, flags)
+	c, _, err := loadConfigFrom(path, flags, nil)
 	return c, err
+}
+
+// setupCheck asks loadConfigFrom to check also what the server builds from
+// other files and its plugins (checkSetup), as serve does: an admin task
+// reading the audit log is not refused for a governance file.
+type setupCheck struct {
+	plugins node.Registrar // the built-in plugins, as serve is given them
 }
 
 // loadConfigFrom is loadConfig, and what set a key: from(key) is its flag
 // ("--listen"), its variable ("MANENT_LISTEN"), its place in the file
 // ("listen at /etc/manent/manent-server.yaml:1:9"), or "" for its default.
-func loadConfigFrom(path string, flags map[string]string) (*node.Config, func(key string) string, error) {
+//
+// With setup, the configuration is also checked as node.Open would build
+// it (checkSetup), every mistake placed with the others.
+func loadConfigFrom(path string, flags map[string]string, setup *setupCheck) (*node.Config, func(key string) string, error) {
 	v := viper.New()
 	v.SetDefault("listen", "127.0.0.1:8080")
 	v.SetDefault("data_dir", "./manent-data")
@@ -121,11 +131,17 @@ func loadConfigFrom(path string, flags map[string]string) (*node.Config, func(ke
 		return at[key], key
 	}
 	checkValues(&c, src, problems)
+	if err := resolvePaths(&c, v, path, flags); err != nil {
+		if problems.err() != nil {
+			return nil, nil, problems
+		}
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	if setup != nil {
+		checkSetup(&c, setup.plugins, src, problems)
+	}
 	if err := problems.err(); err != nil {
 		return nil, nil, err
-	}
-	if err := resolvePaths(&c, v, path, flags); err != nil {
-		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	from := func(key string) string {
 		n, name := src(key)

@@ -385,26 +385,10 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	// auth and rbac, each mistake at its place with the others: node.Open
 	// reported them later, one section at a time and placed nowhere
 	// ("invalid auth configuration: auth.tokens[0].sha256: …").
-	placeFields := func(err error) {
-		var me *manent.Error
-		if !errors.As(err, &me) {
-			return
-		}
-		for _, f := range me.Fields {
-			if saidAlready(problems, f.Path) {
-				continue
-			}
-			n, _ := src(f.Path)
-			for p := parentPath(f.Path); n == nil && p != ""; p = parentPath(p) {
-				n, _ = src(p)
-			}
-			problems.bad(n, f.Path, "%s", f.Message)
-		}
-	}
 	_, err := auth.New(auth.Config{Tokens: c.Auth.Tokens, OIDC: c.Auth.OIDC})
-	placeFields(err)
+	placeFields(err, src, problems)
 	_, err = auth.NewPolicy(c.RBAC)
-	placeFields(err)
+	placeFields(err, src, problems)
 	if _, ps := c.ParseKubeconfigs(); len(ps) > 0 {
 		for _, p := range ps {
 			bad(fmt.Sprintf("plugins.kubernetes.kubeconfigs[%d]", p.Index), "%s", p.Message)
@@ -419,6 +403,33 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		bad("log_level", "%q is not a log level: debug, info, warn or error", clipValue(c.LogLevel))
 	}
+}
+
+// placeFields records each field mistake of err, a *manent.Error, at the
+// place of its key (or of the nearest key holding it) with the problems.
+func placeFields(err error, src func(key string) (*yaml.Node, string), problems *configProblems) {
+	var me *manent.Error
+	if !errors.As(err, &me) {
+		return
+	}
+	for _, f := range me.Fields {
+		if saidAlready(problems, f.Path) {
+			continue
+		}
+		n, _ := src(f.Path)
+		for p := parentPath(f.Path); n == nil && p != ""; p = parentPath(p) {
+			n, _ = src(p)
+		}
+		problems.bad(n, f.Path, "%s", f.Message)
+	}
+}
+
+// checkSetup places the mistakes node.CheckSetup finds — environments.*,
+// governance, artifacts.sources, plugins.steps — with the others: they
+// were reported when the node opened, after the rest, one section at a
+// time and placed nowhere. The paths of c are resolved already.
+func checkSetup(c *node.Config, plugins node.Registrar, src func(key string) (*yaml.Node, string), problems *configProblems) {
+	placeFields(node.CheckSetup(c, plugins), src, problems)
 }
 
 // parentPath is the key path holding path: "rbac[0]" of

@@ -17,6 +17,9 @@ import (
 func TestConfigMistakesArePlaced(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
+	if err := os.WriteFile(filepath.Join(dir, "bad-rules.yaml"), []byte("freezes:\n  - {environments: [prod], from: x}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name, yaml string
 		flags      []string
@@ -134,6 +137,33 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 				`  manent-server.yaml:3:14: auth.tokens[0].name: token name "c i" must match`,
 				`  manent-server.yaml:6:19: rbac[0].permissions[0]: unknown permission "deploy"`,
 				`  manent-server.yaml:7:9: listen: "17103" is not host:port`,
+			}},
+		// governance, environments, artifacts.sources and plugins.steps
+		// were checked when the node opened: one section at a time,
+		// placed nowhere.
+		{"governance rules that are not there", "governance:\n  rules: nosuch.yaml\n",
+			nil, []string{`manent-server.yaml:2:10: governance.rules: read governance rules: open ` + filepath.Join(dir, "nosuch.yaml")}},
+		{"governance rules and rego", "governance: {rules: a.yaml, rego: b.rego}\n",
+			nil, []string{`manent-server.yaml:1:35: governance.rego: set either governance.rules or governance.rego, not both`}},
+		{"governance rules with mistakes", "governance: {rules: bad-rules.yaml}\n",
+			nil, []string{`manent-server.yaml:1:21: governance.rules: ` + filepath.Join(dir, "bad-rules.yaml") + `: 2 problems` + "\n    " +
+				filepath.Join(dir, "bad-rules.yaml") + `:2: freezes[0]: a freeze needs a name`}},
+		{"an unknown environments provider", "environments:\n  provider: file\n",
+			nil, []string{`manent-server.yaml:2:13: environments.provider: unknown provider "file" (known: files, http, none)`}},
+		{"an environments dir that is not there", "environments: {provider: files, dir: nosuch}\n",
+			nil, []string{`manent-server.yaml:1:38: environments.dir: stat ` + filepath.Join(dir, "nosuch") + `: no such file or directory`}},
+		{"an artifacts source", "artifacts:\n  sources:\n    - file:///srv/artifacts/**\n    - ftp://mirror/**\n",
+			nil, []string{`manent-server.yaml:4:7: artifacts.sources[1]: "ftp://mirror/**": scheme "ftp" is not one of file, http, https`}},
+		{"a step plugin", "plugins:\n  steps: [scrpt]\n",
+			nil, []string{`manent-server.yaml:2:11: plugins.steps[0]: unknown step plugin "scrpt"`}},
+		{"setup with the others", "governance: {rules: nosuch.yaml}\nartifacts: {sources: [relative]}\nenvironments: {provider: files}\nplugins: {steps: [scrpt]}\nlisten: 17103\n",
+			nil, []string{
+				"5 problems in manent-server.yaml:\n",
+				`  manent-server.yaml:1:21: governance.rules: read governance rules`,
+				`  manent-server.yaml:2:23: artifacts.sources[0]: "relative": must look like scheme://host/path`,
+				`  manent-server.yaml:3:15: environments.dir: required with provider files`,
+				`  manent-server.yaml:4:19: plugins.steps[0]: unknown step plugin "scrpt"`,
+				`  manent-server.yaml:5:9: listen: "17103" is not host:port`,
 			}},
 		{"every mistake at once", "artifact: {}\nworkers:\n  slots: four\n  heartbet: 5s\nlisten: 17103\n",
 			nil, []string{

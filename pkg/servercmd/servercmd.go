@@ -134,7 +134,9 @@ processes at once, so that a step taken over elsewhere never runs twice;
 on PostgreSQL it also does when the server is paused past its cut-off.
 
 A configuration mistake is reported by file, line and column with every
-other one (exit 2), as is a database URL that cannot be parsed (a bad
+other one (exit 2) — those of governance.rules or governance.rego (the
+file is read and checked), environments.*, artifacts.sources and
+plugins.steps too — as is a database URL that cannot be parsed (a bad
 port or sslmode; a database that cannot be reached is exit 1); an address
 in use, naming what chose it (--listen, MANENT_LISTEN or the file's line),
 or a data directory the server cannot write, naming the flag that chooses
@@ -192,7 +194,7 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugins node.Registrar) error {
 	cfg, from, err := loadConfigFrom(o.config, map[string]string{
 		"listen": o.listen, "data_dir": o.dataDir, "database": o.database, "executor_id": o.executorID,
-	})
+	}, &setupCheck{plugins: plugins})
 	if err != nil {
 		return usageError{err}
 	}

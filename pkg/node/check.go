@@ -1,0 +1,98 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/manent-io/manent/pkg/envconfig"
+	"github.com/manent-io/manent/pkg/governance"
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/plugin"
+	"github.com/manent-io/manent/pkg/urlpolicy"
+	"github.com/manent-io/manent/plugins/external"
+)
+
+// CheckSetup checks, before anything is opened, the parts of cfg that Open
+// builds from other files and from the plugins: environments.* and
+// descriptor_policy, governance.rules or governance.rego (the file is
+// read and checked), artifacts.sources and plugins.steps (each a step
+// plugin of plugins or of plugins.path, as Open registers them; nil
+// plugins: those of plugins.path alone). Every mistake
+// is a field of the *manent.Error returned, its Path the key it is about
+// ("plugins.steps[1]"), so that manent-server places each in its file
+// beside the other mistakes; Open reported them one section at a time
+// and placed nowhere. Paths must be resolved already (a relative
+// governance.rules is read from the working directory).
+func CheckSetup(cfg *Config, plugins Registrar) error {
+	var fields []manent.FieldError
+	add := func(err error, key string) {
+		var me *manent.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &me) && len(me.Fields) > 0:
+			fields = append(fields, me.Fields...)
+		default:
+			fields = append(fields, manent.FieldError{Path: key, Message: err.Error()})
+		}
+	}
+	_, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
+	add(err, "environments")
+	g := cfg.Governance
+	switch {
+	case g.Rules != "" && g.Rego != "":
+		add(errors.New("set either governance.rules or governance.rego, not both"), "governance.rego")
+	case g.Rules != "" || g.Rego != "":
+		key := "governance.rules"
+		if g.Rego != "" {
+			key = "governance.rego"
+		}
+		_, err := governance.FromConfig(g.Rules, g.Rego)
+		var le *governance.LoadError
+		if errors.As(err, &le) && len(le.Problems) > 1 {
+			// One problem a line under the key: "<file>:<line>: …".
+			err = errors.New(strings.ReplaceAll(err.Error(), "\n", "\n    "))
+		}
+		add(err, key)
+	}
+	if len(cfg.Artifacts.Sources) > 0 {
+		_, err := urlpolicy.NewSources(cfg.Artifacts.Sources)
+		add(err, "artifacts.sources")
+	}
+	if len(cfg.Plugins.Steps) > 0 {
+		add(checkSteps(cfg, plugins), "plugins.steps")
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return &manent.Error{Code: manent.EInvalid, Message: "invalid configuration", Fields: fields}
+}
+
+// checkSteps checks each name of plugins.steps against the step plugins
+// registered as Open registers them. A registration that fails is left to
+// Open to report.
+func checkSteps(cfg *Config, plugins Registrar) error {
+	reg := plugin.NewRegistry()
+	if plugins != nil {
+		if err := plugins(reg, Host{Config: cfg}); err != nil {
+			return nil
+		}
+	}
+	found, err := external.Discover(cfg.Plugins.Path)
+	if err == nil {
+		err = external.Register(reg, found)
+	}
+	if err != nil {
+		return nil
+	}
+	var fields []manent.FieldError
+	for i, n := range cfg.Plugins.Steps {
+		if _, err := reg.Runner(n); err != nil {
+			fields = append(fields, manent.FieldError{Path: fmt.Sprintf("plugins.steps[%d]", i), Message: err.Error()})
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return &manent.Error{Code: manent.EInvalid, Message: "invalid plugins.steps", Fields: fields}
+}
