@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -616,5 +617,30 @@ func strayVariables(c *node.Config, environ []string) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// missingPluginDirs says, for each directory of plugins.path that does not
+// exist, that its plugins are not found: it was skipped without a word,
+// and a mistyped directory came to light only when a deploy naming one of
+// its plugins was refused as an unknown plugin. It is a warning, not a
+// mistake: a directory mounted after the server starts (a volume, a
+// package installed later in a fleet's upgrade) is searched at the next
+// start. from names where each entry was set, as loadConfigFrom says.
+func missingPluginDirs(c *node.Config, from func(key string) string) []string {
+	var out []string
+	for i, dir := range c.Plugins.Path {
+		if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		where := from("plugins.path") // a variable, or one value for the list
+		if os.Getenv(envName("plugins.path")) == "" {
+			where = cmp.Or(from(fmt.Sprintf("plugins.path[%d]", i)), where)
+		}
+		if where == "" {
+			where = "plugins.path"
+		}
+		out = append(out, fmt.Sprintf("plugins.path directory %s does not exist (%s): no external plugin is found there, and a deploy naming one of its plugins is refused as an unknown plugin; plugins are looked for at start only, so restart the server once the directory is there", dir, where))
+	}
 	return out
 }

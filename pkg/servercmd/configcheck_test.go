@@ -446,3 +446,35 @@ func serveUntilListening(t *testing.T, args ...string) string {
 	<-done
 	return stderr.String()
 }
+
+// A plugins.path directory that does not exist was skipped without a word:
+// a mistyped one came to light as "unknown plugin" at deploy time. serve
+// warns at start, naming the key, its place and the directory; one that
+// exists is not named.
+func TestServeWarnsOfMissingPluginDirs(t *testing.T) {
+	t.Setenv("MANENT_BOOTSTRAP_TOKEN", "")
+	dir := t.TempDir()
+	there := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(there, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "manent-server.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:0\nplugins:\n  path:\n    - plugins\n    - /nonexistent/manent-plugns\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := serveUntilListening(t, "--config", path, "--data-dir", filepath.Join(dir, "data"))
+	want := `"level":"WARN","msg":"plugins.path directory /nonexistent/manent-plugns does not exist (plugins.path[1] at ` + path + `:5:7): no external plugin is found there`
+	if !strings.Contains(out, want) {
+		t.Fatalf("serve did not warn of the missing plugins.path directory: want %s in\n%s", want, out)
+	}
+	if strings.Contains(out, "plugins.path directory "+there) {
+		t.Fatalf("serve warned of a plugins.path directory that exists:\n%s", out)
+	}
+
+	// One value for the list, from a variable.
+	t.Setenv("MANENT_PLUGINS_PATH", "/nonexistent/other")
+	out = serveUntilListening(t, "--config", path, "--data-dir", filepath.Join(dir, "data"))
+	if want := `plugins.path directory /nonexistent/other does not exist (MANENT_PLUGINS_PATH)`; !strings.Contains(out, want) {
+		t.Fatalf("want %s in\n%s", want, out)
+	}
+}

@@ -202,6 +202,9 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 	for _, w := range strayVariables(cfg, os.Environ()) {
 		log.Warn(w)
 	}
+	for _, w := range missingPluginDirs(cfg, from) {
+		log.Warn(w)
+	}
 	if err := checkDataDir(cfg.DataDir); err != nil {
 		return err
 	}
