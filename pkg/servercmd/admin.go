@@ -131,7 +131,7 @@ workers.`,
 		},
 	}
 	f := recover.Flags()
-	f.StringSliceVar(&executors, "executor-id", nil, "executor id of the dead worker (repeatable)")
+	f.Var(&listFlag{items: &executors, what: "an executor id"}, "executor-id", "executor id of the dead worker (repeatable, or comma-separated)")
 	db.add(f)
 	admin.AddCommand(recover, newVerifyAuditCmd(stdout, stderr), newWorkersCmd(stdout, stderr, plugins), newTokenCmd(stdout, stderr), newBackupCmd(stdout, stderr))
 	return admin
@@ -193,7 +193,8 @@ token is printed once, alone on stdout (TOKEN=$(manent-server admin
 new-token --name ci) keeps it out of the terminal); the entry to add and
 what to do next go to stderr. Nothing is written anywhere: add the entry,
 grant the subject token:NAME its permissions under rbac:, and restart the
-server.
+server. An empty --group ("", or an empty item of a,,b) is refused (exit
+2): leave the flag out for a token of no group.
 
 Reads no configuration and no database.`,
 		Example: `  manent-server admin new-token --name ci --group deployers
@@ -219,9 +220,37 @@ Reads no configuration and no database.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the token's name: its subject is token:NAME")
-	cmd.Flags().StringSliceVar(&groups, "group", nil, "a group of the token (repeatable), as RBAC subjects group:GROUP")
+	cmd.Flags().Var(&listFlag{items: &groups, what: "a group name"}, "group", "a group of the token (repeatable, or comma-separated), as RBAC subjects group:GROUP")
 	return cmd
 }
+
+// listFlag is a repeatable flag whose values may also be comma-separated,
+// as pflag's StringSlice, but that refuses an empty item: with StringSlice,
+// --group "" (a variable left empty) was dropped without a word, and
+// --executor-id "w1," recovered the executor id "" too.
+type listFlag struct {
+	items *[]string
+	what  string // "a group name"
+}
+
+func (l *listFlag) Set(s string) error {
+	for _, item := range strings.Split(s, ",") {
+		if strings.TrimSpace(item) == "" {
+			return fmt.Errorf("%s must not be empty (leave the flag out to give none)", l.what)
+		}
+		*l.items = append(*l.items, item)
+	}
+	return nil
+}
+
+func (l *listFlag) String() string {
+	if l.items == nil {
+		return ""
+	}
+	return strings.Join(*l.items, ",")
+}
+
+func (l *listFlag) Type() string { return "strings" }
 
 // indent prefixes each line of s.
 func indent(s, prefix string) string {

@@ -84,3 +84,33 @@ func TestAdminNewToken(t *testing.T) {
 		}
 	}
 }
+
+// An empty item of a list flag — --group "" (a variable left empty),
+// --group a,, --executor-id "w1," — was dropped without a word (new-token
+// made a token without the group meant) or taken as the executor id "".
+// Each is a usage error naming the flag; no token is printed.
+func TestAdminListFlagsRefuseEmptyItems(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"admin", "new-token", "--name", "ci", "--group", ""}, `invalid argument "" for "--group" flag: a group name must not be empty`},
+		{[]string{"admin", "new-token", "--name", "ci", "--group", "deployers", "--group="}, `invalid argument "" for "--group" flag: a group name must not be empty`},
+		{[]string{"admin", "new-token", "--name", "ci", "--group", "a,,b"}, `invalid argument "a,,b" for "--group" flag: a group name must not be empty`},
+		{[]string{"admin", "recover", "--executor-id", "worker-2,"}, `invalid argument "worker-2," for "--executor-id" flag: an executor id must not be empty`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), c.args, &stdout, &stderr, nil)
+		if code != 2 || !strings.Contains(stderr.String(), c.want) || stdout.Len() > 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2, nothing on stdout and %q", c.args, code, stdout.String(), stderr.String(), c.want)
+		}
+	}
+	// Several groups, repeated or comma-separated, are all kept.
+	var stdout, stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"admin", "new-token", "--name", "ci", "--group", "a,b", "--group", "c"}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "groups:\n") || !strings.Contains(stderr.String(), "- a\n") || !strings.Contains(stderr.String(), "- b\n") || !strings.Contains(stderr.String(), "- c\n") {
+		t.Fatalf("the entry lacks groups a, b and c:\n%s", stderr.String())
+	}
+}

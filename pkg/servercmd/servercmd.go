@@ -74,6 +74,9 @@ func newRoot(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A flag's value that cannot be read is a usage error (exit 2), as an
+	// unknown flag is: `admin new-token --group ""` exits 2 naming the flag.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newServeCmd(stdout, stderr, plugins), newAdminCmd(stdout, stderr, plugins), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
