@@ -36,7 +36,9 @@ manent-server.yaml, --data-dir with its data directory, or --database with
 its URL. A task never creates nor migrates a database: when there is none
 there (a SQLite file that does not exist or holds no manent tables, a
 PostgreSQL database without them), or it is at another release's schema,
-the task exits 2 naming the database it looked for.`,
+the task exits 2 naming the database it looked for. A MANENT_* variable
+that is nearly one the server reads (MANENT_DATADIR) is warned of, as
+serve does.`,
 		// A mistyped task is a usage error (exit 2), not the help with exit 0.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -73,7 +75,7 @@ workers.`,
 			if len(executors) == 0 {
 				return usageError{fmt.Errorf("--executor-id is required")}
 			}
-			cfg, err := db.load(cmd.Context())
+			cfg, err := db.load(cmd.Context(), stderr)
 			if err != nil {
 				return err
 			}
@@ -293,7 +295,7 @@ that hash, or the command exits 1 saying what changed.`,
 				}
 				want = append(want, store.AuditAnchor{Seq: n, Hash: hash})
 			}
-			st, _, err := db.openStore(cmd.Context())
+			st, _, err := db.openStore(cmd.Context(), stderr)
 			if err != nil {
 				return err
 			}
@@ -367,7 +369,7 @@ schema, both needed) or continuous archiving.`,
 			if fi, err := os.Stat(filepath.Dir(to)); err != nil || !fi.IsDir() {
 				return usageError{fmt.Errorf("--to %s: the directory %s does not exist", to, filepath.Dir(to))}
 			}
-			st, cfg, err := db.openStore(cmd.Context())
+			st, cfg, err := db.openStore(cmd.Context(), stderr)
 			if err != nil {
 				return err
 			}
@@ -413,7 +415,7 @@ submitted through one may be refused at its config step on another.`,
 		Example: `  manent-server admin workers --config /etc/manent/manent-server.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := db.load(cmd.Context())
+			cfg, err := db.load(cmd.Context(), stderr)
 			if err != nil {
 				return err
 			}
@@ -456,11 +458,15 @@ func (a *adminFlags) add(f *pflag.FlagSet) {
 // reported "audit log intact: 0 rows" over the empty one it had just made.
 // A missing database is a usage error (exit 2, apart from verify-audit's 1
 // for a tampered log) naming what was tried and how to point elsewhere.
-func (a *adminFlags) load(ctx context.Context) (*node.Config, error) {
+// A MANENT_* variable that is nearly a key's is warned of on stderr, as
+// serve does (warnStrayVariables): MANENT_DATADIR=/srv/manent was ignored
+// without a word, and the task looked in ./manent-data.
+func (a *adminFlags) load(ctx context.Context, stderr io.Writer) (*node.Config, error) {
 	cfg, err := loadConfig(a.config, map[string]string{"data_dir": a.dataDir, "database": a.database})
 	if err != nil {
 		return nil, usageError{err}
 	}
+	warnStrayVariables(newLogger(stderr, cfg.LogLevel), cfg)
 	if err := store.CheckExisting(ctx, cfg.Database); errors.Is(err, store.ErrNoDatabase) {
 		return nil, usageError{fmt.Errorf("%w (%s). Point at the server's database with --config <its manent-server.yaml>, --data-dir <its data directory> or --database <its URL>", err, a.origin())}
 	} else if err != nil {
@@ -472,8 +478,8 @@ func (a *adminFlags) load(ctx context.Context) (*node.Config, error) {
 // openStore opens the database load found, for a task that needs the
 // store alone (no engine), and checks its schema again on the open store:
 // nothing is migrated. The caller closes it.
-func (a *adminFlags) openStore(ctx context.Context) (*store.Store, *node.Config, error) {
-	cfg, err := a.load(ctx)
+func (a *adminFlags) openStore(ctx context.Context, stderr io.Writer) (*store.Store, *node.Config, error) {
+	cfg, err := a.load(ctx, stderr)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -114,3 +114,33 @@ func TestAdminListFlagsRefuseEmptyItems(t *testing.T) {
 		t.Fatalf("the entry lacks groups a, b and c:\n%s", stderr.String())
 	}
 }
+
+// The admin tasks that read the configuration did not warn of a mistyped
+// MANENT_* variable as serve does: MANENT_DATADIR=/srv/manent was ignored
+// without a word and the task said there was no database in ./manent-data.
+// Each now warns through the same function, before anything else.
+func TestAdminTasksWarnOfStrayVariables(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("MANENT_DATADIR", dir)
+	const warning = `"level":"WARN","msg":"MANENT_DATADIR is no variable of manent-server: it is ignored (did you mean MANENT_DATA_DIR?)"`
+	for _, args := range [][]string{
+		{"admin", "verify-audit"},
+		{"admin", "workers"},
+		{"admin", "backup", "--to", filepath.Join(dir, "backup.db")},
+		{"admin", "recover", "--executor-id", "worker-2"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Run(context.Background(), append(args, "--data-dir", filepath.Join(dir, "empty")), &stdout, &stderr, nil)
+		if code != 2 || !strings.Contains(stderr.String(), "no manent database") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and no database", args, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), warning) {
+			t.Errorf("%q did not warn of MANENT_DATADIR:\n%s", args, stderr.String())
+		}
+	}
+	// new-token reads no configuration: nothing to warn of.
+	var stderr bytes.Buffer
+	if code := Run(context.Background(), []string{"admin", "new-token", "--name", "ci"}, io.Discard, &stderr, nil); code != 0 || strings.Contains(stderr.String(), "MANENT_DATADIR") {
+		t.Errorf("new-token: exit %d, stderr %q", code, stderr.String())
+	}
+}

@@ -574,6 +574,14 @@ var otherVariables = []string{
 	"MANENT_ROLLOUT_WAVE", "MANENT_ROLLOUT_TARGETS", "MANENT_ROLLOUT_PERCENT",
 }
 
+// warnStrayVariables logs strayVariables of the process's environment:
+// serve and the admin tasks that read the configuration.
+func warnStrayVariables(log *slog.Logger, c *node.Config) {
+	for _, w := range strayVariables(c, os.Environ()) {
+		log.Warn(w)
+	}
+}
+
 // strayVariables says, for each MANENT_* variable of environ that is no
 // key's variable but nearly one (MANENT_WORKER_SLOTS for
 // MANENT_WORKERS_SLOTS), that it is ignored: viper reads the keys'

@@ -202,9 +202,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 		return usageError{err}
 	}
 	log := newLogger(stderr, cfg.LogLevel)
-	for _, w := range strayVariables(cfg, os.Environ()) {
-		log.Warn(w)
-	}
+	warnStrayVariables(log, cfg)
 	for _, w := range missingPluginDirs(cfg, from) {
 		log.Warn(w)
 	}
