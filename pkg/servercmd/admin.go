@@ -229,7 +229,7 @@ Reads no configuration and no database.`,
 // listFlag is a repeatable flag whose values may also be comma-separated,
 // as pflag's StringSlice, but that refuses an empty item: with StringSlice,
 // --group "" (a variable left empty) was dropped without a word, and
-// --executor-id "w1," recovered the executor id "" too.
+// --executor-id "w1," took "" for an executor id.
 type listFlag struct {
 	items *[]string
 	what  string // "a group name"

@@ -87,7 +87,7 @@ func TestAdminNewToken(t *testing.T) {
 
 // An empty item of a list flag — --group "" (a variable left empty),
 // --group a,, --executor-id "w1," — was dropped without a word (new-token
-// made a token without the group meant) or taken as the executor id "".
+// made a token without the group meant) or taken for the executor id "".
 // Each is a usage error naming the flag; no token is printed.
 func TestAdminListFlagsRefuseEmptyItems(t *testing.T) {
 	for _, c := range []struct {
