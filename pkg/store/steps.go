@@ -42,20 +42,18 @@ func (s *Store) PlanSteps(ctx context.Context, tx *sql.Tx, id string, names []st
 func (s *Store) StepStarted(ctx context.Context, id, name string, at time.Time) (manent.Step, error) {
 	var st manent.Step
 	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_steps SET state = ?, attempts = attempts + 1,
-			started_at = COALESCE(started_at, ?), finished_at = NULL, error = '', next_attempt_at = NULL WHERE deployment_id = ? AND name = ?`),
-			string(manent.StepRunning), fmtTime(at), id, name)
-		if err != nil {
-			return err
+		// One round trip each: the row comes back with the write.
+		var err error
+		st, err = scanStep(tx.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET state = ?, attempts = attempts + 1,
+			started_at = COALESCE(started_at, ?), finished_at = NULL, error = '', next_attempt_at = NULL WHERE deployment_id = ? AND name = ?
+			RETURNING `+stepColumns),
+			string(manent.StepRunning), fmtTime(at), id, name))
+		if errors.Is(err, sql.ErrNoRows) {
+			st, err = scanStep(tx.QueryRowContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at)
+				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, 1, ? FROM manent_steps WHERE deployment_id = ?
+				RETURNING `+stepColumns),
+				id, name, string(manent.StepRunning), fmtTime(at), id))
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at)
-				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, 1, ? FROM manent_steps WHERE deployment_id = ?`),
-				id, name, string(manent.StepRunning), fmtTime(at), id); err != nil {
-				return err
-			}
-		}
-		st, err = s.step(ctx, tx, id, name)
 		if err != nil {
 			return err
 		}
