@@ -44,6 +44,8 @@ func NewCmdDeploy(f *Factory, runF func(*DeployOptions) error) *cobra.Command {
 		Short: "Submit a deploy",
 		Long: `Submit a deploy descriptor to the server. The server checks it and answers
 with the deploy's id and first state; from then on the deploy is durable.
+A descriptor it refuses exits 1 with every problem on stderr as
+'manent validate' prints them, "deploy.yml:LINE:COL: /path: message".
 
 With --wait the command follows the deploy to its final state, printing
 state changes, finished steps and failed attempts that another attempt
@@ -112,7 +114,7 @@ type SubmitOutput struct {
 }
 
 func deployRun(ctx context.Context, opts *DeployOptions) error {
-	data, _, err := opts.ReadInput(opts.File)
+	data, name, err := opts.ReadInput(opts.File)
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func deployRun(ctx context.Context, opts *DeployOptions) error {
 	res, replayed, err := client.SubmitIdempotent(ctx, data, key)
 	if err != nil {
 		sayMaybeAccepted(opts.IO, err, "deploy", fmt.Sprintf("manent deploy -f %s --idempotency-key %s", shellQuote(opts.File), key))
-		return err
+		return inFile(name, err)
 	}
 	if replayed && opts.IdempotencyKey != "" {
 		// Our own retries replay silently; a key given again is worth saying.

@@ -162,7 +162,14 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintln(w, rest)
 	}
 	if domain != nil {
+		var in *InFileError
+		named := errors.As(err, &in)
 		for _, fe := range domain.Fields {
+			if named {
+				// As validate prints them: an editor jumps to FILE:LINE:COL.
+				fmt.Fprintf(w, "  %s\n", safeLines(formatValidationError(in.Name, toValidationErrors([]manent.FieldError{fe})[0])))
+				continue
+			}
 			fmt.Fprintf(w, "  %s\n", safeLines(formatFieldError(fe)))
 		}
 	}
@@ -179,6 +186,27 @@ func printError(w io.Writer, err error) {
 		id := safeText(gone.ID)
 		fmt.Fprintf(w, "hint: deploy %s was on the server while this command followed it and is no longer: the server's database was most likely restored from a backup taken before the deploy was submitted, which undoes the deploy (it will not run). Check with 'manent list' and submit it again if it should run\n", id)
 	}
+}
+
+// InFileError is a refusal of the input file Name (a descriptor the server
+// or the parser refused): its field errors are printed as validate prints
+// them, "FILE:LINE:COL: /path: message", not "/path (LINE:COL): message".
+type InFileError struct {
+	Name string
+	Err  error
+}
+
+func (e *InFileError) Error() string { return e.Err.Error() }
+func (e *InFileError) Unwrap() error { return e.Err }
+
+// inFile returns err as an *InFileError of file name when it carries field
+// errors, else err as it is.
+func inFile(name string, err error) error {
+	var domain *manent.Error
+	if name == "" || !errors.As(err, &domain) || len(domain.Fields) == 0 {
+		return err
+	}
+	return &InFileError{Name: name, Err: err}
 }
 
 // formatFieldError prints "/path (line:col): message", leaving out what is

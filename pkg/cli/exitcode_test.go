@@ -77,6 +77,15 @@ func TestPrintError(t *testing.T) {
 			"Error: invalid descriptor\n  /artifact/url (5:8): must be a URL\n  /version: missing\n  no target\n",
 		},
 		{
+			"field errors of a file",
+			&InFileError{Name: "deploy.yml", Err: &manent.Error{Code: manent.EInvalid, Message: "invalid descriptor", Fields: []manent.FieldError{
+				{Path: "/schedule/at", Message: "is already past", Line: 23, Column: 16},
+				{Path: "/version", Message: "missing"},
+				{Message: "no target"},
+			}}},
+			"Error: invalid descriptor\n  deploy.yml:23:16: /schedule/at: is already past\n  deploy.yml: /version: missing\n  deploy.yml: no target\n",
+		},
+		{
 			"deploy failed",
 			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateError, Error: `step "deploy" failed: exit status 1`, Rollback: "failed"}},
 			"Error: step \"deploy\" failed: exit status 1\nrollback: failed\n",

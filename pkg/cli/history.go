@@ -357,13 +357,13 @@ first release of the environment everything is an addition.`,
 }
 
 func diffRun(ctx context.Context, opts *DiffOptions) error {
-	data, _, err := opts.ReadInput(opts.File)
+	data, name, err := opts.ReadInput(opts.File)
 	if err != nil {
 		return err
 	}
 	d, err := descriptor.Parse(data)
 	if err != nil {
-		return err
+		return inFile(name, err)
 	}
 	client, err := opts.Client()
 	if err != nil {
@@ -371,7 +371,7 @@ func diffRun(ctx context.Context, opts *DiffOptions) error {
 	}
 	sub, err := client.Submit(ctx, data, true)
 	if err != nil {
-		return err
+		return inFile(name, err)
 	}
 	res := DiffResult{Application: d.Application, Environment: d.Environment, Effective: sub.Effective}
 	cur, err := client.Current(ctx, d.Application, d.Environment)
