@@ -231,6 +231,18 @@ helper := 42
 			wantErr: "approvals.count: -1 must not be negative",
 		},
 		{
+			// "sre" is no identity pattern (group:sre is): the deploy
+			// waited for an approval no one could give.
+			name:    "approver naming no identity",
+			src:     "package manent\n\ndecision := {\"approvals\": {\"count\": 1, \"approvers\": [\"group:sre\", \"sre\"]}}\n",
+			wantErr: `approvals.approvers[1]: "sre" names no identity, so it matches no one`,
+		},
+		{
+			name: "approvers of every kind and a glob",
+			src:  "package manent\n\ndecision := {\"approvals\": {\"count\": 1, \"approvers\": [\"group:sre\", \"token:ci\", \"oidc:ann@example.com\", \"*\"]}}\n",
+			want: `{"allowed":true,"approvals":{"count":1,"approvers":["*","group:sre","oidc:ann@example.com","token:ci"]},"change_required":false,"break_glass":false}`,
+		},
+		{
 			name: "count 0 requires none",
 			src:  "package manent\n\ndecision := {\"approvals\": {\"count\": 0}}\n",
 			want: `{"allowed":true,"change_required":false,"break_glass":false}`,

@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/manent-io/manent/descriptor"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // Rego is a governance policy written in Rego and evaluated with OPA. The
@@ -229,6 +230,14 @@ func (rd regoDecision) decision() (Decision, error) {
 		if a.Count < 0 {
 			// As in governance.yaml: a mistake, never "no approvals".
 			return d, fmt.Errorf("approvals.count: %d must not be negative (0: none required)", a.Count)
+		}
+		// A pattern that names no identity matches no one: the deploy
+		// would wait for an approval nobody can give (governance.yaml's
+		// approvers are refused at start for the same reason).
+		for i, p := range a.Approvers {
+			if msg := manent.DeadPattern(p); msg != "" {
+				return d, fmt.Errorf("approvals.approvers[%d]: %s", i, msg)
+			}
 		}
 		d.Approvals = &Approvals{Count: a.Count, Approvers: a.Approvers}
 		if a.Expires != "" {
