@@ -443,6 +443,43 @@ func TestTickRunAgainWaitsForTheDatabase(t *testing.T) {
 	})
 }
 
+// A tick whose deploy was submitted but whose outcome was not recorded on
+// the schedule (the database away at that write, or a crash between the
+// two) records it when run again. The run again found the deploy and only
+// superseded the earlier ticks: the schedule kept showing the tick before
+// as its LAST TICK and LAST DEPLOY.
+func TestTickRunAgainRecordsItsOutcome(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		url, _ := f.artifact("app", "x")
+		sch := f.schedule(descriptorYAML("web", "prod", "1", url, "", ""))
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		first := f.tick(sch, t0)
+		hit := faultOnce(t, "tick outcome")
+		at := t0.Add(time.Hour)
+		id, err := f.eng.Tick(context.Background(), sch, at)
+		if want := engine.TickDeployID(sch, at); err != nil || id != want {
+			t.Fatalf("tick while the database is away at its outcome: %q, %v; want %s", id, err, want)
+		}
+		if len(hit()) != 1 {
+			t.Errorf("no fault injected at the write of the tick's outcome")
+		}
+		sc, err := f.st.GetSchedule(context.Background(), sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.LastDeploy != id || sc.LastTick == nil || !sc.LastTick.Equal(at) || sc.LastError != "" {
+			t.Errorf("schedule shows last deploy %q, last tick %v, last error %q; want %s at %s (the tick before was %s)",
+				sc.LastDeploy, sc.LastTick, sc.LastError, id, at, first)
+		}
+		for _, d := range []string{first, id} {
+			if rec := f.wait(d, 60*time.Second); rec.State != manent.StateSuccess && rec.State != manent.StateCancelled {
+				t.Errorf("%s: %s (%s), want SUCCESS or CANCELLED (superseded)", d, rec.State, rec.Error)
+			}
+		}
+	})
+}
+
 // A wave's checkpoint shows the wave deploying before its deploy step
 // changes anything. A database away at that write left the wave shown
 // pending: a deploy step that then failed, not rolled back, left the wave

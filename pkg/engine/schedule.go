@@ -272,7 +272,13 @@ func (e *Engine) tickOnce(c context.Context, schedule string, at time.Time) (str
 		return "", err
 	}
 	if _, err := e.st.Deployment(c, id); err == nil {
-		// Created before a crash, or by another worker's tick of the period.
+		// Created before a crash, or by another worker's tick of the
+		// period: its outcome is recorded too, as the run that created
+		// it may have stopped (or failed to write) before recording it,
+		// which left the schedule showing the tick before as its last.
+		if err := e.tickOutcome(c, sc.ID, at, id, ""); err != nil {
+			return "", err
+		}
 		return id, e.supersede(c, sc.ID, id, at)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", fmt.Errorf("read the deploy of tick %s: %w", id, err)
@@ -304,12 +310,22 @@ func (e *Engine) tickOnce(c context.Context, schedule string, at time.Time) (str
 	if terr != nil {
 		// No deploy: the schedule names none (its last error says why),
 		// and the earlier ticks stay — nothing newer is there to run.
-		return "", e.st.ScheduleTicked(c, sc.ID, at, "", msg)
+		return "", e.tickOutcome(c, sc.ID, at, "", msg)
 	}
-	if err := e.st.ScheduleTicked(c, sc.ID, at, id, msg); err != nil {
+	if err := e.tickOutcome(c, sc.ID, at, id, msg); err != nil {
 		return "", err
 	}
 	return id, e.supersede(c, sc.ID, id, at)
+}
+
+// tickOutcome records the outcome of schedule's tick at: its deploy, or
+// why it was refused. The store keeps a later tick's outcome recorded
+// meanwhile (another worker, or this tick run again late).
+func (e *Engine) tickOutcome(c context.Context, schedule string, at time.Time, deploy, msg string) error {
+	if err := injectedFault("tick outcome"); err != nil {
+		return err
+	}
+	return e.st.ScheduleTicked(c, schedule, at, deploy, msg)
 }
 
 // laterTick returns the time of a tick of schedule after at that the DBOS

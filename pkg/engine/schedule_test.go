@@ -189,6 +189,38 @@ func TestTickAgainSupersedes(t *testing.T) {
 	})
 }
 
+// An older tick's outcome never replaces a later one's on the schedule:
+// the tick of 00:00 run again late (its deploy found, its outcome recorded
+// once more), or recorded by a slower worker, after the tick of 01:00 was
+// recorded. The schedule keeps showing 01:00.
+func TestOlderTickOutcomeKeepsTheLaterOne(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 2)
+		ctx := context.Background()
+		sch, t0, old, later := ticksLeftByACrash(t, f)
+		f.tick(sch, t0.Add(time.Hour))
+		shows := func(after string) {
+			t.Helper()
+			sc, err := f.st.GetSchedule(ctx, sch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc.LastDeploy != later || sc.LastTick == nil || !sc.LastTick.Equal(t0.Add(time.Hour)) || sc.LastError != "" {
+				t.Errorf("after %s: schedule shows last deploy %q, last tick %v, last error %q; want %s at %s",
+					after, sc.LastDeploy, sc.LastTick, sc.LastError, later, t0.Add(time.Hour))
+			}
+		}
+		if id, err := f.eng.Tick(ctx, sch, t0); err != nil || id != old {
+			t.Fatalf("the tick of %s run again: %q, %v; want %s", t0, id, err, old)
+		}
+		shows("the tick of 00:00 run again")
+		if err := f.st.ScheduleTicked(ctx, sch, t0.Add(59*time.Minute), "", "refused"); err != nil {
+			t.Fatal(err)
+		}
+		shows("the refusal of a tick of 00:59 recorded late")
+	})
+}
+
 // The race a supersede can lose: a worker picks the earlier tick up
 // between its flag and its removal from the queue, so the tick's own first
 // step ends it. It still ends CANCELLED "superseded by <tick>" with no

@@ -706,8 +706,9 @@ var readFault atomic.Pointer[func(op string) error]
 // conclusion's reads of the step that failed, of why the deploy was
 // cancelled, of the waves it settles), "waiting wave" (a verdict's reads
 // of the wave that waits, the server's and the engine's), "tick
-// schedule", "tick deploy", "tick admission" (a schedule tick's reads of
-// its schedule and of its deploy, its admission's of the store),
+// schedule", "tick deploy", "tick admission", "tick outcome" (a schedule
+// tick's reads of its schedule and of its deploy, its admission's of the
+// store, its write of its outcome on the schedule),
 // "checkpoint:deploy[<wave>]" (its write that the wave deploys) (nil:
 // none). It is for tests alone (this package's, and the server's
 // through servertest.SetReadFault): nothing in the server sets it.

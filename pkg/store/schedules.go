@@ -182,9 +182,16 @@ func (s *Store) WhileScheduleLive(ctx context.Context, id string, fn func(*sql.T
 	return err == nil, err
 }
 
-// ScheduleTicked records a tick's outcome.
+// ScheduleTicked records a tick's outcome, unless a later tick's is
+// recorded already: the outcome of a tick recorded late (by a slower
+// worker, or a tick run again) never moves the schedule's last tick back.
+// The same tick's outcome is recorded again. last_tick is text of the
+// fixed-width timeFormat on both databases, so the text order is the
+// time order.
 func (s *Store) ScheduleTicked(ctx context.Context, id string, at time.Time, deploy, errText string) error {
-	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_schedules SET last_tick = ?, last_deploy = ?, last_error = ? WHERE id = ?`),
-		fmtTime(at), deploy, errText, id)
+	t := fmtTime(at)
+	_, err := s.db.ExecContext(ctx, s.q(`UPDATE manent_schedules SET last_tick = ?, last_deploy = ?, last_error = ?
+		WHERE id = ? AND COALESCE(last_tick, '') <= ?`),
+		t, deploy, errText, id, t)
 	return err
 }
