@@ -3,6 +3,7 @@
 //
 // The binaries come from scripts/k8s-test-env.sh (K8S-TESTING.md), which
 // prints the directory holding them; BinDir reads it from the environment.
+// On Linux both die with the test binary, however it dies (startProcess).
 //
 // It imports pkg/enginetest (the polling helper).
 package kubetest
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -92,14 +94,8 @@ func Start(t testing.TB, binDir string) *APIServer {
 	); err != nil {
 		t.Fatal(err)
 	}
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
-	etcdLog := startProcess(t, dir, filepath.Join(binDir, "etcd"),
-		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
-		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "e2e="+peerURL, "--unsafe-no-fsync")
-	apiLog := startProcess(t, dir, filepath.Join(binDir, "kube-apiserver"),
+	etcdURL, etcdLog, _ := startEtcd(t, dir, binDir, etcdPort, peerPort)
+	apiLog, _ := startProcess(t, dir, filepath.Join(binDir, "kube-apiserver"),
 		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
 		"--cert-dir="+filepath.Join(dir, "certs"), "--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
@@ -179,24 +175,57 @@ func freePorts(t testing.TB, n int) []int {
 	return ports
 }
 
-// startProcess runs bin with args, its output in dir/<bin>.log (whose path
-// it returns), and stops it (SIGTERM, then SIGKILL after 10 s) when the
-// test ends.
-func startProcess(t testing.TB, dir, bin string, args ...string) string {
+// startEtcd starts etcd from binDir on the loopback ports given, its data
+// in dir, and returns its client URL, the path of its log and its pid.
+func startEtcd(t testing.TB, dir, binDir string, port, peerPort int) (url, logPath string, pid int) {
 	t.Helper()
-	logPath := filepath.Join(dir, filepath.Base(bin)+".log")
+	url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	logPath, pid = startProcess(t, dir, filepath.Join(binDir, "etcd"),
+		"--name", "e2e", "--data-dir", filepath.Join(dir, "etcd"),
+		"--listen-client-urls", url, "--advertise-client-urls", url,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "e2e="+peerURL, "--unsafe-no-fsync")
+	return url, logPath, pid
+}
+
+// startProcess runs bin with args, its output in dir/<bin>.log (whose path
+// it returns, with the process's pid), and stops it (SIGTERM, then SIGKILL
+// after 10 s) when the test ends.
+//
+// On Linux the kernel kills it (SIGKILL) when the test binary dies
+// however it dies (a CI timeout, kill -9), which runs no cleanup: etcd and
+// kube-apiserver were left running, holding their ports and temporary
+// directories. That signal (Pdeathsig) follows the OS thread that started
+// the child, not the process: a goroutine that ends while locked to its
+// thread ends the thread. So the child is started and waited for by a
+// goroutine of its own that holds its thread until the child has exited:
+// no other goroutine runs on that thread, so none can end it early.
+func startProcess(t testing.TB, dir, bin string, args ...string) (logPath string, pid int) {
+	t.Helper()
+	logPath = filepath.Join(dir, filepath.Base(bin)+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = dieWithParent()
+	started, done := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			_ = cmd.Wait()
+		}
+	}()
+	if err := <-started; err != nil {
 		logf.Close()
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -207,5 +236,5 @@ func startProcess(t testing.TB, dir, bin string, args ...string) string {
 		}
 		logf.Close()
 	})
-	return logPath
+	return logPath, cmd.Process.Pid
 }
