@@ -532,15 +532,68 @@ func (r *gatedRows) Close() error {
 }
 
 // mayWrite reports whether a statement may write: anything but SELECT,
-// PRAGMA, EXPLAIN, VALUES and a WITH … statement that only reads.
+// EXPLAIN, VALUES, a PRAGMA that reads and a WITH … statement that only
+// reads. A second statement after a `;` may write whatever the first one
+// is: `SELECT 1; DELETE FROM t` took no gate, as a read.
 func mayWrite(query string) bool {
 	q := strings.TrimLeft(query, " \t\r\n(")
-	for _, read := range []string{"SELECT", "PRAGMA", "EXPLAIN", "VALUES"} {
+	if len(q) >= len("PRAGMA") && strings.EqualFold(q[:len("PRAGMA")], "PRAGMA") {
+		return !pragmaReads(q)
+	}
+	for _, read := range []string{"SELECT", "EXPLAIN", "VALUES"} {
 		if len(q) >= len(read) && strings.EqualFold(q[:len(read)], read) {
-			return false
+			return !oneStatement(q)
 		}
 	}
 	return !cteReads(q)
+}
+
+// oneStatement reports whether q is one statement: no `;` outside its
+// strings, quoted identifiers and comments but one at its end. Whatever
+// sqlTokens cannot read for sure is taken for more.
+func oneStatement(q string) bool {
+	if strings.IndexByte(q, ';') < 0 {
+		return true // the hot path: no tokens to read
+	}
+	toks, ok := sqlTokens(q)
+	if !ok {
+		return false
+	}
+	for i, t := range toks {
+		if t == ";" && i != len(toks)-1 {
+			return false
+		}
+	}
+	return true
+}
+
+// pragmaReads reports whether q, a PRAGMA, only reads: `PRAGMA name` or
+// `PRAGMA schema.name`, which read a setting, and `PRAGMA
+// wal_checkpoint(PASSIVE)`, which takes no write lock (checkpoint.go runs
+// it beside the writers, off the gate). A PRAGMA with a value (`PRAGMA
+// user_version = 3`) or an argument (`wal_checkpoint(TRUNCATE)`, which
+// waits for the writers and blocks them) may write; so may one followed
+// by a second statement. A read with an argument (`PRAGMA table_info(t)`)
+// is taken for a write too: manent runs none outside its tests.
+func pragmaReads(q string) bool {
+	toks, ok := sqlTokens(q)
+	if !ok || len(toks) == 0 || toks[0] != "PRAGMA" {
+		return false
+	}
+	if n := len(toks); toks[n-1] == ";" {
+		toks = toks[:n-1]
+	}
+	word := func(t string) bool { return t != "" && !strings.ContainsAny(t[:1], "(),;.'") }
+	if len(toks) >= 4 && toks[2] == "." && word(toks[1]) {
+		toks = append(toks[:1], toks[3:]...) // the schema is no matter
+	}
+	switch {
+	case len(toks) == 2:
+		return word(toks[1])
+	case len(toks) == 5:
+		return toks[1] == "WAL_CHECKPOINT" && toks[2] == "(" && toks[3] == "PASSIVE" && toks[4] == ")"
+	}
+	return false
 }
 
 // cteReads reports whether q is a WITH … statement that only reads: its
@@ -644,8 +697,9 @@ func cteReads(q string) bool {
 }
 
 // sqlTokens splits a statement into its words (upper-cased), parentheses,
-// commas and semicolons; a string or quoted identifier is one token `'`,
-// comments, numbers' signs, operators and parameters' marks are skipped.
+// commas, dots and semicolons; a string or quoted identifier is one token
+// `'`, comments, numbers' signs, operators and parameters' marks are
+// skipped.
 // ok is false for an unterminated string, identifier or comment.
 func sqlTokens(q string) (toks []string, ok bool) {
 	word := func(c byte) bool {
@@ -686,7 +740,7 @@ func sqlTokens(q string) (toks []string, ok bool) {
 				return nil, false
 			}
 			i += j + 4
-		case c == '(' || c == ')' || c == ',' || c == ';':
+		case c == '(' || c == ')' || c == ',' || c == ';' || c == '.':
 			toks = append(toks, string(c))
 			i++
 		default:
