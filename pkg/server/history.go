@@ -184,6 +184,17 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "rollback request: %v (want {\"to\": \"<version>\"} or nothing)", err))
 			return
 		}
+		// An explicit empty "to" is a script's {"to": "$VERSION"} with
+		// VERSION unset, not a request for the release before the current
+		// one (as `manent rollback --to ""` is refused, docs/cli.md).
+		var given struct {
+			To *string `json:"to"`
+		}
+		if json.Unmarshal(body, &given) == nil && given.To != nil && *given.To == "" {
+			writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid rollback request",
+				Fields: []manent.FieldError{{Path: "/to", Message: `"to" is empty: name a version (e.g. {"to": "1.3.0"}), or leave "to" out ({} or no body) to roll back to the release before the current one`}}})
+			return
+		}
 	}
 	// A "to" no deploy's version can be is refused before it is looked
 	// for: the 409 of an unknown version (and its audit entry, kept for

@@ -656,3 +656,38 @@ func TestRollbackWaitingForApprovalQueuesOne(t *testing.T) {
 		}
 	})
 }
+
+// An explicit empty "to" (a script's {"to": "$VERSION"} with VERSION
+// unset) is a 422 at /to, not a rollback to the release before the
+// current one: the CLI refuses --to "" for that reason, and the API said
+// nothing and rolled back to a release nobody named. A body without "to"
+// ({} or none) still goes back to the release before the current one.
+func TestRollbackToEmptyIsRefused(t *testing.T) {
+	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
+	ci := api.NewClient(srv.URL, "ci-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+	}
+	code, body, h := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/staging/rollback", "ci-token", `{"to": ""}`)
+	if code != http.StatusUnprocessableEntity || h.Get("Content-Type") != api.ProblemContentType ||
+		!strings.Contains(string(body), `"path":"/to"`) || !strings.Contains(string(body), "leave") {
+		t.Fatalf(`{"to": ""}: %d %s, want a 422 at /to saying to leave "to" out`, code, body)
+	}
+	list, err := ci.List(ctx, api.ListOptions{Application: "billing", Environment: "staging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Errorf("%d deploys after the refused rollback, want the 2 deploys and no rollback", len(list.Items))
+	}
+	code, body, _ = do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/staging/rollback", "ci-token", `{}`)
+	if code != http.StatusAccepted || !strings.Contains(string(body), `"version": "1"`) && !strings.Contains(string(body), `"version":"1"`) {
+		t.Errorf("{}: %d %s, want 202 rolling back to 1", code, body)
+	}
+}
