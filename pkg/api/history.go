@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/manent-io/manent/pkg/manent"
@@ -155,21 +156,34 @@ const (
 // DefaultDORAWindow is the window of GET /api/v1/metrics/dora without ?window=.
 const DefaultDORAWindow = "30d"
 
-var windowRE = regexp.MustCompile(`^([1-9][0-9]{0,4})([hdw])$`)
+var windowRE = regexp.MustCompile(`^(-?)([0-9]+)([hdw])$`)
+
+// maxDORAWindow is the longest DORA window: ten years.
+const maxDORAWindow = 10 * 365 * 24 * time.Hour
 
 // ParseDORAWindow reads a DORA window: <n>h, <n>d or <n>w, at most ten
-// years. The server and the CLI (before it sends) use it.
+// years. The server and the CLI (before it sends) use it. A refusal says
+// what is wrong (not a number of hours, days or weeks; negative; zero;
+// longer than ten years) and quotes the value clipped.
 func ParseDORAWindow(s string) (time.Duration, error) {
+	quoted := strconv.Quote(manent.ClipText(s, 64))
 	m := windowRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, manent.Errorf(manent.EInvalid, "window %q: want a number of hours, days or weeks such as 12h, 30d or 4w", s)
+	if m == nil || m[1] == "" && len(m[2]) > 1 && m[2][0] == '0' && strings.Trim(m[2], "0") != "" {
+		return 0, manent.Errorf(manent.EInvalid, "window %s: want a number of hours, days or weeks such as 12h, 30d or 4w", quoted)
 	}
-	n, _ := strconv.Atoi(m[1])
-	unit := map[string]time.Duration{"h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
-	if d := time.Duration(n) * unit; d <= 10*365*24*time.Hour {
-		return d, nil
+	if m[1] == "-" {
+		return 0, manent.Errorf(manent.EInvalid, "window %s is negative: a window reaches back from now, such as 12h, 30d or 4w", quoted)
 	}
-	return 0, manent.Errorf(manent.EInvalid, "window %q is longer than ten years", s)
+	if strings.Trim(m[2], "0") == "" {
+		return 0, manent.Errorf(manent.EInvalid, "window %s holds no time: want at least 1h", quoted)
+	}
+	unit := map[string]time.Duration{"h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[3]]
+	n, err := strconv.ParseInt(m[2], 10, 64)
+	if err != nil || n > int64(maxDORAWindow/unit) {
+		return 0, manent.Errorf(manent.EInvalid, "window %s is longer than ten years: at most %dh, %dd or %dw",
+			quoted, maxDORAWindow/time.Hour, maxDORAWindow/(24*time.Hour), maxDORAWindow/(7*24*time.Hour))
+	}
+	return time.Duration(n) * unit, nil
 }
 
 // DORAOptions select GET /api/v1/metrics/dora.
