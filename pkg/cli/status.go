@@ -84,6 +84,9 @@ effective}.`,
 	return cmd
 }
 
+// unknownDeployHint follows the 404 of a deploy id given to status or steps.
+const unknownDeployHint = "'manent list' shows the deploys you may read (--application, --environment and --state narrow it)"
+
 func statusRun(ctx context.Context, opts *StatusOptions) error {
 	client, err := opts.Client()
 	if err != nil {
@@ -91,7 +94,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	}
 	d, err := client.Deployment(ctx, opts.ID)
 	if manent.ErrorCode(err) == manent.ENotFound {
-		return &HintedError{Err: err, Hint: "'manent list' shows the deploys you may read (--application, --environment and --state narrow it)"}
+		return &HintedError{Err: err, Hint: unknownDeployHint}
 	}
 	if err != nil {
 		return err

@@ -58,6 +58,9 @@ func stepsRun(ctx context.Context, opts *StepsOptions) error {
 		return err
 	}
 	steps, err := client.Steps(ctx, opts.ID)
+	if manent.ErrorCode(err) == manent.ENotFound {
+		return &HintedError{Err: err, Hint: unknownDeployHint}
+	}
 	if err != nil {
 		return err
 	}
