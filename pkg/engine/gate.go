@@ -222,6 +222,14 @@ func (g *gate) delay(ctx dbos.Context) (bool, Result, error) {
 		if remaining <= 0 {
 			return false, Result{}, nil
 		}
+		// The wait ends at schedule.at, not the step's reading of the time
+		// left later: the Recv records its deadline from its own clock
+		// reading, after the step's commit (1.5 s late on a loaded
+		// machine). Recorded once, the deadline is replayed as it is, so
+		// this reading of the clock leaves a replay unchanged; the Recv
+		// runs whenever the step said time is left, as it did the first
+		// time.
+		remaining = max(time.Until(at), time.Millisecond)
 		if p := time.Duration(delayPoll.Load()); p > 0 {
 			remaining = min(remaining, p)
 		}
