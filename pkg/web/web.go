@@ -339,13 +339,17 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 		v, err := h.signedIn(r)
 		if err != nil && !errors.Is(err, errNoSession) {
 			h.log.Error("web: session revocation check", "path", r.URL.Path, "error", err)
-			http.Error(w, sessionUnchecked, http.StatusServiceUnavailable)
+			streamProblem(w, http.StatusServiceUnavailable, sessionUnchecked)
 			return
 		}
 		if err != nil {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			// 401 makes EventSource stop; the page then offers to sign in.
-			http.Error(w, "sign in first", http.StatusUnauthorized)
+			detail := "this event stream of the web UI needs a session: sign in at " + h.prefix +
+				"/login (an API client reads /api/v1/… with Authorization: Bearer <token>)"
+			if c, cerr := h.cookie(r, sessionCookie); cerr == nil && c.Value != "" {
+				detail = "the session has ended (signed out, expired, or its token is no longer accepted): sign in again at " + h.prefix + "/login"
+			}
+			streamProblem(w, http.StatusUnauthorized, detail)
 			return
 		}
 		r2 := r.Clone(auth.WithRecheck(r.Context(), h.streamRecheck(v.sess)))
@@ -355,6 +359,17 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 		r2.Header.Set("Authorization", "Bearer "+v.sess.Credential)
 		h.api.ServeHTTP(w, r2)
 	}
+}
+
+// streamProblem answers a request for an event stream that is refused
+// before the API sees it with a problem+json document, as the API answers
+// every other refusal of a stream: a script reads it, no one sees a page.
+func streamProblem(w http.ResponseWriter, status int, detail string) {
+	body, _ := json.Marshal(api.Problem{Title: http.StatusText(status), Status: status, Detail: detail})
+	w.Header().Set("Content-Type", api.ProblemContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // home is the address of the activity page as the browser reaches it.
