@@ -18,19 +18,28 @@ import (
 // each one shown as the CLI shows it, `\u202e`, as text; Hebrew and Arabic
 // letters are untouched, and html/template has already escaped the text,
 // so the escape lands in a text node or an attribute value, never in
-// markup. static/app.js does the same to the lines the stream appends.
+// markup. The control characters a log line may hold (a bell, a backspace,
+// a carriage return, DEL, a C1 control) are shown the CLI's way too,
+// `\x07`, `\x0d`, `\u0085` (cli/sanitize.go): a browser reads CR as a line
+// break and shows the others as nothing or a box. Newline and tab are
+// layout; html/template has already made NUL U+FFFD. static/app.js does
+// the same to the lines the stream appends.
 
-// showBidi returns page with every bidirectional control written as
-// \uNNNN. It returns page itself when there is none (the common case).
-// Each control is encoded as 0xE2 0x80|0x81 … or 0xD8 0x9C, lead bytes
+// showControls returns page with every bidirectional control written as
+// \uNNNN, every C0 control but newline and tab, and DEL, as \xNN, and
+// every C1 control as \u00NN. It returns page itself when there is none
+// (the common case). Each bidirectional control is encoded as 0xE2
+// 0x80|0x81 … or 0xD8 0x9C, a C1 control as 0xC2 0x80–0x9F: lead bytes
 // that are never inside another character.
-func showBidi(page []byte) []byte {
+func showControls(page []byte) []byte {
 	first := -1
-	for i := 0; i < len(page); i++ {
-		if c := page[i]; c == 0xe2 || c == 0xd8 {
-			if r, _ := utf8.DecodeRune(page[i:]); descriptor.BidiControl(r) {
+	for i := 0; i < len(page) && first < 0; i++ {
+		switch c := page[i]; {
+		case c < 0x20 && c != '\n' && c != '\t', c == 0x7f:
+			first = i
+		case c == 0xe2 || c == 0xd8 || c == 0xc2:
+			if r, _ := utf8.DecodeRune(page[i:]); hiddenRune(r) {
 				first = i
-				break
 			}
 		}
 	}
@@ -42,12 +51,21 @@ func showBidi(page []byte) []byte {
 	b.Write(page[:first])
 	for p := page[first:]; len(p) > 0; {
 		r, size := utf8.DecodeRune(p)
-		if descriptor.BidiControl(r) {
+		switch {
+		case size == 1 && (r < 0x20 && r != '\n' && r != '\t' || r == 0x7f):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case hiddenRune(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
-		} else {
+		default:
 			b.Write(p[:size])
 		}
 		p = p[size:]
 	}
 	return b.Bytes()
+}
+
+// hiddenRune reports whether r, a character of more than one byte, is
+// shown as an escape: a bidirectional control or a C1 control.
+func hiddenRune(r rune) bool {
+	return r >= 0x80 && r <= 0x9f || descriptor.BidiControl(r)
 }

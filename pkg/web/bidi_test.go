@@ -62,7 +62,9 @@ func TestDeployPageShowsBidiControls(t *testing.T) {
 	}
 }
 
-// The lines the stream appends follow the same rule (static/app.js).
+// The lines the stream appends follow the same rules (static/app.js):
+// bidirectional controls and control characters as escapes, also inside
+// a coloured run.
 func TestBrowserLogShowsBidiControls(t *testing.T) {
 	exe := findBrowser(t)
 	s := startUI(t)
@@ -75,18 +77,64 @@ func TestBrowserLogShowsBidiControls(t *testing.T) {
 	signIn(t, bob, s.URL, "bob-token")
 	run(t, bob, "open the running deploy", chromedp.Navigate(s.URL+"/deployments/"+id))
 	waitJS(t, bob, "the first log line", `document.getElementById('log').textContent.includes('preparing 4.0')`)
-	lines := []store.LogEntry{{Time: time.Now(), Text: bidiLine}, {Time: time.Now(), Text: "\x1b[31m\u202ered\x1b[0m"}}
+	lines := []store.LogEntry{{Time: time.Now(), Text: bidiLine}, {Time: time.Now(), Text: controlLine},
+		{Time: time.Now(), Text: "\x1b[31m\u202ered\x01\x1b[0m"}}
 	if err := s.Store.AppendLog(t.Context(), id, "prepare", lines); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, bob, "the appended lines", `document.getElementById('log').textContent.includes('red')`)
 	text := value(t, bob, "the log's text", chromedp.Evaluate[string](`document.getElementById('log').textContent`))
-	if hasBidiControl(text) {
-		t.Errorf("a bidirectional control reaches the appended lines: %q", text)
+	if hasBidiControl(text) || hasControl(text) {
+		t.Errorf("a bidirectional control or a control character reaches the appended lines: %q", text)
 	}
-	for _, want := range []string{bidiShown, `\u202ered`} {
+	for _, want := range []string{bidiShown, controlShown, `\u202ered\x01`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %s in the log: %q", want, text)
+		}
+	}
+}
+
+// controlLine is a log line with control characters a step may write: a
+// bell, a backspace, a carriage return (a progress bar), DEL and a C1
+// control. controlShown is how the CLI prints it (`manent logs`), and so
+// how the page shows it: the characters as escapes, never as they are (a
+// browser reads CR as a line break, and other controls are not text).
+const (
+	controlLine  = "progress\x07 10%\r100%\x08 done\x7f \u0085end"
+	controlShown = `progress\x07 10%\x0d100%\x08 done\x7f \u0085end`
+)
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool {
+		return r < 0x20 && r != '\n' && r != '\t' || r >= 0x7f && r <= 0x9f
+	})
+}
+
+// A control character in a log line reached the page as it is: the CLI
+// shows it as an escape (\x07, \x0d), the page showed a bell, a line break
+// for CR, or nothing. The page and its reloads show the CLI's escapes.
+func TestDeployPageShowsControlCharacters(t *testing.T) {
+	s := startUI(t)
+	g := s.gate(t, "g")
+	open(t, g)
+	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", g))
+	s.waitState(t, id, manent.StateSuccess)
+	if err := s.Store.AppendLog(t.Context(), id, "prepare", []store.LogEntry{{Time: time.Now(), Text: controlLine}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s.URL)
+	b.login("vera-token")
+	for _, hdr := range [][]string{nil, {"X-Manent-Fragment", "1"}} {
+		p := b.do("GET", "/deployments/"+id, nil, hdr...)
+		if p.Status != 200 {
+			t.Fatalf("deploy page %v: %d", hdr, p.Status)
+		}
+		if hasControl(p.Body) {
+			i := max(strings.Index(p.Body, "progress"), 0)
+			t.Errorf("a control character reaches the page %v: %q", hdr, p.Body[i:min(i+80, len(p.Body))])
+		}
+		if hdr == nil && !strings.Contains(p.Body, controlShown) {
+			t.Errorf("the line is not shown as %s %v", controlShown, hdr)
 		}
 	}
 }

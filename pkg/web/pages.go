@@ -214,7 +214,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, name string, st
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(showBidi(buf.Bytes()))
+	_, _ = w.Write(showControls(buf.Bytes()))
 }
 
 // renderError shows an error page with status.

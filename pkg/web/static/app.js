@@ -182,10 +182,10 @@
       if (d.step) {
         var s = document.createElement('span');
         s.className = 'ls';
-        s.textContent = showBidi(String(d.step));
+        s.textContent = showControls(String(d.step));
         line.appendChild(s);
       }
-      appendColoured(line, showBidi(String(d.text || '')));
+      appendColoured(line, String(d.text || ''));
       frag.appendChild(line);
       frag.appendChild(document.createTextNode('\n'));
     }
@@ -204,13 +204,19 @@
     if (atBottom) { log.scrollTop = log.scrollHeight; }
   }
 
-  // showBidi writes every bidirectional-text control or mark of text as
-  // the server's pages do (showBidi in bidi.go): \u202e, as text, so that
-  // a line cannot show in another order than it is stored. Hebrew and
-  // Arabic letters stay.
-  var BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
-  function showBidi(text) {
-    return text.replace(BIDI, function (c) { return '\\u' + ('000' + c.charCodeAt(0).toString(16)).slice(-4); });
+  // showControls writes every bidirectional-text control or mark of text
+  // as the server's pages do (showControls in bidi.go): \u202e, as text,
+  // so that a line cannot show in another order than it is stored; and
+  // every control character but newline and tab as the CLI does, \x07,
+  // \x0d, \u0085. Hebrew and Arabic letters stay. A log line's escape
+  // sequences are read (appendColoured) before, so its ESC never gets here.
+  var HIDDEN = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function showControls(text) {
+    return text.replace(HIDDEN, function (c) {
+      var n = c.charCodeAt(0);
+      if (n < 0x80) { return '\\x' + ('0' + n.toString(16)).slice(-2); }
+      return '\\u' + ('000' + n.toString(16)).slice(-4);
+    });
   }
 
   // appendColoured adds a log line's text to el with its SGR colours as
@@ -254,7 +260,7 @@
     return s;
   }
   function appendColoured(el, text) {
-    if (text.indexOf('\x1b') < 0) { el.appendChild(document.createTextNode(text)); return; }
+    if (text.indexOf('\x1b') < 0) { el.appendChild(document.createTextNode(showControls(text))); return; }
     var runs = [], buf = '', cls = '', want = '', s = {}, i = 0, n = text.length;
     function write(t) {
       if (want !== cls && runs.length < MAX_SPANS - 1) {
@@ -293,10 +299,10 @@
     }
     if (buf) { runs.push([cls, buf]); }
     for (var k = 0; k < runs.length; k++) {
-      if (!runs[k][0]) { el.appendChild(document.createTextNode(runs[k][1])); continue; }
+      if (!runs[k][0]) { el.appendChild(document.createTextNode(showControls(runs[k][1]))); continue; }
       var sp = document.createElement('span');
       sp.className = runs[k][0];
-      sp.textContent = runs[k][1];
+      sp.textContent = showControls(runs[k][1]);
       el.appendChild(sp);
     }
   }
