@@ -3,9 +3,13 @@ package web
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // staticHandler serves the embedded files with strong ETags; pages link
@@ -38,10 +42,16 @@ func staticHandler(files fs.FS) http.Handler {
 		all[p] = file{body: b, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, typ: typ}
 		return nil
 	})
+	names := make([]string, 0, len(all))
+	for p := range all {
+		names = append(names, p)
+	}
+	slices.Sort(names)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := all[r.URL.Path]
 		if !ok {
-			http.NotFound(w, r)
+			writeProblem(w, http.StatusNotFound, fmt.Sprintf("no static file %q: the UI's files are %s",
+				manent.ClipText(r.URL.Path, 64), strings.Join(names, ", ")))
 			return
 		}
 		w.Header().Set("Content-Type", f.typ)

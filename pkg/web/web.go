@@ -339,7 +339,7 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 		v, err := h.signedIn(r)
 		if err != nil && !errors.Is(err, errNoSession) {
 			h.log.Error("web: session revocation check", "path", r.URL.Path, "error", err)
-			streamProblem(w, http.StatusServiceUnavailable, sessionUnchecked)
+			writeProblem(w, http.StatusServiceUnavailable, sessionUnchecked)
 			return
 		}
 		if err != nil {
@@ -349,7 +349,7 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 			if c, cerr := h.cookie(r, sessionCookie); cerr == nil && c.Value != "" {
 				detail = "the session has ended (signed out, expired, or its token is no longer accepted): sign in again at " + h.prefix + "/login"
 			}
-			streamProblem(w, http.StatusUnauthorized, detail)
+			writeProblem(w, http.StatusUnauthorized, detail)
 			return
 		}
 		r2 := r.Clone(auth.WithRecheck(r.Context(), h.streamRecheck(v.sess)))
@@ -361,10 +361,11 @@ func (h *Handler) proxyStream(path func(*http.Request) string) http.HandlerFunc 
 	}
 }
 
-// streamProblem answers a request for an event stream that is refused
-// before the API sees it with a problem+json document, as the API answers
-// every other refusal of a stream: a script reads it, no one sees a page.
-func streamProblem(w http.ResponseWriter, status int, detail string) {
+// writeProblem answers an error of what is not a page (an event stream
+// refused before the API sees it, a missing static file) with a
+// problem+json document, as the API answers: a script or a <link> reads
+// it, no one sees a page.
+func writeProblem(w http.ResponseWriter, status int, detail string) {
 	body, _ := json.Marshal(api.Problem{Title: http.StatusText(status), Status: status, Detail: detail})
 	w.Header().Set("Content-Type", api.ProblemContentType)
 	w.Header().Set("Cache-Control", "no-store")
