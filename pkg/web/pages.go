@@ -172,13 +172,15 @@ func stepDuration(s manent.Step) string {
 
 // parsePages parses layout.html with each page template.
 // Templates write every address of the UI as {{base}}/…: base is the
-// path prefix (web.path_prefix), "" at the root of the host.
+// path prefix (web.path_prefix), "" at the root of the host; a static
+// file's as {{asset "app.js"}} (assetPath).
 func parsePages(prefix string) (map[string]*template.Template, error) {
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err
 	}
-	base, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"base": func() string { return prefix }}).ParseFS(templateFS, "templates/layout.html")
+	base, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"base": func() string { return prefix },
+		"asset": func(name string) string { return assetPath(prefix, name) }}).ParseFS(templateFS, "templates/layout.html")
 	if err != nil {
 		return nil, err
 	}

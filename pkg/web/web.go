@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -138,8 +137,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.pages, err = parsePages(h.prefix); err != nil {
 		return nil, err
 	}
-	sub, _ := fs.Sub(staticFS, "static")
-	h.static = http.StripPrefix("/static/", staticHandler(sub))
+	h.static = http.StripPrefix("/static/", staticHandler(embeddedStatic()))
 	h.routes()
 	return h, nil
 }
