@@ -39,6 +39,7 @@ var layers = map[string]int{
 	"pkg/agentcmd": 10, "pkg/policycmd": 10, "cmd/manent-agent": 11, "cmd/manent-policy": 11,
 	"pkg/servertest": 10, "cmd/manent": 10, "cmd/manent-server": 10, "scripts/itsm-server": 10,
 	"pkg/architecture": 0, "deploy": 0, // test-only packages
+	"pkg/childproc":   0, // test support: children that die with the test binary
 	"scripts/rawdbos": 0, // DBOS alone, no package of the module
 }
 

@@ -5,7 +5,8 @@
 // prints the directory holding them; BinDir reads it from the environment.
 // On Linux both die with the test binary, however it dies (startProcess).
 //
-// It imports pkg/enginetest (the polling helper).
+// It imports pkg/childproc (children that die with the test binary) and
+// pkg/enginetest (the polling helper).
 package kubetest
 
 import (
@@ -21,11 +22,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 )
 
@@ -191,16 +192,10 @@ func startEtcd(t testing.TB, dir, binDir string, port, peerPort int) (url, logPa
 
 // startProcess runs bin with args, its output in dir/<bin>.log (whose path
 // it returns, with the process's pid), and stops it (SIGTERM, then SIGKILL
-// after 10 s) when the test ends.
-//
-// On Linux the kernel kills it (SIGKILL) when the test binary dies
-// however it dies (a CI timeout, kill -9), which runs no cleanup: etcd and
-// kube-apiserver were left running, holding their ports and temporary
-// directories. That signal (Pdeathsig) follows the OS thread that started
-// the child, not the process: a goroutine that ends while locked to its
-// thread ends the thread. So the child is started and waited for by a
-// goroutine of its own that holds its thread until the child has exited:
-// no other goroutine runs on that thread, so none can end it early.
+// after 10 s) when the test ends. On Linux it dies with the test binary
+// however it dies (childproc.Start): etcd and kube-apiserver were left
+// running after a CI timeout or a kill -9, holding their ports and
+// temporary directories.
 func startProcess(t testing.TB, dir, bin string, args ...string) (logPath string, pid int) {
 	t.Helper()
 	logPath = filepath.Join(dir, filepath.Base(bin)+".log")
@@ -210,29 +205,18 @@ func startProcess(t testing.TB, dir, bin string, args ...string) (logPath string
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = dieWithParent()
-	started, done := make(chan error, 1), make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		err := cmd.Start()
-		started <- err
-		if err == nil {
-			_ = cmd.Wait()
-		}
-	}()
-	if err := <-started; err != nil {
+	p, err := childproc.Start(cmd)
+	if err != nil {
 		logf.Close()
 		t.Fatalf("start %s: %v", bin, err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-p.Done():
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-p.Done()
 		}
 		logf.Close()
 	})

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 )
 
@@ -21,24 +21,13 @@ import (
 // in the test binary it runs: the directory to start etcd in.
 const helperDirEnv = "MANENT_KUBETEST_HELPER_DIR"
 
-// running says whether pid is a live process (not gone, not a zombie).
-func running(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
-}
-
 // A test binary killed with SIGKILL (a CI timeout, kill -9) runs no
 // cleanup: the etcd and kube-apiserver it started went on running, for
 // an hour, holding their ports and directories. The kernel kills them
-// with it now. The test runs itself again as a helper that starts etcd
-// from a goroutine that holds its OS thread and then ends (ending the
-// thread, which fires the parent-death signal of the children that
-// thread started), checks that etcd still answers, and prints its pid;
-// then kills the helper and waits for etcd to go.
+// with it now (childproc.Start, whose own test shows the child outlives
+// the goroutine that started it). The test runs itself again as a helper
+// that starts etcd, checks that it answers, and prints its pid; then
+// kills the helper and waits for etcd to go.
 func TestChildDiesWithTheTestBinary(t *testing.T) {
 	if dir := os.Getenv(helperDirEnv); dir != "" {
 		holdEtcd(t, dir)
@@ -75,7 +64,7 @@ func TestChildDiesWithTheTestBinary(t *testing.T) {
 		t.Fatalf("the helper printed no etcd pid:\n%s", out.String())
 	}
 	t.Cleanup(func() {
-		if running(pid) {
+		if childproc.Alive(pid) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
@@ -83,62 +72,29 @@ func TestChildDiesWithTheTestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = helper.Wait()
-	enginetest.Eventually(t, 15*time.Second, func() bool { return !running(pid) },
+	enginetest.Eventually(t, 15*time.Second, func() bool { return !childproc.Alive(pid) },
 		"etcd (pid %d) to stop once the test binary that started it was killed", pid)
 }
 
-// holdEtcd is the helper's part: etcd started in dir by a goroutine that
-// holds its thread and ends, etcd answering, its pid printed; then it
-// waits for its standard input to end.
+// holdEtcd is the helper's part: etcd started in dir, answering, its pid
+// printed; then it waits for its standard input to end.
 func holdEtcd(t *testing.T, dir string) {
 	binDir := BinDir(t)
 	ports := freePorts(t, 2)
-	type result struct {
-		url string
-		pid int
-	}
-	started := make(chan result)
-	offMainThread(t, func() {
-		// Not unlocked: the thread ends with the goroutine.
-		url, _, pid := startEtcd(t, dir, binDir, ports[0], ports[1])
-		started <- result{url, pid}
-	})
-	etcd := <-started
+	url, _, pid := startEtcd(t, dir, binDir, ports[0], ports[1])
 	hc := &http.Client{Timeout: 2 * time.Second}
 	defer hc.CloseIdleConnections()
 	enginetest.Eventually(t, 60*time.Second, func() bool {
-		if !running(etcd.pid) {
-			t.Fatalf("etcd (pid %d) ended with the thread of the goroutine that started it", etcd.pid)
+		if !childproc.Alive(pid) {
+			t.Fatalf("etcd (pid %d) ended (its log: %s)", pid, filepath.Join(dir, "etcd.log"))
 		}
-		resp, err := hc.Get(etcd.url + "/health")
+		resp, err := hc.Get(url + "/health")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "etcd to answer on %s (its log: %s)", etcd.url, filepath.Join(dir, "etcd.log"))
-	if !running(etcd.pid) {
-		t.Fatalf("etcd (pid %d) ended with the thread of the goroutine that started it", etcd.pid)
-	}
-	fmt.Printf("etcd pid %d\n", etcd.pid)
+	}, "etcd to answer on %s (its log: %s)", url, filepath.Join(dir, "etcd.log"))
+	fmt.Printf("etcd pid %d\n", pid)
 	_, _ = io.Copy(io.Discard, os.Stdin)
-}
-
-// offMainThread runs fn in a new goroutine locked to a thread other than
-// the process's main thread, which does not end with a goroutine locked to
-// it (the runtime keeps it, wedged): the goroutine that lands on the main
-// thread keeps it until t ends, and tries again in another.
-func offMainThread(t *testing.T, fn func()) {
-	go func() {
-		runtime.LockOSThread()
-		if syscall.Gettid() == os.Getpid() {
-			hold := make(chan struct{})
-			t.Cleanup(func() { close(hold) })
-			offMainThread(t, fn)
-			<-hold
-			runtime.UnlockOSThread()
-			return
-		}
-		fn()
-	}()
 }
