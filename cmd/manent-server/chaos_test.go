@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -642,7 +643,8 @@ func TestChaosGuard(t *testing.T) {
 
 	first := run("30")
 	first.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // killed with its sleep below
-	if err := first.Start(); err != nil {
+	firstProc, err := childproc.Start(first)
+	if err != nil {
 		t.Fatal(err)
 	}
 	lock := filepath.Join(dir, "step-d1-prepare.lock")
@@ -659,7 +661,7 @@ func TestChaosGuard(t *testing.T) {
 	// The first run is killed (it leaves its locks behind, as after a
 	// crash) and reaped: a later run finds dead holders.
 	_ = syscall.Kill(-first.Process.Pid, syscall.SIGKILL)
-	_ = first.Wait()
+	_ = firstProc.Wait()
 	_ = os.Remove(filepath.Join(dir, "violations"))
 	if err := os.WriteFile(lock, []byte(fmt.Sprintf("%d 1 d1/prepare\n", first.Process.Pid)), 0o644); err != nil {
 		t.Fatal(err)

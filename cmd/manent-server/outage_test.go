@@ -134,7 +134,7 @@ func TestOutageShortKeepsTheStep(t *testing.T) {
 	select {
 	case <-w.done:
 		b, _ := os.ReadFile(filepath.Join(dir, "w", "w1", "server.log"))
-		t.Fatalf("the server exited after a %s outage: %v\n%s", outage, w.waitErr, b)
+		t.Fatalf("the server exited after a %s outage: %v\n%s", outage, w.waitErr(), b)
 	default:
 	}
 	if d.State != manent.StateSuccess {
@@ -334,7 +334,7 @@ func TestOutageConnectionsTerminated(t *testing.T) {
 	}
 	select {
 	case <-w.done:
-		t.Fatalf("the server exited: %v", w.waitErr)
+		t.Fatalf("the server exited: %v", w.waitErr())
 	default:
 	}
 }
@@ -373,14 +373,14 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 	cut := time.Now()
 	select {
 	case <-w.done:
-		t.Logf("the worker exited %s after the database went away (dead_after %s): %v", time.Since(cut).Round(10*time.Millisecond), testDeadAfter, w.waitErr)
+		t.Logf("the worker exited %s after the database went away (dead_after %s): %v", time.Since(cut).Round(10*time.Millisecond), testDeadAfter, w.waitErr())
 	case <-time.After(testDeadAfter + 30*time.Second):
 		t.Fatal("the worker did not stop while the database stayed away")
 	}
 	if since := time.Since(cut); since > testDeadAfter {
 		t.Errorf("the worker stopped %s after the database went away, past dead_after %s", since, testDeadAfter)
 	}
-	if w.waitErr == nil {
+	if w.waitErr() == nil {
 		t.Error("the worker exited 0, want an error exit")
 	}
 	if alivePid(first[0]) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -28,7 +29,15 @@ import (
 
 var serverBin string
 
+// serverBinEnv names the manent-server a helper run of this test binary
+// uses (TestServerDiesWithTheTestBinary), so that it builds none.
+const serverBinEnv = "MANENT_TEST_SERVER_BIN"
+
 func TestMain(m *testing.M) {
+	if bin := os.Getenv(serverBinEnv); bin != "" {
+		serverBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "manent-server-bin")
 	if err != nil {
 		panic(err)
@@ -45,11 +54,14 @@ func TestMain(m *testing.M) {
 }
 
 type proc struct {
-	cmd     *exec.Cmd
-	addr    string
-	done    chan struct{} // closed when the process has exited
-	waitErr error
+	cmd   *exec.Cmd
+	addr  string
+	done  <-chan struct{} // closed when the process has exited
+	child *childproc.Process
 }
+
+// waitErr is what the process's Wait returned, once done is closed.
+func (p *proc) waitErr() error { return p.child.Err() }
 
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
 
@@ -82,6 +94,19 @@ func serveArgs(dataDir, db string, args ...string) []string {
 // <dataDir>/server.log, and waits until it listens.
 func startCmd(t testing.TB, cmd *exec.Cmd, dataDir string) *proc {
 	t.Helper()
+	p, addrc := launchCmd(t, cmd, dataDir)
+	p.listen(t, addrc, filepath.Join(dataDir, "server.log"))
+	return p
+}
+
+// launchCmd starts cmd, a manent-server serve (perhaps wrapped), logging
+// to <dataDir>/server.log, without waiting for it: the channel gives the
+// address it listens on. The server is killed when the test ends, and on
+// Linux when the test binary dies however it dies (childproc.Start): a CI
+// timeout or a kill -9 left servers running, holding their ports, files
+// and PostgreSQL connections.
+func launchCmd(t testing.TB, cmd *exec.Cmd, dataDir string) (*proc, <-chan string) {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +120,11 @@ func startCmd(t testing.TB, cmd *exec.Cmd, dataDir string) *proc {
 	}
 	t.Cleanup(func() { logf.Close() })
 	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
+	child, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, done: child.Done(), child: child}
 	addrc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -108,20 +134,36 @@ func startCmd(t testing.TB, cmd *exec.Cmd, dataDir string) *proc {
 			}
 		}
 	}()
-	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // one a test stopped
 		_ = cmd.Process.Kill()
 		<-p.done
 	})
+	return p, addrc
+}
+
+// listen waits until the process listens, and fails t if it exits first or
+// takes longer than 60s (log: its log file).
+func (p *proc) listen(t testing.TB, addrc <-chan string, log string) {
+	t.Helper()
 	select {
 	case p.addr = <-addrc:
 	case <-p.done:
-		b, _ := os.ReadFile(filepath.Join(dataDir, "server.log"))
-		t.Fatalf("manent-server exited before listening: %v\n%s", p.waitErr, b)
+		b, _ := os.ReadFile(log)
+		t.Fatalf("manent-server exited before listening: %v\n%s", p.waitErr(), b)
 	case <-time.After(60 * time.Second):
 		t.Fatal("manent-server did not listen within 60s")
 	}
-	return p
+}
+
+// combinedOutput is cmd.CombinedOutput with the child started by
+// childproc.Start: a manent-server expected to refuse to start dies with
+// the test binary too if it started after all.
+func combinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	var b bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &b, &b
+	err := childproc.Run(cmd)
+	return b.Bytes(), err
 }
 
 func (p *proc) client() *api.Client { return api.NewClient(p.addr, "test-token", nil) }
@@ -250,8 +292,8 @@ func TestSIGTERMGracefulThenResume(t *testing.T) {
 	}
 	select {
 	case <-p.done:
-		if p.waitErr != nil {
-			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr)
+		if p.waitErr() != nil {
+			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("manent-server did not stop within 60s of SIGTERM")
@@ -520,8 +562,8 @@ func TestSIGTERMWithShutdownDelayIsNotReadyFirst(t *testing.T) {
 	}
 	select {
 	case <-p.done:
-		if p.waitErr != nil {
-			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr)
+		if p.waitErr() != nil {
+			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("manent-server did not stop within 60s of SIGTERM")
@@ -564,8 +606,8 @@ func TestSIGTERMEndsOpenStreams(t *testing.T) {
 	}
 	select {
 	case <-p.done:
-		if p.waitErr != nil {
-			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr)
+		if p.waitErr() != nil {
+			t.Fatalf("manent-server exited with %v after SIGTERM, want 0", p.waitErr())
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("manent-server did not stop within 60s of SIGTERM")

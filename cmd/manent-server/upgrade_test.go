@@ -587,7 +587,7 @@ func (b *upgradeBed) downgrade(t *testing.T, old string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, old, serveArgs(filepath.Join(b.dir, "old-again"), b.db, "--config", b.cfg, "--executor-id", "w1")...)
 	cmd.Env = append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", upgradeSecret)
-	out, err := cmd.CombinedOutput()
+	out, err := combinedOutput(cmd)
 	if ctx.Err() != nil || err == nil || !strings.Contains(string(out), "the database schema is newer than this manent-server") {
 		t.Errorf("the old manent-server on the upgraded database: %v, want it refused with the schema message\n%s", err, tail(out))
 	}

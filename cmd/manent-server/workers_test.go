@@ -1,7 +1,7 @@
 package main_test
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -55,53 +56,9 @@ func launch(t *testing.T, dir, db, id string) (*proc, <-chan string) {
 func launchEnv(t *testing.T, dir, db, id string, env ...string) (*proc, <-chan string) {
 	t.Helper()
 	data := filepath.Join(dir, id)
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--database", db, "--executor-id", id)
 	cmd.Env = append(append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token", "MANENT_WORKERS_RETRY_BASE=20ms"), workerEnv...), env...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.OpenFile(filepath.Join(data, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { logf.Close() })
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				addrc <- m[1]
-			}
-		}
-	}()
-	go func() { p.waitErr = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	return p, addrc
-}
-
-func (p *proc) listen(t *testing.T, addrc <-chan string, log string) {
-	t.Helper()
-	select {
-	case p.addr = <-addrc:
-	case <-p.done:
-		b, _ := os.ReadFile(log)
-		t.Fatalf("manent-server exited before listening: %v\n%s", p.waitErr, b)
-	case <-time.After(60 * time.Second):
-		t.Fatal("manent-server did not listen within 60s")
-	}
+	return launchCmd(t, cmd, data)
 }
 
 // startWorkers starts n workers at once on db and waits until each listens.
@@ -314,7 +271,7 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the resumed worker did not stop after learning it was declared dead")
 	}
-	if ps[victim].waitErr == nil {
+	if ps[victim].waitErr() == nil {
 		t.Error("the fenced worker exited 0, want an error exit")
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "w", victim, "server.log"))
@@ -485,11 +442,11 @@ func TestWorkersCutOffWorkerStopsItsSteps(t *testing.T) {
 	cut := time.Now()
 	select {
 	case <-ps["w1"].done:
-		t.Logf("the cut-off worker exited %s after the cut (dead_after %s): %v", time.Since(cut).Round(10*time.Millisecond), testDeadAfter, ps["w1"].waitErr)
+		t.Logf("the cut-off worker exited %s after the cut (dead_after %s): %v", time.Since(cut).Round(10*time.Millisecond), testDeadAfter, ps["w1"].waitErr())
 	case <-time.After(testDeadAfter + 30*time.Second):
 		t.Fatal("the worker cut off from the database did not stop")
 	}
-	if ps["w1"].waitErr == nil {
+	if ps["w1"].waitErr() == nil {
 		t.Error("the cut-off worker exited 0, want an error exit")
 	}
 	waitFile(t, started, "the slow step to run again on another worker")
@@ -539,8 +496,8 @@ func TestWorkersSIGTERMHandsOver(t *testing.T) {
 	}
 	select {
 	case <-ps[victim].done:
-		if ps[victim].waitErr != nil {
-			t.Fatalf("exit after SIGTERM: %v, want 0", ps[victim].waitErr)
+		if ps[victim].waitErr() != nil {
+			t.Fatalf("exit after SIGTERM: %v, want 0", ps[victim].waitErr())
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatal("no exit within 40s of SIGTERM")
@@ -586,7 +543,7 @@ func TestWorkersExecutorIDInUse(t *testing.T) {
 		defer cancel()
 		cmd := exec.CommandContext(ctx, serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--database", db, "--executor-id", "w1")
 		cmd.Env = append(append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token"), workerEnv...)
-		out, err := cmd.CombinedOutput()
+		out, err := combinedOutput(cmd)
 		if err == nil || ctx.Err() != nil {
 			t.Fatalf("a second process with executor id w1 (data_dir %s): %v, want it to stop with an error:\n%s", data, err, out)
 		}
@@ -670,18 +627,21 @@ func TestSQLiteSecondServerRefused(t *testing.T) {
 			cmd := exec.Command(serverBin, "serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "b"), "--database", c.db)
 			cmd.Dir = c.cwd
 			cmd.Env = append(os.Environ(), "MANENT_BOOTSTRAP_TOKEN=test-token")
-			done := make(chan struct{})
-			var out []byte
-			var err error
-			go func() { out, err = cmd.CombinedOutput(); close(done) }()
+			var buf bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &buf, &buf
+			p, err := childproc.Start(cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
 			select {
-			case <-done:
+			case <-p.Done():
 			case <-time.After(20 * time.Second):
 				_ = cmd.Process.Kill()
-				<-done
-				t.Fatalf("a second server on %s started beside the first:\n%s", c.db, out)
+				<-p.Done()
+				t.Fatalf("a second server on %s started beside the first:\n%s", c.db, buf.Bytes())
 			}
-			if err == nil {
+			out := buf.Bytes()
+			if p.Err() == nil {
 				t.Fatalf("a second server on %s started:\n%s", c.db, out)
 			}
 			// A hard link cannot be resolved to the first server's name.
@@ -732,8 +692,8 @@ steps:
 		}
 		select {
 		case <-ps[id].done:
-			if ps[id].waitErr != nil {
-				t.Fatalf("%s exited with %v after SIGTERM", id, ps[id].waitErr)
+			if ps[id].waitErr() != nil {
+				t.Fatalf("%s exited with %v after SIGTERM", id, ps[id].waitErr())
 			}
 		case <-time.After(40 * time.Second):
 			t.Fatalf("%s did not stop within 40s", id)
