@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/cli"
 	"github.com/manent-io/manent/pkg/enginetest"
 )
@@ -84,7 +85,10 @@ current-context: c
 			t.Logf("manent agent stderr:\n%s", b)
 		}
 	})
-	if err := cmd.Start(); err != nil {
+	// manent itself dies with the test binary, however that dies (and
+	// its manent-agent with it, as this test shows).
+	p, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var child int
@@ -98,7 +102,7 @@ current-context: c
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
+	_ = p.Wait()
 	enginetest.Eventually(t, 15*time.Second, func() bool { return !running(child) },
 		"%s (pid %d) to stop once manent was killed", cli.AgentBinary, child)
 }

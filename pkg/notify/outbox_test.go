@@ -16,6 +16,7 @@ import (
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	_ "github.com/dbos-inc/dbos-transact-golang/dbos/driver/sqlite"
 
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/notify"
 )
@@ -504,10 +505,13 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 				"NOTIFY_CRASH_HELPER=1", "NOTIFY_CRASH_DB="+dbPath, "NOTIFY_CRASH_URL="+rcv.url("/hook"),
 				"NOTIFY_CRASH_BACKOFF=2s")
 			child.Stdout, child.Stderr = &childOut, &childOut
-			if err := child.Start(); err != nil {
+			// It runs until killed: with the test binary too, however that
+			// dies.
+			childProc, err := childproc.Start(child)
+			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+			t.Cleanup(func() { _ = child.Process.Kill(); _ = childProc.Wait() })
 
 			first := rcv.next(t, 60*time.Second)
 			if first.ID != id || first.VerifyErr != nil {
@@ -534,7 +538,7 @@ func TestOutboxSurvivesCrash(t *testing.T) {
 			if err := child.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			_ = child.Wait()
+			_ = childProc.Wait()
 			healthy.Store(true)
 
 			if err := dbos.Launch(ctx); err != nil { // recovers the PENDING delivery

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/plugin"
 	"github.com/manent-io/manent/plugins/local"
 )
@@ -58,11 +59,13 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
 			cmd.Env = append(os.Environ(), "MANENT_LOCAL_CRASH="+c.child, "MANENT_LOCAL_CRASH_DIR="+dir)
 			cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-			if err := cmd.Start(); err != nil {
+			// It waits to be killed: with the test binary too, however
+			// that dies.
+			child, err := childproc.Start(cmd)
+			if err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			done := child.Done()
 			deadline := time.After(30 * time.Second)
 			tick := time.NewTicker(5 * time.Millisecond)
 			defer tick.Stop()
@@ -73,8 +76,8 @@ func TestKilledStepIsRetriedOrCompensated(t *testing.T) {
 					if _, err := os.Stat(ready); err == nil {
 						break wait
 					}
-				case err := <-done:
-					t.Fatalf("the child ended before the crash point: %v", err)
+				case <-done:
+					t.Fatalf("the child ended before the crash point: %v", child.Err())
 				case <-deadline:
 					_ = cmd.Process.Kill()
 					t.Fatal("the child did not reach the crash point in 30s")
