@@ -329,7 +329,10 @@ func TestWorkersAdminRecoverOfAPausedWorker(t *testing.T) {
 // blackhole is a TCP proxy on loopback in front of PostgreSQL whose cut
 // makes the network vanish for the worker behind it, as a partition does:
 // connections stay open, but nothing goes through any more, and new ones
-// are accepted and never answered. Nothing is refused or reset.
+// are accepted and never answered. Nothing is refused or reset. Not
+// enginetest.PGProxy: its Cut closes the connections and refuses new ones
+// (a database restarting), which a worker sees at once; a partition is
+// silence, seen only when its heartbeats time out.
 type blackhole struct {
 	ln  net.Listener
 	cut atomic.Bool

@@ -21,7 +21,9 @@ import (
 
 // droppingProxy relays requests to a server, but cuts each of the first
 // `drops` event streams abruptly after `after` events, the way a flaky
-// network or a proxy restart would.
+// network or a proxy restart would. Not enginetest.Relay: that reads each
+// answer whole before passing it on, and an event stream must go through
+// live, event by event, to be cut after some.
 type droppingProxy struct {
 	target string
 	drops  int

@@ -166,15 +166,7 @@ func TestAdminNeedsAnExistingPostgresDatabase(t *testing.T) {
 // error.
 func TestVerifyAuditAnchor(t *testing.T) {
 	ctx := context.Background()
-	data := t.TempDir()
-	cfg, err := loadConfig("", map[string]string{"data_dir": data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(ctx, cfg, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, cfg, n := openNode(t)
 	for i := 0; i < 5; i++ {
 		if err := n.Store.AppendAudit(ctx, store.AuditEntry{Identity: "token:ci", Action: "deployment.submit", Target: fmt.Sprint(i), Outcome: "accepted"}); err != nil {
 			t.Fatal(err)
@@ -238,15 +230,7 @@ func TestAdminRecoverOfAnUnknownWorker(t *testing.T) {
 // what to do: stop that server, or restart it (it recovers the other
 // executor ids' deploys itself at start).
 func TestAdminRecoverOnARunningSQLiteServer(t *testing.T) {
-	data := t.TempDir()
-	cfg, err := loadConfig("", map[string]string{"data_dir": data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(context.Background(), cfg, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, _, n := openNode(t)
 	defer n.Close(time.Second)
 	var stdout, stderr bytes.Buffer
 	code := Run(context.Background(), []string{"admin", "recover", "--executor-id", "worker-9", "--data-dir", data}, &stdout, &stderr, nil)
@@ -260,18 +244,27 @@ func TestAdminRecoverOnARunningSQLiteServer(t *testing.T) {
 // made, on which worker-1 ran.
 func dataWithWorker(t *testing.T) string {
 	t.Helper()
-	data := t.TempDir()
-	cfg, err := loadConfig("", map[string]string{"data_dir": data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Open(context.Background(), cfg, node.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, _, n := openNode(t)
 	if err := n.Store.RegisterWorker(context.Background(), store.WorkerStart{ID: "worker-1", DeadAfter: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	n.Close(time.Second)
 	return data
+}
+
+// openNode opens a node, as a server does, on a new data directory with
+// the default configuration, and returns the directory, the configuration
+// and the node, which the caller closes.
+func openNode(t *testing.T) (data string, cfg *node.Config, n *node.Node) {
+	t.Helper()
+	data = t.TempDir()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err = node.Open(context.Background(), cfg, node.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, cfg, n
 }

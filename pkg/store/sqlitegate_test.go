@@ -341,13 +341,9 @@ func TestGatedPoolConcurrentWrites(t *testing.T) {
 // itself: the second gives up after the busy timeout with "database is
 // locked", as SQLite alone would answer, instead of hanging.
 func TestGatedPoolNestedTransactionFails(t *testing.T) {
-	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db")+"?busy_timeout=100ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := gatedStoreBusy(t, 100*time.Millisecond, "")
 	ctx := context.Background()
-	err = st.Tx(ctx, func(*sql.Tx) error {
+	err := st.Tx(ctx, func(*sql.Tx) error {
 		return st.Tx(ctx, func(*sql.Tx) error { return nil })
 	})
 	if f := AsFault(err); f == nil || f.Reason != "the database is busy" {
@@ -540,14 +536,29 @@ func TestGatedPoolReplacesAStuckWriter(t *testing.T) {
 	}
 }
 
-// gatedStore opens a store on a new SQLite file and runs setup on it.
+// gatedStore opens a store on a new SQLite file, closed when t ends, and
+// runs setup on it.
 func gatedStore(t *testing.T, setup string) *Store {
 	t.Helper()
-	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db"))
+	return gatedStoreBusy(t, 0, setup)
+}
+
+// gatedStoreBusy is gatedStore with SQLite's busy timeout set (0: the
+// store's default), and setup run only when given.
+func gatedStoreBusy(t *testing.T, busy time.Duration, setup string) *Store {
+	t.Helper()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "m.db")
+	if busy > 0 {
+		dsn += "?busy_timeout=" + busy.String()
+	}
+	st, err := Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	if setup == "" {
+		return st
+	}
 	if _, err := st.DB().ExecContext(context.Background(), setup); err != nil {
 		t.Fatal(err)
 	}
@@ -674,16 +685,9 @@ func writerStmts(w *gatedConn) int {
 // gate, and, in a transaction, outside it (SQLite then answered "database
 // is locked", the transaction holding the write lock on the writer).
 func TestGatedPoolPreparedOnThePool(t *testing.T) {
-	st, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "m.db")+"?busy_timeout=200ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := gatedStoreBusy(t, 200*time.Millisecond, `CREATE TABLE prepared_db (i INTEGER)`)
 	ctx := context.Background()
 	db := st.DB()
-	if _, err := db.ExecContext(ctx, `CREATE TABLE prepared_db (i INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
 	// One connection: Tx.Stmt then finds the statement prepared on the
 	// transaction's own connection.
 	db.SetMaxOpenConns(1)
