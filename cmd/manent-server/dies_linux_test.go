@@ -1,18 +1,11 @@
 package main_test
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/childproc"
 )
 
 // helperDataEnv switches TestServerDiesWithTheTestBinary to its helper
@@ -29,52 +22,13 @@ const helperDataEnv = "MANENT_TEST_DIES_HELPER_DATA"
 func TestServerDiesWithTheTestBinary(t *testing.T) {
 	if data := os.Getenv(helperDataEnv); data != "" {
 		p := start(t, data, "sqlite:"+filepath.Join(data, "manent.db"))
-		fmt.Printf("server pid %d\n", p.cmd.Process.Pid)
-		_, _ = io.Copy(io.Discard, os.Stdin)
+		childproc.HoldChild(p.cmd.Process.Pid)
 		return
 	}
 	data := t.TempDir()
-	helper := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTheTestBinary$", "-test.timeout=2m")
-	helper.Env = append(os.Environ(), helperDataEnv+"="+data, serverBinEnv+"="+serverBin)
-	// Held open until the helper is killed: the helper holds its server
-	// until its standard input ends (the test failing before the kill).
-	stdin, err := helper.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := helper.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	pid := 0
-	sc := bufio.NewScanner(stdout)
-	for pid == 0 && sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		_, _ = fmt.Sscanf(sc.Text(), "server pid %d", &pid)
-	}
-	if pid == 0 {
-		_ = helper.Process.Kill()
-		_ = helper.Wait()
-		b, _ := os.ReadFile(filepath.Join(data, "server.log"))
-		t.Fatalf("the helper printed no server pid:\n%s\nserver.log:\n%s", out.String(), b)
-	}
-	t.Cleanup(func() {
-		if alivePid(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	if !alivePid(pid) {
-		t.Fatalf("the server (pid %d) is not running before the helper is killed", pid)
-	}
-	if err := helper.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = helper.Wait()
-	enginetest.Eventually(t, 15*time.Second, func() bool { return !alivePid(pid) },
-		"manent-server (pid %d) to stop once the test binary that started it was killed", pid)
+	childproc.KillHelper(t, "TestServerDiesWithTheTestBinary", []string{helperDataEnv + "=" + data, serverBinEnv + "=" + serverBin}, "manent-server",
+		func() string {
+			b, _ := os.ReadFile(filepath.Join(data, "server.log"))
+			return "server.log:\n" + string(b)
+		})
 }

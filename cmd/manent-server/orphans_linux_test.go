@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -94,7 +95,7 @@ func orphansStoppedBeforeRerun(t *testing.T, first string, lifelineToo bool) {
 	t.Cleanup(func() {
 		// Whatever a failed run left behind.
 		for _, pid := range pidsIn(filepath.Join(markers, "pids")) {
-			if alivePid(pid) {
+			if childproc.Alive(pid) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
@@ -136,7 +137,7 @@ steps:
 		if err := syscall.Kill(line, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		enginetest.Eventually(t, 10*time.Second, func() bool { return !alivePid(line) }, "the lifeline killed")
+		enginetest.Eventually(t, 10*time.Second, func() bool { return !childproc.Alive(line) }, "the lifeline killed")
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ steps:
 	<-p.done
 	if lifelineToo {
 		for _, pid := range pids {
-			if !alivePid(pid) {
+			if !childproc.Alive(pid) {
 				t.Fatalf("pid %d of the step died with the server and its lifeline: the test cannot tell orphans apart", pid)
 			}
 		}
@@ -152,7 +153,7 @@ steps:
 		// No restart needed: the lifeline stops them.
 		enginetest.Eventually(t, 15*time.Second, func() bool {
 			for _, pid := range pids {
-				if alivePid(pid) {
+				if childproc.Alive(pid) {
 					return false
 				}
 			}
@@ -176,7 +177,7 @@ steps:
 		t.Fatalf("attempts:\n%s\nwant 2 (interrupted, then re-run)", attempts)
 	}
 	for _, pid := range pids {
-		if alivePid(pid) {
+		if childproc.Alive(pid) {
 			t.Errorf("pid %d of the interrupted attempt is still running", pid)
 		}
 	}

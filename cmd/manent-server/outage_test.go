@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/childproc"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 )
@@ -363,7 +364,7 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 	}
 	waitFile(t, started, "the slow step to start")
 	first := pidsIn(filepath.Join(dir, "slow-pids"))
-	if len(first) != 1 || !alivePid(first[0]) {
+	if len(first) != 1 || !childproc.Alive(first[0]) {
 		t.Fatalf("slow step pids %v, want its running shell", first)
 	}
 	if err := os.Remove(started); err != nil {
@@ -383,7 +384,7 @@ func TestOutageLongerThanDeadAfter(t *testing.T) {
 	if w.waitErr() == nil {
 		t.Error("the worker exited 0, want an error exit")
 	}
-	if alivePid(first[0]) {
+	if childproc.Alive(first[0]) {
 		t.Errorf("the step's process (pid %d) outlives its worker", first[0])
 	}
 	if b, _ := os.ReadFile(log); !strings.Contains(string(b), "cut off") {

@@ -508,16 +508,6 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 	}
 }
 
-// alivePid says whether pid is a running process (a zombie is not).
-func alivePid(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
-
 // pidsIn reads the pids listed in path.
 func pidsIn(path string) []int {
 	b, _ := os.ReadFile(path)

@@ -153,7 +153,7 @@ func TestWorkersTakeOverKilledWorker(t *testing.T) {
 	}
 	victim := runner(t, c)
 	first := pidsIn(filepath.Join(dir, "slow-pids"))
-	if len(first) != 1 || !alivePid(first[0]) {
+	if len(first) != 1 || !childproc.Alive(first[0]) {
 		t.Fatalf("slow step pids %v, want its running shell", first)
 	}
 	if err := ps[victim].cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -169,7 +169,7 @@ func TestWorkersTakeOverKilledWorker(t *testing.T) {
 	// The killed worker's lifeline stopped the first attempt's command
 	// (which waits for the release file) long before the takeover: the
 	// step never ran twice at once.
-	if alivePid(first[0]) {
+	if childproc.Alive(first[0]) {
 		t.Errorf("the slow step runs again on another worker while its first attempt (pid %d) still runs where the killed worker was", first[0])
 	}
 	t.Logf("takeover: the killed worker's step ran again %s after SIGKILL (dead_after %s, heartbeat %s)",
@@ -231,7 +231,7 @@ func pauseRunner(t *testing.T, ps map[string]*proc, yml, dir, started string) (*
 	waitFile(t, started, "the slow step to start")
 	victim := runner(t, c)
 	first := pidsIn(filepath.Join(dir, "slow-pids"))
-	if len(first) != 1 || !alivePid(first[0]) {
+	if len(first) != 1 || !childproc.Alive(first[0]) {
 		t.Fatalf("slow step pids %v, want its running shell", first)
 	}
 	if err := ps[victim].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -253,7 +253,7 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 	live := other(ps, victim).client()
 	resumed := waitFile(t, started, "the slow step to run again on another worker")
 	t.Logf("takeover of a paused worker: %s after SIGSTOP (dead_after %s)", resumed.Sub(stopped).Round(10*time.Millisecond), testDeadAfter)
-	if alivePid(first[0]) {
+	if childproc.Alive(first[0]) {
 		t.Errorf("the slow step runs again on another worker while its first attempt (pid %d) still runs under the paused worker", first[0])
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
@@ -311,11 +311,11 @@ func TestWorkersAdminRecoverOfAPausedWorker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("admin recover: %v\n%s", err, out)
 	}
-	if alivePid(first[0]) {
+	if childproc.Alive(first[0]) {
 		t.Errorf("admin recover handed the deploy back while its step's first attempt (pid %d) still runs under the paused worker:\n%s", first[0], out)
 	}
 	waitFile(t, started, "the slow step to run again")
-	if alivePid(first[0]) {
+	if childproc.Alive(first[0]) {
 		t.Errorf("the slow step runs again while its first attempt (pid %d) still runs", first[0])
 	}
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
@@ -432,7 +432,7 @@ func TestWorkersCutOffWorkerStopsItsSteps(t *testing.T) {
 	}
 	waitFile(t, started, "the slow step to start")
 	first := pidsIn(filepath.Join(dir, "slow-pids"))
-	if len(first) != 1 || !alivePid(first[0]) {
+	if len(first) != 1 || !childproc.Alive(first[0]) {
 		t.Fatalf("slow step pids %v, want its running shell", first)
 	}
 	for id, p := range startWorkers(t, filepath.Join(dir, "w"), db, "w2") {
@@ -456,7 +456,7 @@ func TestWorkersCutOffWorkerStopsItsSteps(t *testing.T) {
 	if fi, err := os.Stat(started); err == nil {
 		t.Logf("takeover of a cut-off worker: the step ran again %s after the cut", fi.ModTime().Sub(cut).Round(10*time.Millisecond))
 	}
-	if alivePid(first[0]) {
+	if childproc.Alive(first[0]) {
 		t.Errorf("the slow step runs again on another worker while its first attempt (pid %d) still runs where the cut-off worker was", first[0])
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "w", "w1", "server.log"))
@@ -568,7 +568,7 @@ func TestWorkersExecutorIDInUse(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, "admin", "procs", "*")); len(left) > 0 {
 		t.Fatalf("admin recover left %v behind", left)
 	}
-	if !alivePid(first[0]) || len(pidsIn(filepath.Join(dir, "slow-pids"))) != 1 {
+	if !childproc.Alive(first[0]) || len(pidsIn(filepath.Join(dir, "slow-pids"))) != 1 {
 		t.Fatalf("the step's first attempt was stopped or ran again: pids %v", pidsIn(filepath.Join(dir, "slow-pids")))
 	}
 	if w := workersByID(ps["w1"].client())["w1"]; w.State != "alive" {

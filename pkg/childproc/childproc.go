@@ -12,8 +12,11 @@
 package childproc
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 )
 
 // Process is a child started by Start, waited for in the background.
@@ -85,4 +88,15 @@ func Run(cmd *exec.Cmd) error {
 		return err
 	}
 	return p.Wait()
+}
+
+// Alive says whether pid is a running process, not gone and not a zombie
+// (it reads /proc: false where there is none).
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }

@@ -1,9 +1,7 @@
 package childproc_test
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -34,45 +32,7 @@ func TestChildDiesWithTheTestBinary(t *testing.T) {
 		holdSleep(t)
 		return
 	}
-	helper := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithTheTestBinary$", "-test.timeout=1m")
-	helper.Env = append(os.Environ(), helperEnv+"=1")
-	// Held open until the helper is killed: the helper holds its child
-	// until its standard input ends (the test failing before the kill).
-	stdin, err := helper.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := helper.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	pid := 0
-	sc := bufio.NewScanner(stdout)
-	for pid == 0 && sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		_, _ = fmt.Sscanf(sc.Text(), "child pid %d", &pid)
-	}
-	if pid == 0 {
-		_ = helper.Process.Kill()
-		_ = helper.Wait()
-		t.Fatalf("the helper printed no child pid:\n%s", out.String())
-	}
-	t.Cleanup(func() {
-		if childproc.Alive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	if err := helper.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = helper.Wait()
-	enginetest.Eventually(t, 15*time.Second, func() bool { return !childproc.Alive(pid) },
-		"the child (pid %d) to stop once the test binary that started it was killed", pid)
+	childproc.KillHelper(t, "TestChildDiesWithTheTestBinary", []string{helperEnv + "=1"}, "the child", nil)
 }
 
 // holdSleep is the helper's part: sleep started by a goroutine that holds
@@ -109,8 +69,7 @@ func holdSleep(t *testing.T) {
 	if !childproc.Alive(pid) || killPending(t, pid) {
 		t.Fatalf("the child (pid %d) ended with the thread of the goroutine that started it", pid)
 	}
-	fmt.Printf("child pid %d\n", pid)
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	childproc.HoldChild(pid)
 }
 
 // killPending says whether pid has a SIGKILL pending, sent and not yet

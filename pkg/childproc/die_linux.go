@@ -1,10 +1,7 @@
 package childproc
 
 import (
-	"bytes"
-	"os"
 	"os/exec"
-	"strconv"
 	"syscall"
 )
 
@@ -15,15 +12,4 @@ func dieWithParent(cmd *exec.Cmd) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
-}
-
-// Alive says whether pid is a running process, not gone and not a zombie
-// (Linux only: it reads /proc).
-func Alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,16 +39,6 @@ func childOf(ppid int, name string) int {
 		}
 	}
 	return 0
-}
-
-// running says whether pid is a live process (not gone, not a zombie).
-func running(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
 }
 
 // TestSiblingDiesWithManent: `manent agent` killed with SIGKILL (no chance
@@ -95,7 +84,7 @@ current-context: c
 	enginetest.Eventually(t, 30*time.Second, func() bool { child = childOf(cmd.Process.Pid, cli.AgentBinary); return child != 0 },
 		"manent to start %s", cli.AgentBinary)
 	t.Cleanup(func() {
-		if running(child) {
+		if childproc.Alive(child) {
 			_ = syscall.Kill(child, syscall.SIGKILL)
 		}
 	})
@@ -103,6 +92,6 @@ current-context: c
 		t.Fatal(err)
 	}
 	_ = p.Wait()
-	enginetest.Eventually(t, 15*time.Second, func() bool { return !running(child) },
+	enginetest.Eventually(t, 15*time.Second, func() bool { return !childproc.Alive(child) },
 		"%s (pid %d) to stop once manent was killed", cli.AgentBinary, child)
 }

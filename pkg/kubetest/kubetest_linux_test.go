@@ -1,15 +1,9 @@
 package kubetest
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,45 +29,8 @@ func TestChildDiesWithTheTestBinary(t *testing.T) {
 	}
 	BinDir(t)
 	dir := t.TempDir()
-	helper := exec.Command(os.Args[0], "-test.run=^TestChildDiesWithTheTestBinary$", "-test.timeout=2m")
-	helper.Env = append(os.Environ(), helperDirEnv+"="+dir)
-	// Held open until the helper is killed: the helper holds etcd until
-	// its standard input ends (the test failing before the kill).
-	stdin, err := helper.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	stdout, err := helper.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	pid := 0
-	sc := bufio.NewScanner(stdout)
-	for pid == 0 && sc.Scan() {
-		out.WriteString(sc.Text() + "\n")
-		_, _ = fmt.Sscanf(sc.Text(), "etcd pid %d", &pid)
-	}
-	if pid == 0 {
-		_ = helper.Process.Kill()
-		_ = helper.Wait()
-		t.Fatalf("the helper printed no etcd pid:\n%s", out.String())
-	}
-	t.Cleanup(func() {
-		if childproc.Alive(pid) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
-	if err := helper.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = helper.Wait()
-	enginetest.Eventually(t, 15*time.Second, func() bool { return !childproc.Alive(pid) },
-		"etcd (pid %d) to stop once the test binary that started it was killed", pid)
+	childproc.KillHelper(t, "TestChildDiesWithTheTestBinary", []string{helperDirEnv + "=" + dir}, "etcd",
+		func() string { b, _ := os.ReadFile(filepath.Join(dir, "etcd.log")); return "etcd.log:\n" + string(b) })
 }
 
 // holdEtcd is the helper's part: etcd started in dir, answering, its pid
@@ -95,6 +52,5 @@ func holdEtcd(t *testing.T, dir string) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, "etcd to answer on %s (its log: %s)", url, filepath.Join(dir, "etcd.log"))
-	fmt.Printf("etcd pid %d\n", pid)
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	childproc.HoldChild(pid)
 }
