@@ -74,7 +74,7 @@ to try again.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return approveRun(cmd.Context(), opts)
+			return unknownDeploy(approveRun(cmd.Context(), opts))
 		},
 	}
 	if reject {

@@ -52,7 +52,7 @@ again.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return cancelRun(cmd.Context(), opts)
+			return unknownDeploy(cancelRun(cmd.Context(), opts))
 		},
 	}
 }

@@ -88,7 +88,7 @@ output you trust, or to replay a step's output to a file.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return logsRun(cmd.Context(), opts)
+			return unknownDeploy(logsRun(cmd.Context(), opts))
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.Follow, "follow", "f", false, "keep printing new lines until the deploy is final")

@@ -40,7 +40,7 @@ Same as 'manent status <id> --web'.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return openRun(cmd.Context(), opts)
+			return unknownDeploy(openRun(cmd.Context(), opts))
 		},
 	}
 }

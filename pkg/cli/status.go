@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -71,12 +72,12 @@ effective}.`,
 				return usageErrorf("--web and --effective cannot be used together")
 			}
 			if opts.Effective {
-				return effectiveRun(cmd.Context(), opts)
+				return unknownDeploy(effectiveRun(cmd.Context(), opts))
 			}
 			if opts.Web {
-				return openRun(cmd.Context(), &OpenOptions{IO: opts.IO, Client: opts.Client, Getenv: opts.Getenv, ID: opts.ID})
+				return unknownDeploy(openRun(cmd.Context(), &OpenOptions{IO: opts.IO, Client: opts.Client, Getenv: opts.Getenv, ID: opts.ID}))
 			}
-			return statusRun(cmd.Context(), opts)
+			return unknownDeploy(statusRun(cmd.Context(), opts))
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Web, "web", false, "print (and on a desktop open) the deploy's page in the web UI")
@@ -84,8 +85,33 @@ effective}.`,
 	return cmd
 }
 
-// unknownDeployHint follows the 404 of a deploy id given to status or steps.
+// unknownDeployHint follows the 404 of a deploy id given to a command.
 const unknownDeployHint = "'manent list' shows the deploys you may read (--application, --environment and --state narrow it)"
+
+// unknownDeploy is the one way a command given a deploy id (status,
+// steps, logs, wait, cancel, approve, reject, open) says the id is
+// unknown: the server's "deploy <id> not found" (404) gets the hint
+// unknownDeployHint. Other errors pass unchanged, and so do a 404 of
+// something else (a deploy without a recorded effective deploy) and one
+// of a deploy that had answered while followed (*GoneError: the database
+// was restored, the id was right).
+func unknownDeploy(err error) error {
+	if manent.ErrorCode(err) != manent.ENotFound {
+		return err
+	}
+	var (
+		gone   *GoneError
+		hinted *HintedError
+	)
+	if errors.As(err, &gone) || errors.As(err, &hinted) {
+		return err
+	}
+	msg := manent.ErrorMessage(err)
+	if !strings.HasPrefix(msg, "deploy ") || !strings.HasSuffix(msg, " not found") {
+		return err
+	}
+	return &HintedError{Err: err, Hint: unknownDeployHint}
+}
 
 func statusRun(ctx context.Context, opts *StatusOptions) error {
 	client, err := opts.Client()
@@ -93,9 +119,6 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		return err
 	}
 	d, err := client.Deployment(ctx, opts.ID)
-	if manent.ErrorCode(err) == manent.ENotFound {
-		return &HintedError{Err: err, Hint: unknownDeployHint}
-	}
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ compact JSON, cut to fit; -o json prints it whole as {"steps": [...]}.`,
 			if runF != nil {
 				return runF(opts)
 			}
-			return stepsRun(cmd.Context(), opts)
+			return unknownDeploy(stepsRun(cmd.Context(), opts))
 		},
 	}
 }
@@ -58,9 +58,6 @@ func stepsRun(ctx context.Context, opts *StepsOptions) error {
 		return err
 	}
 	steps, err := client.Steps(ctx, opts.ID)
-	if manent.ErrorCode(err) == manent.ENotFound {
-		return &HintedError{Err: err, Hint: unknownDeployHint}
-	}
 	if err != nil {
 		return err
 	}

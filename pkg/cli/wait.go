@@ -59,7 +59,7 @@ the server either way. Ctrl-C stops the waiting, not the deploy (exit 130):
 			if runF != nil {
 				return runF(opts)
 			}
-			return waitRun(cmd.Context(), opts)
+			return unknownDeploy(waitRun(cmd.Context(), opts))
 		},
 	}
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "no progress on stderr (state, step, queue position, elapsed time)")
