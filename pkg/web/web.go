@@ -178,6 +178,14 @@ func (h *Handler) handleNotFound(w http.ResponseWriter, r *http.Request) {
 		h.uncheckedSession(w, r, err)
 		return
 	}
+	if allow := h.allowed(r); len(allow) > 0 {
+		// The address is the UI's, the method is not: 405, as the API
+		// answers, with the methods it takes (repeating neither the address nor
+		// the method).
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		h.renderError(w, r, v, http.StatusMethodNotAllowed, "This address does not take that method: it answers "+strings.Join(allow, ", ")+". Check the link or the form that sent it.")
+		return
+	}
 	msg := "There is no page at this address. Check the link, or sign in and start from the activity page."
 	if v != nil {
 		msg = "There is no page at this address. Check the link, or start from a page of the navigation above."
@@ -189,6 +197,27 @@ func (h *Handler) handleNotFound(w http.ResponseWriter, r *http.Request) {
 		msg = "There is no page at this address: it still starts with " + h.prefix + ", which the reverse proxy in front of manent should remove (web.path_prefix). Tell the server's operator."
 	}
 	h.renderError(w, r, v, http.StatusNotFound, msg)
+}
+
+// uiMethods are the methods a UI route may be registered with, in the
+// order an Allow header names them.
+var uiMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed returns the methods some route other than the catch-all serves
+// r's path with, nil when none does (the path has no page). The mux's own
+// 405 cannot answer: the catch-all "/" matches every method.
+func (h *Handler) allowed(r *http.Request) []string {
+	var allow []string
+	for _, m := range uiMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := h.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // ServeHTTP serves the UI with its security headers.
