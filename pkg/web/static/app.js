@@ -4,12 +4,14 @@
 // second, by the server's rules; the server's text is what a browser
 // without script shows. Log lines are appended to #log; any other event
 // reloads the #live region from the server (the same HTML as the page). EventSource reconnects by itself and
-// resumes with Last-Event-ID; after a refused reconnect the script opens a
-// new stream from the last event it saw — unless the session has ended
-// (signed out, here or in another tab or browser, or expired: the server
-// ends the open stream then), which it says instead, or the server's
-// database was restored from a backup older than that event, when the
-// page is loaded again.
+// resumes with Last-Event-ID; after a refused stream the script asks the
+// same address once why (refused()) and opens a new stream from the last
+// event it saw — after the refusal's Retry-After, its detail in the banner
+// (too many streams: limits.streams_per_identity) — unless the session has
+// ended (signed out, here or in another tab or browser, or expired: the
+// server ends the open stream then), which it says instead, the stream is
+// forbidden or gone (403, 404), or the server's database was restored from
+// a backup older than that event, when the page is loaded again.
 (function () {
   'use strict';
   var body = document.body;
@@ -328,28 +330,52 @@
     }
   }
 
-  // rewound asks the stream why it refused: a 422 whose last_event_id is
-  // below the last event seen says the server's database was restored from
-  // an older backup. What the page shows after that event is undone there,
-  // so the page is loaded again, from the server's state. Otherwise next.
-  function rewound(next) {
-    if (!lastID || streamURL.indexOf(deployStream) !== 0 || !window.AbortController) { next(); return; }
-    var ac = new AbortController();
-    fetch(url(), { headers: { 'Accept': 'text/event-stream' }, credentials: 'same-origin', signal: ac.signal })
+  // RETRY is the wait before the next stream after a refusal that names
+  // none; a refusal's Retry-After (a 429 past limits.streams_per_identity,
+  // a 503) replaces it, at most RETRY_MAX.
+  var RETRY = 2 * SEC, RETRY_MAX = 5 * MIN;
+
+  function reopen(ms) { setTimeout(function () { if (!finished) { open(); } }, ms); }
+
+  // refused learns why the stream was refused — EventSource does not say
+  // — with one request of the same address, read no further than its
+  // status and problem: a stream that answers now is closed at once and
+  // opened again after RETRY; 401 is the end of the session; a 422 whose
+  // last_event_id is below the last event seen says the server's database
+  // was restored from an older backup (what the page shows after that
+  // event is undone there), so the page is loaded again; any other problem
+  // is shown (its detail) and the next stream waits its Retry-After; a 403
+  // or 404 ends the following (retrying changes nothing).
+  function refused() {
+    var ac = window.AbortController ? new AbortController() : null;
+    var stop = function (r) { if (ac) { ac.abort(); } else if (r && r.body && r.body.cancel) { r.body.cancel(); } };
+    var lost = function () { status('Disconnected from the server; retrying…'); reopen(RETRY); };
+    fetch(url(), { headers: { 'Accept': 'text/event-stream' }, credentials: 'same-origin', signal: ac ? ac.signal : undefined })
       .then(function (r) {
-        if (r.status !== 422) { ac.abort(); next(); return; }
-        return r.json().then(function (p) {
+        if (r.ok) { stop(r); lost(); return; }
+        if (r.status === 401) { stop(r); sessionEnded(); return; }
+        var wait = parseInt(r.headers.get('Retry-After') || '', 10) * SEC;
+        wait = isNaN(wait) ? RETRY : Math.min(Math.max(wait, RETRY), RETRY_MAX);
+        var type = r.headers.get('Content-Type') || '';
+        var problem = type.indexOf('json') >= 0 ? r.json() : Promise.reject(new Error('not a problem'));
+        return problem.then(function (p) {
           var end = p && p.last_event_id;
-          if (typeof end === 'number' && end < parseInt(lastID, 10)) {
+          if (r.status === 422 && lastID && typeof end === 'number' && end < parseInt(lastID, 10)) {
             finished = true;
             status('The server\'s database was restored from an older backup; loading the page again…');
             location.reload();
             return;
           }
-          next();
-        });
-      })
-      .catch(next);
+          var detail = String((p && p.detail) || r.statusText || r.status).slice(0, 500);
+          if (r.status === 403 || r.status === 404) {
+            finished = true;
+            status('Live updates stopped: ' + detail.replace(/[.\s]+$/, '') + '. Reload to try again.');
+            return;
+          }
+          status('Live updates paused: ' + detail + ' (trying again in ' + Math.round(wait / SEC) + 's)');
+          reopen(wait);
+        }, function () { stop(r); status('Disconnected from the server; retrying…'); reopen(wait); });
+      }, lost);
   }
 
   function open() {
@@ -363,14 +389,8 @@
       if (finished) { return; }
       broken = true;
       if (es.readyState === EventSource.CLOSED) {
-        status('Disconnected from the server; retrying…');
-        var again = function () { setTimeout(function () { if (!finished) { open(); } }, 2000); };
-        // The reconnect was refused: is the session still there?
-        fetch(location.pathname + location.search, { headers: { 'X-Manent-Fragment': '1' }, credentials: 'same-origin' })
-          .then(function (r) {
-            if (r.redirected || r.status === 401) { sessionEnded(); return; }
-            rewound(again);
-          }, again);
+        // The stream was refused: why, and when to try again?
+        refused();
       } else {
         status('Reconnecting to the server…');
       }
