@@ -142,13 +142,7 @@ func TestRollbackRefusedWhileADeployRuns(t *testing.T) {
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
 	art := artifactFile(t)
-	for _, v := range []string{"1", "2"} {
-		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, ci, res.ID, manent.StateSuccess)
-	}
+	twoReleases(t, ci, art)
 	running, gate := startGated(t, ci, func(art, gate string) string {
 		return strings.Replace(gatedDescriptor(art, "staging", gate), `version: "1"`, `version: "3"`, 1)
 	})
@@ -330,13 +324,7 @@ func TestRollbackToMustBeAVersion(t *testing.T) {
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
 	art := artifactFile(t)
-	for _, v := range []string{"1", "2"} {
-		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, ci, res.ID, manent.StateSuccess)
-	}
+	twoReleases(t, ci, art)
 	for _, to := range []string{"1\x1b[2J", "1\n2", strings.Repeat("v", 257), strings.Repeat("\x1b[31m", 100_000)} {
 		_, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: to})
 		var me *manent.Error
@@ -555,15 +543,7 @@ func TestHistorySaysWhatARollbackRestored(t *testing.T) {
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
 	art := artifactFile(t)
-	var ids []string
-	for _, v := range []string{"1", "2"} {
-		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, ci, res.ID, manent.StateSuccess)
-		ids = append(ids, res.ID)
-	}
+	ids := twoReleases(t, ci, art)
 	rb, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{})
 	if err != nil || rb.From != ids[0] {
 		t.Fatalf("rollback %+v %v: want from %s", rb, err, ids[0])
@@ -667,13 +647,7 @@ func TestRollbackToEmptyIsRefused(t *testing.T) {
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
 	art := artifactFile(t)
-	for _, v := range []string{"1", "2"} {
-		res, err := ci.Submit(ctx, simple(art, "staging", v, ""), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, ci, res.ID, manent.StateSuccess)
-	}
+	twoReleases(t, ci, art)
 	code, body, h := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/staging/rollback", "ci-token", `{"to": ""}`)
 	if code != http.StatusUnprocessableEntity || h.Get("Content-Type") != api.ProblemContentType ||
 		!strings.Contains(string(body), `"path":"/to"`) || !strings.Contains(string(body), "leave") {
@@ -690,4 +664,21 @@ func TestRollbackToEmptyIsRefused(t *testing.T) {
 	if code != http.StatusAccepted || !strings.Contains(string(body), `"version": "1"`) && !strings.Contains(string(body), `"version":"1"`) {
 		t.Errorf("{}: %d %s, want 202 rolling back to 1", code, body)
 	}
+}
+
+// twoReleases deploys versions 1 and 2 of billing to staging with ci, each
+// to SUCCESS, and returns their ids: an environment with a release to go
+// back to.
+func twoReleases(t *testing.T, ci *api.Client, art string) []string {
+	t.Helper()
+	var ids []string
+	for _, v := range []string{"1", "2"} {
+		res, err := ci.Submit(context.Background(), simple(art, "staging", v, ""), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, ci, res.ID, manent.StateSuccess)
+		ids = append(ids, res.ID)
+	}
+	return ids
 }

@@ -31,21 +31,9 @@ func hasBidiControl(s string) bool {
 // Source): the page shows each one as an escape, as the CLI does, and
 // keeps Hebrew and Arabic letters. The API keeps the bytes as written.
 func TestDeployPageShowsBidiControls(t *testing.T) {
-	s := startUI(t)
-	g := s.gate(t, "g")
-	open(t, g)
-	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", g))
-	s.waitState(t, id, manent.StateSuccess)
-	if err := s.Store.AppendLog(t.Context(), id, "prepare", []store.LogEntry{{Time: time.Now(), Text: bidiLine}}); err != nil {
-		t.Fatal(err)
-	}
-	b := newBrowser(t, s.URL)
-	b.login("vera-token")
-	for _, hdr := range [][]string{nil, {"X-Manent-Fragment", "1"}} {
-		p := b.do("GET", "/deployments/"+id, nil, hdr...)
-		if p.Status != 200 {
-			t.Fatalf("deploy page %v: %d", hdr, p.Status)
-		}
+	s, id, pages := pagesWithLine(t, bidiLine)
+	for i, p := range pages {
+		hdr := pageHeaders[i]
 		if hasBidiControl(p.Body) {
 			t.Errorf("a bidirectional control reaches the page %v: %q", hdr, p.Body[strings.Index(p.Body, "verdict"):][:80])
 		}
@@ -114,21 +102,9 @@ func hasControl(s string) bool {
 // shows it as an escape (\x07, \x0d), the page showed a bell, a line break
 // for CR, or nothing. The page and its reloads show the CLI's escapes.
 func TestDeployPageShowsControlCharacters(t *testing.T) {
-	s := startUI(t)
-	g := s.gate(t, "g")
-	open(t, g)
-	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", g))
-	s.waitState(t, id, manent.StateSuccess)
-	if err := s.Store.AppendLog(t.Context(), id, "prepare", []store.LogEntry{{Time: time.Now(), Text: controlLine}}); err != nil {
-		t.Fatal(err)
-	}
-	b := newBrowser(t, s.URL)
-	b.login("vera-token")
-	for _, hdr := range [][]string{nil, {"X-Manent-Fragment", "1"}} {
-		p := b.do("GET", "/deployments/"+id, nil, hdr...)
-		if p.Status != 200 {
-			t.Fatalf("deploy page %v: %d", hdr, p.Status)
-		}
+	_, _, pages := pagesWithLine(t, controlLine)
+	for i, p := range pages {
+		hdr := pageHeaders[i]
 		if hasControl(p.Body) {
 			i := max(strings.Index(p.Body, "progress"), 0)
 			t.Errorf("a control character reaches the page %v: %q", hdr, p.Body[i:min(i+80, len(p.Body))])
@@ -137,4 +113,34 @@ func TestDeployPageShowsControlCharacters(t *testing.T) {
 			t.Errorf("the line is not shown as %s %v", controlShown, hdr)
 		}
 	}
+}
+
+// pageHeaders are the two ways the deploy page is asked for: whole, and
+// the fragment its script reloads.
+var pageHeaders = [][]string{nil, {"X-Manent-Fragment", "1"}}
+
+// pagesWithLine runs a deploy to SUCCESS, appends line to its log, and
+// returns the UI, the deploy's id and its page as a reader gets it, asked
+// for as each of pageHeaders says.
+func pagesWithLine(t *testing.T, line string) (*uiServer, string, []page) {
+	t.Helper()
+	s := startUI(t)
+	g := s.gate(t, "g")
+	open(t, g)
+	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", g))
+	s.waitState(t, id, manent.StateSuccess)
+	if err := s.Store.AppendLog(t.Context(), id, "prepare", []store.LogEntry{{Time: time.Now(), Text: line}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s.URL)
+	b.login("vera-token")
+	var pages []page
+	for _, hdr := range pageHeaders {
+		p := b.do("GET", "/deployments/"+id, nil, hdr...)
+		if p.Status != 200 {
+			t.Fatalf("deploy page %v: %d", hdr, p.Status)
+		}
+		pages = append(pages, p)
+	}
+	return s, id, pages
 }
