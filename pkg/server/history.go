@@ -180,17 +180,24 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	}
 	var req api.RollbackRequest
 	if len(body) > 0 {
-		if err := jsonUnmarshalStrict(body, &req); err != nil {
+		// api.RollbackRequest, read once with its "to" as a pointer (the
+		// outer field hides the embedded one): an explicit empty "to" is a
+		// script's {"to": "$VERSION"} with VERSION unset, not a request for
+		// the release before the current one (as `manent rollback --to ""`
+		// is refused, docs/cli.md).
+		var given struct {
+			api.RollbackRequest
+			To *string `json:"to"`
+		}
+		if err := jsonUnmarshalStrict(body, &given); err != nil {
 			writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "rollback request: %v (want {\"to\": \"<version>\"} or nothing)", err))
 			return
 		}
-		// An explicit empty "to" is a script's {"to": "$VERSION"} with
-		// VERSION unset, not a request for the release before the current
-		// one (as `manent rollback --to ""` is refused, docs/cli.md).
-		var given struct {
-			To *string `json:"to"`
+		req = given.RollbackRequest
+		if given.To != nil {
+			req.To = *given.To
 		}
-		if json.Unmarshal(body, &given) == nil && given.To != nil && *given.To == "" {
+		if given.To != nil && *given.To == "" {
 			writeError(w, r, s.log, &manent.Error{Code: manent.EInvalid, Message: "invalid rollback request",
 				Fields: []manent.FieldError{{Path: "/to", Message: `"to" is empty: name a version (e.g. {"to": "1.3.0"}), or leave "to" out ({} or no body) to roll back to the release before the current one`}}})
 			return

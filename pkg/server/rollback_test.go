@@ -648,6 +648,14 @@ func TestRollbackToEmptyIsRefused(t *testing.T) {
 	ctx := context.Background()
 	art := artifactFile(t)
 	twoReleases(t, ci, art)
+	// Other bodies a strict reading refuses keep their words: "to" of
+	// another JSON type, a field the request does not have.
+	for body, want := range map[string]string{`{"to": 5}`: `\"to\" is a number, want a string`, `{"version": "1"}`: `unknown field \"version\"`} {
+		code, got, _ := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/staging/rollback", "ci-token", body)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(got), want) {
+			t.Errorf("%s: %d %s, want a 422 saying %s", body, code, got, want)
+		}
+	}
 	code, body, h := do(t, http.MethodPost, srv.URL+"/api/v1/environments/billing/staging/rollback", "ci-token", `{"to": ""}`)
 	if code != http.StatusUnprocessableEntity || h.Get("Content-Type") != api.ProblemContentType ||
 		!strings.Contains(string(body), `"path":"/to"`) || !strings.Contains(string(body), "leave") {
