@@ -142,6 +142,23 @@ func BidiControl(r rune) bool {
 		r == '\u200e' || r == '\u200f' || r == '\u061c'
 }
 
+// HiddenControl reports whether r is shown as an escape wherever manent
+// shows someone else's text (the CLI's output, the web page's log lines
+// and errors): a C0 control or DEL — but newline and tab with keepLayout —,
+// a C1 control, or a bidirectional control (BidiControl). Each drives a
+// terminal, shows as nothing or reorders the text around it.
+func HiddenControl(r rune, keepLayout bool) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return !keepLayout
+	case r < 0x20 || r == 0x7f:
+		return true
+	case r >= 0x80 && r <= 0x9f: // C1 controls: 0x9b is CSI on some terminals
+		return true
+	}
+	return BidiControl(r)
+}
+
 // EscapeControls writes the runes FirstControl refuses as \uXXXX, so that
 // a path naming a hostile field, or a quoted value, can be shown safely.
 func EscapeControls(s string) string {

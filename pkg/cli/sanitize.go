@@ -69,20 +69,10 @@ func isClean(s string, keepLayout bool) bool {
 	return true
 }
 
-// dangerous reports whether r must not reach a terminal as it is.
-func dangerous(r rune, keepLayout bool) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return !keepLayout
-	case r < 0x20 || r == 0x7f:
-		return true
-	case r >= 0x80 && r <= 0x9f: // C1 controls: 0x9b is CSI on some terminals
-		return true
-	case descriptor.BidiControl(r): // bidi marks, embeddings, overrides, isolates
-		return true
-	}
-	return false
-}
+// dangerous reports whether r must not reach a terminal as it is: what
+// every reader of someone else's text shows escaped
+// (descriptor.HiddenControl).
+func dangerous(r rune, keepLayout bool) bool { return descriptor.HiddenControl(r, keepLayout) }
 
 // writeSanitized writes p to b with every dangerous character escaped.
 // allowSGR lets complete SGR sequences (ESC [ digits;… m, the CLI's own

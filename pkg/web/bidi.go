@@ -35,10 +35,10 @@ func showControls(page []byte) []byte {
 	first := -1
 	for i := 0; i < len(page) && first < 0; i++ {
 		switch c := page[i]; {
-		case c < 0x20 && c != '\n' && c != '\t', c == 0x7f:
+		case c < 0x80 && descriptor.HiddenControl(rune(c), true):
 			first = i
 		case c == 0xe2 || c == 0xd8 || c == 0xc2:
-			if r, _ := utf8.DecodeRune(page[i:]); hiddenRune(r) {
+			if r, _ := utf8.DecodeRune(page[i:]); descriptor.HiddenControl(r, true) {
 				first = i
 			}
 		}
@@ -52,9 +52,9 @@ func showControls(page []byte) []byte {
 	for p := page[first:]; len(p) > 0; {
 		r, size := utf8.DecodeRune(p)
 		switch {
-		case size == 1 && (r < 0x20 && r != '\n' && r != '\t' || r == 0x7f):
+		case r < 0x80 && descriptor.HiddenControl(r, true):
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case hiddenRune(r):
+		case descriptor.HiddenControl(r, true):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.Write(p[:size])
@@ -62,10 +62,4 @@ func showControls(page []byte) []byte {
 		p = p[size:]
 	}
 	return b.Bytes()
-}
-
-// hiddenRune reports whether r, a character of more than one byte, is
-// shown as an escape: a bidirectional control or a C1 control.
-func hiddenRune(r rune) bool {
-	return r >= 0x80 && r <= 0x9f || descriptor.BidiControl(r)
 }
