@@ -24,7 +24,10 @@ import (
 // beside the other mistakes; Open reported them one section at a time
 // and placed nowhere. Paths must be resolved already (a relative
 // governance.rules is read from the working directory).
-func CheckSetup(cfg *Config, plugins Registrar) error {
+//
+// What it built comes back as a *Setup (nil with a mistake), for Open to
+// take (Options.Setup) instead of building it again.
+func CheckSetup(cfg *Config, plugins Registrar) (*Setup, error) {
 	var fields []manent.FieldError
 	add := func(err error, key string) {
 		var me *manent.Error
@@ -36,7 +39,9 @@ func CheckSetup(cfg *Config, plugins Registrar) error {
 			fields = append(fields, manent.FieldError{Path: key, Message: err.Error()})
 		}
 	}
-	_, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
+	s := &Setup{}
+	var err error
+	s.environments, err = envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
 	add(err, "environments")
 	g := cfg.Governance
 	switch {
@@ -47,7 +52,8 @@ func CheckSetup(cfg *Config, plugins Registrar) error {
 		if g.Rego != "" {
 			key = "governance.rego"
 		}
-		_, err := governance.FromConfig(g.Rules, g.Rego)
+		var err error
+		s.governance, err = governance.FromConfig(g.Rules, g.Rego)
 		var le *governance.LoadError
 		if errors.As(err, &le) && len(le.Problems) > 1 {
 			// One problem a line under the key: "<file>:<line>: …".
@@ -56,33 +62,50 @@ func CheckSetup(cfg *Config, plugins Registrar) error {
 		add(err, key)
 	}
 	if len(cfg.Artifacts.Sources) > 0 {
-		_, err := urlpolicy.NewSources(cfg.Artifacts.Sources)
+		src, err := urlpolicy.NewSources(cfg.Artifacts.Sources)
 		add(err, "artifacts.sources")
+		s.sources = &src
+	}
+	// The plugins of plugins.path: found once, registered by Open.
+	if found, err := external.Discover(cfg.Plugins.Path); err == nil {
+		s.external = found
 	}
 	if len(cfg.Plugins.Steps) > 0 {
-		add(checkSteps(cfg, plugins), "plugins.steps")
+		add(checkSteps(cfg, plugins, s.external), "plugins.steps")
 	}
 	if len(fields) == 0 {
-		return nil
+		return s, nil
 	}
-	return &manent.Error{Code: manent.EInvalid, Message: "invalid configuration", Fields: fields}
+	return nil, &manent.Error{Code: manent.EInvalid, Message: "invalid configuration", Fields: fields}
+}
+
+// Setup is what CheckSetup built from a configuration's other files and
+// directories: the environments, the governance decider (a Rego policy
+// compiled), the artifact sources and the plugins found in plugins.path.
+// Open takes it instead of building them again, so each file is read once
+// and the server runs with what was checked.
+type Setup struct {
+	environments *envconfig.Defaults
+	governance   governance.Decider // nil: no governance configured
+	sources      *urlpolicy.Sources // nil: artifacts.sources unset
+	external     map[string]*external.Plugin
 }
 
 // checkSteps checks each name of plugins.steps against the step plugins
-// registered as Open registers them. A registration that fails is left to
-// Open to report.
-func checkSteps(cfg *Config, plugins Registrar) error {
+// registered as Open registers them (found: the plugins of plugins.path,
+// nil when they could not be listed). A registration that fails is left
+// to Open to report.
+func checkSteps(cfg *Config, plugins Registrar, found map[string]*external.Plugin) error {
+	if found == nil {
+		return nil
+	}
 	reg := plugin.NewRegistry()
 	if plugins != nil {
 		if err := plugins(reg, Host{Config: cfg}); err != nil {
 			return nil
 		}
 	}
-	found, err := external.Discover(cfg.Plugins.Path)
-	if err == nil {
-		err = external.Register(reg, found)
-	}
-	if err != nil {
+	if err := external.Register(reg, found); err != nil {
 		return nil
 	}
 	var fields []manent.FieldError

@@ -91,6 +91,9 @@ type Options struct {
 	// (store.CheckExisting; it is not migrated), the data dir is not made,
 	// nor the web UI's session key. A node opened so must not Launch.
 	Once bool
+	// Setup is what CheckSetup built from this cfg, used instead of
+	// building it again (nil: Open builds it).
+	Setup *Setup
 }
 
 // ConfigError is a mistake in the configuration: the server must not start
@@ -256,9 +259,16 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		seat += " boot " + boot
 	}
 	procs := plugin.NewProcs(filepath.Join(procsRoot, fileName(cfg.ExecutorID)), 0)
-	envs, err := envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy)
-	if err != nil {
-		return nil, configError(err)
+	// What CheckSetup built and checked, else built here.
+	setup := o.Setup
+	if setup == nil {
+		setup = &Setup{}
+	}
+	envs := setup.environments
+	if envs == nil {
+		if envs, err = envconfig.FromConfig(cfg.Environments, cfg.DescriptorPolicy); err != nil {
+			return nil, configError(err)
+		}
 	}
 	reg := plugin.NewRegistry()
 	if o.Plugins != nil {
@@ -266,7 +276,10 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 			return nil, fmt.Errorf("plugins: %w", err)
 		}
 	}
-	found, err := external.Discover(cfg.Plugins.Path)
+	found := setup.external
+	if found == nil {
+		found, err = external.Discover(cfg.Plugins.Path)
+	}
 	if err == nil {
 		for _, p := range found {
 			p.PassEnv, p.Procs, p.ValidateTimeout = cfg.Plugins.PassEnv, procs, cfg.Plugins.ValidateTimeout
@@ -276,9 +289,11 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if err != nil {
 		return nil, configError(fmt.Errorf("plugins.path: %w", err))
 	}
-	decider, err := governance.FromConfig(cfg.Governance.Rules, cfg.Governance.Rego)
-	if err != nil {
-		return nil, configError(fmt.Errorf("governance: %w", err))
+	decider := setup.governance
+	if decider == nil {
+		if decider, err = governance.FromConfig(cfg.Governance.Rules, cfg.Governance.Rego); err != nil {
+			return nil, configError(fmt.Errorf("governance: %w", err))
+		}
 	}
 	secret, err := callbackSecret(cfg)
 	if err != nil {
@@ -286,6 +301,8 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	}
 	var sources urlpolicy.Sources
 	switch {
+	case setup.sources != nil:
+		sources = *setup.sources
 	case len(cfg.Artifacts.Sources) > 0 || !cfg.Trial:
 		if sources, err = urlpolicy.NewSources(cfg.Artifacts.Sources); err != nil {
 			return nil, configError(err)

@@ -141,3 +141,43 @@ func TestValidateTimeoutReachesExternalPlugins(t *testing.T) {
 		t.Fatalf("validate of a hung plugin with plugins.validate_timeout 1s: %v, want no verdict (503) naming within 1s", err)
 	}
 }
+
+// The server runs with what CheckSetup checked: Open given its Setup does
+// not read the governance policy again (it compiles once at start), so a
+// file changed between the check and the start cannot slip past the check.
+func TestOpenRunsWhatWasChecked(t *testing.T) {
+	dir := t.TempDir()
+	policy, err := os.ReadFile(filepath.Join("..", "governance", "testdata", "policy.rego"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rego := filepath.Join(dir, "policy.rego")
+	if err := os.WriteFile(rego, policy, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := func(setup *node.Setup) error {
+		cfg := servertest.Config(filepath.Join(dir, "data"))
+		cfg.Governance.Rego = rego
+		n, err := node.Open(context.Background(), cfg, node.Options{Plugins: builtin.Register, Setup: setup})
+		if err == nil {
+			n.Close(0)
+		}
+		return err
+	}
+	cfg := servertest.Config(filepath.Join(dir, "data"))
+	cfg.Governance.Rego = rego
+	setup, err := node.CheckSetup(cfg, builtin.Register)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rego, []byte("package manent.governance\n\ndecision := {\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(setup); err != nil {
+		t.Fatalf("Open read the policy again: %v", err)
+	}
+	// Without a Setup, Open builds it: the broken file is its mistake.
+	if err := open(nil); !node.IsConfigError(err) {
+		t.Fatalf("got %v, want the broken policy's configuration error", err)
+	}
+}

@@ -35,6 +35,9 @@ func loadConfig(path string, flags map[string]string) (*node.Config, error) {
 // reading the audit log is not refused for a governance file.
 type setupCheck struct {
 	plugins node.Registrar // the built-in plugins, as serve is given them
+	// built is what the check built, for node.Open to use
+	// (node.Options.Setup): each file read once, what was checked runs.
+	built *node.Setup
 }
 
 // loadConfigFrom is loadConfig, and what set a key: from(key) is its flag
@@ -138,7 +141,7 @@ func loadConfigFrom(path string, flags map[string]string, setup *setupCheck) (*n
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
 	if setup != nil {
-		checkSetup(&c, setup.plugins, src, problems)
+		setup.built = checkSetup(&c, setup.plugins, src, problems)
 	}
 	if err := problems.err(); err != nil {
 		return nil, nil, err

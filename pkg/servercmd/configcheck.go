@@ -429,8 +429,10 @@ func placeFields(err error, src func(key string) (*yaml.Node, string), problems 
 // governance, artifacts.sources, plugins.steps — with the others: they
 // were reported when the node opened, after the rest, one section at a
 // time and placed nowhere. The paths of c are resolved already.
-func checkSetup(c *node.Config, plugins node.Registrar, src func(key string) (*yaml.Node, string), problems *configProblems) {
-	placeFields(node.CheckSetup(c, plugins), src, problems)
+func checkSetup(c *node.Config, plugins node.Registrar, src func(key string) (*yaml.Node, string), problems *configProblems) *node.Setup {
+	s, err := node.CheckSetup(c, plugins)
+	placeFields(err, src, problems)
+	return s
 }
 
 // parentPath is the key path holding path: "rbac[0]" of

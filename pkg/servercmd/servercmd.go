@@ -195,9 +195,10 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 }
 
 func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugins node.Registrar) error {
+	setup := &setupCheck{plugins: plugins}
 	cfg, from, err := loadConfigFrom(o.config, map[string]string{
 		"listen": o.listen, "data_dir": o.dataDir, "database": o.database, "executor_id": o.executorID,
-	}, &setupCheck{plugins: plugins})
+	}, setup)
 	if err != nil {
 		return usageError{err}
 	}
@@ -227,7 +228,7 @@ func serve(ctx context.Context, o serveOptions, stdout, stderr io.Writer, plugin
 
 	fenced := make(chan error, 1)
 	n, err := node.Open(ctx, cfg, node.Options{Plugins: plugins, BootstrapToken: token, Logger: log,
-		OnFenced: func(err error) { fenced <- err }})
+		Setup: setup.built, OnFenced: func(err error) { fenced <- err }})
 	if err != nil {
 		return err
 	}
