@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/manent-io/manent/pkg/envconfig"
@@ -66,7 +67,14 @@ func CheckSetup(cfg *Config, plugins Registrar) (*Setup, error) {
 		add(err, "artifacts.sources")
 		s.sources = &src
 	}
-	// The plugins of plugins.path: found once, registered by Open.
+	// The plugins of plugins.path: found once, registered by Open. An
+	// entry that is there but no directory (a plugin's own file given for
+	// its directory) is a mistake; one not there yet is not (serve warns).
+	for i, dir := range cfg.Plugins.Path {
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			add(fmt.Errorf("%s is not a directory: give the directory that holds the plugins (files named %s<name>)", dir, external.Prefix), fmt.Sprintf("plugins.path[%d]", i))
+		}
+	}
 	if found, err := external.Discover(cfg.Plugins.Path); err == nil {
 		s.external = found
 	}

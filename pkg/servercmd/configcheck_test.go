@@ -156,6 +156,8 @@ func TestConfigMistakesArePlaced(t *testing.T) {
 			nil, []string{`manent-server.yaml:4:7: artifacts.sources[1]: "ftp://mirror/**": scheme "ftp" is not one of file, http, https`}},
 		{"a step plugin", "plugins:\n  steps: [scrpt]\n",
 			nil, []string{`manent-server.yaml:2:11: plugins.steps[0]: unknown step plugin "scrpt"`}},
+		{"a plugins.path entry that is a file", "plugins: {path: [plugins, manent-server.yaml]}\n",
+			nil, []string{`manent-server.yaml:1:27: plugins.path[1]: ` + filepath.Join(dir, "manent-server.yaml") + ` is not a directory: give the directory that holds the plugins (files named manent-plugin-<name>)`}},
 		{"setup with the others", "governance: {rules: nosuch.yaml}\nartifacts: {sources: [relative]}\nenvironments: {provider: files}\nplugins: {steps: [scrpt]}\nlisten: 17103\n",
 			nil, []string{
 				"5 problems in manent-server.yaml:\n",
