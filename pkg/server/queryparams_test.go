@@ -13,6 +13,7 @@ import (
 
 	"github.com/manent-io/manent/pkg/api"
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // A list route refuses a query parameter it does not read — a script's
@@ -56,6 +57,21 @@ func TestListRoutesRefuseUnknownAndRepeatedParameters(t *testing.T) {
 	status, body, _ := do(t, "GET", srv.URL+"/api/v1/deployments?"+long+"=1", "admin-token", "")
 	if status != http.StatusBadRequest || len(body) > 2048 {
 		t.Errorf("a 64 KiB parameter name: %d, %d bytes of answer; want 400, short", status, len(body))
+	}
+
+	// A value the route cannot read says what it takes, clipped.
+	for _, c := range []struct{ path, want string }{
+		{"/api/v1/deployments?cursor=zzz", `invalid cursor "zzz": give the next_cursor of the page before, unchanged`},
+		{"/api/v1/environments/billing/prod/history?cursor=zzz", `invalid cursor "zzz": give the next_cursor of the page before, unchanged`},
+		{"/api/v1/deployments?cursor=" + strings.Repeat("z", 1<<14), `invalid cursor "zzzz`},
+		{"/api/v1/deployments?state=" + strings.Repeat("Q", 1<<14), `unknown state "QQQQ`},
+	} {
+		status, body, h := do(t, "GET", srv.URL+c.path, "admin-token", "")
+		var p api.Problem
+		_ = json.Unmarshal(body, &p)
+		if status/100 != 4 || !strings.Contains(h.Get("Content-Type"), "problem+json") || !strings.Contains(p.Detail, c.want) || len(body) > 2048 {
+			t.Errorf("GET %s: %d %d bytes %.300s\nwant a short problem+json saying %s", manent.ClipText(c.path, 80), status, len(body), body, c.want)
+		}
 	}
 
 	// What the clients send is read.

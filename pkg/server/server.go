@@ -532,7 +532,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		for _, part := range strings.Split(v, ",") {
 			st := manent.State(strings.ToUpper(strings.TrimSpace(part)))
 			if !st.Valid() {
-				writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "unknown state %q (one of %v)", part, manent.States))
+				writeError(w, r, s.log, manent.Errorf(manent.EInvalid, "unknown state %q (one of %v)", manent.ClipText(part, maxEchoed), manent.States))
 				return
 			}
 			f.States = append(f.States, st)

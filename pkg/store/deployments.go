@@ -139,7 +139,9 @@ func listQuery(f Filter) (string, []any, error) {
 	if f.Cursor != "" {
 		created, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return "", nil, &manent.Error{Code: manent.EInvalid, Message: "invalid cursor"}
+			return "", nil, &manent.Error{Code: manent.EInvalid,
+				Message: fmt.Sprintf("invalid cursor %q: give the next_cursor of the page before, unchanged (no cursor for the first page)", manent.ClipText(f.Cursor, 64)),
+				Fields:  []manent.FieldError{{Path: "query.cursor", Message: "not a next_cursor this server gave"}}}
 		}
 		where = append(where, "(created_at < ? OR (created_at = ? AND id < ?))")
 		args = append(args, created, created, id)
