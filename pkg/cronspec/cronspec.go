@@ -1,7 +1,7 @@
 // Package cronspec reads the recurring schedules of descriptors
 // (schedule.cron, SPEC §11.1): standard 5-field cron (minute hour
 // day-of-month month day-of-week; 0 or 7 is Sunday, as in Vixie cron), an
-// optional CRON_TZ=<zone> prefix, and
+// optional CRON_TZ=<zone> prefix (or TZ=<zone>, as robfig/cron reads it), and
 // the @hourly, @daily (@midnight), @weekly, @monthly, @yearly (@annually)
 // and @every <duration> forms. A schedule without a zone runs in UTC.
 //
@@ -51,16 +51,18 @@ func Parse(expr string) (s *Spec, err error) {
 	}
 	zone := time.UTC
 	if name, rest, ok := zonePrefix(body); ok {
+		// The prefix as written: CRON_TZ= or TZ=.
+		prefix, _, _ := strings.Cut(body, "=")
 		if name == "" || name == "Local" {
-			return nil, fmt.Errorf("CRON_TZ=%s: name an IANA time zone such as Europe/Paris or UTC", name)
+			return nil, fmt.Errorf("%s=%s: name an IANA time zone such as Europe/Paris or UTC", prefix, name)
 		}
 		loc, err := time.LoadLocation(name)
 		if err != nil {
-			return nil, fmt.Errorf("CRON_TZ=%s: unknown time zone", name)
+			return nil, fmt.Errorf("%s=%s: unknown time zone", prefix, name)
 		}
 		zone, body = loc, rest
 		if body == "" {
-			return nil, fmt.Errorf("CRON_TZ=%s: the schedule is missing after the time zone", name)
+			return nil, fmt.Errorf("%s=%s: the schedule is missing after the time zone", prefix, name)
 		}
 		if _, _, again := zonePrefix(body); again {
 			return nil, errors.New("more than one CRON_TZ= prefix")

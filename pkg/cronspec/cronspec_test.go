@@ -233,3 +233,17 @@ func TestPeriod(t *testing.T) {
 		}
 	}
 }
+
+// A TZ= prefix (robfig/cron's other spelling) is read as CRON_TZ= is, and
+// its mistakes quote it as written.
+func TestTZPrefixIsQuotedAsWritten(t *testing.T) {
+	for expr, want := range map[string]string{
+		"TZ=Mars/Olympus 0 3 * * *": "TZ=Mars/Olympus: unknown time zone",
+		"TZ=UTC":                    "TZ=UTC: the schedule is missing after the time zone",
+		"TZ=Local @daily":           "TZ=Local: name an IANA time zone",
+	} {
+		if _, err := Parse(expr); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: got %v, want an error starting %q", expr, err, want)
+		}
+	}
+}
