@@ -44,8 +44,9 @@ reported, 'manent clusters status <cluster>' shows one cluster's workloads
 and pods beside what was deployed.`,
 		Example: `  manent clusters
   manent clusters status prod-eu-1`,
-		Args: groupArgs,
-		RunE: list.RunE,
+		Args:        groupArgs,
+		Annotations: map[string]string{showOne: "status"},
+		RunE:        list.RunE,
 	}
 	cmd.AddCommand(list, newCmdClustersStatus(f, runF))
 	return cmd

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/manent-io/manent/pkg/suggest"
 	"github.com/manent-io/manent/pkg/version"
 )
 
@@ -151,15 +152,35 @@ func groupHelp(cmd *cobra.Command, args []string) error {
 // as a usage error (exit 2). It is the Args of a group that runs its
 // listing when called alone (`manent schedules`, `manent clusters`), and
 // what every other group answers (refuseUnknownSubcommands, groupHelp).
+//
+// Its hint names the subcommand a typo was likely meant for (`clusters
+// stauts` → 'manent clusters status'), as the root's does, or, for a word
+// that is no typo given to a group that shows one of its items
+// (annotation showOne: `manent clusters eu-1`), the command that shows it.
 func groupArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return &UsageError{
-			Err:  fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath()),
-			Hint: fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath()),
+	if len(args) == 0 {
+		return nil
+	}
+	path := cmd.CommandPath()
+	hint := fmt.Sprintf("Run '%s --help' for usage.", path)
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(append(names, sub.Name()), sub.Aliases...)
 		}
 	}
-	return nil
+	if near := suggest.Closest(args[0], names); near != "" {
+		hint = fmt.Sprintf("Did you mean '%s %s'?\n", path, near) + hint
+	} else if one := cmd.Annotations[showOne]; one != "" && len(args) == 1 {
+		a := safeText(shellQuote(args[0]))
+		hint = fmt.Sprintf("To show %s: %s %s %s\n", a, path, one, a) + hint
+	}
+	return &UsageError{Err: fmt.Errorf("unknown command %q for %q", args[0], path), Hint: hint}
 }
+
+// showOne is the annotation of a command group naming its subcommand that
+// shows one item (clusters: "status"), for groupArgs' hint.
+const showOne = "manent.showOne"
 
 // exactArgs is cobra.ExactArgs with a message naming what is missing.
 func exactArgs(n int, what string) cobra.PositionalArgs {
