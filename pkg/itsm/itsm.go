@@ -177,7 +177,8 @@ func (h *HTTP) redact(err error) error {
 }
 
 // Open opens (or, for the same deploy, returns) a change. An answer
-// without a change id (or with one longer than MaxID) is a protocol error,
+// without a change id (or with one longer than MaxID, or one that cannot be
+// in the URL of a poll or close: unaskable) is a protocol error,
 // permanent: the change could be neither followed nor closed.
 func (h *HTTP) Open(ctx context.Context, r Request) (Change, error) {
 	var c Change
@@ -185,15 +186,35 @@ func (h *HTTP) Open(ctx context.Context, r Request) (Change, error) {
 	if err != nil {
 		return Change{}, err
 	}
-	if c.ID == "" || len(c.ID) > MaxID {
+	if c.ID == "" || len(c.ID) > MaxID || unaskable(c.ID) != "" {
 		what := "no change id"
-		if c.ID != "" {
+		switch {
+		case len(c.ID) > MaxID:
 			what = fmt.Sprintf("a change id of %d bytes (at most %d)", len(c.ID), MaxID)
+		case c.ID != "":
+			what = fmt.Sprintf("the change id %q, which manent cannot ask about (%s: it would be in the URL of GET /changes/{id})", c.ID, unaskable(c.ID))
 		}
 		return Change{}, plugin.Permanent(h.redact(fmt.Errorf(`itsm: POST /changes answered %s: %s; the ITSM must answer {"id": "<change id>", "state": "pending"} (docs/itsm.md)`,
 			what, manent.ClipText(strings.TrimSpace(string(b)), 200))))
 	}
 	return c, nil
+}
+
+// unaskable says why id cannot be put in the path of GET /changes/{id}
+// and POST /changes/{id}/close ("" when it can): pkg/egress refuses a
+// request URL whose path holds a control character or a ".." segment, and
+// a "." segment would name another path. An id is escaped in the URL, but
+// the path checked is the unescaped one.
+func unaskable(id string) string {
+	if strings.IndexFunc(id, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return "it holds a control character"
+	}
+	for _, seg := range strings.Split(id, "/") {
+		if seg == "." || seg == ".." {
+			return fmt.Sprintf("it holds a %q path segment", seg)
+		}
+	}
+	return ""
 }
 
 // Get returns a change.

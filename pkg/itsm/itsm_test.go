@@ -2,8 +2,10 @@ package itsm_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -108,5 +110,53 @@ func TestHostileAnswers(t *testing.T) {
 				t.Errorf("permanent %v, want %v: %s", plugin.IsPermanent(err), tt.permanent, msg)
 			}
 		})
+	}
+}
+
+// QA: an open answered with a change id holding a control character (or
+// a "." or ".." path segment) was accepted: change:open succeeded, then
+// every poll and the close were refused before they left (the request URL
+// would hold it), so the deploy waited in AWAITING_APPROVAL for
+// itsm.give_up_after (24h) for a change it could never ask about, and the
+// change was never closed. Like a missing id, it is a protocol error:
+// permanent, quoting the id escaped (the answer it quotes is escaped where
+// it is shown, as every ITSM answer).
+func TestOpenWithAnIDThatCannotBeAskedAbout(t *testing.T) {
+	for _, id := range []string{"CHG\x1b[31mRED", "CHG1\r\nFAKE: line", "CHG\x7f", "..", ".", "CHG/../admin", "a/./b"} {
+		t.Run(strings.NewReplacer("\x1b", "ESC", "\r", "CR", "\n", "LF", "\x7f", "DEL", "/", "_").Replace(id), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				_ = json.NewEncoder(w).Encode(map[string]string{"id": id, "state": "pending"})
+			}))
+			defer srv.Close()
+			h := &itsm.HTTP{URL: srv.URL, Client: srv.Client()}
+			c, err := h.Open(context.Background(), itsm.Request{DeployID: "dpl_1"})
+			if err == nil {
+				t.Fatalf("open answered %+v without an error", c)
+			}
+			msg := err.Error()
+			if !plugin.IsPermanent(err) || !strings.Contains(msg, "change id") || !strings.Contains(msg, "docs/itsm.md") {
+				t.Errorf("error %q (permanent %v), want a permanent protocol error about the change id", msg, plugin.IsPermanent(err))
+			}
+			if !strings.Contains(msg, strconv.Quote(id)) {
+				t.Errorf("error %q does not quote the id escaped, as %s", msg, strconv.Quote(id))
+			}
+		})
+	}
+	// An id with a "/" or a space is followed (escaped in the URL).
+	for _, id := range []string{"CHG/0001", "CHG 1", "Ä-1"} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]string{"id": id, "state": "pending"})
+		}))
+		h := &itsm.HTTP{URL: srv.URL, Client: srv.Client()}
+		if _, err := h.Open(context.Background(), itsm.Request{DeployID: "dpl_1"}); err != nil {
+			t.Errorf("open answering id %q: %v", id, err)
+		}
+		if _, err := h.Get(context.Background(), id); err != nil {
+			t.Errorf("get of id %q: %v", id, err)
+		}
+		srv.Close()
 	}
 }
