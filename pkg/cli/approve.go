@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/manent-io/manent/pkg/api"
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // ApproveOptions are the inputs of `manent approve` and `manent reject`.
@@ -63,7 +64,11 @@ A verdict the server refuses without recording it, saying when to come
 back (429 past limits.refusals_per_minute, 503 while its database is
 busy), is sent again after that Retry-After when it is at most 30s (4 more
 times at most); a longer one is not waited for, and the error says when
-to try again.`,
+to try again.
+
+Your approval sent again once the deploy has ended (cancelled, expired,
+rejected by someone else) is answered as recorded, exit 0, and says that
+the deploy has ended and that the verdict changes nothing.`,
 		Example: `  manent approve dpl_01JABCDEF --comment "reviewed the diff"
   manent approve dpl_01JABCDEF --plan-digest "$(manent status dpl_01JABCDEF -o json | jq -r .plan_digest)"
   manent approve dpl_01JABCDEF --wave rest --comment "canary is healthy"`,
@@ -143,6 +148,23 @@ func approveRun(ctx context.Context, opts *ApproveOptions) error {
 	if opts.Wave != "" {
 		what = "wave " + safeText(opts.Wave) + " of deploy " + safeText(opts.ID)
 	}
+	// A verdict sent again is answered 200 whatever the deploy's state by
+	// then: one that has ended is not moved by it, and says so — unless it
+	// ended as a rejection ends it (REJECTED; ERROR for a wave's).
+	if dep, ok := d.(*manent.Deployment); ok && dep != nil && dep.State.Final() && !endedByRejection(opts, dep.State) {
+		_, err = fmt.Fprintf(opts.IO.Out, "%s %s, but the deploy has ended %s: this verdict changes nothing ('manent status %s' says why it ended)\n",
+			what, verb, dep.State, safeText(opts.ID))
+		return err
+	}
 	_, err = fmt.Fprintf(opts.IO.Out, "%s %s\n", what, verb)
 	return err
+}
+
+// endedByRejection says whether a deploy in state may have ended so by
+// the rejection opts sent.
+func endedByRejection(opts *ApproveOptions, state manent.State) bool {
+	if !opts.Reject {
+		return false
+	}
+	return state == manent.StateRejected || (opts.Wave != "" && state == manent.StateError)
 }

@@ -1,0 +1,82 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/manent-io/manent/pkg/auth"
+	"github.com/manent-io/manent/pkg/node"
+	"github.com/manent-io/manent/pkg/servertest"
+)
+
+// approvalServer is a server whose prod deploys need 2 approvals by
+// group:sre: alice and bob are in group sre and may approve, carol may
+// approve (RBAC) but is no approver of the rule, reader may only read. The
+// bootstrap token (token:admin) submits.
+func approvalServer(t *testing.T) (srv *servertest.Server, env func(token string) map[string]string) {
+	t.Helper()
+	rules := filepath.Join(t.TempDir(), "governance.yaml")
+	if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 2, approvers: [\"group:sre\"], expires: 1h}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv = servertest.Start(t, servertest.WithConfig(func(c *node.Config) {
+		c.Governance.Rules = rules
+		c.Auth.Tokens = []auth.TokenConfig{
+			{Name: "alice", SHA256: auth.HashToken("alice-token"), Groups: []string{"sre"}},
+			{Name: "bob", SHA256: auth.HashToken("bob-token"), Groups: []string{"sre"}},
+			{Name: "carol", SHA256: auth.HashToken("carol-token"), Groups: []string{"ops"}},
+			{Name: "reader", SHA256: auth.HashToken("reader-token")},
+		}
+		c.RBAC = []auth.RBACRule{
+			{Subjects: []string{"group:sre", "group:ops"}, Permissions: []string{"deployment.read", "deployment.approve"}},
+			{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"}},
+		}
+	}))
+	return srv, func(token string) map[string]string {
+		if token == "" {
+			token = srv.Token
+		}
+		return map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": token}
+	}
+}
+
+// submitForApproval submits billing/prod 1.0.0 with the bootstrap token
+// and returns its id; it waits for 2 approvals.
+func submitForApproval(t *testing.T, env func(string) map[string]string) string {
+	t.Helper()
+	code, out, errOut := runCLI(t, env(""), "deploy", "-f", writeDescriptor(t, "1.0.0"))
+	id := regexp.MustCompile(`dpl_[0-9A-Z]+`).FindString(out)
+	if code != 0 || id == "" || !strings.Contains(out, "AWAITING_APPROVAL") {
+		t.Fatalf("deploy: exit %d, stdout %q\nstderr:\n%s", code, out, errOut)
+	}
+	return id
+}
+
+// QA: an approval sent again once the deploy had ended (here cancelled)
+// is answered 200 — the same verdict sent again is not refused, so that a
+// client whose answer was lost succeeds — and `manent approve` printed
+// "deploy … approved", exit 0, as if it had let the deploy go on. It
+// says now that the deploy has ended, and in which state.
+func TestApproveOfAnEndedDeploySaysSo(t *testing.T) {
+	srv, env := approvalServer(t)
+	id := submitForApproval(t, env)
+	if code, out, errOut := runCLI(t, env("alice-token"), "approve", id); code != 0 || strings.Contains(out, "ended") {
+		t.Fatalf("first approval: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, env(""), "cancel", id); code != 0 {
+		t.Fatalf("cancel: exit %d\n%s%s", code, out, errOut)
+	}
+	if d, err := srv.Client().Deployment(t.Context(), id); err != nil || d.State != "CANCELLED" {
+		t.Fatalf("after the cancel: %+v, %v", d, err)
+	}
+	code, out, errOut := runCLI(t, env("alice-token"), "approve", id)
+	if code != 0 {
+		t.Fatalf("the approval sent again: exit %d, want 0 (the server answers 200)\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "has ended CANCELLED") || !strings.Contains(out, "nothing") {
+		t.Errorf("the approval sent again after the cancel says:\n%s\nwant that the deploy has ended CANCELLED and the approval changes nothing", out)
+	}
+}
