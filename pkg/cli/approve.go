@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -139,7 +140,7 @@ func approveRun(ctx context.Context, opts *ApproveOptions) error {
 	}
 	d, err := call()
 	if err != nil {
-		return err
+		return verdictRefusal(err, opts.ID)
 	}
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, d)
@@ -167,4 +168,22 @@ func endedByRejection(opts *ApproveOptions, state manent.State) bool {
 		return false
 	}
 	return state == manent.StateRejected || (opts.Wave != "" && state == manent.StateError)
+}
+
+// verdictRefusal gives the governance refusals of a verdict (403s, like
+// RBAC's) the hint that can help: the one of an RBAC refusal (ask for a
+// grant) cannot, since no grant makes a submitter or a non-approver
+// decide. The texts are pkg/engine's (gate.go, the deploy's and a wave's).
+func verdictRefusal(err error, id string) error {
+	if manent.ErrorCode(err) != manent.EForbidden {
+		return err
+	}
+	msg := manent.ErrorMessage(err)
+	switch {
+	case strings.Contains(msg, " and cannot approve or reject "):
+		return &HintedError{Err: err, Hint: fmt.Sprintf("the submitter of a deploy never decides on it: another approver must ('manent status %s' says whose approvals it waits for); to stop it, 'manent cancel %s'", safeText(id), safeText(id))}
+	case strings.Contains(msg, " is not an approver of deploy "):
+		return &HintedError{Err: err, Hint: "only the approvers the governance rule names count for this deploy (above): ask one of them; an rbac: grant does not make an approver — the rule does (governance.rules or governance.rego of the server's configuration)"}
+	}
+	return err
 }

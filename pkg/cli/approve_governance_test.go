@@ -80,3 +80,40 @@ func TestApproveOfAnEndedDeploySaysSo(t *testing.T) {
 		t.Errorf("the approval sent again after the cancel says:\n%s\nwant that the deploy has ended CANCELLED and the approval changes nothing", out)
 	}
 }
+
+// QA: the governance refusals of a verdict — the submitter's own, an
+// identity RBAC lets approve but the approval rule does not name — are 403
+// answers, and the CLI printed the hint of an RBAC refusal: "ask the
+// server's administrator to grant it (the rbac: rules …)", which cannot
+// help. Each now says what can: another approver, or the rule. An RBAC
+// refusal keeps its hint. Exit 2 (a 403) throughout.
+func TestApproveRefusalHints(t *testing.T) {
+	_, env := approvalServer(t)
+	id := submitForApproval(t, env)
+	const rbacHint = "the rbac: rules"
+	for _, tc := range []struct {
+		name, token string
+		err, hint   []string
+	}{
+		{"the submitter", "", []string{"token:admin submitted deploy " + id, "cannot approve or reject it"},
+			[]string{"hint: the submitter of a deploy never decides on it", "another approver", "manent cancel " + id}},
+		{"an identity the rule does not name", "carol-token", []string{"token:carol is not an approver of deploy " + id, "approvers: group:sre"},
+			[]string{"hint: only the approvers the governance rule names", "governance.rules"}},
+		{"a token without deployment.approve", "reader-token", []string{"token:reader may not deployment.approve"}, []string{rbacHint}},
+	} {
+		for _, verb := range []string{"approve", "reject"} {
+			code, out, errOut := runCLI(t, env(tc.token), verb, id)
+			if code != 2 {
+				t.Errorf("%s, %s: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", tc.name, verb, code, out, errOut)
+			}
+			for _, want := range append(tc.err, tc.hint...) {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("%s, %s: stderr does not say %q:\n%s", tc.name, verb, want, errOut)
+				}
+			}
+			if len(tc.hint) > 0 && tc.hint[0] != rbacHint && strings.Contains(errOut, rbacHint) {
+				t.Errorf("%s, %s: the hint sends to the RBAC rules, which cannot help:\n%s", tc.name, verb, errOut)
+			}
+		}
+	}
+}
