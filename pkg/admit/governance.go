@@ -225,20 +225,30 @@ func denials(dec governance.Decision, environment string) []manent.FieldError {
 	for _, reason := range dec.Deny {
 		// A freeze's own reason is said once, at /environment.
 		if f != nil && freezeReason(reason, environment) {
-			problems = append(problems, manent.FieldError{Path: "/environment", Message: "environment " + reason})
+			problems = append(problems, manent.FieldError{Path: "/environment", Message: "environment " + reason + whenItReopens(f)})
 			named = true
 			continue
 		}
 		problems = append(problems, manent.FieldError{Path: "/", Message: "policy: " + reason})
 	}
 	if f != nil && !named {
-		problems = append(problems, manent.FieldError{Path: "/environment", Message: fmt.Sprintf("environment %s is frozen by %q until %s",
-			environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339))})
+		problems = append(problems, manent.FieldError{Path: "/environment", Message: fmt.Sprintf("environment %s is frozen by %q until %s%s",
+			environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339), whenItReopens(f))})
 	}
 	if len(problems) == 0 {
 		problems = append(problems, manent.FieldError{Path: "/", Message: "refused by the governance policy"})
 	}
 	return problems
+}
+
+// whenItReopens is what a freeze's refusal says to do: submit again once
+// it reopens, or schedule the deploy for then (schedule.at is judged at its
+// time). Nothing when the reopening is not known.
+func whenItReopens(f *governance.FreezeInfo) string {
+	if f.ReopensAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf(`: submit it again then, or add schedule: {at: %q} to deploy.yml to have it start then`, f.ReopensAt.UTC().Format(time.RFC3339))
 }
 
 func blockingFreeze(dec governance.Decision) *governance.FreezeInfo {

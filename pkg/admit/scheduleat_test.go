@@ -141,3 +141,35 @@ func TestScheduleAtFarAheadIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// QA: a deploy refused by a freeze said which freeze and until when, but
+// not what to do: a release manager in their first week resubmitted by
+// hand, or waited without knowing a deploy can be scheduled for the
+// reopening (schedule.at is judged at its time, above). The refusal now
+// says both, with the reopening instant to paste; and the suggested
+// schedule.at is admitted.
+func TestFreezeRefusalSaysWhatToDo(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Second)
+	until := now.Add(2 * time.Hour).Format(time.RFC3339)
+	rules, err := governance.ParseRules("g.yaml", []byte(fmt.Sprintf("freezes:\n  - {name: maintenance, environments: [prod], from: %s, to: %s}\n",
+		now.Add(-time.Hour).Format(time.RFC3339), until)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newAdmitter(t, admit.Config{Trial: true, Governance: rules})
+	_, err = f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, ""), Identity: ci})
+	var me *manent.Error
+	if !errors.As(err, &me) || me.Code != manent.EInvalid || len(me.Fields) != 1 || me.Fields[0].Path != "/environment" {
+		t.Fatalf("during the freeze: %v, want a 422 at /environment", err)
+	}
+	msg := me.Fields[0].Message
+	suggested := fmt.Sprintf("schedule: {at: %q}", until)
+	for _, want := range []string{`frozen by "maintenance" until ` + until, "submit it again then", suggested} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the refusal %q does not say %q", msg, want)
+		}
+	}
+	if _, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, suggested+"\n"), Identity: ci}); err != nil {
+		t.Errorf("the schedule.at the refusal suggests is refused: %v", err)
+	}
+}
