@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/node"
@@ -115,5 +116,45 @@ func TestApproveRefusalHints(t *testing.T) {
 				t.Errorf("%s, %s: the hint sends to the RBAC rules, which cannot help:\n%s", tc.name, verb, errOut)
 			}
 		}
+	}
+}
+
+// QA: `manent steps` of a deploy waiting for its approvals listed every
+// step PENDING and said nothing of why none had started (status and
+// activity do). Waiting is never silent: when no step runs in a deploy that
+// has not ended, steps says, on stderr, what it waits for; stdout stays
+// the table.
+func TestStepsOfAWaitingDeploySayWhy(t *testing.T) {
+	srv, env := approvalServer(t)
+	id := submitForApproval(t, env)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		d, err := srv.Client().Deployment(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(d.Reason, "approvals 0/2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deploy's reason is still %q after 30s", d.Reason)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, out, errOut := runCLI(t, env("reader-token"), "steps", id)
+	if code != 0 || !strings.Contains(out, "PENDING") {
+		t.Fatalf("steps: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"no step is running", "deploy " + id + " is AWAITING_APPROVAL", "approvals 0/2 by group:sre"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("steps of the waiting deploy does not say %q on stderr:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(out, "no step is running") {
+		t.Errorf("the note went to stdout:\n%s", out)
+	}
+	// -o json is the document alone.
+	if code, out, errOut := runCLI(t, env("reader-token"), "steps", id, "-o", "json"); code != 0 || errOut != "" || !strings.HasPrefix(strings.TrimSpace(out), "{") {
+		t.Errorf("steps -o json: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }

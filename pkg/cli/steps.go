@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -32,7 +33,10 @@ and rollback compensations: start, end, duration, attempts, output and
 error. A step between two attempts is RUNNING with its last attempt's
 error, next_attempt_at and max_attempts; the table says "attempt 1 of 4
 failed; retrying in 2s" before the error. In the table the output is
-compact JSON, cut to fit; -o json prints it whole as {"steps": [...]}.`,
+compact JSON, cut to fit; -o json prints it whole as {"steps": [...]}.
+When no step runs and the deploy has not ended, a line on stderr says what
+it waits for (its approvals, its change ticket, its start time, the queue),
+as 'manent status' does.`,
 		Example: `  manent steps dpl_01JABCDEF
   manent steps dpl_01JABCDEF -o json | jq '.steps[] | select(.state == "ERROR")'`,
 		Args: idArg("deploy id"),
@@ -67,7 +71,30 @@ func stepsRun(ctx context.Context, opts *StepsOptions) error {
 	if opts.Exporter != nil {
 		return opts.Exporter.Write(opts.IO.Out, StepsOutput{Steps: steps})
 	}
-	return renderSteps(opts.IO, opts.IO.Out, steps, opts.Now())
+	if err := renderSteps(opts.IO, opts.IO.Out, steps, opts.Now()); err != nil {
+		return err
+	}
+	sayWhyNoStepRuns(ctx, client, opts, steps)
+	return nil
+}
+
+// sayWhyNoStepRuns says on stderr what a deploy that has not ended and
+// runs no step waits for (its approvals, its change ticket, its start
+// time, the deploys it is after, its place in the queue): the table alone
+// shows its steps PENDING, and waiting is never silent. Nothing when a step
+// runs (its row says so), the deploy has ended, or it cannot be read.
+func sayWhyNoStepRuns(ctx context.Context, client *api.Client, opts *StepsOptions, steps []manent.Step) {
+	for _, st := range steps {
+		if st.State == manent.StepRunning {
+			return
+		}
+	}
+	d, err := client.Deployment(ctx, opts.ID)
+	if err != nil || d.State.Final() || d.Reason == "" {
+		return
+	}
+	fmt.Fprintf(opts.IO.ErrOut, "no step is running: deploy %s is %s: %s ('manent status %s' says more)\n",
+		safeText(opts.ID), d.State, safeText(d.Reason), safeText(opts.ID))
 }
 
 // outputWidth is how much of a step's output the table shows.
