@@ -23,6 +23,7 @@
 //
 // It imports pkg/manent, pkg/api, descriptor, pkg/version, pkg/retry and
 // pkg/stall (the event stream's reconnection and silence), pkg/clusterstate,
-// pkg/reltime (the tables' relative times, shared with the web UI) and
-// pkg/atomicfile (the config file) of this module.
+// pkg/reltime (the tables' relative times, shared with the web UI),
+// pkg/suggest (a mistyped subcommand's "did you mean") and pkg/atomicfile
+// (the config file) of this module.
 package cli

@@ -1,6 +1,6 @@
 // Package suggest finds the "did you mean" of a mistyped name: the one rule
 // of the descriptor's, the server configuration's and the plugins'
-// settings' errors.
+// settings' errors, and of the CLI's command groups.
 //
 // It imports only the standard library.
 package suggest
