@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -142,4 +143,62 @@ func (e *envList) list() []string {
 		out[i] = k + "=" + e.vals[k]
 	}
 	return out
+}
+
+// startupEnv are the variables that change how a program starts rather
+// than what it is told: the dynamic loader's (LD_*, DYLD_*), where
+// programs and start-up files are found (PATH, HOME, XDG_CONFIG_HOME),
+// what a shell runs before its script (BASH_ENV, ENV, BASH_FUNC_*%%
+// exported functions, SHELLOPTS, BASHOPTS, PS4, IFS), glibc's conversion
+// modules (GCONV_PATH), and the code language runtimes load besides the
+// program (PYTHONPATH, NODE_OPTIONS, PERL5OPT, JAVA_TOOL_OPTIONS, …).
+var (
+	startupPrefixes = []string{"LD_", "DYLD_", "BASH_FUNC_"}
+	startupNames    = map[string]bool{
+		"PATH": true, "HOME": true, "XDG_CONFIG_HOME": true,
+		"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true, "PS4": true, "IFS": true,
+		"GCONV_PATH": true,
+		"PYTHONPATH": true, "PYTHONHOME": true, "PYTHONSTARTUP": true, "PYTHONWARNINGS": true,
+		"PERL5OPT": true, "PERL5LIB": true, "PERLLIB": true, "PERL5DB": true,
+		"RUBYOPT": true, "RUBYLIB": true,
+		"NODE_OPTIONS": true, "NODE_PATH": true,
+		"JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true, "JDK_JAVA_OPTIONS": true, "CLASSPATH": true,
+	}
+)
+
+// CheckProgramEnv refuses the with.env entries that would run other code
+// than the program an operator installed, or tell it another deploy: a
+// variable of startupEnv (LD_PRELOAD of a library an artifact shipped, a
+// PATH leading to its programs, an exported bash function) and the
+// MANENT_* variables of the protocol, which the program reads as the
+// deploy's own. An external plugin is the operators' program, which
+// plugins.steps allows custom steps and targets to run — not any
+// program: with those variables the descriptor would choose what runs,
+// as the server's user, where plugins.steps does not list script. (A
+// script's command is the descriptor's own: it is not checked.) One
+// SettingError per name, at env/<NAME>; nil when there is none.
+func CheckProgramEnv(with map[string]any) error {
+	env, err := WithEnv(with)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, k := range names {
+		startup := startupNames[k]
+		for _, p := range startupPrefixes {
+			startup = startup || strings.HasPrefix(k, p)
+		}
+		switch {
+		case startup:
+			errs = append(errs, Settingf(SettingPath("env", k), "with.env.%s would change how the plugin's executable starts (what the loader, a shell or a language runtime loads and runs besides it): a deploy may not choose what the operators' plugin runs; a variable the plugin needs from the server goes in plugins.pass_env", k))
+		case strings.HasPrefix(k, "MANENT_"):
+			errs = append(errs, Settingf(SettingPath("env", k), "with.env.%s is a variable of the plugin protocol: the plugin is given the deploy's own value, which a deploy may not replace", k))
+		}
+	}
+	return errors.Join(errs...)
 }

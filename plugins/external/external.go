@@ -6,7 +6,11 @@
 //
 // An external plugin is both a target (plugin.Target) and a custom-step
 // runner (plugin.Runner). Like a script, it runs in its own process group
-// (plugin.Procs) with the environment of plugin.StepEnv (SPEC §11.1).
+// (plugin.Procs) with the environment of plugin.StepEnv (SPEC §11.1). A
+// with.env that would change what its executable runs (LD_PRELOAD, PATH,
+// an exported bash function, a MANENT_* variable: plugin.CheckProgramEnv)
+// is refused before the executable starts, at validate and at every
+// action: the descriptor chooses the plugin's settings, not its program.
 //
 // It imports pkg/plugin only.
 package external
@@ -247,6 +251,10 @@ func (p *Plugin) percentages(out plugin.Result) error {
 // response is a verdict. It ends when parent does (the submission's
 // client left): no verdict either.
 func (p *Plugin) validate(parent context.Context, with map[string]any) (plugin.Result, error) {
+	if err := plugin.CheckProgramEnv(with); err != nil {
+		// A verdict on the settings, before the executable runs with them.
+		return nil, err
+	}
 	timeout := cmp.Or(p.ValidateTimeout, ValidateTimeout)
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
@@ -337,6 +345,11 @@ func (p *Plugin) do(ctx context.Context, action string, pc plugin.Context, check
 // exchange is do, and says whether the plugin answered with a response
 // (a verdict, whatever it says).
 func (p *Plugin) exchange(ctx context.Context, action string, pc plugin.Context, checkpoint json.RawMessage) (_ plugin.Result, answered bool, _ error) {
+	if err := plugin.CheckProgramEnv(pc.With); err != nil {
+		// Admitted before the check, or given by the environment
+		// configuration: the executable does not start with it.
+		return nil, false, plugin.Permanent(fmt.Errorf("plugin %s: %w", p.Name, err))
+	}
 	timeout := p.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
