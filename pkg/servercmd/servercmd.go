@@ -44,6 +44,10 @@ func Main(plugins node.Registrar) int {
 		fmt.Fprintf(os.Stderr, "Error: hide the process from its steps (prctl PR_SET_DUMPABLE): %v\n", err)
 		return 1
 	}
+	if err := closeInheritedOnExec(); err != nil {
+		fmt.Fprintf(os.Stderr, "Error: keep inherited files from the steps (close-on-exec): %v\n", err)
+		return 1
+	}
 	return Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, plugins)
 }
 
