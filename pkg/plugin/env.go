@@ -145,7 +145,7 @@ func (e *envList) list() []string {
 	return out
 }
 
-// startupEnv are the variables that change how a program starts rather
+// startupPrefixes and startupNames are the variables that change how a program starts rather
 // than what it is told: the dynamic loader's (LD_*, DYLD_*), where
 // programs and start-up files are found (PATH, HOME, XDG_CONFIG_HOME),
 // what a shell runs before its script (BASH_ENV, ENV, BASH_FUNC_*%%
@@ -168,7 +168,7 @@ var (
 
 // CheckProgramEnv refuses the with.env entries that would run other code
 // than the program an operator installed, or tell it another deploy: a
-// variable of startupEnv (LD_PRELOAD of a library an artifact shipped, a
+// variable of startupPrefixes or startupNames (LD_PRELOAD of a library an artifact shipped, a
 // PATH leading to its programs, an exported bash function) and the
 // MANENT_* variables of the protocol, which the program reads as the
 // deploy's own. An external plugin is the operators' program, which
