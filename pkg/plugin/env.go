@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -145,8 +147,8 @@ func (e *envList) list() []string {
 	return out
 }
 
-// startupPrefixes and startupNames are the variables that change how a program starts rather
-// than what it is told: the dynamic loader's (LD_*, DYLD_*), where
+// startupPrefixes and startupNames are the variables that change how a
+// program starts rather than what it is told: the dynamic loader's (LD_*, DYLD_*), where
 // programs and start-up files are found (PATH, HOME, XDG_CONFIG_HOME),
 // what a shell runs before its script (BASH_ENV, ENV, BASH_FUNC_*%%
 // exported functions, SHELLOPTS, BASHOPTS, PS4, IFS), glibc's conversion
@@ -168,8 +170,9 @@ var (
 
 // CheckProgramEnv refuses the with.env entries that would run other code
 // than the program an operator installed, or tell it another deploy: a
-// variable of startupPrefixes or startupNames (LD_PRELOAD of a library an artifact shipped, a
-// PATH leading to its programs, an exported bash function) and the
+// variable of startupPrefixes or startupNames (LD_PRELOAD of a library an
+// artifact shipped, a PATH leading to its programs, an exported bash
+// function) and the
 // MANENT_* variables of the protocol, which the program reads as the
 // deploy's own. An external plugin is the operators' program, which
 // plugins.steps allows custom steps and targets to run — not any
@@ -182,13 +185,8 @@ func CheckProgramEnv(with map[string]any) error {
 	if err != nil {
 		return err
 	}
-	names := make([]string, 0, len(env))
-	for k := range env {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var errs []error
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		startup := startupNames[k]
 		for _, p := range startupPrefixes {
 			startup = startup || strings.HasPrefix(k, p)
