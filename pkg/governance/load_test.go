@@ -219,9 +219,49 @@ helper := 42
 			wantErr: "evaluate rego:p.rego",
 		},
 		{
-			name:    "wrong shape",
-			src:     "package manent\n\ndecision := {\"deny\": \"one string\"}\n",
-			wantErr: "the decision has the wrong shape",
+			// Every wrong field at once, in the policy's words, not Go's
+			// ("cannot unmarshal string into Go struct field regoDecision.deny").
+			name: "wrong shapes",
+			src:  "package manent\n\ndecision := {\"deny\": \"one string\", \"approvals\": {\"count\": \"2\"}}\n",
+			wantErr: "evaluate rego:p.rego: the decision has 2 mistakes: " +
+				"(1) decision.deny is a string; it must be a set or array of strings (the reasons); " +
+				"(2) decision.approvals.count is a string; it must be a number",
+		},
+		{
+			// Separate rules are named as the policy names them.
+			name:    "wrong shape of a rule",
+			src:     "package manent\n\ndeny := \"one string\"\n\nchange_required := \"yes\"\n\nhelper := \"any shape\"\n",
+			wantErr: "the decision has 2 mistakes: (1) deny is a string; it must be a set or array of strings (the reasons); (2) change_required is a string; it must be true or false",
+		},
+		{
+			name:    "a reason that is not a string",
+			src:     "package manent\n\ndecision := {\"deny\": [\"a reason\", 42]}\n",
+			wantErr: "the decision has the wrong shape: decision.deny holds a number (42); every reason must be a string",
+		},
+		{
+			// Read as Go's JSON decoder always read it: a key in another
+			// case still denies, never silently allows.
+			name: "keys in another case",
+			src:  "package manent\n\ndecision := {\"Deny\": [\"no\"], \"APPROVALS\": {\"Count\": 2}}\n",
+			want: `{"allowed":false,"deny":["no"],"approvals":{"count":2,"approvers":["*"]},"change_required":false,"break_glass":false}`,
+		},
+		{
+			// OPA writes 2.0 as 2.0: a whole number all the same.
+			name: "a whole count written with a fraction",
+			src:  "package manent\n\ndecision := {\"approvals\": {\"count\": 2.0}}\n",
+			want: `{"allowed":true,"approvals":{"count":2,"approvers":["*"]},"change_required":false,"break_glass":false}`,
+		},
+		{
+			name:    "a fractional count",
+			src:     "package manent\n\ndecision := {\"approvals\": {\"count\": 1.5}}\n",
+			wantErr: "the decision has the wrong shape: decision.approvals.count is 1.5; it must be a whole number",
+		},
+		{
+			name: "approvals and freeze of the wrong kind",
+			src:  "package manent\n\ndecision := {\"approvals\": 2, \"freeze\": {\"name\": \"f\", \"reopens_at\": 1}, \"missing_promotions\": {\"staging\": true}}\n",
+			wantErr: "the decision has 3 mistakes: (1) decision.approvals is a number; it must be an object {count, approvers, expires} or null; " +
+				"(2) decision.freeze.reopens_at is a number; it must be an RFC 3339 time string; " +
+				"(3) decision.missing_promotions is an object; it must be a set or array of strings (environment names)",
 		},
 		{
 			// Refused as governance.yaml refuses it; it was read as "no

@@ -119,22 +119,27 @@ func regoLoadError(name string, err error) error {
 	return le
 }
 
-// regoDecision is the shape a policy returns; Source is not read.
+// regoDecision is the shape a policy returns, read by readDecision;
+// Source is not read.
 type regoDecision struct {
-	Allowed   *bool    `json:"allowed"`
-	Deny      []string `json:"deny"`
-	Approvals *struct {
-		Count     int      `json:"count"`
-		Approvers []string `json:"approvers"`
-		Expires   string   `json:"expires"`
-	} `json:"approvals"`
-	ChangeRequired bool `json:"change_required"`
-	Freeze         *struct {
-		Name      string `json:"name"`
-		ReopensAt string `json:"reopens_at"`
-	} `json:"freeze"`
-	BreakGlass        bool     `json:"break_glass"`
-	MissingPromotions []string `json:"missing_promotions"`
+	Allowed           *bool
+	Deny              []string
+	Approvals         *regoApprovals
+	ChangeRequired    bool
+	Freeze            *regoFreeze
+	BreakGlass        bool
+	MissingPromotions []string
+}
+
+type regoApprovals struct {
+	Count     int
+	Approvers []string
+	Expires   string
+}
+
+type regoFreeze struct {
+	Name      string
+	ReopensAt string
 }
 
 // Decide evaluates the policy with in as `input`. An undefined decision, a
@@ -174,9 +179,9 @@ func (p *Rego) Decide(ctx context.Context, in Input) (Decision, error) {
 		return Decision{}, fmt.Errorf("evaluate %s: the decision is %d bytes of JSON, more than 1 MiB: it should hold a few reasons and names (does a rule add a reason per element of a large collection?)",
 			p.source, len(raw))
 	}
-	var rd regoDecision
-	if err := json.Unmarshal(raw, &rd); err != nil {
-		return Decision{}, fmt.Errorf("evaluate %s: the decision has the wrong shape: %w", p.source, err)
+	rd, err := readDecision(raw, p.whole)
+	if err != nil {
+		return Decision{}, fmt.Errorf("evaluate %s: %w", p.source, err)
 	}
 	d, err := rd.decision()
 	if err != nil {
