@@ -190,6 +190,25 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 		in.Inventory.Successes = append(in.Inventory.Successes, governance.Success{Application: r.Application,
 			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt, SHA256: r.ArtifactSHA256})
 	}
+	in.Upstream = func(ctx context.Context, env string) (governance.Upstream, bool) {
+		// Words only: a read that fails leaves the refusal as it was.
+		var u governance.Upstream
+		latest, err := a.cfg.Store.LatestOfVersion(ctx, d.Application, env, d.Version)
+		if err != nil {
+			return u, false
+		}
+		if latest != nil {
+			u.LatestID, u.LatestState = latest.ID, latest.State
+		}
+		cur, err := a.cfg.Store.Current(ctx, d.Application, env)
+		if err != nil {
+			return u, false
+		}
+		if cur != nil {
+			u.Runs = cur.Version
+		}
+		return u, true
+	}
 	cur, err := a.cfg.Store.Current(ctx, d.Application, d.Environment)
 	switch {
 	case err == nil:

@@ -1,6 +1,7 @@
 package governance
 
 import (
+	"context"
 	"time"
 
 	"github.com/manent-io/manent/descriptor"
@@ -32,6 +33,24 @@ type Input struct {
 	Now time.Time `json:"now"`
 	// Inventory is what the server knows about earlier deploys.
 	Inventory Inventory `json:"inventory"`
+	// Upstream, when set, tells what an environment promotion requires
+	// has of the deploy's version, for the words of governance.yaml's
+	// refusal ("its last deploy there (dpl_…) ended ERROR"). It is asked
+	// only for the environments where the version has not succeeded, so
+	// a deploy that is allowed costs no read. Not part of the Rego input.
+	Upstream func(ctx context.Context, environment string) (Upstream, bool) `json:"-"`
+}
+
+// Upstream is what an environment promotion requires has of the deploy's
+// application and version, when it has not succeeded there.
+type Upstream struct {
+	// LatestID and LatestState are the latest deploy of the version
+	// there; "" when it was never deployed there.
+	LatestID    string
+	LatestState manent.State
+	// Runs is the version of the environment's current release, "" when
+	// it has none.
+	Runs string
 }
 
 // Environment is the deploy's environment as the server resolved it.

@@ -410,7 +410,7 @@ func (r *Rules) Decide(ctx context.Context, in Input) (Decision, error) {
 	}
 	if len(notRun) > 0 {
 		slices.Sort(notRun)
-		d.Deny = append(d.Deny, promotionReason(env, app, version, notRun))
+		d.Deny = append(d.Deny, promotionReason(env, app, version, notRun)+upstreamFacts(ctx, in, notRun))
 	}
 
 	for _, a := range r.Approvals {
@@ -489,4 +489,47 @@ func otherArtifactReason(env, app, version, required, succeeded, digest string) 
 // "promotion to prod requires billing 1.4.2 to succeed first in: staging".
 func promotionReason(env, app, version string, missing []string) string {
 	return fmt.Sprintf("promotion to %s requires %s %s to succeed first in: %s", env, app, version, strings.Join(missing, ", "))
+}
+
+// upstreamFacts is what the environments of missing (sorted) have of the
+// version, when in.Upstream tells: " — its last deploy there (dpl_…) ended
+// ERROR (staging runs 1.1.0)", each environment named when there are
+// several; "" when nothing is known.
+func upstreamFacts(ctx context.Context, in Input, missing []string) string {
+	if in.Upstream == nil {
+		return ""
+	}
+	var facts []string
+	for _, env := range missing {
+		u, ok := in.Upstream(ctx, env)
+		if !ok {
+			continue
+		}
+		var fact string
+		switch {
+		case u.LatestState == "":
+			fact = "it was never deployed there"
+		case u.LatestState == manent.StateSuccess:
+			continue // a success that does not count is worded above
+		case u.LatestState.Final():
+			fact = fmt.Sprintf("its last deploy there (%s) ended %s", u.LatestID, u.LatestState)
+		default:
+			fact = fmt.Sprintf("it is still %s there (%s)", u.LatestState, u.LatestID)
+		}
+		if u.LatestState == "" || u.LatestState.Final() {
+			if u.Runs != "" {
+				fact += fmt.Sprintf(" (%s runs %s)", env, u.Runs)
+			} else {
+				fact += fmt.Sprintf(" (%s has no release yet)", env)
+			}
+		}
+		if len(missing) > 1 {
+			fact = env + ": " + fact
+		}
+		facts = append(facts, fact)
+	}
+	if len(facts) == 0 {
+		return ""
+	}
+	return " — " + strings.Join(facts, "; ")
 }

@@ -417,6 +417,59 @@ func TestPromotionRefusesAReleaseRolledBackUpstream(t *testing.T) {
 	deploy("prod", "2.0")
 }
 
+// QA: "promotion to prod requires billing 1.2 to succeed first in:
+// staging" did not say what staging has. The refusal now says whether 1.2
+// was never deployed there, failed there, or still waits there, and which
+// version staging runs.
+func TestPromotionRefusalSaysWhatStagingHas(t *testing.T) {
+	_, client := govServer(t, "promotion:\n  - {environment: prod, requires: [staging]}\n")
+	art := artifactFile(t)
+	ci := client("ci-token")
+	ctx := context.Background()
+	refusal := func() string {
+		t.Helper()
+		_, err := ci.Submit(ctx, simple(art, "prod", "1.2", ""), false)
+		if err == nil {
+			t.Fatal("prod 1.2 was accepted before it succeeded in staging")
+		}
+		return fmt.Sprint(errFields(err))
+	}
+	const base = "promotion to prod requires billing 1.2 to succeed first in: staging — "
+
+	res, err := ci.Submit(ctx, simple(art, "staging", "1.1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, res.ID, manent.StateSuccess)
+	if got, want := refusal(), base+"it was never deployed there (staging runs 1.1)"; !strings.Contains(got, want) {
+		t.Errorf("never deployed: %s\nwant %q", got, want)
+	}
+
+	// Another artifact than the one stated: staging's deploy of 1.2 fails.
+	wrong := strings.Repeat("0", 64)
+	res, err = ci.Submit(ctx, []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: staging\nversion: \"1.2\"\nartifact: {url: %q, sha256: %q}\n", art, wrong)), false)
+	if err != nil {
+		t.Fatal(err, errFields(err))
+	}
+	waitFor(t, ci, res.ID, manent.StateError)
+	if got, want := refusal(), base+fmt.Sprintf("its last deploy there (%s) ended ERROR (staging runs 1.1)", res.ID); !strings.Contains(got, want) {
+		t.Errorf("failed there: %s\nwant %q", got, want)
+	}
+
+	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	res, err = ci.Submit(ctx, simple(art, "staging", "1.2", fmt.Sprintf("schedule: {at: %q}\n", at)), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, res.ID, manent.StateDelayed)
+	if got, want := refusal(), base+fmt.Sprintf("it is still DELAYED there (%s)", res.ID); !strings.Contains(got, want) {
+		t.Errorf("waiting there: %s\nwant %q", got, want)
+	}
+	if _, err := ci.Cancel(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // lostAnswer sits before a real server: the first verdict (a POST to
 // …/approve or …/reject) goes through and is recorded, and its answer is
 // replaced by a 503 with Retry-After — a storage fault after the commit.

@@ -56,6 +56,7 @@ func HotQueries() []HotQuery {
 	add("queue of an environment", false, queueQuery, "app-7", "env-1", "PENDING", "ENQUEUED", "PENDING")
 	add("unfinished (sweeper, activity)", false, unfinishedQuery(deploymentColumns))
 	add("promotion successes", false, successesQuery, "app-7", "1", "SUCCESS")
+	add("promotion refusal: latest deploy of a version", false, latestOfVersionQuery, "app-7", "7", "env-3")
 	add("promotion rolled back", false, rolledBackQuery, "app-7", "env-1", "SUCCESS", "2026-01-01T00:00:00Z", "app-7", "env-1", "1")
 	add("count by state (metrics)", true, countByStateQuery)
 	add("retention candidates", false, `SELECT id FROM manent_deployments

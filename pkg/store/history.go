@@ -41,6 +41,18 @@ func (s *Store) LatestSuccess(ctx context.Context, application, environment, ver
 	return s.oneOrNil(ctx, latestSuccessQuery, application, environment, version)
 }
 
+const latestOfVersionQuery = `SELECT ` + deploymentColumns + ` FROM manent_deployments
+	WHERE application = ? AND version = ? AND environment = ?
+	ORDER BY created_at DESC, id DESC LIMIT 1`
+
+// LatestOfVersion returns the latest deploy of version in
+// application/environment, whatever its state, nil when there is none: what
+// a promotion refusal says of an environment where the version has not
+// succeeded.
+func (s *Store) LatestOfVersion(ctx context.Context, application, environment, version string) (*Record, error) {
+	return s.oneOrNil(ctx, latestOfVersionQuery, application, version, environment)
+}
+
 func (s *Store) oneOrNil(ctx context.Context, query string, args ...any) (*Record, error) {
 	r, err := scanRecord(s.rdb.QueryRowContext(ctx, s.q(query), args...))
 	if err == ErrNotFound {
