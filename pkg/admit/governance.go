@@ -191,8 +191,13 @@ func (a *Admitter) governanceDecision(ctx context.Context, in governance.Input, 
 			Environment: r.Environment, Version: r.Version, DeploymentID: r.ID, FinishedAt: r.FinishedAt, SHA256: r.ArtifactSHA256})
 	}
 	in.Upstream = func(ctx context.Context, env string) (governance.Upstream, bool) {
-		// Words only: a read that fails leaves the refusal as it was.
+		// Words only: a read that fails leaves the refusal as it was, and
+		// so does an environment the submitter may not read (its deploys'
+		// ids and its release are not theirs to learn).
 		var u governance.Upstream
+		if a.cfg.Authorizer != nil && a.cfg.Authorizer.Authorize(in.Identity, string(auth.DeploymentRead), d.Application, env) != nil {
+			return u, false
+		}
 		latest, err := a.cfg.Store.LatestOfVersion(ctx, d.Application, env, d.Version)
 		if err != nil {
 			return u, false

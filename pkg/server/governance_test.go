@@ -790,3 +790,40 @@ func TestVerdictWhileTheDatabaseIsAwayIs503(t *testing.T) {
 	}
 	waitFor(t, alice, res.ID, manent.StateSuccess)
 }
+
+// A submitter who may not read the environment a promotion requires is
+// told only that the version has not succeeded there: not that
+// environment's deploy ids or release (which deployment.read guards).
+func TestPromotionRefusalKeepsWhatTheSubmitterMayNotRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "governance.yaml")
+	if err := os.WriteFile(path, []byte("promotion:\n  - {environment: prod, requires: [staging]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := append(slices.Clone(govTokens), auth.TokenConfig{Name: "releaser", SHA256: auth.HashToken("releaser-token")})
+	rules := append(slices.Clone(govRules), auth.RBACRule{Subjects: []string{"token:releaser"},
+		Permissions: []string{"deployment.submit", "deployment.read"}, Environments: []string{"prod"}})
+	srv := newTestServer(t, enginetest.SQLite(t), tokens, rules, func(c *node.Config) { c.Governance.Rules = path })
+	ci, releaser := api.NewClient(srv.URL, "ci-token", nil), api.NewClient(srv.URL, "releaser-token", nil)
+	ctx := context.Background()
+	art := artifactFile(t)
+	res, err := ci.Submit(ctx, simple(art, "staging", "1.1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ci, res.ID, manent.StateSuccess)
+	refusal := func(c *api.Client) string {
+		t.Helper()
+		_, err := c.Submit(ctx, simple(art, "prod", "1.2", ""), false)
+		if err == nil {
+			t.Fatal("prod 1.2 was accepted before it succeeded in staging")
+		}
+		return fmt.Sprint(errFields(err))
+	}
+	const base = "promotion to prod requires billing 1.2 to succeed first in: staging"
+	if got := refusal(ci); !strings.Contains(got, base+" — it was never deployed there (staging runs 1.1)") {
+		t.Errorf("a submitter who may read staging: %s\nwant what staging has", got)
+	}
+	if got := refusal(releaser); !strings.Contains(got, base) || strings.Contains(got, base+" —") || strings.Contains(got, "1.1") {
+		t.Errorf("a submitter who may not read staging: %s\nwant %q alone", got, base)
+	}
+}
