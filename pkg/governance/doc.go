@@ -12,7 +12,8 @@
 // The package only decides: it never waits, stores or notifies. The waiting
 // workflows (AWAITING_APPROVAL, change tickets) belong to the engine.
 //
-// It imports pkg/manent, pkg/yamlvalue and descriptor of this module, OPA, and embeds the
+// It imports pkg/manent, pkg/yamlvalue, pkg/suggest (a misspelled key of a
+// Rego decision) and descriptor of this module, OPA, and embeds the
 // time zone database (time/tzdata) so recurring windows work on minimal
 // machines.
 package governance

@@ -246,6 +246,27 @@ helper := 42
 			want: `{"allowed":false,"deny":["no"],"approvals":{"count":2,"approvers":["*"]},"change_required":false,"break_glass":false}`,
 		},
 		{
+			// A misspelled key was ignored: "aprovals" required no
+			// approvals, "approver" let whoever RBAC allows approve.
+			name: "misspelled keys",
+			src:  "package manent\n\ndecision := {\"aprovals\": {\"count\": 2}, \"approvals\": {\"count\": 1, \"approver\": [\"group:sre\"]}, \"freeze\": {\"nme\": \"f\"}}\n",
+			wantErr: "the decision has 3 mistakes: (1) decision.aprovals is not a key of the decision: did you mean approvals? (a key the decision does not read is ignored); " +
+				"(2) decision.approvals.approver is not a key of approvals: did you mean approvers? (a key approvals does not read is ignored); " +
+				"(3) decision.freeze.nme is not a key of freeze: did you mean name? (a key freeze does not read is ignored)",
+		},
+		{
+			// A key of the policy's own, and a rule of a package written
+			// rule by rule named like a key, are left alone.
+			name: "keys of the policy's own",
+			src:  "package manent\n\ndecision := {\"deny\": [\"no\"], \"note\": \"see the wiki\", \"approvals\": {\"count\": 1, \"owner\": \"sre\"}}\n",
+			want: `{"allowed":false,"deny":["no"],"approvals":{"count":1,"approvers":["*"]},"change_required":false,"break_glass":false}`,
+		},
+		{
+			name: "a rule named like a key",
+			src:  "package manent\n\napproval := true\n\ndeny contains \"no\" if approval\n",
+			want: `{"allowed":false,"deny":["no"],"change_required":false,"break_glass":false}`,
+		},
+		{
 			// OPA writes 2.0 as 2.0: a whole number all the same.
 			name: "a whole count written with a fraction",
 			src:  "package manent\n\ndecision := {\"approvals\": {\"count\": 2.0}}\n",

@@ -3,9 +3,14 @@ package governance
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/suggest"
 )
 
 // shapeError is a decision of the wrong shape: every wrong field, in the
@@ -57,6 +62,16 @@ func readDecision(raw []byte, whole bool) (regoDecision, error) {
 	bad := func(key, format string, args ...any) {
 		problems = append(problems, prefix+key+" "+fmt.Sprintf(format, args...))
 	}
+	// A key is left alone unless it is a misspelling of one the decision
+	// reads (misspelled below): "aprovals" read as no approvals at all,
+	// "approver" as approvers omitted — whoever RBAC lets approve.
+	// Another package's rules (whole) may be named anything: only
+	// `decision`'s own keys are checked there.
+	if !whole {
+		misspelled(doc, decisionKeys, func(k, near string) {
+			bad(k, "is not a key of the decision: did you mean %s? (a key the decision does not read is ignored)", near)
+		})
+	}
 	if x := field(doc, "allowed"); x != nil {
 		if b, ok := x.(bool); ok {
 			rd.Allowed = &b
@@ -69,6 +84,9 @@ func readDecision(raw []byte, whole bool) (regoDecision, error) {
 	if x := field(doc, "approvals"); x != nil {
 		if a, ok := x.(map[string]any); ok {
 			rd.Approvals = &regoApprovals{}
+			misspelled(a, []string{"count", "approvers", "expires"}, func(k, near string) {
+				bad("approvals."+k, "is not a key of approvals: did you mean %s? (a key approvals does not read is ignored)", near)
+			})
 			if c := field(a, "count"); c != nil {
 				if n, ok := c.(json.Number); !ok {
 					bad("approvals.count", "is %s; it must be a number", kindOf(c))
@@ -101,6 +119,9 @@ func readDecision(raw []byte, whole bool) (regoDecision, error) {
 	if x := field(doc, "freeze"); x != nil {
 		if f, ok := x.(map[string]any); ok {
 			rd.Freeze = &regoFreeze{}
+			misspelled(f, []string{"name", "reopens_at"}, func(k, near string) {
+				bad("freeze."+k, "is not a key of freeze: did you mean %s? (a key freeze does not read is ignored)", near)
+			})
 			if n := field(f, "name"); n != nil {
 				if rd.Freeze.Name, ok = n.(string); !ok {
 					bad("freeze.name", "is %s; it must be a string (the freeze's name)", kindOf(n))
@@ -128,6 +149,24 @@ func readDecision(raw []byte, whole bool) (regoDecision, error) {
 		return rd, &shapeError{problems}
 	}
 	return rd, nil
+}
+
+// decisionKeys are the keys a decision is read from.
+var decisionKeys = []string{"allowed", "deny", "approvals", "change_required", "freeze", "break_glass", "missing_promotions"}
+
+// misspelled calls bad, in key order, for each key of m that is none of
+// known (in any case, as field reads them) but close to one of them: a
+// misspelling (suggest.Closest) that would be ignored. Other keys are the
+// policy's own and stay ignored.
+func misspelled(m map[string]any, known []string, bad func(key, near string)) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if slices.ContainsFunc(known, func(n string) bool { return strings.EqualFold(n, k) }) {
+			continue
+		}
+		if near := suggest.Closest(k, known); near != "" {
+			bad(manent.ClipText(k, 64), near)
+		}
+	}
 }
 
 // field is the value of key in m, nil when m has none (null is the same
