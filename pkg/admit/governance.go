@@ -91,8 +91,14 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 	refusals := denials(dec, d.Environment)
 	for i, p := range refusals {
 		if waits.At != nil && p.Path == "/environment" {
+			// A deploy scheduled already is told to schedule it later,
+			// not to add a schedule.at.
+			msg := strings.TrimPrefix(p.Message, "environment ")
+			if f := blockingFreeze(dec); f != nil {
+				msg = strings.TrimSuffix(msg, whenItReopens(f))
+			}
 			refusals[i] = manent.FieldError{Path: "/schedule/at", Message: fmt.Sprintf("at %s, when the deploy is scheduled to start, %s: schedule it from then on",
-				waits.At.Format(time.RFC3339), strings.TrimPrefix(p.Message, "environment "))}
+				waits.At.Format(time.RFC3339), msg)}
 		}
 	}
 	problems = append(problems, refusals...)

@@ -61,6 +61,11 @@ func TestScheduleAtJudgedAtItsTime(t *testing.T) {
 	if msg := got["/schedule/at"]; !strings.Contains(msg, want) || !strings.Contains(msg, now.Add(4*time.Hour).Format(time.RFC3339)) || len(got) != 1 {
 		t.Errorf("scheduled into a freeze: problems %v, want /schedule/at alone saying %q at the scheduled time", got, want)
 	}
+	// It has a schedule.at already: it is told to schedule it later, not
+	// to add one.
+	if msg := got["/schedule/at"]; !strings.HasSuffix(msg, want+": schedule it from then on") || strings.Contains(msg, "add schedule") {
+		t.Errorf("scheduled into a freeze: %q, want it to end %q", msg, want+": schedule it from then on")
+	}
 	// The identity the freeze allows breaks the glass at that time.
 	if got := refusal(at(4*time.Hour), manent.Identity{Subject: "token:lead"}); got != nil {
 		t.Errorf("break glass into a scheduled freeze: refused %v", got)
