@@ -245,6 +245,9 @@ type Request struct {
 	// release it deploys again. They change no check.
 	RollbackOf   string
 	RollbackFrom string
+	// Tick is set by a cron tick (Tick): a refusal is recorded on the
+	// schedule, and says nothing of submitting again.
+	Tick bool
 }
 
 // Admission is an admitted deploy: what to run and the decision.

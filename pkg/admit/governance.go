@@ -88,7 +88,10 @@ func (a *Admitter) decide(ctx context.Context, req Request, regions []string, co
 		return nil, waits, append(problems, manent.FieldError{Path: "/", Message: "the governance policy could not decide: " + err.Error()}), nil, nil
 	}
 	out := dec.ToDecision()
-	refusals := denials(dec, d.Environment)
+	// A cron tick's refusal is recorded on its schedule, whose next tick
+	// comes by itself; a rollback has no deploy.yml: neither is told to
+	// submit again or to add a schedule.at.
+	refusals := denials(dec, d.Environment, !req.Tick && req.RollbackOf == "")
 	for i, p := range refusals {
 		if waits.At != nil && p.Path == "/environment" {
 			// A deploy scheduled already is told to schedule it later,
@@ -244,18 +247,23 @@ func storeError(err error) error {
 }
 
 // denials are the problems a decision refuses the deploy with: the policy's
-// deny reasons and a blocking freeze.
-func denials(dec governance.Decision, environment string) []manent.FieldError {
+// deny reasons and a blocking freeze — with, when advise, what to do about
+// the freeze (whenItReopens).
+func denials(dec governance.Decision, environment string, advise bool) []manent.FieldError {
 	if dec.Allowed && len(dec.Deny) == 0 {
 		return nil
 	}
 	var problems []manent.FieldError
 	f := blockingFreeze(dec)
+	advice := ""
+	if f != nil && advise {
+		advice = whenItReopens(f)
+	}
 	named := false
 	for _, reason := range dec.Deny {
 		// A freeze's own reason is said once, at /environment.
 		if f != nil && freezeReason(reason, environment) {
-			problems = append(problems, manent.FieldError{Path: "/environment", Message: "environment " + reason + whenItReopens(f)})
+			problems = append(problems, manent.FieldError{Path: "/environment", Message: "environment " + reason + advice})
 			named = true
 			continue
 		}
@@ -263,7 +271,7 @@ func denials(dec governance.Decision, environment string) []manent.FieldError {
 	}
 	if f != nil && !named {
 		problems = append(problems, manent.FieldError{Path: "/environment", Message: fmt.Sprintf("environment %s is frozen by %q until %s%s",
-			environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339), whenItReopens(f))})
+			environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339), advice)})
 	}
 	if len(problems) == 0 {
 		problems = append(problems, manent.FieldError{Path: "/", Message: "refused by the governance policy"})
@@ -304,7 +312,7 @@ func (a *Admitter) recheckGovernance(ctx context.Context, in plan.Input) error {
 		return plugin.Permanent(fmt.Errorf("environment %s is frozen by %q until %s: the deploy may not start",
 			in.Environment, f.Name, f.ReopensAt.UTC().Format(time.RFC3339)))
 	}
-	if problems := denials(dec, in.Environment); len(problems) > 0 {
+	if problems := denials(dec, in.Environment, false); len(problems) > 0 {
 		msgs := make([]string, len(problems))
 		for i, p := range problems {
 			msgs[i] = p.Message

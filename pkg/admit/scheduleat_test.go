@@ -11,6 +11,7 @@ import (
 	"github.com/manent-io/manent/pkg/admit"
 	"github.com/manent-io/manent/pkg/governance"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 // A deploy with schedule.at starts at that time: freezes are judged then,
@@ -176,5 +177,13 @@ func TestFreezeRefusalSaysWhatToDo(t *testing.T) {
 	}
 	if _, err := f.a.Admit(context.Background(), admit.Request{Descriptor: f.descriptor(t, suggested+"\n"), Identity: ci}); err != nil {
 		t.Errorf("the schedule.at the refusal suggests is refused: %v", err)
+	}
+	// A cron tick's refusal, recorded on its schedule (whose next tick
+	// comes by itself), names the freeze and gives no such advice.
+	sc := &store.Schedule{ID: "sch_1", Requester: "token:ci",
+		Descriptor: []byte("apiVersion: manent/v1\napplication: billing\nenvironment: prod\nversion: \"1\"\nartifact: {url: " + f.art + "}\nschedule: {cron: \"@daily\"}\n")}
+	_, err = f.a.Tick(context.Background(), sc, "sch_1@2026-12-06T00:00:00Z")
+	if err == nil || !strings.Contains(err.Error(), `frozen by "maintenance" until `+until) || strings.Contains(err.Error(), "submit it again") || strings.Contains(err.Error(), "schedule:") {
+		t.Errorf("a tick during the freeze: %v, want the freeze named without advice to submit again", err)
 	}
 }

@@ -33,7 +33,7 @@ func (a *Admitter) Tick(ctx context.Context, sc *store.Schedule, id string) (*Ad
 		}
 		who.Groups = groups
 	}
-	adm, err := a.Admit(ctx, Request{Descriptor: d, ID: id, RequestID: id, Identity: who})
+	adm, err := a.Admit(ctx, Request{Descriptor: d, ID: id, RequestID: id, Identity: who, Tick: true})
 	if err != nil {
 		if me := (*manent.Error)(nil); errors.As(err, &me) && len(me.Fields) > 0 {
 			return nil, fmt.Errorf("%s: %s", me.Message, me.Fields[0].Message)
