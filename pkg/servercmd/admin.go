@@ -469,6 +469,8 @@ func (a *adminFlags) load(ctx context.Context, stderr io.Writer) (*node.Config, 
 	warnStrayVariables(newLogger(stderr, cfg.LogLevel), cfg)
 	if err := store.CheckExisting(ctx, cfg.Database); errors.Is(err, store.ErrNoDatabase) {
 		return nil, usageError{fmt.Errorf("%w (%s). Point at the server's database with --config <its manent-server.yaml>, --data-dir <its data directory> or --database <its URL>", err, a.origin())}
+	} else if otherRelease(err) {
+		return nil, usageError{err}
 	} else if err != nil {
 		return nil, err
 	}
@@ -489,9 +491,19 @@ func (a *adminFlags) openStore(ctx context.Context, stderr io.Writer) (*store.St
 	}
 	if err := st.CheckSchema(ctx, store.Where(cfg.Database)); err != nil {
 		st.Close()
+		if otherRelease(err) {
+			err = usageError{err}
+		}
 		return nil, nil, err
 	}
 	return st, cfg, nil
+}
+
+// otherRelease reports a database at another release's schema: like a
+// missing one, a usage error (exit 2, as the help says), not verify-audit's
+// exit 1 of a tampered log.
+func otherRelease(err error) bool {
+	return errors.Is(err, store.ErrSchemaNewer) || errors.Is(err, store.ErrSchemaOlder)
 }
 
 // origin says where the database URL came from, in the order of precedence.

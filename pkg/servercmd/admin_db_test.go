@@ -3,6 +3,7 @@ package servercmd
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -267,4 +268,45 @@ func openNode(t *testing.T) (data string, cfg *node.Config, n *node.Node) {
 		t.Fatal(err)
 	}
 	return data, cfg, n
+}
+
+// A database at another release's schema is refused by the admin tasks as
+// their help and docs/operations.md (Admin tasks) say: exit 2, naming the
+// release to use. It exited 1 — which verify-audit documents as "the audit
+// log was tampered with" — so a job that pages on verify-audit's exit 1
+// reported a tampered log after an upgrade that had migrated the database.
+func TestAdminRefusesAnotherReleasesSchema(t *testing.T) {
+	t.Chdir(t.TempDir()) // backup would write backup.db here
+	data := dataWithWorker(t)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(data, "manent.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var newest int
+	if err := db.QueryRow(`SELECT MAX(version) FROM manent_schema_migrations`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, change, undo, want string
+	}{
+		{"newer", fmt.Sprintf(`INSERT INTO manent_schema_migrations (version) VALUES (%d)`, newest+1),
+			fmt.Sprintf(`DELETE FROM manent_schema_migrations WHERE version = %d`, newest+1), "use that release's manent-server"},
+		{"older", fmt.Sprintf(`UPDATE manent_schema_migrations SET version = -version WHERE version = %d`, newest),
+			fmt.Sprintf(`UPDATE manent_schema_migrations SET version = -version WHERE version = %d`, -newest), "an older release runs on it"},
+	} {
+		if _, err := db.Exec(c.change); err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range adminDBTasks {
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string{}, task...), "--data-dir", data)
+			if code := Run(context.Background(), args, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("%s schema: %q: exit %d, stderr %q; want 2 and %q", c.name, task, code, stderr.String(), c.want)
+			}
+		}
+		if _, err := db.Exec(c.undo); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -17,6 +17,10 @@ import (
 // and report on it.
 var ErrNoDatabase = errors.New("no manent database")
 
+// ErrSchemaOlder marks a database an older release left, not yet migrated
+// to this build's schema (CheckExisting): only a server migrates it.
+var ErrSchemaOlder = errors.New("the database schema is older than this manent-server's")
+
 // Where names the database of a URL in messages: the absolute path of a
 // SQLite file, a PostgreSQL URL without its password.
 func Where(rawURL string) string {
@@ -104,7 +108,7 @@ func checkSchema(ctx context.Context, db *sql.DB, postgres bool, where string) e
 	case newest.Int64 > int64(known):
 		return fmt.Errorf("%w: the database at %s is at schema version %d, this build knows up to %d. A newer release migrated it; use that release's manent-server", ErrSchemaNewer, where, newest.Int64, known)
 	case newest.Int64 < int64(known):
-		return fmt.Errorf("the database at %s is at schema version %d, this build's is %d: an older release runs on it. Use that release's manent-server, or upgrade the server first (manent-server serve migrates the database as it starts)", where, newest.Int64, known)
+		return fmt.Errorf("%w: the database at %s is at schema version %d, this build's is %d: an older release runs on it. Use that release's manent-server, or upgrade the server first (manent-server serve migrates the database as it starts)", ErrSchemaOlder, where, newest.Int64, known)
 	}
 	return nil
 }
