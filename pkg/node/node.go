@@ -240,7 +240,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 	if !o.Once {
 		seatLock, err = store.LockPath(seatPath)
 		if errors.Is(err, store.ErrHeld) {
-			return nil, fmt.Errorf("executor id %s is in use: another manent-server on this host runs with it and data_dir %s; give each worker its own --executor-id (workers.executor_id)", cfg.ExecutorID, dataDir)
+			return nil, fmt.Errorf("executor id %s is in use: another manent-server on this host runs with it and data_dir %s; give each worker its own --executor-id (executor_id in manent-server.yaml)", cfg.ExecutorID, dataDir)
 		}
 		if err != nil {
 			return nil, err

@@ -123,7 +123,7 @@ func (e *ExecutorInUseError) Error() string {
 	if e.Seat != "" {
 		where = " (" + e.Seat + ")"
 	}
-	return fmt.Sprintf("executor id %s is in use: another manent-server%s runs with it and is still beating; give each worker its own --executor-id (workers.executor_id), or stop that one first", e.ID, where)
+	return fmt.Sprintf("executor id %s is in use: another manent-server%s runs with it and is still beating; give each worker its own --executor-id (executor_id in manent-server.yaml), or stop that one first", e.ID, where)
 }
 
 // RegisterWorker records that worker w.ID starts now (alive), replacing
