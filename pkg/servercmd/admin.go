@@ -35,10 +35,10 @@ Point a task at the server's database as the server is: --config with its
 manent-server.yaml, --data-dir with its data directory, or --database with
 its URL. A task never creates nor migrates a database: when there is none
 there (a SQLite file that does not exist or holds no manent tables, a
-PostgreSQL database without them), or it is at another release's schema,
-the task exits 2 naming the database it looked for. A MANENT_* variable
-that is nearly one the server reads (MANENT_DATADIR) is warned of, as
-serve does.`,
+PostgreSQL database that does not exist or holds none), or it is at
+another release's schema, the task exits 2 naming the database it looked
+for. A MANENT_* variable that is nearly one the server reads
+(MANENT_DATADIR) is warned of, as serve does.`,
 		// A mistyped task is a usage error (exit 2), not the help with exit 0.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -307,6 +308,27 @@ func TestAdminRefusesAnotherReleasesSchema(t *testing.T) {
 		}
 		if _, err := db.Exec(c.undo); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A PostgreSQL database that does not exist (a mistyped name in --database
+// or the configuration) is no manent database either: exit 2 naming it,
+// as for a missing SQLite file. It exited 1 with the driver's "connect to
+// postgres: … database … does not exist" — for verify-audit, the exit of a
+// tampered audit log.
+func TestAdminOnAMissingPostgresDatabase(t *testing.T) {
+	u, err := url.Parse(enginetest.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path += "_missing"
+	for _, task := range adminDBTasks {
+		var stdout, stderr bytes.Buffer
+		args := append(append([]string{}, task...), "--database", u.String())
+		if code := Run(context.Background(), args, &stdout, &stderr, nil); code != 2 || !strings.Contains(stderr.String(), "no manent database") ||
+			!strings.Contains(stderr.String(), "does not exist") || !strings.Contains(stderr.String(), "--database") {
+			t.Errorf("%q: exit %d, stderr %q; want 2, no manent database, does not exist", task, code, stderr.String())
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrNoDatabase marks a database URL that names no manent database: a
@@ -43,6 +45,12 @@ func Where(rawURL string) string {
 func CheckExisting(ctx context.Context, rawURL string) error {
 	if !strings.HasPrefix(rawURL, "sqlite:") {
 		st, err := Open(ctx, rawURL)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "3D000" /* invalid_catalog_name */ {
+			// A mistyped database name: none to report on, as a
+			// missing SQLite file.
+			return fmt.Errorf("%w at %s: the database does not exist", ErrNoDatabase, Where(rawURL))
+		}
 		if err != nil {
 			return err
 		}
