@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,4 +171,37 @@ func TestOnDeadWorkersOnSQLiteCountsEveryOtherExecutor(t *testing.T) {
 	if own, err := f.eng.OnDeadWorkers(t.Context()); err != nil || len(own) != 0 {
 		t.Fatalf("the running server's own deploys on dead workers: %+v, %v", own, err)
 	}
+}
+
+// A worker stopped on purpose (SIGTERM: it marks itself leaving) is taken
+// over at once by the leader, as the rolling restart of docs/operations.md
+// expects; the leader's log says so at INFO. It said "took over a dead
+// worker" at WARN, the line of a worker that crashed or fell silent, for
+// every planned stop: an alert on WARN lines paged for each rolling
+// restart, and the operator read that the worker had died.
+func TestTakeOverOfAWorkerThatLeftIsNoWarning(t *testing.T) {
+	dbURL := enginetest.Postgres(t)
+	f := newFixture(t, dbURL, 1)
+	_, release := holdAtActivation(t, f)
+
+	f.node.Close(5 * time.Second) // leaves, as on SIGTERM
+	logs := &enginetest.SyncBuffer{}
+	f.log = slog.New(slog.NewJSONHandler(logs, nil))
+	f.cfg.ExecutorID = "rescuer"
+	f.open()
+	var line map[string]any
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["worker"] == "test" && strings.HasPrefix(fmt.Sprint(m["msg"]), "took over") {
+				line = m
+				return true
+			}
+		}
+		return false
+	}, "the rescuer to log its takeover of the worker that left")
+	if line["level"] != "INFO" || strings.Contains(fmt.Sprint(line["msg"]), "dead") {
+		t.Errorf("the takeover of a worker that left logged %v %q; want INFO, not a dead worker", line["level"], line["msg"])
+	}
+	release()
 }

@@ -482,6 +482,14 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 		if id == e.cfg.ExecutorID {
 			continue
 		}
+		// A worker that left (SIGTERM) is handed over as planned: only one
+		// that crashed or fell silent is worth a warning. Read for the log
+		// line alone: a row leaving becomes nothing but dead or alive (a
+		// restart, which TakeOver then refuses).
+		left := false
+		if b, err := e.st.LastBeat(ctx, id); err == nil && b.State == store.WorkerLeaving {
+			left = true
+		}
 		var recovered []string
 		start := time.Now()
 		// The claim lasts DeadAfter: recovery is one UPDATE of DBOS's
@@ -495,6 +503,9 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 		switch {
 		case err != nil:
 			e.log.Error("take over a dead worker", "worker", id, "error", err)
+		case ok && left:
+			e.log.Info("took over a worker that left (stopped on purpose): its running deploys are back in the queue",
+				"worker", id, "deploys", recovered, "took", time.Since(start))
 		case ok:
 			e.log.Warn("took over a dead worker: its running deploys are back in the queue",
 				"worker", id, "deploys", recovered, "took", time.Since(start))
