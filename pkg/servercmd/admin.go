@@ -273,7 +273,9 @@ func newVerifyAuditCmd(stdout, stderr io.Writer) *cobra.Command {
 deleted or inserted row, or rows deleted at the end are each reported with
 the row where it shows, and the command exits 1. Exit 0 means the chain is
 intact; exit 2, that there is no manent database where it looked (it
-creates none) or the flags are wrong.
+creates none) or the flags are wrong; exit 3, that the chain could not be
+checked (the database could not be reached or read: try again), which a
+job must not take for a tampered log.
 
 The chain lives in the database it protects: whoever can write the audit
 table can also delete its last rows and move the head back, or rewrite the
@@ -295,19 +297,26 @@ that hash, or the command exits 1 saying what changed.`,
 				}
 				want = append(want, store.AuditAnchor{Seq: n, Hash: hash})
 			}
+			// An error here is no verdict on the chain: exit 3, not 1.
+			unchecked := func(err error) error {
+				if errors.As(err, new(usageError)) {
+					return err
+				}
+				return uncheckedError{fmt.Errorf("the audit log could not be checked: %w", err)}
+			}
 			st, _, err := db.openStore(cmd.Context(), stderr)
 			if err != nil {
-				return err
+				return unchecked(err)
 			}
 			defer st.Close()
 			n, problems, err := st.VerifyAudit(cmd.Context())
 			if err != nil {
-				return err
+				return unchecked(err)
 			}
 			for _, a := range want {
 				p, err := st.CheckAuditAnchor(cmd.Context(), a)
 				if err != nil {
-					return err
+					return unchecked(err)
 				}
 				if p != "" {
 					problems = append(problems, store.AuditProblem{Seq: a.Seq, Problem: "anchor " + a.String() + ": " + p})

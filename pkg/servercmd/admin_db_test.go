@@ -332,3 +332,18 @@ func TestAdminOnAMissingPostgresDatabase(t *testing.T) {
 		}
 	}
 }
+
+// verify-audit that cannot reach its database has no verdict on the chain:
+// it exits 3, not the 1 of a tampered log (a job paging on 1 as tampering
+// was paged for an outage), and names no password.
+func TestVerifyAuditUncheckedIsNotTampered(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := Run(context.Background(), []string{"admin", "verify-audit", "--database",
+		"postgres://postgres:hunter2-secret@127.0.0.1:1/manent?sslmode=disable&connect_timeout=5"}, &stdout, &stderr, nil)
+	if code != 3 || !strings.Contains(stderr.String(), "the audit log could not be checked") || strings.Contains(stderr.String(), "tampered") {
+		t.Errorf("verify-audit of an unreachable database: exit %d, stderr %q; want 3, 'could not be checked'", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "hunter2-secret") {
+		t.Errorf("the password is in the error: %q", stderr.String())
+	}
+}

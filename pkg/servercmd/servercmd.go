@@ -63,12 +63,22 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, plugins n
 		if errors.As(err, &ue) || node.IsConfigError(err) || strings.Contains(err.Error(), "unknown flag") || strings.Contains(err.Error(), "unknown command") {
 			return 2
 		}
+		var un uncheckedError
+		if errors.As(err, &un) {
+			return 3
+		}
 		return 1
 	}
 	return 0
 }
 
 type usageError struct{ error }
+
+// uncheckedError is a check that could not be done (verify-audit with the
+// database unreachable): exit 3, never the 1 of a check that failed.
+type uncheckedError struct{ error }
+
+func (e uncheckedError) Unwrap() error { return e.error }
 
 func newRoot(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {
 	root := &cobra.Command{
