@@ -333,7 +333,7 @@ func (p *progress) lost(err error, grace time.Duration) {
 	defer p.st.mu.Unlock()
 	p.st.clearLocked()
 	p.last, p.printed = "", p.now()
-	fmt.Fprintf(p.w, "%s; asking again for %s (the deploy goes on on the server)\n", safeText(err.Error()), formatDuration(grace))
+	fmt.Fprintf(p.w, "%s; asking again for %s (the deploy is kept on the server: it goes on there, or once the server is back)\n", safeText(err.Error()), formatDuration(grace))
 	p.st.drawLocked()
 }
 
