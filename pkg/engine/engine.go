@@ -102,6 +102,9 @@ type Config struct {
 	// alive for the others (workers.dead_after, 0: 30 s).
 	Heartbeat time.Duration
 	DeadAfter time.Duration
+	// ForgetAfter is how long the leader keeps a worker taken over in the
+	// workers list (workers.forget_after, 0: DefaultForgetAfter).
+	ForgetAfter time.Duration
 	// Seat says where this worker runs, when it holds the lock that makes
 	// it the only process there with its executor id (store.WorkerStart;
 	// "": no such lock, so a restart on PostgreSQL waits for dead_after

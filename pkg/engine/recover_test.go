@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -204,4 +205,28 @@ func TestTakeOverOfAWorkerThatLeftIsNoWarning(t *testing.T) {
 		t.Errorf("the takeover of a worker that left logged %v %q; want INFO, not a dead worker", line["level"], line["msg"])
 	}
 	release()
+}
+
+// The leader forgets a worker it took over once workers.forget_after has
+// passed: the workers list holds the workers of now, not every executor id
+// that ever ran (a worker per pod name, one more row at each rollout).
+func TestLeaderForgetsAWorkerTakenOverLongAgo(t *testing.T) {
+	dbURL := enginetest.Postgres(t)
+	f := newFixture(t, dbURL, 1)
+	f.node.Close(5 * time.Second) // leaves, as on SIGTERM
+	f.cfg.ExecutorID = "rescuer"
+	f.cfg.Workers.ForgetAfter = time.Millisecond
+	f.open()
+	var ids []string
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		ws, err := f.node.Store.Workers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = ids[:0]
+		for _, w := range ws {
+			ids = append(ids, w.ID+" "+w.State)
+		}
+		return slices.Equal(ids, []string{"rescuer alive"})
+	}, "the worker that left to be taken over and forgotten (workers: %v)", &ids)
 }

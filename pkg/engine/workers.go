@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -99,9 +100,17 @@ type liveness struct {
 	active atomic.Int64
 	parked atomic.Int64
 	leader atomic.Bool
-	stop   context.CancelFunc
-	done   chan struct{}
+	// forgotAt is when the leader last forgot the workers taken over long
+	// ago (lead's goroutine only).
+	forgotAt time.Time
+	stop     context.CancelFunc
+	done     chan struct{}
 }
+
+// DefaultForgetAfter is how long a worker taken over stays in the workers
+// list (manent-server admin workers, GET /api/v1/workers) as dead before
+// the leader forgets it, unless it starts again (Config.ForgetAfter 0).
+const DefaultForgetAfter = 7 * 24 * time.Hour
 
 func newLiveness() *liveness {
 	return &liveness{start: time.Now(), instance: rand.Text(), fenced: make(chan struct{}), done: make(chan struct{})}
@@ -509,6 +518,19 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 		case ok:
 			e.log.Warn("took over a dead worker: its running deploys are back in the queue",
 				"worker", id, "deploys", recovered, "took", time.Since(start))
+		}
+	}
+	// Once an hour (or ForgetAfter, when shorter), the workers taken
+	// over longer than ForgetAfter ago leave the list.
+	after := cmp.Or(e.cfg.ForgetAfter, DefaultForgetAfter)
+	if time.Since(e.live.forgotAt) >= min(after, time.Hour) {
+		if n, err := e.st.ForgetWorkers(ctx, after); err != nil {
+			e.log.Warn("forget the workers taken over long ago", "error", err)
+		} else {
+			e.live.forgotAt = time.Now()
+			if n > 0 {
+				e.log.Info("forgot the workers taken over longer ago than workers.forget_after", "workers", n, "forget_after", after)
+			}
 		}
 	}
 	return conn

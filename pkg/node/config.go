@@ -36,6 +36,9 @@ type Config struct {
 		// before one of them takes its deploys over (SPEC §11.3).
 		Heartbeat time.Duration `mapstructure:"heartbeat"`
 		DeadAfter time.Duration `mapstructure:"dead_after"`
+		// ForgetAfter is how long a worker taken over stays in the
+		// workers list before the leader forgets it (0: a week).
+		ForgetAfter time.Duration `mapstructure:"forget_after"`
 	} `mapstructure:"workers"`
 	Pipeline struct {
 		Steps []string `mapstructure:"steps"`

@@ -372,7 +372,7 @@ func Open(ctx context.Context, cfg *Config, o Options) (n *Node, err error) {
 		Callbacks: callbacks, CallbackSecret: secret, Chat: cfg.Chat,
 		Retention: engine.Retention{Workflows: cfg.Retention.Workflows, Logs: cfg.Retention.Logs,
 			Deploys: cfg.Retention.Deploys, Every: cfg.Retention.Every},
-		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, Seat: seat, OnFenced: o.OnFenced, Lease: procs.Lease,
+		Heartbeat: cfg.Workers.Heartbeat, DeadAfter: cfg.Workers.DeadAfter, ForgetAfter: cfg.Workers.ForgetAfter, Seat: seat, OnFenced: o.OnFenced, Lease: procs.Lease,
 		Settings:  settings,
 		Artifacts: egress.New(cfg.ArtifactPolicy()), Health: egress.New(cfg.HealthPolicy()),
 		Logger: log,

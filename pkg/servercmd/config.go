@@ -59,6 +59,7 @@ func loadConfigFrom(path string, flags map[string]string, setup *setupCheck) (*n
 	v.SetDefault("workers.scheduler_poll", "10s")
 	v.SetDefault("workers.heartbeat", "5s")
 	v.SetDefault("workers.dead_after", "30s")
+	v.SetDefault("workers.forget_after", "168h")
 	v.SetDefault("artifacts.max_bytes", int64(1<<30))
 	v.SetDefault("plugins.local.max_zip_entries", local.DefaultMaxZipEntries)
 	v.SetDefault("plugins.validate_timeout", external.ValidateTimeout.String())

@@ -349,6 +349,9 @@ func checkValues(c *node.Config, src func(key string) (*yaml.Node, string), prob
 	if c.Workers.DeadAfter <= 0 {
 		bad("workers.dead_after", "must be more than 0 (default %s)", engine.DefaultDeadAfter)
 	}
+	if c.Workers.ForgetAfter <= 0 {
+		bad("workers.forget_after", "must be more than 0 (default %s)", engine.DefaultForgetAfter)
+	}
 	if c.Workers.Heartbeat > 0 && c.Workers.DeadAfter > 0 && c.Workers.DeadAfter < 3*c.Workers.Heartbeat {
 		bad("workers.dead_after", "%s must be at least three workers.heartbeat (%s)", c.Workers.DeadAfter, 3*c.Workers.Heartbeat)
 	}

@@ -265,6 +265,22 @@ func (s *Store) HeartbeatWaiting(ctx context.Context, id, instance string, waiti
 	return nil
 }
 
+// ForgetWorkers removes the workers taken over more than olderThan ago
+// (by the database's clock) and not started again since: the list then
+// holds the workers of now, not every executor id that ever ran (a worker
+// per pod name, replaced at each rollout). Their deploys were taken over;
+// a process still running with such an id finds no row and stops
+// (ErrWorkerDead), as a worker declared dead does. It returns how many it
+// removed.
+func (s *Store) ForgetWorkers(ctx context.Context, olderThan time.Duration) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.q(`DELETE FROM manent_workers
+		WHERE state = 'dead' AND taken_over_ms IS NOT NULL AND taken_over_ms < `+s.nowMs()+` - ?`), olderThan.Milliseconds())
+	if err != nil {
+		return 0, fmt.Errorf("forget workers taken over: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // LeaveWorker marks worker id leaving, when instance is the process that
 // holds its row: the elected worker takes its deploys over at once, without
 // waiting for dead_after.

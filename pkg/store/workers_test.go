@@ -77,6 +77,48 @@ func TestWorkerLiveness(t *testing.T) {
 		if err := st.Heartbeat(ctx, "a", "a"); err != nil {
 			t.Fatalf("heartbeat after a restart: %v", err)
 		}
+
+		// A worker taken over is forgotten once that is older than asked;
+		// one started again since (a) and one not taken over yet (c) are
+		// kept.
+		if n, err := st.ForgetWorkers(ctx, time.Hour); err != nil || n != 0 {
+			t.Fatalf("ForgetWorkers(1h) = %d, %v: nothing was taken over that long ago", n, err)
+		}
+		if ok, err := st.TakeOver(ctx, "a", "b", time.Minute, func() error { return nil }); ok || err != nil {
+			t.Fatalf("TakeOver of a restarted worker: %v, %v", ok, err)
+		}
+		if err := st.RegisterWorker(ctx, store.WorkerStart{ID: "d", Version: "dev", AppVersion: "wf", Instance: "d"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.LeaveWorker(ctx, "d", "d"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := st.TakeOver(ctx, "d", "b", time.Minute, func() error { return nil }); !ok || err != nil {
+			t.Fatalf("TakeOver of a leaving worker: %v, %v", ok, err)
+		}
+		var removed int64
+		enginetest.Eventually(t, 5*time.Second, func() bool {
+			n, err := st.ForgetWorkers(ctx, time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			removed += n
+			return removed > 0
+		}, "d, taken over, to be forgotten")
+		ws, err = st.Workers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]string{}
+		for _, w := range ws {
+			got[w.ID] = w.State
+		}
+		if _, ok := got["d"]; ok || removed != 1 || got["a"] != store.WorkerAlive || got["c"] != store.WorkerLeaving {
+			t.Fatalf("after ForgetWorkers: %v (%d removed), want d gone, a alive, c leaving", got, removed)
+		}
+		if err := st.Heartbeat(ctx, "d", "d"); !errors.Is(err, store.ErrWorkerDead) {
+			t.Fatalf("heartbeat of a forgotten worker: %v, want ErrWorkerDead", err)
+		}
 	})
 }
 
