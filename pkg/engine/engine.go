@@ -149,6 +149,9 @@ type Engine struct {
 	// still run); a hint, lost with the process: the next batch then
 	// starts from the oldest again.
 	retentionFrom atomic.Pointer[store.RetentionMark]
+	// takenOverDead and takenOverLeft count the workers this engine took
+	// over as leader (lead): dead, and left (TakeOvers).
+	takenOverDead, takenOverLeft atomic.Int64
 }
 
 // New prepares the engine on st's database: DBOS context, queue and

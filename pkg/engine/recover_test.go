@@ -15,6 +15,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -229,4 +230,48 @@ func TestLeaderForgetsAWorkerTakenOverLongAgo(t *testing.T) {
 		}
 		return slices.Equal(ids, []string{"rescuer alive"})
 	}, "the worker that left to be taken over and forgotten (workers: %v)", &ids)
+}
+
+// The leader counts the workers it takes over, by reason (Engine.TakeOvers,
+// /metrics' manent_worker_takeovers_total): one that left (SIGTERM) as
+// left, one that fell silent past workers.dead_after as dead, each once.
+// Nothing counted them: an operator could not alert on a takeover, nor
+// tell a rolling restart's from a crash's.
+func TestTakeOversAreCounted(t *testing.T) {
+	dbURL := enginetest.Postgres(t)
+	f := newFixture(t, dbURL, 1, func(c *node.Config) {
+		c.Workers.Heartbeat, c.Workers.DeadAfter = 250*time.Millisecond, 5*time.Second
+	})
+	if dead, left := f.eng.TakeOvers(); dead != 0 || left != 0 {
+		t.Fatalf("a worker that took nothing over counts dead %d, left %d", dead, left)
+	}
+	f.node.Close(5 * time.Second) // leaves, as on SIGTERM
+	f.cfg.ExecutorID = "rescuer"
+	f.open()
+	// The row is recorded taken over just before the count moves: wait
+	// for both, then check what was counted.
+	counted := func(id string, n int64) func() bool {
+		return func() bool {
+			ws, err := f.st.Workers(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(ws, func(w store.Worker) bool { return w.ID == id })
+			d, l := f.eng.TakeOvers()
+			return i >= 0 && ws[i].TakenOverBy == "rescuer" && d+l >= n
+		}
+	}
+	enginetest.Eventually(t, 60*time.Second, counted("test", 1), "the rescuer to take the worker that left over and count it")
+	if dead, left := f.eng.TakeOvers(); dead != 0 || left != 1 {
+		t.Fatalf("after taking over a worker that left: dead %d, left %d; want 0, 1", dead, left)
+	}
+
+	// A worker that registers and never beats: dead after dead_after.
+	if err := f.st.RegisterWorker(t.Context(), store.WorkerStart{ID: "ghost", Version: "0", AppVersion: "0", Instance: "ghost-1"}); err != nil {
+		t.Fatal(err)
+	}
+	enginetest.Eventually(t, 60*time.Second, counted("ghost", 2), "the rescuer to take the silent worker over and count it")
+	if dead, left := f.eng.TakeOvers(); dead != 1 || left != 1 {
+		t.Fatalf("after taking over a silent worker: dead %d, left %d; want 1, 1", dead, left)
+	}
 }

@@ -513,9 +513,11 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 		case err != nil:
 			e.log.Error("take over a dead worker", "worker", id, "error", err)
 		case ok && left:
+			e.takenOverLeft.Add(1)
 			e.log.Info("took over a worker that left (stopped on purpose): its running deploys are back in the queue",
 				"worker", id, "deploys", recovered, "took", time.Since(start))
 		case ok:
+			e.takenOverDead.Add(1)
 			e.log.Warn("took over a dead worker: its running deploys are back in the queue",
 				"worker", id, "deploys", recovered, "took", time.Since(start))
 		}
@@ -534,6 +536,17 @@ func (e *Engine) lead(ctx context.Context, conn *pgxpool.Conn) *pgxpool.Conn {
 		}
 	}
 	return conn
+}
+
+// TakeOvers returns how many workers this engine took over as leader since
+// it started (PostgreSQL): dead, those that crashed or fell silent past
+// workers.dead_after, and left, those that stopped on purpose (SIGTERM).
+// Each counts once, as its "took over …" line is logged: a takeover that
+// failed, or that another worker made, does not count; nor does Adopt
+// (SQLite's start) or Recover (`admin recover`). /metrics reports them
+// (manent_worker_takeovers_total).
+func (e *Engine) TakeOvers() (dead, left int64) {
+	return e.takenOverDead.Load(), e.takenOverLeft.Load()
 }
 
 // drain stops taking deploys and starts no new step; it waits (for at

@@ -54,6 +54,65 @@ func (c *deployCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// countWorkers counts the workers per state (store.CountWorkersByState).
+type countWorkers func(ctx context.Context) (map[string]int, error)
+
+// workerStates are the states of manent_workers{state}, each reported
+// (at 0 when no worker is in it) so that an alert on dead workers works
+// from the start: those GET /api/v1/workers shows.
+var workerStates = []string{store.WorkerAlive, store.WorkerLeaving, store.WorkerDead}
+
+// workerCollector reports manent_workers{state}: the workers known to the
+// database at scrape time, by state; counts only, no worker's id or host.
+type workerCollector struct {
+	count countWorkers
+	desc  *prometheus.Desc
+}
+
+func newWorkerCollector(count countWorkers) *workerCollector {
+	return &workerCollector{count: count, desc: prometheus.NewDesc("manent_workers",
+		"Workers known to the database now (all workers), by state: alive, leaving, dead.", []string{"state"}, nil)}
+}
+
+func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.count(ctx)
+	if err != nil {
+		// Fails the scrape as the deploy families do: a 0 here would
+		// say no worker is dead while nobody could tell.
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	for _, st := range workerStates {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[st]), st)
+	}
+}
+
+// takeoverCollector reports manent_worker_takeovers_total{reason}: the
+// workers this process took over as leader (engine.TakeOvers), reason
+// dead or left, both present from the start.
+type takeoverCollector struct {
+	read func() (dead, left int64)
+	desc *prometheus.Desc
+}
+
+func newTakeoverCollector(read func() (dead, left int64)) *takeoverCollector {
+	return &takeoverCollector{read: read, desc: prometheus.NewDesc("manent_worker_takeovers_total",
+		"Workers this process took over as leader, by reason: dead (crashed or silent past workers.dead_after), left (stopped on purpose).",
+		[]string{"reason"}, nil)}
+}
+
+func (c *takeoverCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *takeoverCollector) Collect(ch chan<- prometheus.Metric) {
+	dead, left := c.read()
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(dead), "dead")
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(left), "left")
+}
+
 // streamsOpen counts, process-wide, the Server-Sent Events streams open now.
 var streamsOpen atomic.Int64
 
@@ -107,6 +166,14 @@ func (l *stepLabels) label(name string) string {
 //   - manent_queue_depth{state}: deploys waiting now, across all workers;
 //   - manent_sse_streams and manent_sse_cut_total: event streams open in
 //     this process, and those cut off because their client did not keep up.
+//
+// and, beyond the contract's list:
+//
+//   - manent_deployments{state}: deploys by state, across all workers;
+//   - manent_workers{state}: workers by state (alive, leaving, dead), read
+//     from the database at each scrape;
+//   - manent_worker_takeovers_total{reason}: workers this process took
+//     over as leader, reason dead or left.
 func (s *Server) registerMetrics(reg *prometheus.Registry) {
 	steps := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "manent_step_duration_seconds",
@@ -123,6 +190,7 @@ func (s *Server) registerMetrics(reg *prometheus.Registry) {
 		}
 	}
 	reg.MustRegister(deployCollectors(s.st.CountByState)...)
+	reg.MustRegister(newWorkerCollector(s.st.CountWorkersByState), newTakeoverCollector(s.eng.TakeOvers))
 	reg.MustRegister(steps, finished,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "manent_sse_streams", Help: "Server-Sent Events streams open in this process."},
 			func() float64 { return float64(streamsOpen.Load()) }),

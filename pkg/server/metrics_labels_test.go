@@ -94,3 +94,60 @@ func TestScrapeCountsDeploysOnce(t *testing.T) {
 		t.Errorf("a failed count: %v, want an error naming both families", err)
 	}
 }
+
+// manent_workers reports every worker state, at 0 when no worker is in it
+// (an alert on state="dead" works from the start), and fails the scrape
+// when the workers cannot be counted: it never reports a false 0.
+func TestWorkerCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newWorkerCollector(func(context.Context) (map[string]int, error) {
+		return map[string]int{"alive": 2, "dead": 1}, nil
+	}))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{"manent_workers/alive": 2, "manent_workers/leaving": 0, "manent_workers/dead": 1}
+	if len(got) != len(want) {
+		t.Errorf("samples %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+
+	reg = prometheus.NewRegistry()
+	reg.MustRegister(newWorkerCollector(func(context.Context) (map[string]int, error) {
+		return nil, errors.New("count workers by state: database is closed")
+	}))
+	if fams, err := reg.Gather(); err == nil || !strings.Contains(err.Error(), "manent_workers") || !strings.Contains(err.Error(), "database is closed") {
+		t.Errorf("a failed count: %v (families %v), want an error naming manent_workers and the cause", err, fams)
+	}
+}
+
+// manent_worker_takeovers_total reports both reasons, as counters, from
+// what the engine counted.
+func TestTakeoverCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newTakeoverCollector(func() (int64, int64) { return 3, 5 }))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	if len(got) != 2 || got["manent_worker_takeovers_total/dead"] != 3 || got["manent_worker_takeovers_total/left"] != 5 {
+		t.Errorf("samples %v, want dead 3 and left 5", got)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/server"
+	"github.com/manent-io/manent/pkg/store"
 )
 
 var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$`)
@@ -163,4 +164,64 @@ func TestMetricsSayWhenTheDatabaseCannotBeRead(t *testing.T) {
 	if status != http.StatusInternalServerError || !strings.Contains(string(body), "manent_queue_depth") || !strings.Contains(string(body), "database is closed") {
 		t.Fatalf("scrape with the database gone: %d\n%s\nwant 500 naming manent_queue_depth and the error", status, body)
 	}
+	// Nor does it say no worker is dead.
+	if !strings.Contains(string(body), `"manent_workers"`) {
+		t.Errorf("scrape with the database gone: %s\nwant it to name manent_workers too", body)
+	}
+}
+
+// /metrics says how many workers the database knows by state
+// (manent_workers, every state present from the start) and how many this
+// process took over as leader, by reason (manent_worker_takeovers_total):
+// an operator alerts on a dead worker from Prometheus. Neither was there:
+// /metrics said nothing of workers.
+func TestMetricsWorkers(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil, func(c *node.Config) {
+			c.Workers.Heartbeat, c.Workers.DeadAfter = 250*time.Millisecond, 5*time.Second
+		})
+		m := scrape(t, srv.URL)
+		for fam, want := range map[string]float64{`manent_workers{state="alive"}`: 1, `manent_workers{state="leaving"}`: 0,
+			`manent_workers{state="dead"}`: 0, `manent_worker_takeovers_total{reason="dead"}`: 0, `manent_worker_takeovers_total{reason="left"}`: 0} {
+			if v, ok := m[fam]; !ok || v != want {
+				t.Errorf("at start: %s = %v (present %v), want %v", fam, v, ok, want)
+			}
+		}
+		// Two more workers: one gone (dead), one that left.
+		ctx := t.Context()
+		for _, id := range []string{"gone", "left"} {
+			if err := srv.Store.RegisterWorker(ctx, store.WorkerStart{ID: id, Version: "0", AppVersion: "0", Instance: id + "-1"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := srv.Store.DeclareGone(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.Store.LeaveWorker(ctx, "left", "left-1"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(db, "postgres") {
+			// SQLite: no leader takes workers over while the server runs.
+			m = scrape(t, srv.URL)
+			for fam, want := range map[string]float64{`manent_workers{state="alive"}`: 1, `manent_workers{state="leaving"}`: 1,
+				`manent_workers{state="dead"}`: 1, `manent_worker_takeovers_total{reason="dead"}`: 0, `manent_worker_takeovers_total{reason="left"}`: 0} {
+				if v, ok := m[fam]; !ok || v != want {
+					t.Errorf("with a worker gone and one leaving: %s = %v (present %v), want %v", fam, v, ok, want)
+				}
+			}
+			return
+		}
+		// PostgreSQL: this server, the leader, takes both over; a worker
+		// taken over is dead.
+		enginetest.Eventually(t, 60*time.Second, func() bool {
+			m = scrape(t, srv.URL)
+			return m[`manent_worker_takeovers_total{reason="dead"}`]+m[`manent_worker_takeovers_total{reason="left"}`] >= 2
+		}, "the server to take both workers over")
+		for fam, want := range map[string]float64{`manent_workers{state="alive"}`: 1, `manent_workers{state="leaving"}`: 0,
+			`manent_workers{state="dead"}`: 2, `manent_worker_takeovers_total{reason="dead"}`: 1, `manent_worker_takeovers_total{reason="left"}`: 1} {
+			if v, ok := m[fam]; !ok || v != want {
+				t.Errorf("after the takeovers: %s = %v (present %v), want %v", fam, v, ok, want)
+			}
+		}
+	})
 }

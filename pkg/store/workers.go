@@ -493,3 +493,27 @@ func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 	}
 	return out, rows.Err()
 }
+
+// CountWorkersByState counts the workers per state (alive, leaving,
+// dead): one query over the small workers table, for /metrics at each
+// scrape.
+func (s *Store) CountWorkersByState(ctx context.Context) (map[string]int, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT state, COUNT(*) FROM manent_workers GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count workers by state: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count workers by state: %w", err)
+		}
+		out[state] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count workers by state: %w", err)
+	}
+	return out, nil
+}
