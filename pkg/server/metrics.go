@@ -60,7 +60,7 @@ type countWorkers func(ctx context.Context) (map[string]int, error)
 // workerStates are the states of manent_workers{state}, each reported
 // (at 0 when no worker is in it) so that an alert on dead workers works
 // from the start: those GET /api/v1/workers shows.
-var workerStates = []string{store.WorkerAlive, store.WorkerLeaving, store.WorkerDead}
+var workerStates = []string{store.WorkerAlive, store.WorkerLeaving, store.WorkerDead, store.WorkerTakenOver}
 
 // workerCollector reports manent_workers{state}: the workers known to the
 // database at scrape time, by state; counts only, no worker's id or host.
@@ -71,7 +71,7 @@ type workerCollector struct {
 
 func newWorkerCollector(count countWorkers) *workerCollector {
 	return &workerCollector{count: count, desc: prometheus.NewDesc("manent_workers",
-		"Workers known to the database now (all workers), by state: alive, leaving, dead.", []string{"state"}, nil)}
+		"Workers known to the database now (all workers), by state: alive, leaving, dead (its deploys not taken over yet), taken_over.", []string{"state"}, nil)}
 }
 
 func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }

@@ -113,7 +113,7 @@ func TestWorkerCollector(t *testing.T) {
 			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
 		}
 	}
-	want := map[string]float64{"manent_workers/alive": 2, "manent_workers/leaving": 0, "manent_workers/dead": 1}
+	want := map[string]float64{"manent_workers/alive": 2, "manent_workers/leaving": 0, "manent_workers/dead": 1, "manent_workers/taken_over": 0}
 	if len(got) != len(want) {
 		t.Errorf("samples %v, want %v", got, want)
 	}

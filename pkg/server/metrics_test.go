@@ -182,7 +182,8 @@ func TestMetricsWorkers(t *testing.T) {
 		})
 		m := scrape(t, srv.URL)
 		for fam, want := range map[string]float64{`manent_workers{state="alive"}`: 1, `manent_workers{state="leaving"}`: 0,
-			`manent_workers{state="dead"}`: 0, `manent_worker_takeovers_total{reason="dead"}`: 0, `manent_worker_takeovers_total{reason="left"}`: 0} {
+			`manent_workers{state="dead"}`: 0, `manent_workers{state="taken_over"}`: 0,
+			`manent_worker_takeovers_total{reason="dead"}`: 0, `manent_worker_takeovers_total{reason="left"}`: 0} {
 			if v, ok := m[fam]; !ok || v != want {
 				t.Errorf("at start: %s = %v (present %v), want %v", fam, v, ok, want)
 			}
@@ -212,13 +213,15 @@ func TestMetricsWorkers(t *testing.T) {
 			return
 		}
 		// PostgreSQL: this server, the leader, takes both over; a worker
-		// taken over is dead.
+		// taken over is counted taken_over, no longer dead (an alert on
+		// dead workers ends with their takeover).
 		enginetest.Eventually(t, 60*time.Second, func() bool {
 			m = scrape(t, srv.URL)
 			return m[`manent_worker_takeovers_total{reason="dead"}`]+m[`manent_worker_takeovers_total{reason="left"}`] >= 2
 		}, "the server to take both workers over")
 		for fam, want := range map[string]float64{`manent_workers{state="alive"}`: 1, `manent_workers{state="leaving"}`: 0,
-			`manent_workers{state="dead"}`: 2, `manent_worker_takeovers_total{reason="dead"}`: 1, `manent_worker_takeovers_total{reason="left"}`: 1} {
+			`manent_workers{state="dead"}`: 0, `manent_workers{state="taken_over"}`: 2,
+			`manent_worker_takeovers_total{reason="dead"}`: 1, `manent_worker_takeovers_total{reason="left"}`: 1} {
 			if v, ok := m[fam]; !ok || v != want {
 				t.Errorf("after the takeovers: %s = %v (present %v), want %v", fam, v, ok, want)
 			}

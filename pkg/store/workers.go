@@ -494,11 +494,18 @@ func (s *Store) Workers(ctx context.Context) ([]Worker, error) {
 	return out, rows.Err()
 }
 
-// CountWorkersByState counts the workers per state (alive, leaving,
-// dead): one query over the small workers table, for /metrics at each
-// scrape.
+// WorkerTakenOver is how CountWorkersByState counts a dead worker whose
+// deploys were taken over: handled, unlike a dead one still waiting for
+// its takeover.
+const WorkerTakenOver = "taken_over"
+
+// CountWorkersByState counts the workers per state — alive, leaving,
+// dead (declared dead, its deploys not taken over yet) and taken_over
+// (WorkerTakenOver) —: one query over the small workers table, for
+// /metrics at each scrape.
 func (s *Store) CountWorkersByState(ctx context.Context) (map[string]int, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT state, COUNT(*) FROM manent_workers GROUP BY state`)
+	rows, err := s.rdb.QueryContext(ctx, `SELECT CASE WHEN taken_over_ms IS NOT NULL AND state = 'dead' THEN '`+WorkerTakenOver+`' ELSE state END AS st, COUNT(*)
+		FROM manent_workers GROUP BY st`)
 	if err != nil {
 		return nil, fmt.Errorf("count workers by state: %w", err)
 	}
