@@ -103,16 +103,7 @@ func TestWorkerCollector(t *testing.T) {
 	reg.MustRegister(newWorkerCollector(func(context.Context) (map[string]int, error) {
 		return map[string]int{"alive": 2, "dead": 1}, nil
 	}))
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, f := range fams {
-		for _, m := range f.GetMetric() {
-			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
-		}
-	}
+	got := gatherOneLabel(t, reg)
 	want := map[string]float64{"manent_workers/alive": 2, "manent_workers/leaving": 0, "manent_workers/dead": 1, "manent_workers/taken_over": 0}
 	if len(got) != len(want) {
 		t.Errorf("samples %v, want %v", got, want)
@@ -137,6 +128,16 @@ func TestWorkerCollector(t *testing.T) {
 func TestTakeoverCollector(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newTakeoverCollector(func() (int64, int64) { return 3, 5 }))
+	got := gatherOneLabel(t, reg)
+	if len(got) != 2 || got["manent_worker_takeovers_total/dead"] != 3 || got["manent_worker_takeovers_total/left"] != 5 {
+		t.Errorf("samples %v, want dead 3 and left 5", got)
+	}
+}
+
+// gatherOneLabel gathers reg's families of one label each, gauges and
+// counters, as "family/label value" → value.
+func gatherOneLabel(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -144,10 +145,8 @@ func TestTakeoverCollector(t *testing.T) {
 	got := map[string]float64{}
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
-			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			got[f.GetName()+"/"+m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
-	if len(got) != 2 || got["manent_worker_takeovers_total/dead"] != 3 || got["manent_worker_takeovers_total/left"] != 5 {
-		t.Errorf("samples %v, want dead 3 and left 5", got)
-	}
+	return got
 }
