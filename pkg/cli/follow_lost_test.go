@@ -169,7 +169,7 @@ wait:
 	if !strings.Contains(res.stdout.String(), ": SUCCESS") {
 		t.Errorf("stdout:\n%s\nwant the SUCCESS line", res.stdout)
 	}
-	if got := res.stderr.String(); !strings.Contains(got, "unreachable") || !strings.Contains(got, "the deploy goes on on the server") {
+	if got := res.stderr.String(); !strings.Contains(got, "unreachable") || !strings.Contains(got, "(the deploy is kept on the server: it goes on there, or once the server is back)") {
 		t.Errorf("stderr:\n%s\nwant the outage said while it lasts", got)
 	}
 }
