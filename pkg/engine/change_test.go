@@ -27,6 +27,7 @@ import (
 // deploy waits in AWAITING_APPROVAL for its change, runs once the change is
 // approved, and closes it with the outcome; a rejected change is REJECTED.
 func TestChangeTicket(t *testing.T) {
+	t.Parallel()
 	ref := reference.New()
 	srv := httptest.NewServer(ref)
 	defer srv.Close()
@@ -145,6 +146,7 @@ func changeFixture(t *testing.T, h http.Handler, opts ...func(*node.Config)) *fi
 // (CANCELLED) — also when the worker stops during change:open and the
 // step runs again after the restart.
 func TestChangeTicketOfACancelledDeployIsClosed(t *testing.T) {
+	t.Parallel()
 	for _, crash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("restart=%v", crash), func(t *testing.T) {
 			ref := reference.New()
@@ -209,6 +211,7 @@ func TestChangeTicketOfACancelledDeployIsClosed(t *testing.T) {
 // for ever. Closed or cancelled there: REJECTED, naming the change and its
 // state; an unknown state: the deploy waits and its reason says so.
 func TestChangeTicketClosedOrUnknownInTheITSM(t *testing.T) {
+	t.Parallel()
 	ref := reference.New()
 	f := changeFixture(t, ref)
 	url, _ := f.artifact("v1", "x")
@@ -242,6 +245,7 @@ func TestChangeTicketClosedOrUnknownInTheITSM(t *testing.T) {
 // poll shows in the reason and the gate asks again; the deploy runs once
 // the change is approved.
 func TestChangeTicketSurvivesAnITSMOutage(t *testing.T) {
+	t.Parallel()
 	fl := newFlakyITSM()
 	f := changeFixture(t, fl)
 	url, _ := f.artifact("v1", "x")
@@ -264,6 +268,7 @@ func TestChangeTicketSurvivesAnITSMOutage(t *testing.T) {
 // An ITSM that fails every poll for itsm.give_up_after ends the waiting
 // deploy ERROR, saying since when and the last error once.
 func TestChangeTicketGivesUpOnALongITSMOutage(t *testing.T) {
+	t.Parallel()
 	fl := newFlakyITSM()
 	f := changeFixture(t, fl, func(c *node.Config) { c.ITSM.GiveUpAfter = 500 * time.Millisecond })
 	url, _ := f.artifact("v1", "x")
@@ -282,6 +287,7 @@ func TestChangeTicketGivesUpOnALongITSMOutage(t *testing.T) {
 // left the ticket open for good. The close is its own durable workflow
 // that tries again for itsm.give_up_after, the failures on the step's log.
 func TestChangeCloseIsTriedAgain(t *testing.T) {
+	t.Parallel()
 	fl := newFlakyITSM()
 	f := changeFixture(t, fl)
 	url, _ := f.artifact("v1", "x")
@@ -316,6 +322,7 @@ func TestChangeCloseIsTriedAgain(t *testing.T) {
 // QA: a change:open that failed past its retries repeated the ITSM's error
 // six times in the deploy's error; it reads once, with the attempts.
 func TestChangeOpenFailureReadsOnce(t *testing.T) {
+	t.Parallel()
 	fl := newFlakyITSM()
 	fl.set("open", -1)
 	f := changeFixture(t, fl)
@@ -330,6 +337,7 @@ func TestChangeOpenFailureReadsOnce(t *testing.T) {
 // A step's error read back from DBOS (the sweeper's "the deploy's workflow
 // failed") keeps only the message: identical attempts' errors read once.
 func TestStepFailureReadBack(t *testing.T) {
+	t.Parallel()
 	e500 := "itsm: GET /changes/CHG0013: HTTP 500: boom"
 	for _, tc := range []struct{ joined, want string }{
 		{strings.Repeat(e500+"\n", 5) + e500, e500 + " (after 6 attempts)"},
@@ -365,6 +373,7 @@ func (s strictCloseITSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // ERROR, its log telling the operator to close by hand a change that was
 // closed. A close refused for a change the ITSM shows closed is done.
 func TestChangeAlreadyClosedInTheITSM(t *testing.T) {
+	t.Parallel()
 	ref := reference.New()
 	f := changeFixture(t, strictCloseITSM{ref})
 	url, _ := f.artifact("v1", "x")
@@ -422,6 +431,7 @@ func (l *lostOpenITSM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the same Idempotency-Key, which answers the same change, and closes it
 // ERROR — no second change is opened.
 func TestChangeOpenedButEveryAnswerLost(t *testing.T) {
+	t.Parallel()
 	l := &lostOpenITSM{ref: reference.New()}
 	l.lose.Store(true)
 	f := changeFixture(t, l, func(c *node.Config) { c.Workers.RetryBase = 10 * time.Millisecond })
@@ -458,6 +468,7 @@ func TestChangeOpenedButEveryAnswerLost(t *testing.T) {
 // A change:open the ITSM refused (a 4xx) opened nothing: the change-close
 // workflow does not ask the ITSM again (it would open a change to close it).
 func TestChangeOpenRefusedIsNotLookedUp(t *testing.T) {
+	t.Parallel()
 	var opens atomic.Int32
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/changes" {
@@ -491,6 +502,7 @@ func TestChangeOpenRefusedIsNotLookedUp(t *testing.T) {
 // gate starts the change-close workflow itself, which finds the change by
 // its Idempotency-Key and closes it CANCELLED.
 func TestChangeOfACancelledDeployWhoseOpenWasLostIsClosed(t *testing.T) {
+	t.Parallel()
 	l := &lostOpenITSM{ref: reference.New()}
 	l.lose.Store(true)
 	arrived := make(chan struct{}, 1)

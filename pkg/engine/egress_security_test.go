@@ -22,6 +22,7 @@ import (
 // local server (B) that artifacts.sources does not name: the download is
 // refused with a clear error and B never sees a request.
 func TestAttackArtifactRedirectToAnotherServer(t *testing.T) {
+	t.Parallel()
 	var bHits atomic.Int32
 	b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		bHits.Add(1)
@@ -53,6 +54,7 @@ func TestAttackArtifactRedirectToAnotherServer(t *testing.T) {
 // before any connection, at once (no retries), even in local trial mode
 // where loopback and private addresses are allowed.
 func TestAttackHealthRedirectToMetadata(t *testing.T) {
+	t.Parallel()
 	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://169.254.169.254/latest/meta-data/iam/security-credentials/", http.StatusFound)
 	}))
@@ -72,6 +74,7 @@ func TestAttackHealthRedirectToMetadata(t *testing.T) {
 // In a configured server a health check may not reach loopback unless
 // health.allow names it; naming it allows it.
 func TestAttackHealthLoopbackNeedsHealthAllow(t *testing.T) {
+	t.Parallel()
 	var hits atomic.Int32
 	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	defer h.Close()

@@ -42,6 +42,16 @@ type fixture struct {
 	log     *slog.Logger // the node's logger (nil: discarded)
 }
 
+// A test that mostly waits (timers, queue polls, takeovers) calls
+// t.Parallel() when it touches no process-wide state: no engine.Set* hook,
+// no SetReadFault (faultOnce, faultN, faultFor), no t.Setenv (hookReceiver,
+// callbackRetentionFixture), no SecretReadTimeout; each fixture has its own
+// temp dir and its own database (enginetest.SQLite, enginetest.Postgres).
+// Parallel tests run once the serial ones are done, so a serial test's hook
+// never reaches them. Tests with a narrow wall-clock window (a freeze rung a
+// few seconds ahead, a cancel between two attempts 3 s apart, heartbeat
+// and cut-off timing) stay serial.
+//
 // newFixture runs a real server node — a trial-mode configuration with fast
 // retries, built by pkg/node as the binary builds it — on dbURL, without
 // HTTP: tests submit through admission (f.submit) and drive the engine.
@@ -186,6 +196,7 @@ func descriptorYAML(app, env, version, url, sha string, extra string) string {
 }
 
 func TestHappyPath(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, sum := f.artifact("app-1", "version one")
@@ -240,6 +251,7 @@ func TestHappyPath(t *testing.T) {
 }
 
 func TestSHA256MismatchIsPermanent(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, sum := f.artifact("app-1", "x")
@@ -269,6 +281,7 @@ func TestSHA256MismatchIsPermanent(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("app", "x")
@@ -322,6 +335,7 @@ func slowStep(name, marker string, d time.Duration) string {
 }
 
 func TestSerialisationPerEnvironment(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 6)
 		url, _ := f.artifact("app", "x")
@@ -381,6 +395,7 @@ func TestSerialisationPerEnvironment(t *testing.T) {
 }
 
 func TestCancelRunningStopsAtNextStep(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("app", "x")
@@ -428,6 +443,7 @@ func TestCancelRunningStopsAtNextStep(t *testing.T) {
 // artifacts.idle_timeout, here an hour). The step is recorded ERROR, the
 // deploy ends CANCELLED, the source sees the request go.
 func TestCancelCutsARunningDownload(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2, func(c *node.Config) { c.Artifacts.IdleTimeout = time.Hour })
 		asked, gone := make(chan struct{}, 1), make(chan struct{}, 1)
@@ -473,6 +489,7 @@ func TestCancelCutsARunningDownload(t *testing.T) {
 }
 
 func TestCancelQueuedIsImmediate(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("app", "x")
@@ -600,6 +617,7 @@ printf '"}}\n'
 // started workflow as running only once its goroutine ran, so the next
 // poll could claim one more.
 func TestSlotsBoundTheDeploysRunningAtOnce(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		url, _ := f.artifact("v1", "x")

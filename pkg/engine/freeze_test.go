@@ -128,6 +128,7 @@ func TestWaveWaitsForRegionFreeze(t *testing.T) {
 // once — it slept for up to an hour at a time, holding a worker slot for
 // the freeze's whole length — and compensates the waves already started.
 func TestCancelWhileAWaveWaitsForAFreeze(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 		to := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
@@ -163,6 +164,7 @@ func TestCancelWhileAWaveWaitsForAFreeze(t *testing.T) {
 // with no step running and no word of what it waited for (only the wave's
 // row said it) — and the reason is gone once the deploy goes on.
 func TestWaveWaitsSayWhyInTheDeploysReason(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 		to := time.Now().Add(24 * time.Hour).UTC().Truncate(time.Second)

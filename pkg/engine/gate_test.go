@@ -73,6 +73,7 @@ func waits(w plan.Waits) func(*plan.Input) { return func(in *plan.Input) { in.Wa
 // (a new version, so the deploys do not meet); a deploy not DELAYED while
 // schedule.at is still ahead is a failure at once.
 func TestDelayedThenEnqueued(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "x")
@@ -104,6 +105,7 @@ func TestDelayedThenEnqueued(t *testing.T) {
 
 // A waiting deploy is cancelled at once and never runs.
 func TestCancelWaitingIsImmediate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "x")
 	at := time.Now().Add(time.Hour)
@@ -152,6 +154,7 @@ func near(a, b time.Time) bool { d := a.Sub(b); return d > -time.Second && d < t
 // rows over the year — that a restart resumes (the same wait, no new one)
 // and a cancel ends at once.
 func TestLongDelayIsOneWait(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "x")
@@ -230,6 +233,7 @@ func (f *fixture) gated(app, env, version string, fail bool) (string, string) {
 // WAITING_DEPENDENCY → ENQUEUED when the dependency succeeds (woken by it),
 // → DEPENDENCY_FAILED when it fails; both survive a restart.
 func TestDependencies(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 4)
 		url, _ := f.artifact("b", "x")
@@ -260,6 +264,7 @@ func TestDependencies(t *testing.T) {
 // an approval for another plan does not count; enough approvals → ENQUEUED
 // with the same id; survives a restart.
 func TestApprovals(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "x")
@@ -305,6 +310,7 @@ func TestApprovals(t *testing.T) {
 
 // AWAITING_APPROVAL → REJECTED and → EXPIRED: nothing runs.
 func TestRejectedAndExpired(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "x")
 	id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: &plan.ApprovalRule{Count: 1, Approvers: []string{"*"}, Expires: time.Hour}}))
@@ -328,6 +334,7 @@ func TestRejectedAndExpired(t *testing.T) {
 
 // WAITING_DEPENDENCY → AWAITING_APPROVAL → ENQUEUED.
 func TestDependencyThenApproval(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 4)
 	url, _ := f.artifact("b", "x")
 	a, release := f.gated("a", "prod", "1", false)
@@ -530,6 +537,7 @@ func TestApprovalAsTheWindowExpires(t *testing.T) {
 // (nothing ran), else it runs once; every accepted verdict is recorded
 // once with one `approval` event, a refused one not at all.
 func TestVerdictsRaceOnTwoWorkers(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	f1 := newFixture(t, db, 2)
 	f2 := newFixture(t, db, 2, func(c *node.Config) { c.ExecutorID = "test-2" })

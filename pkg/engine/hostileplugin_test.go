@@ -20,6 +20,7 @@ import (
 // with that error, kept readable and bounded — on PostgreSQL the step's end
 // could not be recorded, and the deploy said "step \"evil\" failed: failed".
 func TestHostilePluginErrorIsKept(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		bin := t.TempDir()
 		script := `#!/bin/sh

@@ -21,6 +21,7 @@ import (
 // still counted after her token was revoked, and bob's one more ran the
 // deploy with one valid approval of the three required, the others lapsed.
 func TestApprovalOfARevokedApproverLapses(t *testing.T) {
+	t.Parallel()
 	sre := func(cfg *node.Config) {
 		cfg.Auth.Tokens = append(cfg.Auth.Tokens[:1],
 			auth.TokenConfig{Name: "alice", SHA256: auth.HashToken("alice-secret"), Groups: []string{"sre"}},

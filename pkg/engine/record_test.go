@@ -19,6 +19,7 @@ import (
 // to announce (no callback, chat or change ticket) enqueues no announce
 // workflow.
 func TestStepRowAndCheckpointTogether(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, sum := f.artifact("app-1", "version one")

@@ -27,6 +27,7 @@ import (
 // stop are not run again, the interrupted one runs again, and the deploy
 // ends SUCCESS. Recover after the takeover finds nothing left to resume.
 func TestRecoverResumesAnotherExecutorsDeploy(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, dbURL string) {
 		f := newFixture(t, dbURL, 2)
 		id, release := holdAtActivation(t, f)
@@ -71,6 +72,7 @@ func TestRecoverResumesAnotherExecutorsDeploy(t *testing.T) {
 // one), the takeover must not wait for a connection its own transaction
 // keeps: it holds none while recovery runs (store.TakeOver).
 func TestTakeOverWithSmallPool(t *testing.T) {
+	t.Parallel()
 	dbURL := enginetest.Postgres(t)
 	f := newFixture(t, dbURL, 1)
 	_, release := holdAtActivation(t, f)

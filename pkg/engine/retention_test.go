@@ -174,6 +174,7 @@ func TestRetention(t *testing.T) {
 
 // Retention runs by itself as a DBOS scheduled workflow.
 func TestRetentionIsScheduled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) {
 		c.Retention.Workflows, c.Retention.Every = time.Nanosecond, time.Second
 	})
@@ -261,6 +262,7 @@ func TestRetentionKeepsRunningDeliveries(t *testing.T) {
 // (taken over when it died: their cleanup step ran on another worker) or
 // are gone are removed by its sweeper; a deploy not final keeps its own.
 func TestWorkDirsOfEndedDeploysAreRemoved(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "x")
 	done := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""))
@@ -288,6 +290,7 @@ func TestWorkDirsOfEndedDeploysAreRemoved(t *testing.T) {
 // would wait for its schedule.at and then end DEPENDENCY_FAILED "does not
 // exist".
 func TestSubmitRefusesAnAfterRetentionRemoved(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1)
 	url, sum := f.artifact("a", "x")
 	d, err := descriptor.Parse([]byte(descriptorYAML("app", "prod", "1", url, sum, "")))

@@ -40,6 +40,7 @@ func executed(steps []manent.Step) []string {
 // rollback:activation then rollback:deploy: current is the previous release
 // again, the deploy is ERROR with rollback completed.
 func TestRollbackOnFailedPostTest(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		unhealthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,6 +83,7 @@ func TestRollbackOnFailedPostTest(t *testing.T) {
 // With the default pipeline post-test runs before activation: only the
 // deploy is compensated, and nothing was ever live.
 func TestRollbackDefaultPipelineAndDisabled(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }))
 	defer bad.Close()
@@ -109,6 +111,7 @@ func TestRollbackDefaultPipelineAndDisabled(t *testing.T) {
 // A failing compensation stops the chain: rollback failed, and the
 // compensations before it in the chain never run.
 func TestFailingCompensationStopsChain(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "one")
 	marks := filepath.Join(f.dir, "marks")

@@ -18,6 +18,7 @@ import (
 // Three waves where the second fails its health gate: the third never
 // starts and the started waves are compensated in reverse order.
 func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "one")
@@ -70,6 +71,7 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
 
 // The local plugin deploys each wave's targets into <dir>/<target>.
 func TestRolloutLocalTargets(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "one")
 	yml := descriptorYAML("site", "prod", "1", url, "", "rollout:\n  waves:\n    - {name: a, targets: [eu-1]}\n    - {name: b, targets: [eu-2, us-1]}\n")
@@ -96,6 +98,7 @@ func TestRolloutLocalTargets(t *testing.T) {
 // says why) until another identity approves it; a rejection fails the
 // deploy at that wave and compensates the waves already started.
 func TestApprovalBetweenWaves(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "one")
@@ -198,6 +201,7 @@ func TestApprovalBetweenWaves(t *testing.T) {
 // `rollout` on stdin, for every action of the wave (rollbacks included);
 // the waves' status shows each gate's outcome.
 func TestRolloutContextReachesScript(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "one")
 	marks := filepath.Join(f.dir, "marks")
@@ -244,6 +248,7 @@ echo "$MANENT_STEP wave=$MANENT_ROLLOUT_WAVE index=$MANENT_ROLLOUT_INDEX targets
 // already done are not run again, the interrupted action runs again with
 // the same rollout context, and the rollout ends as if nothing happened.
 func TestRolloutResumesInItsWave(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "one")
 	marks := filepath.Join(f.dir, "marks")
@@ -286,6 +291,7 @@ if [ "$MANENT_STEP" = "deploy[100%%]" ]; then i=0; while [ ! -e %s ] && [ $i -lt
 // saying so, instead of `deploying` for ever; the wave before it, which
 // the rollback never reached, stays healthy (its release is still live).
 func TestRolloutWaveSettledWhenItsRollbackFails(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	url, _ := f.artifact("v1", "one")
 	cmd := `case "$MANENT_STEP" in "deploy[two]"|"rollback:deploy[two]") exit 1;; esac`
@@ -325,6 +331,7 @@ func (f *fixture) rolloutIs(id, want string) *store.Record {
 // for the compensation. (The observation here is an hour: the test would
 // time out if the cancel waited for it.)
 func TestCancelDuringObservation(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		url, _ := f.artifact("v1", "one")
@@ -357,6 +364,7 @@ func TestCancelDuringObservation(t *testing.T) {
 // failed deploy as what runs (it ran the release only before the undo of
 // the second wave's activation made it look undone).
 func TestRolloutRollbackFailedLeavesFirstWaveLive(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 2)
 	ctx := context.Background()
 	url, _ := f.artifact("v1", "one")
@@ -386,6 +394,7 @@ func TestRolloutRollbackFailedLeavesFirstWaveLive(t *testing.T) {
 // again before its next wave: it waits while another deploy holds the only
 // one, so no more deploys run at once than slots.
 func TestWaveWaitLeavesItsSlot(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		url, _ := f.artifact("v1", "one")
@@ -438,6 +447,7 @@ func TestWaveWaitLeavesItsSlot(t *testing.T) {
 // wave's last reason (none) and stayed PENDING with no word of why it did
 // not go on. Once it has its slot, the reason is gone.
 func TestSlotWaitSaysWhy(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		url, _ := f.artifact("v1", "one")

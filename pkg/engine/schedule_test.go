@@ -74,6 +74,7 @@ func (f *fixture) holdTick(t0 time.Time) heldTick {
 // started: ENQUEUED and AWAITING_APPROVAL ones end CANCELLED "superseded by
 // <tick>"; a running tick and a tick of another schedule are left alone.
 func TestTickSupersedesWaitingTicks(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		ctx := context.Background()
@@ -176,6 +177,7 @@ func ticksLeftByACrash(t *testing.T, f *fixture) (sch string, t0 time.Time, old,
 // Run again after a crash that left an earlier tick waiting, the tick step
 // supersedes it although its own deploy exists already.
 func TestTickAgainSupersedes(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		sch, t0, old, later := ticksLeftByACrash(t, f)
@@ -194,6 +196,7 @@ func TestTickAgainSupersedes(t *testing.T) {
 // once more), or recorded by a slower worker, after the tick of 01:00 was
 // recorded. The schedule keeps showing 01:00.
 func TestOlderTickOutcomeKeepsTheLaterOne(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		ctx := context.Background()
@@ -228,6 +231,7 @@ func TestOlderTickOutcomeKeepsTheLaterOne(t *testing.T) {
 // here as supersede sets it, on a tick queued behind a running one;
 // releasing the running one lets a worker pick the flagged tick up.
 func TestSupersededTickPickedUpMeanwhile(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		ctx := context.Background()
@@ -265,6 +269,7 @@ func TestSupersededTickPickedUpMeanwhile(t *testing.T) {
 // the earlier tick: the tick step run again ends it CANCELLED with the
 // flag's reason, and writes no second audit entry.
 func TestTickAgainEndsAFlaggedTick(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)
 		ctx := context.Background()
@@ -303,6 +308,7 @@ func TestTickAgainEndsAFlaggedTick(t *testing.T) {
 // repeated hour twice (02:30 CEST, then 02:30 CET): the second tick creates
 // no deploy, as Vixie cron runs the job once.
 func TestTickSkipsTheRepeatedHour(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1)
 	url, _ := f.artifact("app", "x")
 	sc := &store.Schedule{ID: engine.NewScheduleID(), Application: "web", Environment: "prod", Cron: "CRON_TZ=Europe/Rome 30 2 * * *",
@@ -330,6 +336,7 @@ func TestTickSkipsTheRepeatedHour(t *testing.T) {
 // last: it named the id the tick would have had, which status answered
 // "not found"; the last error says why.
 func TestRefusedTickNamesNoDeploy(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1)
 	url, _ := f.artifact("app", "x")
 	id := f.schedule(descriptorYAML("web", "prod", "1", url, "", "steps:\n  - {name: odd, after: deploy, plugin: nope}\n"))
@@ -364,6 +371,7 @@ func (f *fixture) createSchedule(id, key string) error {
 // its Idempotency-Key: a retry with the key was answered 201 with a
 // schedule that was not there.
 func TestScheduleRegistrationRefusedRecordsNothing(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		id := engine.NewScheduleID()
@@ -461,6 +469,7 @@ func (f *fixture) refuseDBOSScheduleDeletes() (lift func()) {
 // server killed between them left DBOS firing empty ticks of a schedule
 // manent no longer listed.
 func TestScheduleDeletionIsOneTransaction(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		ctx := context.Background()
@@ -524,6 +533,7 @@ func countLines(logs *enginetest.SyncBuffer, msg, schedule string) int {
 // schedule (it never fires) or a DBOS schedule with no live schedule (its
 // ticks deploy nothing). The next start mends both and says so once.
 func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		logs := &enginetest.SyncBuffer{}
@@ -587,6 +597,7 @@ func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
 // audit entry) — a burst of deploys for one outage. Only the latest missed
 // tick deploys.
 func TestMissedTicksDeployOnce(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		ctx := context.Background()
@@ -644,6 +655,7 @@ func TestMissedTicksDeployOnce(t *testing.T) {
 // — to deploy once. Only the latest missed tick is enqueued now (DBOS
 // patch 13), and it deploys.
 func TestMissedTicksOfALongOutageAreOneRow(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 1)
 		ctx := context.Background()
@@ -681,6 +693,7 @@ func TestMissedTicksOfALongOutageAreOneRow(t *testing.T) {
 // went on deploying as that token, which could no longer do anything
 // itself.
 func TestTickOfRevokedTokenRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1, func(cfg *node.Config) {
 		cfg.Auth.Tokens = append(cfg.Auth.Tokens, auth.TokenConfig{Name: "ci", SHA256: auth.HashToken("ci-secret")})
 		cfg.RBAC = append(cfg.RBAC, auth.RBACRule{Subjects: []string{"token:ci"}, Permissions: []string{string(auth.Admin)}})
@@ -712,6 +725,7 @@ func TestTickOfRevokedTokenRefused(t *testing.T) {
 // schedule every minute whose descriptor no longer passes wrote one
 // warning a minute; its LAST ERROR keeps saying why.
 func TestRefusedTicksWarnOncePerReason(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1)
 	logs := &enginetest.SyncBuffer{}
 	f.log = slog.New(slog.NewJSONHandler(logs, nil))
@@ -735,6 +749,7 @@ func TestRefusedTicksWarnOncePerReason(t *testing.T) {
 // of its own, twice an interval. Every tick of one period is one tick,
 // on the grid counted from the schedule's creation.
 func TestEveryTicksOfOnePeriodAreOne(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1)
 	ctx := context.Background()
 	url, _ := f.artifact("app", "x")

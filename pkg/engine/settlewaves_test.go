@@ -19,6 +19,7 @@ import (
 // the deploy concludes: status must not say a wave was undone that still
 // runs the release. A wave whose undo succeeded stays rolled-back.
 func TestSettleWavesUndoesARolledBackThatDidNotHold(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, reg, adm := openParts(t, enginetest.SQLite(t))
 	e, err := New(ctx, st, Config{ExecutorID: "settle", DataDir: t.TempDir(), Plugins: reg, Admitter: adm})
