@@ -58,98 +58,124 @@ func readDecision(raw []byte, whole bool) (regoDecision, error) {
 		return rd, &shapeError{[]string{fmt.Sprintf("%s is %s; it must be an object like {\"deny\": […], \"approvals\": {…}}",
 			strings.TrimSuffix(prefix, "."), kindOf(v))}}
 	}
-	var problems []string
-	bad := func(key, format string, args ...any) {
-		problems = append(problems, prefix+key+" "+fmt.Sprintf(format, args...))
-	}
+	r := &shapeReader{prefix: prefix}
 	// A key is left alone unless it is a misspelling of one the decision
 	// reads (misspelled below): "aprovals" read as no approvals at all,
 	// "approver" as approvers omitted — whoever RBAC lets approve.
 	// Another package's rules (whole) may be named anything: only
 	// `decision`'s own keys are checked there.
 	if !whole {
-		misspelled(doc, decisionKeys, func(k, near string) {
-			bad(k, "is not a key of the decision: did you mean %s? (a key the decision does not read is ignored)", near)
-		})
+		r.misspelled(doc, "", "the decision", decisionKeys)
 	}
-	if x := field(doc, "allowed"); x != nil {
-		if b, ok := x.(bool); ok {
-			rd.Allowed = &b
-		} else {
-			bad("allowed", "is %s; it must be true or false", kindOf(x))
-		}
-	}
-	rd.Deny = stringsOf(field(doc, "deny"), func(format string, args ...any) { bad("deny", format, args...) },
-		"a set or array of strings (the reasons)", "every reason must be a string")
-	if x := field(doc, "approvals"); x != nil {
-		if a, ok := x.(map[string]any); ok {
-			rd.Approvals = &regoApprovals{}
-			misspelled(a, []string{"count", "approvers", "expires"}, func(k, near string) {
-				bad("approvals."+k, "is not a key of approvals: did you mean %s? (a key approvals does not read is ignored)", near)
-			})
-			if c := field(a, "count"); c != nil {
-				if n, ok := c.(json.Number); !ok {
-					bad("approvals.count", "is %s; it must be a number", kindOf(c))
-				} else if f, err := strconv.ParseFloat(n.String(), 64); err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
-					bad("approvals.count", "is %s; it must be a whole number", n)
-				} else {
-					rd.Approvals.Count = int(f)
-				}
+	rd.Allowed = r.boolean(doc, "allowed")
+	rd.Deny = r.list(doc, "deny", "a set or array of strings (the reasons)", "every reason must be a string")
+	if a := r.object(doc, "approvals", "{count, approvers, expires}"); a != nil {
+		rd.Approvals = &regoApprovals{}
+		r.misspelled(a, "approvals.", "approvals", []string{"count", "approvers", "expires"})
+		if c := field(a, "count"); c != nil {
+			if n, ok := c.(json.Number); !ok {
+				r.bad("approvals.count", "is %s; it must be a number", kindOf(c))
+			} else if f, err := strconv.ParseFloat(n.String(), 64); err != nil || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+				r.bad("approvals.count", "is %s; it must be a whole number", n)
+			} else {
+				rd.Approvals.Count = int(f)
 			}
-			rd.Approvals.Approvers = stringsOf(field(a, "approvers"), func(format string, args ...any) { bad("approvals.approvers", format, args...) },
-				"a set or array of identity patterns (strings such as \"group:sre\")", "every approver must be a string")
-			if e := field(a, "expires"); e != nil {
-				if s, ok := e.(string); ok {
-					rd.Approvals.Expires = s
-				} else {
-					bad("approvals.expires", "is %s; it must be a duration string like \"24h\"", kindOf(e))
-				}
-			}
-		} else {
-			bad("approvals", "is %s; it must be an object {count, approvers, expires} or null", kindOf(x))
+		}
+		rd.Approvals.Approvers = r.list(a, "approvals.approvers",
+			"a set or array of identity patterns (strings such as \"group:sre\")", "every approver must be a string")
+		rd.Approvals.Expires = r.text(a, "approvals.expires", "a duration string like \"24h\"")
+	}
+	rd.ChangeRequired = ptrValue(r.boolean(doc, "change_required"))
+	if f := r.object(doc, "freeze", "{name, reopens_at}"); f != nil {
+		r.misspelled(f, "freeze.", "freeze", []string{"name", "reopens_at"})
+		rd.Freeze = &regoFreeze{
+			Name:      r.text(f, "freeze.name", "a string (the freeze's name)"),
+			ReopensAt: r.text(f, "freeze.reopens_at", "an RFC 3339 time string"),
 		}
 	}
-	if x := field(doc, "change_required"); x != nil {
-		if b, ok := x.(bool); ok {
-			rd.ChangeRequired = b
-		} else {
-			bad("change_required", "is %s; it must be true or false", kindOf(x))
-		}
-	}
-	if x := field(doc, "freeze"); x != nil {
-		if f, ok := x.(map[string]any); ok {
-			rd.Freeze = &regoFreeze{}
-			misspelled(f, []string{"name", "reopens_at"}, func(k, near string) {
-				bad("freeze."+k, "is not a key of freeze: did you mean %s? (a key freeze does not read is ignored)", near)
-			})
-			if n := field(f, "name"); n != nil {
-				if rd.Freeze.Name, ok = n.(string); !ok {
-					bad("freeze.name", "is %s; it must be a string (the freeze's name)", kindOf(n))
-				}
-			}
-			if r := field(f, "reopens_at"); r != nil {
-				if rd.Freeze.ReopensAt, ok = r.(string); !ok {
-					bad("freeze.reopens_at", "is %s; it must be an RFC 3339 time string", kindOf(r))
-				}
-			}
-		} else {
-			bad("freeze", "is %s; it must be an object {name, reopens_at} or null", kindOf(x))
-		}
-	}
-	if x := field(doc, "break_glass"); x != nil {
-		if b, ok := x.(bool); ok {
-			rd.BreakGlass = b
-		} else {
-			bad("break_glass", "is %s; it must be true or false", kindOf(x))
-		}
-	}
-	rd.MissingPromotions = stringsOf(field(doc, "missing_promotions"), func(format string, args ...any) { bad("missing_promotions", format, args...) },
-		"a set or array of strings (environment names)", "every environment must be a string")
-	if len(problems) > 0 {
-		return rd, &shapeError{problems}
+	rd.BreakGlass = ptrValue(r.boolean(doc, "break_glass"))
+	rd.MissingPromotions = r.list(doc, "missing_promotions", "a set or array of strings (environment names)", "every environment must be a string")
+	if len(r.problems) > 0 {
+		return rd, &shapeError{r.problems}
 	}
 	return rd, nil
 }
+
+// shapeReader reads the fields of a decision and collects what is wrong
+// with them, each named by its path (prefix + key: decision.deny,
+// approvals.count) in the words of a policy author. Each read takes the
+// key's path; the key in m is its last segment.
+type shapeReader struct {
+	prefix   string
+	problems []string
+}
+
+func (r *shapeReader) bad(path, format string, args ...any) {
+	r.problems = append(r.problems, r.prefix+path+" "+fmt.Sprintf(format, args...))
+}
+
+// lastKey is the key a path names in its object: count of approvals.count.
+func lastKey(path string) string {
+	return path[strings.LastIndexByte(path, '.')+1:]
+}
+
+// misspelled reports each key of m close to one of known (of what, at
+// path): see misspelled.
+func (r *shapeReader) misspelled(m map[string]any, path, what string, known []string) {
+	misspelled(m, known, func(k, near string) {
+		r.bad(path+k, "is not a key of %s: did you mean %s? (a key %s does not read is ignored)", what, near, what)
+	})
+}
+
+// boolean is the boolean at path, nil when absent or of another kind.
+func (r *shapeReader) boolean(m map[string]any, path string) *bool {
+	x := field(m, lastKey(path))
+	if x == nil {
+		return nil
+	}
+	b, ok := x.(bool)
+	if !ok {
+		r.bad(path, "is %s; it must be true or false", kindOf(x))
+		return nil
+	}
+	return &b
+}
+
+// text is the string at path, "" when absent or of another kind (want
+// says what it must be).
+func (r *shapeReader) text(m map[string]any, path, want string) string {
+	x := field(m, lastKey(path))
+	if x == nil {
+		return ""
+	}
+	s, ok := x.(string)
+	if !ok {
+		r.bad(path, "is %s; it must be %s", kindOf(x), want)
+	}
+	return s
+}
+
+// object is the object at path, nil when absent or of another kind
+// (fields lists its keys for the message).
+func (r *shapeReader) object(m map[string]any, path, fields string) map[string]any {
+	x := field(m, lastKey(path))
+	if x == nil {
+		return nil
+	}
+	o, ok := x.(map[string]any)
+	if !ok {
+		r.bad(path, "is %s; it must be an object %s or null", kindOf(x), fields)
+	}
+	return o
+}
+
+// list is the set or array of strings at path (stringsOf).
+func (r *shapeReader) list(m map[string]any, path, want, each string) []string {
+	return stringsOf(field(m, lastKey(path)), func(format string, args ...any) { r.bad(path, format, args...) }, want, each)
+}
+
+// ptrValue is *p, false for nil.
+func ptrValue(p *bool) bool { return p != nil && *p }
 
 // decisionKeys are the keys a decision is read from.
 var decisionKeys = []string{"allowed", "deny", "approvals", "change_required", "freeze", "break_glass", "missing_promotions"}
