@@ -202,7 +202,9 @@ SUCCESS of another version, or VERSION never succeeded here) the server
 answers 409 and the command exits 1. So it does while another deploy of the
 environment is ENQUEUED or PENDING: it would run first and change the
 current release under the rollback; wait for it or cancel it, then roll
-back.
+back. That answer comes first: while such a deploy runs (a wave of it may
+be live already) the server names it rather than saying there is nothing
+to roll back to.
 
 With --wait the command follows the new deploy like 'deploy --wait' (-q
 hides the progress on stderr) and exits 0 if it ended SUCCESS, 1

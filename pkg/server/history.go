@@ -230,6 +230,29 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 		s.audit(r.Context(), r, p, "deployment.rollback", target, "refused", refusal(err))
 		writeError(w, r, s.log, err)
 	}
+	// A deploy queued or running on the environment would run before the
+	// rollback and change the current release under it: the rollback would
+	// then replace a release it was never asked to replace. This comes
+	// before what the rollback would deploy: while that deploy runs, the
+	// current release is not settled, and "already the current release",
+	// "never ended SUCCESS" or "nothing to roll back to" (a wave activated
+	// the new release on some targets already) would tell the one on call
+	// there is nothing to do, when the deploy ahead is what to wait for or
+	// cancel.
+	ahead, _, err := s.st.List(r.Context(), store.Filter{Application: app, Environment: env,
+		States: []manent.State{manent.StateEnqueued, manent.StatePending}, Limit: 1})
+	if err != nil {
+		writeError(w, r, s.log, err)
+		return
+	}
+	if len(ahead) > 0 && key != "" && s.replay(w, r, p, key, keyed) {
+		return // the deploy ahead is this key's rollback, accepted by a concurrent request
+	}
+	if len(ahead) > 0 {
+		a := ahead[0]
+		refuse(deployAhead(target, store.InFlight{ID: a.ID, Version: a.Version, State: a.State}))
+		return
+	}
 	cur, err := s.st.Current(r.Context(), app, env)
 	if err != nil {
 		writeError(w, r, s.log, err)
@@ -264,23 +287,6 @@ func (s *Server) handleRollback(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeError(w, r, s.log, err)
-		return
-	}
-	// A deploy queued or running on the environment would run before the
-	// rollback and change the current release under it: the rollback would
-	// then replace a release it was never asked to replace.
-	ahead, _, err := s.st.List(r.Context(), store.Filter{Application: app, Environment: env,
-		States: []manent.State{manent.StateEnqueued, manent.StatePending}, Limit: 1})
-	if err != nil {
-		writeError(w, r, s.log, err)
-		return
-	}
-	if len(ahead) > 0 && key != "" && s.replay(w, r, p, key, keyed) {
-		return // the deploy ahead is this key's rollback, accepted by a concurrent request
-	}
-	if len(ahead) > 0 {
-		a := ahead[0]
-		refuse(deployAhead(target, store.InFlight{ID: a.ID, Version: a.Version, State: a.State}))
 		return
 	}
 	var stored plan.Input

@@ -154,6 +154,17 @@ func TestRollbackRefusedWhileADeployRuns(t *testing.T) {
 	if _, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: "1"}); manent.ErrorCode(err) != manent.EConflict {
 		t.Fatalf("rollback --to 1 while %s runs: %v, want a 409", running, err)
 	}
+	// What the current release will be is not known while a deploy runs:
+	// "already the current release" (2 is current until 3 activates) or
+	// "never ended SUCCESS" (3 may yet) would tell the one on call there
+	// is nothing to do, while the deploy ahead is what to wait for or
+	// cancel.
+	for _, to := range []string{"2", "3"} {
+		_, err := ci.Rollback(ctx, "billing", "staging", api.RollbackRequest{To: to})
+		if manent.ErrorCode(err) != manent.EConflict || !strings.Contains(manent.ErrorMessage(err), "deploy "+running+" (version 3) is PENDING on billing/staging") {
+			t.Fatalf("rollback --to %s while %s runs: %v, want a 409 naming it", to, running, err)
+		}
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
