@@ -56,8 +56,8 @@ the rollback outcome), 3 if --timeout elapsed first, 4 if the server is
 unreachable or answers with a server error. A server that stops answering
 once it has accepted the deploy (a restart, a network cut) is asked again
 for --follow-grace (default 30s; MANENT_FOLLOW_GRACE), as stderr says; past that the command exits 4 saying that the
-deploy goes on on the server: follow it with 'manent wait <id>' rather
-than submitting it again.
+deploy is kept on the server (it goes on there, or once the server is
+back): follow it with 'manent wait <id>' rather than submitting it again.
 
 Every submission carries an Idempotency-Key, fresh for each invocation
 unless --idempotency-key gives one. A submission that got no answer (a

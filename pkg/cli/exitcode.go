@@ -255,7 +255,7 @@ func errorHint(err error) string {
 	var lost *LostError
 	if errors.As(err, &lost) {
 		id := safeText(lost.ID)
-		return fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
+		return fmt.Sprintf("hint: deploy %s is kept on the server (it goes on there, or once the server is back): follow it with 'manent wait %s' (do not submit it again)", id, id)
 	}
 	if api.IsUnreachable(err) {
 		return "hint: check --server (or MANENT_SERVER) and that manent-server is running"

@@ -10,12 +10,38 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/manent-io/manent/pkg/suggest"
 )
 
 // flagError is the usage error of a flag that cannot be parsed (cobra's
 // FlagErrorFunc of manent and its siblings), with the hint to --help.
 func flagError(c *cobra.Command, err error) error {
-	return &UsageError{Err: explainTooLongDuration(err), Hint: fmt.Sprintf("Run '%s --help' for usage.", c.CommandPath())}
+	hint := fmt.Sprintf("Run '%s --help' for usage.", c.CommandPath())
+	if near := closestFlag(c, err); near != "" {
+		hint = fmt.Sprintf("Did you mean --%s?\n", near) + hint
+	}
+	return &UsageError{Err: explainTooLongDuration(err), Hint: hint}
+}
+
+// closestFlag is the flag of c (its own or inherited) that pflag's
+// "unknown flag: --NAME" was likely meant for (`--wat` → wait), or "".
+func closestFlag(c *cobra.Command, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok || name == "" {
+		return ""
+	}
+	name, _, _ = strings.Cut(name, "=")
+	var names []string
+	collect := func(f *pflag.Flag) {
+		if !f.Hidden {
+			names = append(names, f.Name)
+		}
+	}
+	c.LocalFlags().VisitAll(collect)
+	c.InheritedFlags().VisitAll(collect)
+	return suggest.Closest(name, names)
 }
 
 // durationSyntax is the text time.ParseDuration reads: numbers each with

@@ -188,7 +188,7 @@ func TestFollowingSaysTheDeployGoesOnWhenTheServerStaysAway(t *testing.T) {
 	id, followers := followThree(t, front.URL, time.Second, "sleep 10")
 	proxy.cut.Store(true)
 
-	want := fmt.Sprintf("hint: deploy %s goes on on the server: follow it with 'manent wait %s' (do not submit it again)", id, id)
+	want := fmt.Sprintf("hint: deploy %s is kept on the server (it goes on there, or once the server is back): follow it with 'manent wait %s' (do not submit it again)", id, id)
 	for name, got := range expectFollowers(t, followers, 4, want) {
 		if !regexp.MustCompile(`\(no answer for [0-9]+s while following deploy ` + id + `\)`).MatchString(got) {
 			t.Errorf("%s: stderr:\n%s\nwant the error to say how long it waited", name, got)

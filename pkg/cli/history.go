@@ -211,7 +211,8 @@ hides the progress on stderr) and exits 0 if it ended SUCCESS, 1
 otherwise, 3 on --timeout, 4 if the server is unreachable (a server that
 stops answering once it has accepted the rollback is asked again for
 --follow-grace, default 30s;
-the deploy goes on on the server either way).
+the deploy is kept on the server either way: it goes on there, or once
+the server is back).
 
 Like 'deploy', a rollback carries an Idempotency-Key, fresh for each
 invocation unless --idempotency-key gives one: after a dropped connection
