@@ -300,6 +300,10 @@ func (e *Engine) Launch(ctx context.Context) error {
 	if err := e.Reconcile(ctx); err != nil {
 		return err
 	}
+	// After Reconcile (which enqueues a gate DBOS never saw) and once DBOS
+	// recovers this executor's gates: each waiting gate recounts under
+	// this worker's configuration now, not at its next poll.
+	e.wakeGates(ctx)
 	if err := e.scheduleRetention(); err != nil {
 		return err
 	}

@@ -749,8 +749,43 @@ func (e *Engine) newerCurrent(ctx context.Context, rec *store.Record) (*store.Re
 
 // wake sends a gate a wake-up; a lost one costs at most gatePoll.
 func (e *Engine) wake(id, from string) {
-	if err := dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "wake", From: from}, gateTopic); err != nil {
+	if err := e.sendWake(id, from); err != nil {
 		e.log.Warn("wake gate", "deploy", id, "error", err)
+	}
+}
+
+func (e *Engine) sendWake(id, from string) error {
+	return dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "wake", From: from}, gateTopic)
+}
+
+// wakeGates wakes the gate of every deploy that waits in one (DELAYED,
+// WAITING_DEPENDENCY, AWAITING_APPROVAL), when this worker starts: a
+// restart with a new configuration (a token revoked, an approver moved out
+// of a group, another approvals rule) would otherwise leave a reason that
+// counts lapsed approvals until the gate's next wake, up to gatePoll. A
+// gate recounts (or reads the time, its dependencies, its change) and
+// waits again: a wake more is harmless, and every worker starting wakes
+// them all, wherever they run (the message waits in the database for the
+// gate's next receive, on any worker, also for a gate not dequeued yet).
+// A deploy whose gate has no workflow (ended meanwhile: DBOS refuses a
+// message to a workflow it does not know, and sends none) is skipped.
+func (e *Engine) wakeGates(ctx context.Context) {
+	recs, err := e.st.UnfinishedBrief(ctx)
+	if err != nil {
+		e.log.Warn("wake the gates of waiting deploys: list them", "error", err)
+		return
+	}
+	for _, r := range recs {
+		switch r.State {
+		case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
+		default:
+			continue
+		}
+		if err := e.sendWake(r.ID, "start"); errors.Is(err, dbos.ErrNonExistentWorkflow) {
+			e.log.Debug("wake the gate of a waiting deploy: it has no workflow", "deploy", r.ID)
+		} else if err != nil {
+			e.log.Warn("wake the gate of a waiting deploy", "deploy", r.ID, "error", err)
+		}
 	}
 }
 

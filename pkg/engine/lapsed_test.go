@@ -2,9 +2,12 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -78,3 +81,47 @@ type stateOfReason struct {
 }
 
 func (s stateOfReason) String() string { return s.f.state(s.id).Reason }
+
+// A restart with a new configuration wakes the gates of waiting deploys:
+// each recounts at once, and the deploy's reason no longer counts an
+// approval that lapsed — without an approval, a cancel or the gate's
+// 5-minute poll to wake it. QA: after alice's token was revoked, status
+// still said "approvals 2/3" for up to 5 minutes.
+func TestRestartRecountsWaitingApprovals(t *testing.T) {
+	t.Parallel()
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		url, _ := f.artifact("v1", "x")
+		rule := &plan.ApprovalRule{Count: 3, Approvers: []string{"group:sre"}, Expires: time.Hour}
+		id := f.submit(descriptorYAML("pay", "prod", "1", url, "", ""), waits(plan.Waits{Approvals: rule}))
+		f.waitState(id, manent.StateAwaitingApproval)
+		ctx := context.Background()
+		for _, who := range []string{"alice", "bob"} {
+			if _, err := f.eng.Approve(ctx, id, manent.Identity{Subject: "token:" + who, Groups: []string{"sre"}}, manent.Approval{Verdict: "approve"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The gate counted both and took both wakes (its third count runs
+		// after its second receive): no message waits for it, only its
+		// poll would wake it.
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			steps, err := f.eng.GateSteps(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(steps, func(s dbos.StepInfo) bool { return s.StepName == "gate:approvals-2" }) &&
+				strings.HasPrefix(f.state(id).Reason, "approvals 2/3 ")
+		}, "the gate to count alice's and bob's approvals after both wakes; the reason is %q", stateOfReason{f, id})
+		// A restart revokes alice's token.
+		f.node.Close(5 * time.Second)
+		f.cfg.Auth.Tokens = slices.DeleteFunc(f.cfg.Auth.Tokens, func(c auth.TokenConfig) bool { return c.Name == "alice" })
+		f.open()
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			r := f.state(id).Reason
+			return strings.HasPrefix(r, "approvals 1/3 ") && strings.Contains(r, "token:alice") && strings.Contains(r, "no longer a token of this server")
+		}, "the restart to wake the gate, and the reason to count bob's approval alone and name alice's as lapsed; it is %q", stateOfReason{f, id})
+		if d := f.state(id); d.State != manent.StateAwaitingApproval {
+			t.Fatalf("with one approval that counts: %s, want AWAITING_APPROVAL", stateOf{&d})
+		}
+	})
+}
