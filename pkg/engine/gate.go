@@ -324,31 +324,42 @@ func (g *gate) approvals(ctx dbos.Context) (bool, Result, error) {
 	digest := plan.Digest(g.in)
 	for i := 0; ; i++ {
 		st, err := dbos.RunAsStep(ctx, func(sctx context.Context) (approvalStatus, error) {
-			as, err := g.e.st.Approvals(sctx, g.in.ID)
-			if err != nil {
-				return approvalStatus{}, err
-			}
-			n, lapsed := g.e.countApprovals(g.in, as, digest)
-			if msg := rejection(as); msg != "" {
-				return approvalStatus{Rejected: msg}, nil
-			}
-			if n >= rule.Count {
-				return approvalStatus{Approved: true}, nil
-			}
-			reason := fmt.Sprintf("approvals %d/%d", n, rule.Count)
-			if len(rule.Approvers) > 0 && !(len(rule.Approvers) == 1 && rule.Approvers[0] == "*") {
-				reason += " by " + strings.Join(rule.Approvers, ", ")
-			}
-			remaining := time.Duration(1<<62 - 1)
-			if !deadline.IsZero() {
-				remaining = time.Until(deadline)
-				reason += ", expires at " + deadline.Format(time.RFC3339)
-			}
-			if len(lapsed) > 0 {
-				reason += "; approvals that no longer count: " + strings.Join(lapsed, "; ")
-			}
-			ok, err := g.transition(sctx, manent.StateAwaitingApproval, reason)
-			return approvalStatus{Gone: !ok, Remaining: remaining}, err
+			// Counted under the deploy's row lock, in the transaction that
+			// writes the reason, as AddApproval recounts: a verdict
+			// recorded between a count and its write cannot be overwritten
+			// by a reason that counts fewer.
+			var out approvalStatus
+			err := g.e.st.Tx(sctx, func(tx *sql.Tx) error {
+				out = approvalStatus{}
+				cur, cancel, err := g.e.st.LockDeploymentTx(sctx, tx, g.in.ID)
+				if err != nil {
+					return err
+				}
+				as, err := g.e.st.ApprovalsTx(sctx, tx, g.in.ID)
+				if err != nil {
+					return err
+				}
+				n, lapsed := g.e.countApprovals(g.in, as, digest)
+				if msg := rejection(as); msg != "" {
+					out.Rejected = msg
+					return nil
+				}
+				if n >= rule.Count {
+					out.Approved = true
+					return nil
+				}
+				out.Remaining = time.Duration(1<<62 - 1)
+				if !deadline.IsZero() {
+					out.Remaining = time.Until(deadline)
+				}
+				if cur.Final() || cancel {
+					out.Gone = true
+					return nil
+				}
+				_, err = g.e.st.SetStateTx(sctx, tx, g.in.ID, manent.StateAwaitingApproval, approvalsReason(n, rule, deadline, lapsed))
+				return err
+			})
+			return out, err
 		}, dbos.WithStepName(fmt.Sprintf("gate:approvals-%d", i)), dbos.WithStepMaxRetries(5))
 		if err != nil {
 			return false, Result{}, err
@@ -510,6 +521,66 @@ type orderStatus struct {
 	Rejected string `json:"rejected,omitempty"`
 }
 
+// approvalsPrefix begins every reason approvalsReason writes.
+const approvalsPrefix = "approvals "
+
+// approvalsReason is the reason of a deploy that waits for approvals: n
+// of the rule's count, who may approve, the deadline (zero: none), and the
+// approvals that no longer count. The gate and a recorded verdict
+// (recountApprovals) both write it.
+func approvalsReason(n int, rule plan.ApprovalRule, deadline time.Time, lapsed []string) string {
+	reason := fmt.Sprintf(approvalsPrefix+"%d/%d", n, rule.Count)
+	if len(rule.Approvers) > 0 && !(len(rule.Approvers) == 1 && rule.Approvers[0] == "*") {
+		reason += " by " + strings.Join(rule.Approvers, ", ")
+	}
+	if !deadline.IsZero() {
+		reason += expiresAt + deadline.Format(time.RFC3339)
+	}
+	if len(lapsed) > 0 {
+		reason += "; approvals that no longer count: " + strings.Join(lapsed, "; ")
+	}
+	return reason
+}
+
+const expiresAt = ", expires at "
+
+// reasonDeadline is the deadline an approvalsReason names (zero: none).
+func reasonDeadline(reason string) time.Time {
+	_, after, ok := strings.Cut(reason, expiresAt)
+	if !ok {
+		return time.Time{}
+	}
+	at, _, _ := strings.Cut(after, ";")
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// recountApprovals is AddApproval's recount for deploy in: under the row
+// lock, right after a verdict is recorded, the reason the gate would
+// write now — when the gate already wrote one of approvalsReason (its
+// deadline is read there) and the deploy still waits for more approvals.
+// A rejection, or the count reached, is left to the gate: it decides,
+// and the reason stays until it does.
+func (e *Engine) recountApprovals(ctx context.Context, in plan.Input, digest string) func(tx *sql.Tx, reason string) (string, error) {
+	return func(tx *sql.Tx, reason string) (string, error) {
+		if !strings.HasPrefix(reason, approvalsPrefix) {
+			return "", nil // the gate has not counted yet: it will, under the lock
+		}
+		as, err := e.st.ApprovalsTx(ctx, tx, in.ID)
+		if err != nil {
+			return "", err
+		}
+		n, lapsed := e.countApprovals(in, as, digest)
+		if rejection(as) != "" || n >= in.Waits.Approvals.Count {
+			return "", nil
+		}
+		return approvalsReason(n, *in.Waits.Approvals, reasonDeadline(reason), lapsed), nil
+	}
+}
+
 // rejection is the error of a deploy whose verdicts as hold a rejection
 // (the first), "" when none does.
 func rejection(as []manent.Approval) string {
@@ -635,7 +706,7 @@ func (e *Engine) decide(ctx context.Context, id string, by manent.Identity, a ma
 	if a.Time.IsZero() {
 		a.Time = time.Now().UTC()
 	}
-	if err := e.st.AddApproval(ctx, id, a); errors.Is(err, store.ErrAlreadyDecided) {
+	if err := e.st.AddApproval(ctx, id, a, e.recountApprovals(ctx, in, digest)); errors.Is(err, store.ErrAlreadyDecided) {
 		return nil, manent.Errorf(manent.EConflict, "%s already decided on deploy %s: an identity counts once", a.Identity, id)
 	} else if errors.Is(err, store.ErrNotAwaitingApproval) {
 		// Queued (or ended) between the checks above and the verdict.

@@ -420,7 +420,7 @@ func TestRejectionDuringTheOrderWait(t *testing.T) {
 			<-time.After(20 * time.Millisecond) // polling the other gate's progress
 		}
 		_, refusal = f.eng.Approve(ctx, b, manent.Identity{Subject: "token:bob"}, manent.Approval{Verdict: "reject", Comment: "too late"})
-		if err := f.st.AddApproval(ctx, b, manent.Approval{Identity: "token:carol", Verdict: "reject", Comment: "raced", Time: time.Now()}); err != nil {
+		if err := f.st.AddApproval(ctx, b, manent.Approval{Identity: "token:carol", Verdict: "reject", Comment: "raced", Time: time.Now()}, nil); err != nil {
 			t.Error(err)
 		}
 	})
@@ -464,7 +464,7 @@ func TestRejectionJustBeforeTheQueue(t *testing.T) {
 			}
 			// What Approve records after its checks passed (the raced
 			// rejection): straight into the store.
-			if err := f.st.AddApproval(ctx, a, manent.Approval{Identity: "token:carol", Verdict: "reject", Comment: "raced", Time: time.Now()}); err != nil {
+			if err := f.st.AddApproval(ctx, a, manent.Approval{Identity: "token:carol", Verdict: "reject", Comment: "raced", Time: time.Now()}, nil); err != nil {
 				t.Error(err)
 			}
 		})
@@ -483,7 +483,7 @@ func TestRejectionJustBeforeTheQueue(t *testing.T) {
 		// b was queued: a verdict now is refused by the store, even past
 		// Approve's own checks, and not recorded.
 		f.waitState(b, manent.StateSuccess)
-		err := f.st.AddApproval(ctx, b, manent.Approval{Identity: "token:carol", Verdict: "reject", Time: time.Now()})
+		err := f.st.AddApproval(ctx, b, manent.Approval{Identity: "token:carol", Verdict: "reject", Time: time.Now()}, nil)
 		if !errors.Is(err, store.ErrNotAwaitingApproval) {
 			t.Errorf("a verdict on a finished deploy: %v, want ErrNotAwaitingApproval", err)
 		}

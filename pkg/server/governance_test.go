@@ -827,3 +827,37 @@ func TestPromotionRefusalKeepsWhatTheSubmitterMayNotRead(t *testing.T) {
 		t.Errorf("a submitter who may not read staging: %s\nwant %q alone", got, base)
 	}
 }
+
+// An approval counts in the deploy's reason as soon as the call returns:
+// status read at once says "approvals 1/2", not the "approvals 0/2" the
+// gate wrote before it woke and counted again. QA: status and activity
+// showed the old count for about half a second after `manent approve`.
+func TestApprovalCountsInTheReasonAtOnce(t *testing.T) {
+	_, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 2, approvers: ["group:sre"], expires: 1h}
+`)
+	ctx := context.Background()
+	ci, bob := client("ci-token"), client("bob-token")
+	res, err := ci.Submit(ctx, simple(artifactFile(t), "prod", "1", ""), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d *manent.Deployment
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		d, err = ci.Deployment(ctx, res.ID)
+		return err == nil && strings.HasPrefix(d.Reason, "approvals 0/2 by group:sre, expires at ")
+	}, "the gate to count no approval yet")
+	answer, err := bob.Approve(ctx, res.ID, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := ci.Deployment(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, got := range map[string]string{"the approval's answer": answer.Reason, "status read at once": now.Reason} {
+		if want := strings.Replace(d.Reason, "approvals 0/2", "approvals 1/2", 1); got != want {
+			t.Errorf("%s: reason %q, want %q", what, got, want)
+		}
+	}
+}

@@ -25,7 +25,13 @@ var ErrNotAwaitingApproval = errors.New("not awaiting approval")
 // (LockDeploymentTx), as the gate reads it when it queues the deploy: a
 // rejection either commits before the gate queues the deploy, and the gate
 // sees it, or after, and is refused (ErrNotAwaitingApproval).
-func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) error {
+//
+// recount, when given, runs under that lock after the verdict is recorded,
+// with the deploy's reason: a reason it returns ("" keeps the one there)
+// is written with a state event, as the gate writes its own — status
+// counts the verdict as soon as the call returns, and a count the gate
+// takes under the same lock cannot overwrite it with fewer.
+func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval, recount func(tx *sql.Tx, reason string) (string, error)) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error {
 		state, _, err := s.LockDeploymentTx(ctx, tx, id)
 		if err != nil {
@@ -33,6 +39,10 @@ func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) e
 		}
 		if state != manent.StateAwaitingApproval {
 			return fmt.Errorf("%w: deploy %s is %s", ErrNotAwaitingApproval, id, state)
+		}
+		var reason string
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT reason FROM manent_deployments WHERE id = ?`), id).Scan(&reason); err != nil {
+			return err
 		}
 		var n int
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_approvals WHERE deployment_id = ? AND identity = ?`), id, a.Identity).Scan(&n); err != nil {
@@ -45,7 +55,14 @@ func (s *Store) AddApproval(ctx context.Context, id string, a manent.Approval) e
 			id, a.Identity, a.Verdict, a.Comment, a.PlanDigest, fmtTime(a.Time)); err != nil {
 			return fmt.Errorf("record approval: %w", err)
 		}
-		_, err = s.appendEvent(ctx, tx, id, EventApproval, a.Time, a)
+		if _, err := s.appendEvent(ctx, tx, id, EventApproval, a.Time, a); err != nil || recount == nil {
+			return err
+		}
+		now, err := recount(tx, reason)
+		if err != nil || now == "" {
+			return err
+		}
+		_, err = s.SetStateTx(ctx, tx, id, manent.StateAwaitingApproval, now)
 		return err
 	})
 }
