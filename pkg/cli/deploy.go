@@ -86,6 +86,9 @@ the key it sent, that gets the deploy back if the server accepted it.`,
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
 			}
+			if err := timeoutNeedsWait(cmd, opts.Wait); err != nil {
+				return err
+			}
 			if err := checkIdempotencyKey(opts.IdempotencyKey); err != nil {
 				return err
 			}
@@ -98,7 +101,7 @@ the key it sent, that gets the deploy back if the server accepted it.`,
 	cmd.Flags().StringVarP(&opts.File, "file", "f", "", "descriptor to submit (- reads stdin)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the deploy until it is final")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "with --wait: no progress on stderr (state, step, elapsed time)")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait (refused without it), give up after this long (exit 3); 0 waits forever")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the submission (default: a fresh one per invocation)")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagFilename("file", "yml", "yaml", "json")

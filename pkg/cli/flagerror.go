@@ -74,3 +74,13 @@ func explainTooLongDuration(err error) error {
 	flag := strings.TrimSuffix(strings.TrimPrefix(rest, quoted), like) // ` for "--timeout"`
 	return errors.New("invalid argument " + quoted + flag + fmt.Sprintf(" flag: too long: the longest duration is %s (about 292 years)", time.Duration(math.MaxInt64)))
 }
+
+// timeoutNeedsWait refuses --timeout without --wait (deploy, rollback):
+// the command would return once the deploy is submitted, and a CI job
+// that meant to fail on a failed deploy would pass.
+func timeoutNeedsWait(cmd *cobra.Command, wait bool) error {
+	if wait || !cmd.Flags().Changed("timeout") {
+		return nil
+	}
+	return usageErrorf("--timeout applies only with --wait: add --wait to follow the deploy to its end (without it the command returns once the deploy is submitted, whatever becomes of it)")
+}

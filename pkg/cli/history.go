@@ -244,6 +244,9 @@ the repeat with the deploy the first request created, never a second one.`,
 			if opts.Timeout < 0 {
 				return usageErrorf("--timeout must not be negative")
 			}
+			if err := timeoutNeedsWait(cmd, opts.Wait); err != nil {
+				return err
+			}
 			if err := checkIdempotencyKey(opts.IdempotencyKey); err != nil {
 				return err
 			}
@@ -256,7 +259,7 @@ the repeat with the deploy the first request created, never a second one.`,
 	cmd.Flags().StringVar(&opts.To, "to", "", "the version to go back to (default: the release before the current one)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the new deploy until it is final")
 	cmd.Flags().BoolVarP(&opts.Quiet, "quiet", "q", false, "with --wait: no progress on stderr (state, step, elapsed time)")
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait, give up after this long (exit 3); 0 waits forever")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 30*time.Minute, "with --wait (refused without it), give up after this long (exit 3); 0 waits forever")
 	cmd.Flags().StringVar(&opts.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the rollback (default: a fresh one per invocation)")
 	return cmd
 }

@@ -44,6 +44,19 @@ func TestCommandOptions(t *testing.T) {
 		},
 		{name: "deploy without -f", args: []string{"deploy"}, usageErr: true},
 		{name: "deploy negative timeout", args: []string{"deploy", "-f", "d.yml", "--timeout", "-1m"}, usageErr: true},
+		// Without --wait the job would pass whatever became of the deploy.
+		{name: "deploy --timeout without --wait", args: []string{"deploy", "-f", "d.yml", "--timeout", "20m"}, usageErr: true},
+		{name: "rollback --timeout without --wait", args: []string{"rollback", "billing", "prod", "--timeout", "20m"}, usageErr: true},
+		{
+			name: "rollback --wait --timeout",
+			args: []string{"rollback", "billing", "prod", "--wait", "--timeout", "20m"},
+			check: func(t *testing.T, got any) {
+				o := got.(*RollbackOptions)
+				if !o.Wait || o.Timeout != 20*time.Minute || o.Application != "billing" {
+					t.Errorf("got %+v", o)
+				}
+			},
+		},
 		{
 			name: "list filters",
 			args: []string{"list", "--application", "billing", "--environment", "prod", "--state", "error", "--limit", "5", "--cursor", "c1"},
@@ -144,6 +157,7 @@ func TestCommandOptions(t *testing.T) {
 				NewCmdCancel(f, func(o *CancelOptions) error { got = o; return nil }),
 				NewCmdCompletion(f, func(o *CompletionOptions) error { got = o; return nil }),
 				NewCmdActivity(f, func(o *ActivityOptions) error { got = o; return nil }),
+				NewCmdRollback(f, func(o *RollbackOptions) error { got = o; return nil }),
 			)
 			root.SetArgs(tt.args)
 			err := root.Execute()
