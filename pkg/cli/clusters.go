@@ -117,10 +117,11 @@ func newCmdClustersStatus(f *Factory, runF func(*ClustersStatusOptions) error) *
 		Long: `Show a cluster as its agent (manent agent) last reported it: when, then
 each workload — observed (version, images, replicas ready/desired, kstatus)
 beside declared (the deploy named by its manent.io/deploy-id label) with its
-state: DEPLOYING until observed matches declared, FAILED when kstatus says
-Failed or a pod's container waits or ended with ImagePullBackOff,
-CrashLoopBackOff, OOMKilled…, else CURRENT — then each pod with its phase,
-readiness, restarts and container reasons.
+state: DEPLOYING until observed matches declared, DRIFTED when the deploy has
+ended (SUCCESS, ERROR…) and another version runs (changed outside manent),
+FAILED when kstatus says Failed or a pod's container waits or ended with
+ImagePullBackOff, CrashLoopBackOff, OOMKilled…, else CURRENT — then each pod
+with its phase, readiness, restarts and container reasons.
 
 -o json prints the status as the API returns it.`,
 		Example: `  manent clusters status prod-eu-1

@@ -94,7 +94,8 @@ func serverSetup(e *testscript.Env) error {
 //	filemode FILE PERM
 //	                 asserts FILE's permission bits (octal, e.g. 0600).
 //	report FILE      sends the cluster snapshot in FILE (JSON) to the
-//	                 server, as manent agent does, timed now.
+//	                 server, as manent agent does, timed now; $NAME in
+//	                 FILE is the script's variable (e.g. a deploy id).
 //	fakeserver [-body FILE] NAME STATUS [RETRY-AFTER]
 //	                 starts a loopback HTTP server that answers every
 //	                 request with STATUS and a problem+json body (and
@@ -257,7 +258,7 @@ func cmdReport(ts *testscript.TestScript, neg bool, args []string) {
 	b, err := os.ReadFile(ts.MkAbs(args[0]))
 	ts.Check(err)
 	var snap clusterstate.Snapshot
-	ts.Check(json.Unmarshal(b, &snap))
+	ts.Check(json.Unmarshal([]byte(os.Expand(string(b), ts.Getenv)), &snap))
 	snap.Time = time.Now().UTC()
 	_, err = api.NewClient(ts.Getenv("SERVER"), ts.Getenv("TOKEN"), nil).Report(context.Background(), &snap)
 	ts.Check(err)

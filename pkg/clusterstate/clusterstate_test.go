@@ -69,58 +69,88 @@ func TestFailures(t *testing.T) {
 
 func TestEvaluate(t *testing.T) {
 	declared := &clusterstate.Declared{DeployID: "d2", Version: "1.2.0", State: manent.StatePending}
+	ended := func(s manent.State) *clusterstate.Declared {
+		return &clusterstate.Declared{DeployID: "d2", Version: "1.2.0", State: s}
+	}
 	tests := []struct {
 		name     string
 		w        clusterstate.Workload
 		declared *clusterstate.Declared
 		pods     []clusterstate.Pod
 		want     string
+		reason   string // the whole reason, when given
 	}{
-		{"current and matching", deployment("d2", "1.2.0", "Current", 3), declared, nil, clusterstate.StateCurrent},
-		{"replicas not ready", deployment("d2", "1.2.0", "InProgress", 1), declared, nil, clusterstate.StateDeploying},
-		{"kstatus current but ready short", deployment("d2", "1.2.0", "Current", 2), declared, nil, clusterstate.StateDeploying},
-		{"old version label", deployment("d2", "1.1.0", "Current", 3), declared, nil, clusterstate.StateDeploying},
-		{"kstatus failed", deployment("d2", "1.2.0", "Failed", 1), declared, nil, clusterstate.StateFailed},
+		{"current and matching", deployment("d2", "1.2.0", "Current", 3), declared, nil, clusterstate.StateCurrent, ""},
+		{"replicas not ready", deployment("d2", "1.2.0", "InProgress", 1), declared, nil, clusterstate.StateDeploying, ""},
+		{"kstatus current but ready short", deployment("d2", "1.2.0", "Current", 2), declared, nil, clusterstate.StateDeploying, ""},
+		{"old version label", deployment("d2", "1.1.0", "Current", 3), declared, nil, clusterstate.StateDeploying, ""},
+		{"kstatus failed", deployment("d2", "1.2.0", "Failed", 1), declared, nil, clusterstate.StateFailed, ""},
 		{"failing pod of the deploy", deployment("d2", "1.2.0", "InProgress", 2), declared,
-			[]clusterstate.Pod{pod("billing-x", "d2", waiting("ImagePullBackOff"))}, clusterstate.StateFailed},
+			[]clusterstate.Pod{pod("billing-x", "d2", waiting("ImagePullBackOff"))}, clusterstate.StateFailed, ""},
 		{"failing pod of an earlier deploy is not held against it", deployment("d2", "1.2.0", "Current", 3), declared,
-			[]clusterstate.Pod{pod("billing-old", "d1", waiting("CrashLoopBackOff"))}, clusterstate.StateCurrent},
+			[]clusterstate.Pod{pod("billing-old", "d1", waiting("CrashLoopBackOff"))}, clusterstate.StateCurrent, ""},
 		{"failing pod of another workload", deployment("d2", "1.2.0", "Current", 3), declared,
 			[]clusterstate.Pod{func() clusterstate.Pod {
 				p := pod("cache-0", "d2", waiting("CrashLoopBackOff"))
 				p.Owner = "StatefulSet/cache"
 				return p
-			}()}, clusterstate.StateCurrent},
+			}()}, clusterstate.StateCurrent, ""},
 		{"owned through its replica set", deployment("d2", "1.2.0", "InProgress", 2), declared,
 			[]clusterstate.Pod{func() clusterstate.Pod {
 				p := pod("billing-7d9f-abc", "d2", terminated("OOMKilled"))
 				p.Owner = "ReplicaSet/billing-7d9f"
 				return p
-			}()}, clusterstate.StateFailed},
-		{"unknown deploy follows kstatus", deployment("d9", "9", "Current", 3), nil, nil, clusterstate.StateCurrent},
-		{"unknown deploy in progress", deployment("d9", "9", "InProgress", 1), nil, nil, clusterstate.StateDeploying},
-		{"terminating", deployment("d2", "1.2.0", "Terminating", 3), declared, nil, clusterstate.StateTerminating},
+			}()}, clusterstate.StateFailed, ""},
+		{"unknown deploy follows kstatus", deployment("d9", "9", "Current", 3), nil, nil, clusterstate.StateCurrent, ""},
+		{"unknown deploy in progress", deployment("d9", "9", "InProgress", 1), nil, nil, clusterstate.StateDeploying, ""},
+		{"terminating", deployment("d2", "1.2.0", "Terminating", 3), declared, nil, clusterstate.StateTerminating, ""},
 		{"image tag matches without label", func() clusterstate.Workload {
 			w := deployment("d2", "1.2.0", "Current", 3)
 			w.Version = ""
 			return w
-		}(), declared, nil, clusterstate.StateCurrent},
+		}(), declared, nil, clusterstate.StateCurrent, ""},
 		{"image tag differs without label", func() clusterstate.Workload {
 			w := deployment("d2", "1.1.0", "Current", 3)
 			w.Version = ""
 			return w
-		}(), declared, nil, clusterstate.StateDeploying},
+		}(), declared, nil, clusterstate.StateDeploying, ""},
 		{"image by digest only", func() clusterstate.Workload {
 			w := deployment("d2", "", "Current", 3)
 			w.Images = []string{"registry.example:5000/billing@sha256:abc"}
 			return w
-		}(), declared, nil, clusterstate.StateCurrent},
+		}(), declared, nil, clusterstate.StateCurrent, ""},
+		// Once the declared deploy is final, another version will never
+		// converge by itself: it was changed outside manent (kubectl set
+		// image, a Helm release), not deploying.
+		{"deploy ended SUCCESS, another version runs", deployment("d2", "9.9.9", "Current", 3), ended(manent.StateSuccess), nil,
+			clusterstate.StateDrifted, "version 9.9.9 runs; deploy d2 ended SUCCESS with 1.2.0 (changed outside manent?)"},
+		{"deploy ended ERROR, another version runs", deployment("d2", "1.1.0", "Current", 3), ended(manent.StateError), nil,
+			clusterstate.StateDrifted, "version 1.1.0 runs; deploy d2 ended ERROR with 1.2.0 (changed outside manent?)"},
+		{"deploy ended, another version still rolling out", deployment("d2", "9.9.9", "InProgress", 1), ended(manent.StateCancelled), nil,
+			clusterstate.StateDrifted, "version 9.9.9 runs; deploy d2 ended CANCELLED with 1.2.0 (changed outside manent?); 1/3 ready, 1 updated; kstatus InProgress"},
+		{"deploy ended, another image tag without label", func() clusterstate.Workload {
+			w := deployment("d2", "9.9.9", "Current", 3)
+			w.Version = ""
+			return w
+		}(), ended(manent.StateSuccess), nil, clusterstate.StateDrifted, "version 9.9.9 runs; deploy d2 ended SUCCESS with 1.2.0 (changed outside manent?)"},
+		{"deploy running (PENDING), another version", deployment("d2", "9.9.9", "Current", 3), ended(manent.StatePending), nil,
+			clusterstate.StateDeploying, "version 9.9.9, declared 1.2.0"},
+		{"deploy ended, its version with pods restarting", deployment("d2", "1.2.0", "InProgress", 1), ended(manent.StateSuccess), nil,
+			clusterstate.StateDeploying, "1/3 ready, 1 updated; kstatus InProgress"},
+		{"deploy ended, its version", deployment("d2", "1.2.0", "Current", 3), ended(manent.StateSuccess), nil, clusterstate.StateCurrent, ""},
+		{"deploy ended, another version failing", deployment("d2", "9.9.9", "InProgress", 2), ended(manent.StateSuccess),
+			[]clusterstate.Pod{pod("billing-x", "d2", waiting("CrashLoopBackOff"))}, clusterstate.StateFailed, "1 pod with failing containers"},
+		{"deploy ended, another version terminating", deployment("d2", "9.9.9", "Terminating", 3), ended(manent.StateSuccess), nil,
+			clusterstate.StateTerminating, "kstatus Terminating"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := clusterstate.Evaluate(tt.w, tt.declared, tt.pods)
 			if got.State != tt.want {
 				t.Errorf("state = %s (%s), want %s", got.State, got.Reason, tt.want)
+			}
+			if tt.reason != "" && got.Reason != tt.reason {
+				t.Errorf("reason = %q, want %q", got.Reason, tt.reason)
 			}
 			if got.State != clusterstate.StateCurrent && got.Reason == "" {
 				t.Errorf("state %s without a reason", got.State)

@@ -2,7 +2,8 @@
 // from its agent (SPEC §9): the snapshot the agent reports — pods and
 // workloads labelled by manent — with its validation and limits, the state
 // of each workload against the deploy that declared it (DEPLOYING until
-// observed matches declared), and the decision of a deploy step that waits
+// observed matches declared, DRIFTED when the deploy has ended and another
+// version runs), and the decision of a deploy step that waits
 // on the cluster: ready, failed naming up to five pods, or still waiting,
 // with a notice when the agent has gone quiet.
 //

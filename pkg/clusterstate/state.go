@@ -45,15 +45,28 @@ func (p Pod) Failures() []string {
 
 // Workload states shown by GET /api/v1/clusters/{cluster}/status.
 const (
-	// StateDeploying: observed does not match declared yet.
+	// StateDeploying: observed does not match declared yet, and may still
+	// come to: the declared deploy is not final, or the workload runs its
+	// version with replicas not ready or kstatus not Current (pods
+	// restarting), or, without a known deploy, kstatus InProgress.
 	StateDeploying = "DEPLOYING"
+	// StateDrifted: the declared deploy is final (manent.State.Final) and
+	// the workload runs another version, which will not converge by
+	// itself: it was changed outside manent (kubectl set image, a Helm
+	// release of its own) or by a deploy that did not label it.
+	StateDrifted = "DRIFTED"
 	// StateFailed: kstatus Failed, or a pod of the workload has a failure reason.
 	StateFailed = "FAILED"
 	// StateCurrent: observed matches declared (or, without a known deploy, kstatus Current).
-	StateCurrent     = "CURRENT"
+	StateCurrent = "CURRENT"
+	// StateTerminating: kstatus Terminating (the workload is being deleted).
 	StateTerminating = "TERMINATING"
-	StateUnknown     = "UNKNOWN"
+	// StateUnknown: no known deploy, and kstatus neither Current nor InProgress.
+	StateUnknown = "UNKNOWN"
 )
+
+// WorkloadStates lists every workload state.
+var WorkloadStates = []string{StateDeploying, StateDrifted, StateFailed, StateCurrent, StateTerminating, StateUnknown}
 
 // Declared is what should run: the deploy named by an object's
 // manent.io/deploy-id label, as the deployments table has it.
@@ -70,7 +83,7 @@ type WorkloadStatus struct {
 	Workload
 	// Declared is nil when the deploy-id label names no deploy this server knows.
 	Declared *Declared `json:"declared"`
-	// State is DEPLOYING, FAILED, CURRENT, TERMINATING or UNKNOWN.
+	// State is DEPLOYING, DRIFTED, FAILED, CURRENT, TERMINATING or UNKNOWN.
 	State string `json:"state"`
 	// Reason says why the state is not CURRENT.
 	Reason string `json:"reason,omitempty"`
@@ -120,9 +133,14 @@ func owns(w Workload, p Pod) bool {
 //
 //   - FAILED when kstatus says Failed or one of its pods (of the same
 //     deploy) has a container with a failure reason;
-//   - DEPLOYING until the observed version (the manent.io/version label, or
-//     else the image tags) is the declared one, every desired replica is
-//     ready and updated, and kstatus says Current;
+//   - TERMINATING when kstatus says Terminating;
+//   - DRIFTED when the declared deploy is final and the observed version
+//     (the manent.io/version label, or else the image tags) is another
+//     one: nothing is deploying, and it will not converge by itself;
+//   - DEPLOYING until the observed version is the declared one, every
+//     desired replica is ready and updated, and kstatus says Current (with
+//     the declared version, replicas not ready after the deploy ended are
+//     pods restarting, still DEPLOYING);
 //   - CURRENT then. Without a declared deploy the state follows kstatus.
 func Evaluate(w Workload, declared *Declared, pods []Pod) WorkloadStatus {
 	ws := WorkloadStatus{Workload: w, Declared: declared}
@@ -157,21 +175,33 @@ func Evaluate(w Workload, declared *Declared, pods []Pod) WorkloadStatus {
 			ws.State, ws.Reason = StateUnknown, kstatusReason(w)
 		}
 	default:
-		if why := pending(w, declared); why != "" {
-			ws.State, ws.Reason = StateDeploying, why
-		} else {
+		v, same := observedVersion(w, declared.Version)
+		var why []string
+		switch {
+		case same:
+		case declared.State.Final():
+			ws.State = StateDrifted
+			why = append(why, fmt.Sprintf("version %s runs; deploy %s ended %s with %s (changed outside manent?)", v, declared.DeployID, declared.State, declared.Version))
+		default:
+			why = append(why, fmt.Sprintf("version %s, declared %s", v, declared.Version))
+		}
+		why = append(why, unsettled(w)...)
+		switch {
+		case ws.State == StateDrifted:
+		case len(why) > 0:
+			ws.State = StateDeploying
+		default:
 			ws.State = StateCurrent
 		}
+		ws.Reason = strings.Join(why, "; ")
 	}
 	return ws
 }
 
-// pending says why observed does not match declared yet, "" when it does.
-func pending(w Workload, d *Declared) string {
+// unsettled says why the workload has not settled yet, whatever version it
+// runs: replicas not ready or not updated, kstatus not Current.
+func unsettled(w Workload) []string {
 	var why []string
-	if v, ok := observedVersion(w, d.Version); !ok {
-		why = append(why, fmt.Sprintf("version %s, declared %s", v, d.Version))
-	}
 	r := w.Replicas
 	if r.Ready < r.Desired || r.Updated < r.Desired {
 		why = append(why, fmt.Sprintf("%d/%d ready, %d updated", r.Ready, r.Desired, r.Updated))
@@ -179,7 +209,7 @@ func pending(w Workload, d *Declared) string {
 	if w.KStatus != KStatusCurrent {
 		why = append(why, kstatusReason(w))
 	}
-	return strings.Join(why, "; ")
+	return why
 }
 
 // observedVersion returns the version the workload runs and whether it is

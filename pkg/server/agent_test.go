@@ -422,7 +422,8 @@ func TestAgentStaleRemoval(t *testing.T) {
 
 // TestClusterStatusObservedVsDeclared: a workload is DEPLOYING until it
 // runs the declared version with every replica ready and kstatus Current;
-// FAILED when a pod of its deploy cannot pull its image.
+// FAILED when a pod of its deploy cannot pull its image; DRIFTED when its
+// deploy has ended (here SUCCESS) and it runs another version.
 func TestClusterStatusObservedVsDeclared(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newAgentServer(t, db)
@@ -436,7 +437,7 @@ func TestClusterStatusObservedVsDeclared(t *testing.T) {
 			want   string
 			reason string
 		}{
-			{"older version", snapshot(nil, billing(id, "1.1.0", "Current", 3)), clusterstate.StateDeploying, "version 1.1.0, declared 1.2.0"},
+			{"older version", snapshot(nil, billing(id, "1.1.0", "Current", 3)), clusterstate.StateDrifted, "version 1.1.0 runs; deploy " + id + " ended SUCCESS with 1.2.0"},
 			{"replicas not ready", snapshot(nil, billing(id, "1.2.0", "InProgress", 1)), clusterstate.StateDeploying, "1/3 ready"},
 			{"image pull failure", snapshot([]clusterstate.Pod{pullingPod("billing-x", id)}, billing(id, "1.2.0", "InProgress", 1)), clusterstate.StateFailed, "failing"},
 			{"unknown deploy follows kstatus", snapshot(nil, billing("dpl_unknown", "9", "Current", 3)), clusterstate.StateCurrent, ""},
@@ -474,6 +475,60 @@ func TestClusterStatusObservedVsDeclared(t *testing.T) {
 		}
 		if w := st.Workloads[0]; w.State != clusterstate.StateCurrent {
 			t.Errorf("matching workload: %s (%s), want CURRENT", w.State, w.Reason)
+		}
+	})
+}
+
+// TestClusterStatusDrifted: QA found a workload whose deploy had long
+// ended SUCCESS, running another version (kubectl set image, a Helm
+// release of its own), shown "DEPLOYING … version 9.9.9, declared 1.0.0"
+// for ever. Through the report route and GET /api/v1/clusters/{cluster}/status:
+// another version is DEPLOYING while its deploy runs (the cluster-ready step
+// waits on it), then, once the deploy is final, DRIFTED naming what runs,
+// what the deploy declared and how it ended; the deploy's own version with
+// pods restarting is DEPLOYING again, not DRIFTED.
+func TestClusterStatusDrifted(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newAgentServer(t, db)
+		ctx := context.Background()
+		workload := func() clusterstate.WorkloadStatus {
+			t.Helper()
+			st, err := srv.admin.ClusterStatus(ctx, "c1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Workloads) != 1 {
+				t.Fatalf("workloads: %+v", st.Workloads)
+			}
+			return st.Workloads[0]
+		}
+		id := srv.submit(t, "1.0.0", "1m")
+		srv.waitStep(t, id, "cluster", func(s manent.Step) bool { return s.State == manent.StepRunning }, "to run")
+		srv.report(t, snapshot(nil, billing(id, "0.9.0", "Current", 3)))
+		if w := workload(); w.State != clusterstate.StateDeploying || w.Reason != "version 0.9.0, declared 1.0.0" {
+			t.Errorf("while the deploy runs: %s (%s), want DEPLOYING (version 0.9.0, declared 1.0.0)", w.State, w.Reason)
+		}
+		srv.report(t, snapshot([]clusterstate.Pod{runningPod("billing-a", id)}, billing(id, "1.0.0", "Current", 3)))
+		if d := srv.waitFinal(t, id); d.State != manent.StateSuccess {
+			t.Fatalf("deploy ended %s: %s", d.State, d.Error)
+		}
+		if w := workload(); w.State != clusterstate.StateCurrent {
+			t.Errorf("after the deploy: %s (%s), want CURRENT", w.State, w.Reason)
+		}
+
+		srv.report(t, snapshot([]clusterstate.Pod{runningPod("billing-b", id)}, billing(id, "9.9.9", "Current", 3)))
+		w := workload()
+		want := "version 9.9.9 runs; deploy " + id + " ended SUCCESS with 1.0.0 (changed outside manent?)"
+		if w.State != clusterstate.StateDrifted || w.Reason != want {
+			t.Errorf("another version after the deploy: %s (%s), want DRIFTED (%s)", w.State, w.Reason, want)
+		}
+		if w.Declared == nil || w.Declared.State != manent.StateSuccess || w.Declared.Version != "1.0.0" || w.Version != "9.9.9" {
+			t.Errorf("observed %s, declared %+v", w.Version, w.Declared)
+		}
+
+		srv.report(t, snapshot(nil, billing(id, "1.0.0", "InProgress", 1)))
+		if w := workload(); w.State != clusterstate.StateDeploying || !strings.Contains(w.Reason, "1/3 ready") {
+			t.Errorf("its own version, pods restarting: %s (%s), want DEPLOYING (1/3 ready)", w.State, w.Reason)
 		}
 	})
 }
