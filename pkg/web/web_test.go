@@ -207,11 +207,14 @@ func TestPages(t *testing.T) {
 	id := s.submit(t, "alice-token", gatedDeploy(t, "staging", "1.0", gate))
 	s.waitState(t, id, manent.StateSuccess)
 	// An agent's report: the clusters page lists eu-1 for a reader of
-	// billing/staging, with a link to its status.
+	// billing/staging, with a link to its status; the deploy has ended and
+	// its workload runs another version: DRIFTED, with why.
 	if _, err := s.client("admin-token").Report(context.Background(), &clusterstate.Snapshot{Cluster: "eu-1", Time: time.Now().UTC(),
 		Pods: []clusterstate.Pod{{Namespace: "shop", Name: "billing-1", DeployID: id, Application: "billing", Environment: "staging",
 			Phase: "Running", Ready: true, Containers: []clusterstate.Container{{Name: "app", Image: "billing:1", Ready: true}}}},
-		Workloads: []clusterstate.Workload{}}); err != nil {
+		Workloads: []clusterstate.Workload{{Kind: clusterstate.KindDeployment, Namespace: "shop", Name: "billing", DeployID: id,
+			Application: "billing", Environment: "staging", Version: "9.9.9", Images: []string{"billing:9.9.9"},
+			Replicas: clusterstate.Replicas{Desired: 1, Ready: 1, Updated: 1, Available: 1}, KStatus: clusterstate.KStatusCurrent}}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -225,6 +228,8 @@ func TestPages(t *testing.T) {
 		"/schedules":                    {"<h1>Schedules</h1>"},
 		"/audit":                        {"deployment.submit"},
 		"/clusters":                     {"<h1>Clusters</h1>", `<a href="/clusters/eu-1">eu-1</a>`, "<td>1</td>"},
+		"/clusters/eu-1": {`<span class="badge state-drifted">drifted</span>`,
+			"version 9.9.9 runs; deploy " + id + " ended SUCCESS with 1.0 (changed outside manent?)"},
 	}
 	for path, wants := range checks {
 		p := b.get(path)
