@@ -170,7 +170,7 @@ func renderClusterStatus(s *IOStreams, w io.Writer, st *clusterstate.Status, now
 	}
 	if len(st.Workloads) > 0 {
 		fmt.Fprintln(w)
-		t := s.NewTable("WORKLOAD", "DEPLOY", "STATE", "VERSION", "DECLARED", "READY", "UPDATED", "KSTATUS", "REASON")
+		t := s.NewTable("WORKLOAD", "DEPLOY", "STATE", "VERSION", "DECLARED", "READY", "UPDATED", "KSTATUS", "REASON").StateColumn(2)
 		for _, wl := range st.Workloads {
 			declared := ""
 			if wl.Declared != nil {

@@ -11,9 +11,11 @@ import (
 )
 
 // sampleClusterStatus has a workload still deploying, one failing, one
-// current, and pods waiting, crashing, completed and ready.
+// current, one drifted (its deploy ended, another version runs), and pods
+// waiting, crashing, completed and ready.
 func sampleClusterStatus() *clusterstate.Status {
 	declared := &clusterstate.Declared{DeployID: "dpl_2", Application: "billing", Environment: "prod", Version: "1.4.2", State: manent.StatePending}
+	ended := &clusterstate.Declared{DeployID: "dpl_1", Application: "billing", Environment: "prod", Version: "1.4.1", State: manent.StateSuccess}
 	wl := func(name, kstatus string, ready int32) clusterstate.Workload {
 		return clusterstate.Workload{Kind: "Deployment", Namespace: "shop", Name: name, DeployID: "dpl_2",
 			Application: "billing", Environment: "prod", Version: "1.4.2", Images: []string{"registry.example/" + name + ":1.4.2"},
@@ -31,6 +33,9 @@ func sampleClusterStatus() *clusterstate.Status {
 	for _, w := range []clusterstate.Workload{wl("api", "InProgress", 0), wl("billing", "InProgress", 2), wl("web", "Current", 3)} {
 		st.Workloads = append(st.Workloads, clusterstate.Evaluate(w, declared, pods))
 	}
+	cron := wl("cron", "Current", 3)
+	cron.DeployID, cron.Version, cron.Images = "dpl_1", "9.9.9", []string{"registry.example/cron:9.9.9"}
+	st.Workloads = append(st.Workloads, clusterstate.Evaluate(cron, ended, pods))
 	return st
 }
 
@@ -40,6 +45,24 @@ func TestRenderClusterStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "cluster_status", out.Bytes())
+}
+
+// On a colour terminal the workloads' STATE column is coloured as deploy
+// states are: CURRENT green, FAILED red, DRIFTED yellow (a warning: changed
+// outside manent), DEPLOYING cyan (moving).
+func TestRenderClusterStatusColours(t *testing.T) {
+	s, out := testStreams(map[string]string{"MANENT_FORCE_TTY": "1"})
+	if err := renderClusterStatus(s, out, sampleClusterStatus(), now()); err != nil {
+		t.Fatal(err)
+	}
+	for state, sgr := range map[string]string{
+		clusterstate.StateCurrent: "\x1b[32m", clusterstate.StateFailed: "\x1b[31m",
+		clusterstate.StateDrifted: "\x1b[33m", clusterstate.StateDeploying: "\x1b[36m",
+	} {
+		if !strings.Contains(out.String(), sgr+state) {
+			t.Errorf("%s not coloured %q in\n%q", state, sgr, out.String())
+		}
+	}
 }
 
 // The list marks a cluster silent once no report came for 2 minutes: its

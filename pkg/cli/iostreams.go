@@ -9,6 +9,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/muesli/termenv"
 
+	"github.com/manent-io/manent/pkg/clusterstate"
 	"github.com/manent-io/manent/pkg/manent"
 )
 
@@ -126,16 +127,20 @@ func (s *IOStreams) State(state string) string {
 }
 
 // stateColor is green for success, red for failures, yellow for the other
-// final states, cyan for running and blue for waiting.
+// final states, cyan for running and blue for waiting. A workload's state
+// (clusterstate) is coloured alike: CURRENT green, FAILED red, DRIFTED
+// yellow (a warning: changed outside manent), DEPLOYING cyan.
 func stateColor(state string) lipgloss.Color {
 	switch state {
-	case string(manent.StateSuccess):
+	case string(manent.StateSuccess), clusterstate.StateCurrent:
 		return lipgloss.Color("2")
-	case string(manent.StateError), string(manent.StateMaxRecoveryAttemptsExceeded), string(manent.StateDependencyFailed):
+	case string(manent.StateError), string(manent.StateMaxRecoveryAttemptsExceeded), string(manent.StateDependencyFailed),
+		clusterstate.StateFailed:
 		return lipgloss.Color("1")
-	case string(manent.StateCancelled), string(manent.StateRejected), string(manent.StateExpired), string(manent.StepSkipped):
+	case string(manent.StateCancelled), string(manent.StateRejected), string(manent.StateExpired), string(manent.StepSkipped),
+		clusterstate.StateDrifted:
 		return lipgloss.Color("3")
-	case string(manent.StatePending), string(manent.StepRunning):
+	case string(manent.StatePending), string(manent.StepRunning), clusterstate.StateDeploying:
 		return lipgloss.Color("6")
 	}
 	return lipgloss.Color("4")
