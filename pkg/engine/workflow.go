@@ -1122,7 +1122,25 @@ func (r *run) notify(ctx context.Context, typ notify.EventType, key string, st *
 	if d == nil || (len(d.Callbacks) == 0 && (d.Notify == nil || len(d.Notify.Chat) == 0)) {
 		return 0, nil
 	}
-	ev := notify.Event{Type: typ, Timestamp: time.Now().UTC(), Deployment: notify.DeploymentRef{
+	// The event's timestamp is when it happened, so that receivers can
+	// order events that arrive out of order: a step's event is stamped
+	// when the step ended (the failed step's is sent only once its
+	// rollback is over), started when the deploy began running (its
+	// config step ends before notify:started runs).
+	at := time.Now().UTC()
+	switch {
+	case st != nil && st.FinishedAt != nil:
+		at = st.FinishedAt.UTC()
+	case typ == notify.EventStarted:
+		rec, err := r.e.st.Deployment(ctx, r.in.ID)
+		if err != nil {
+			return 0, err
+		}
+		if rec.StartedAt != nil {
+			at = rec.StartedAt.UTC()
+		}
+	}
+	ev := notify.Event{Type: typ, Timestamp: at, Deployment: notify.DeploymentRef{
 		ID: r.in.ID, Application: r.in.Application, Environment: r.in.Environment, Version: r.in.Version,
 		State: state, Error: errText, Rollback: rollback, RollbackOf: r.in.RollbackOf,
 	}}
