@@ -368,6 +368,13 @@ func (o *Outbox) deliver(ctx dbos.Context, d Delivery) (DeliveryResult, error) {
 			return DeliveryResult{}, err
 		}
 	}
+	// Each failed attempt was logged; this says manent stopped trying.
+	to := []any{"channel", d.Channel}
+	if d.Kind == KindCallback {
+		to = []any{"url", urlpolicy.Redact(d.URL)}
+	}
+	o.log.Error("delivery failed", append([]any{"delivery", d.ID, "kind", d.Kind, "attempts", last.N,
+		"permanent", last.Permanent, "error", last.Error}, to...)...)
 	return DeliveryResult{State: DeliveryFailed, Attempts: last.N, Status: last.Status, Error: last.Error}, nil
 }
 

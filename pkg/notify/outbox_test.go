@@ -3,12 +3,15 @@ package notify_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -694,5 +697,63 @@ func TestSharedReceiverServesDeploysInTurn(t *testing.T) {
 			}
 			last = seq
 		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the outbox's concurrent logging.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A delivery that fails for good says so in the server's log, once, with
+// its attempts and last error: each failed attempt was logged, the last
+// one as not permanent, and nothing told the operator that manent had
+// stopped trying. The URL's query (a receiver's token) is in no line.
+func TestOutboxLogsADeliveryThatFailedForGood(t *testing.T) {
+	r := newReceiver(t, testSecret, func(context.Context, int, hit) int { return http.StatusInternalServerError })
+	var logs lockedBuffer
+	cfg := outboxConfig(nil)
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	ctx, ob := startOutbox(t, cfg)
+	d := callbackDelivery("dpl_01TEST.finished.cb0", r.url("/hook?token=RECEIVER-TOKEN"))
+	d.MaxAttempts = 2
+	if err := ob.Enqueue(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitResult(t, ctx, d.ID); res.State != notify.DeliveryFailed || res.Attempts != 2 {
+		t.Fatalf("result %+v, want failed after 2 attempts", res)
+	}
+	var failed []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec["msg"] == "delivery failed" {
+			failed = append(failed, rec)
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("%d 'delivery failed' lines, want 1; log:\n%s", len(failed), logs.String())
+	}
+	if f := failed[0]; f["level"] != "ERROR" || f["delivery"] != d.ID || f["attempts"] != float64(2) ||
+		!strings.Contains(fmt.Sprint(f["error"]), "500") {
+		t.Errorf("'delivery failed' line %v, want level ERROR, the delivery's id, 2 attempts and the 500", f)
+	}
+	if strings.Contains(logs.String(), "RECEIVER-TOKEN") {
+		t.Errorf("the log holds the URL's query:\n%s", logs.String())
 	}
 }
