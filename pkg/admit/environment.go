@@ -86,7 +86,8 @@ func (a *Admitter) environment(ctx context.Context, d *descriptor.Descriptor) en
 // shownEffective is the effective deploy as readers see it (a dry run,
 // GET …/current, `manent diff`): credentials in the settings and parameters
 // — an environment configuration's `Authorization` header, a signed
-// artifact URL — are redacted (plugin.RedactSettings). The deploy runs with
+// artifact URL — are redacted (plugin.RedactSettings), and so are the
+// query values of callback URLs. The deploy runs with
 // the merged values themselves, which travel in its input, not here.
 func shownEffective(v any) json.RawMessage {
 	raw, err := json.Marshal(v)
@@ -103,6 +104,18 @@ func shownEffective(v any) json.RawMessage {
 	m = plugin.RedactSettings(m)
 	if secrets != nil {
 		m["secrets"] = secrets
+	}
+	// A callback URL's query is often its credential under a name that
+	// says nothing (`?code=`): every value is hidden, as the delivery
+	// views hide the whole query.
+	if cbs, ok := m["callbacks"].([]any); ok {
+		for _, cb := range cbs {
+			if c, ok := cb.(map[string]any); ok {
+				if u, ok := c["url"].(string); ok {
+					c["url"] = plugin.RedactQuery(u)
+				}
+			}
+		}
 	}
 	out, err := json.Marshal(m)
 	if err != nil {

@@ -82,6 +82,28 @@ func redactValue(v any, hide bool) any {
 	}
 }
 
+// RedactQuery is RedactURL that hides the value of every query parameter,
+// whatever its name: for a URL whose query is often its credential under a
+// name that says nothing (a callback's `?code=`, `?key=`). The names stay,
+// so a reader still sees which parameters it has.
+func RedactQuery(s string) string {
+	s = RedactURL(s)
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.RawQuery == "" || u.RawQuery == redactedInURL {
+		return s // no query, or one RedactURL hid whole (it does not parse)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		u.RawQuery = redactedInURL
+		return u.String()
+	}
+	for k := range q {
+		q[k] = []string{redactedInURL}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 // RedactURL hides the credentials a URL may carry — the password of its
 // user information and the values of query parameters named like
 // credentials (a signed URL's `X-Amz-Signature`, `sig`, `token`) — with

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,4 +136,76 @@ func shownTo(t *testing.T, base, token, path string) string {
 		}
 	}
 	return sb.String()
+}
+
+// A callback URL's query often is its credential (an Azure Function's
+// `?code=`, a bridge's `?key=`) under a name that says nothing: no reader
+// of the deploy sees its values — not the dry run, status, steps, events,
+// GET …/current or …/effective — while the callback is sent to the URL
+// itself. QA: `?code=…` was shown to every reader, though the delivery
+// views hide the whole query.
+func TestCallbackURLQueryIsNotShownToReaders(t *testing.T) {
+	const code, key = "QQSECRET-code-4f1", "QQSECRET-key-9a2"
+	secretEnv := "REDACTTEST_CALLBACK_SECRET"
+	t.Setenv(secretEnv, "whsec_"+base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	got := make(chan string, 16)
+	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case got <- r.URL.RawQuery:
+		default:
+		}
+	}))
+	defer cb.Close()
+	srv := newTestServer(t, enginetest.SQLite(t), []auth.TokenConfig{{Name: "reader", SHA256: auth.HashToken("reader-token")}},
+		[]auth.RBACRule{{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"}}},
+		func(c *node.Config) {
+			configured(c)
+			c.Callbacks.Allow = []string{cb.URL + "/**"}
+			c.Callbacks.SecretEnv = secretEnv
+		})
+	admin := api.NewClient(srv.URL, "admin-token", nil)
+	ctx := context.Background()
+	hook := cb.URL + "/hook?code=" + code + "&k=" + key + "&region=eu"
+	desc := []byte(fmt.Sprintf("apiVersion: manent/v1\napplication: billing\nenvironment: staging\nversion: \"7\"\nartifact: {url: %q}\ntarget: {plugin: script, with: {command: [\"true\"]}}\ncallbacks: [{url: %q}]\n", artifactFile(t), hook))
+
+	shown := map[string]string{}
+	dry, err := admin.Submit(ctx, desc, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(dry)
+	shown["dry run"] = string(b)
+	res, err := admin.Submit(ctx, desc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if d, err := admin.Wait(wctx, res.ID, 50*time.Millisecond); err != nil || d.State != manent.StateSuccess {
+		t.Fatalf("deploy: %v %+v", err, d)
+	}
+	select {
+	case q := <-got:
+		if !strings.Contains(q, "code="+code) {
+			t.Errorf("the callback was sent with query %q: the deploy runs with the URL itself", q)
+		}
+	case <-wctx.Done():
+		t.Fatal("no callback came")
+	}
+	get := func(path string) string { return shownTo(t, srv.URL, "reader-token", path) }
+	shown["status"] = get("/api/v1/deployments/" + res.ID)
+	shown["steps"] = get("/api/v1/deployments/" + res.ID + "/steps")
+	shown["events"] = get("/api/v1/deployments/" + res.ID + "/events")
+	shown["current"] = get("/api/v1/environments/billing/staging/current")
+	shown["effective"] = get("/api/v1/deployments/" + res.ID + "/effective")
+	for where, body := range shown {
+		for _, secret := range []string{code, key} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s shows the callback URL's query value %q: %s", where, secret, body)
+			}
+		}
+	}
+	if !strings.Contains(shown["effective"], "/hook?code=xxxxx") {
+		t.Errorf("the effective deploy should keep the callback URL with its query's names: %s", shown["effective"])
+	}
 }
