@@ -16,6 +16,7 @@ import (
 // Such a deploy is answered as one that does not exist, so the answer does
 // not tell its existence either.
 func TestAfterNamesOnlyReadableDeploys(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), matrixTokens, matrixPolicy)
 	ctx := context.Background()
 	admin := api.NewClient(srv.URL, "admin-token", nil)

@@ -292,6 +292,7 @@ func mustJSON(t testing.TB, v any) []byte {
 // malformed (listing the problem), 409 for an older snapshot — and a
 // refused snapshot changes nothing.
 func TestAgentReportRefusals(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newAgentServer(t, db)
 		good := snapshot([]clusterstate.Pod{runningPod("a", "dpl_1"), runningPod("b", "dpl_1")}, billing("dpl_1", "1", "Current", 3))
@@ -379,6 +380,7 @@ func TestAgentReportRefusals(t *testing.T) {
 // TestAgentStaleRemoval: each snapshot replaces the cluster's rows, so a
 // deleted pod is gone after one cycle, and a changed one is rewritten.
 func TestAgentStaleRemoval(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newAgentServer(t, db)
 		ctx := context.Background()
@@ -425,6 +427,7 @@ func TestAgentStaleRemoval(t *testing.T) {
 // FAILED when a pod of its deploy cannot pull its image; DRIFTED when its
 // deploy has ended (here SUCCESS) and it runs another version.
 func TestClusterStatusObservedVsDeclared(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newAgentServer(t, db)
 		id := srv.submit(t, "1.2.0", "")
@@ -538,6 +541,7 @@ func TestClusterStatusDrifted(t *testing.T) {
 // own failing pod fails it, naming the pod, and leaves the earlier one's
 // step as it was.
 func TestAgentAttribution(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newAgentServer(t, db)
 		a := srv.submit(t, "1.1.0", "1m")
@@ -590,6 +594,7 @@ func TestAgentAttribution(t *testing.T) {
 // the waiting step shows "no report from the agent since <time>" in its
 // output and log; the next report takes the notice away.
 func TestAgentSilenceNotice(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newAgentServer(t, db)
 		id := srv.submit(t, "1.2.0", "1s")
@@ -677,6 +682,7 @@ func BenchmarkIngest(b *testing.B) {
 // those only; nothing of the others, and nothing to a token that may read
 // nothing (real RBAC, not the test guard).
 func TestClustersList(t *testing.T) {
+	t.Parallel()
 	tokens := []auth.TokenConfig{
 		{Name: "ops", SHA256: auth.HashToken("ops-token")},
 		{Name: "reader", SHA256: auth.HashToken("reader-token")},

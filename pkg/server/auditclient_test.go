@@ -20,6 +20,7 @@ import (
 // /api/v1/audit answers them (client_addr, user_agent) and the chain
 // verifies. The audit log had no word of where a request came from.
 func TestAuditNamesTheClient(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
 		c.TrustedProxies = []string{"127.0.0.1/32"}
 	})

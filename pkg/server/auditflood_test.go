@@ -26,6 +26,7 @@ import (
 // deploys than the limit, each once, is never limited. Before the limit,
 // each of the 40 refused approvals was a row.
 func TestRefusalsCannotFloodTheAudit(t *testing.T) {
+	t.Parallel()
 	const perMin, flood = 5, 40
 	rulesFile := filepath.Join(t.TempDir(), "governance.yaml")
 	if err := os.WriteFile(rulesFile, []byte(`approvals:
@@ -129,6 +130,7 @@ func auditRows(t *testing.T, st *store.Store, identity string) []store.AuditEntr
 // may only cancel could flood the audit log with accepted cancels of one
 // deploy. A repeat counts against limits.refusals_per_minute as a refusal.
 func TestRepeatedCancelsCannotFloodTheAudit(t *testing.T) {
+	t.Parallel()
 	const perMin, flood = 3, 30
 	tokens := append([]auth.TokenConfig{{Name: "canceller", SHA256: auth.HashToken("canceller-token")}}, govTokens...)
 	rules := append([]auth.RBACRule{{Subjects: []string{"token:canceller"}, Permissions: []string{"deployment.cancel"}}}, govRules...)

@@ -42,6 +42,7 @@ var (
 // bad token, a token without permission, a token with permission on another
 // environment (or cluster) only, and the right token.
 func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), matrixTokens, matrixPolicy)
 	art := artifactFile(t)
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -153,6 +154,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 // TestPublicRoutes: health, readiness and metrics need no token (probes and
 // Prometheus), and reveal nothing about deploys beyond counts.
 func TestPublicRoutes(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		if status, body, _ := do(t, "GET", srv.URL+p, "", ""); status != 200 {
@@ -192,6 +194,7 @@ func TestPublicRoutes(t *testing.T) {
 }
 
 func TestBodyLimitAndRateLimit(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), matrixTokens, matrixPolicy, func(c *node.Config) { c.Limits.SubmissionsPerMinute = 2 })
 	big := "apiVersion: manent/v1\n# " + strings.Repeat("x", 2<<20) + "\n"
 	status, body, _ := do(t, "POST", srv.URL+"/api/v1/deployments", "right-token", big)
@@ -261,6 +264,7 @@ callbacks:
 }
 
 func TestAuditChain(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		c := api.NewClient(srv.URL, "admin-token", nil)

@@ -105,6 +105,7 @@ func getWith(t *testing.T, c *http.Client, url, token string, headers ...string)
 // no credential takes nothing. The log says so once per stretch, with the
 // address, never a token.
 func TestBearerGuessingIsLimitedPerAddress(t *testing.T) {
+	t.Parallel()
 	url, logs := loggedServer(t, func(c *node.Config) { c.Limits.BearerFailuresPerMinute = 3 })
 	route := url + "/api/v1/deployments"
 	guesser, other := clientFrom("127.0.0.1"), clientFrom("127.0.0.2")

@@ -84,6 +84,7 @@ func errorBomb() string {
 // An error bomb costs the server the same bounded parse with or without a
 // token, and the answer lists at most 100 errors, the first ones.
 func TestErrorBomb(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	bomb := errorBomb()
 	if len(bomb) > descriptor.MaxSize || len(bomb) < descriptor.MaxSize-16 {
@@ -144,6 +145,7 @@ func steps(n int) string {
 // A step bomb is refused by the schema before anything plans it; the most
 // steps a descriptor may have are planned, in order.
 func TestStepBomb(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	art := artifactFile(t)
 	bomb := string(simple(art, "prod", "1", steps(4000)))
@@ -182,6 +184,7 @@ func TestStepBomb(t *testing.T) {
 // Control characters (terminal escape sequences, line breaks, C1 and
 // bidirectional controls) are refused in single-line text, naming the field.
 func TestControlCharactersRefused(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	art := artifactFile(t)
 	tests := []struct {
@@ -245,6 +248,7 @@ func listedSchedule(t *testing.T, c *api.Client, id string) api.Schedule {
 // as the engine schedules them; one firing more often than
 // schedules.min_interval is refused (422, not 500).
 func TestCronForms(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	art := artifactFile(t)
@@ -316,6 +320,7 @@ func mustSchedules(t *testing.T, c *api.Client) []api.Schedule {
 // schedules.min_interval is the server's: lower, @every 1s is allowed;
 // higher, an hourly schedule is refused.
 func TestScheduleMinIntervalConfigurable(t *testing.T) {
+	t.Parallel()
 	art := artifactFile(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -390,6 +395,7 @@ func TestFiveFieldCronTicks(t *testing.T) {
 // A hostile stream parameter is quoted back clipped: a 512 KiB
 // Last-Event-ID or ?types= is not answered with a 512 KiB problem.
 func TestStreamParamsEchoClipped(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	long := strings.Repeat("9", 512<<10)
 	for _, tc := range []struct{ name, header, query string }{

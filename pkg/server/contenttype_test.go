@@ -19,6 +19,7 @@ import (
 // cookie ever reaches the API, and says what was sent and what is wanted.
 // The descriptor route keeps reading any type (YAML or JSON, curl -d).
 func TestJSONRoutesRefuseOtherContentTypes(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	rollback := ts.URL + "/api/v1/environments/billing/prod/rollback"
 	approve := ts.URL + "/api/v1/deployments/dep_00000000000000000000000000/approve"

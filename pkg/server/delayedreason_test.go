@@ -17,6 +17,7 @@ import (
 // without writing one): status and activity derive it from the deploy's
 // saved input — where they said nothing until its time came.
 func TestDelayedDeployOfAnOlderReleaseSaysWhy(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		c := api.NewClient(srv.URL, "admin-token", nil)
@@ -65,6 +66,7 @@ func TestDelayedDeployOfAnOlderReleaseSaysWhy(t *testing.T) {
 // global stream's first states: a follower saw "DELAYED" and nothing after
 // it until the deploy's time came.
 func TestDelayedStateEventOfAnOlderReleaseSaysWhy(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		c := api.NewClient(srv.URL, "admin-token", nil)

@@ -21,6 +21,7 @@ import (
 // lives on a real tmpfs of 8 MiB, filled to the last byte; mounting one
 // needs root (CAP_SYS_ADMIN), so the test is skipped without it.
 func TestFullDiskIs503(t *testing.T) {
+	t.Parallel()
 	fs := enginetest.SmallDisk(t, "8m")
 	srv := newTestServer(t, "sqlite:"+filepath.Join(fs, "manent.db"), nil, nil)
 	if status, body, _ := do(t, "GET", srv.URL+"/readyz", "", ""); status != http.StatusOK {

@@ -129,6 +129,7 @@ func seedHistory(t *testing.T, st *store.Store, now time.Time, history []seeded,
 // TestDORAGolden pins the four figures of GET /api/v1/metrics/dora over a
 // seeded history, on SQLite and PostgreSQL.
 func TestDORAGolden(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		tokens := []auth.TokenConfig{{Name: "stg", SHA256: auth.HashToken("stg-token")}}
 		rules := []auth.RBACRule{{Subjects: []string{"token:stg"}, Permissions: []string{"deployment.read"},
@@ -243,6 +244,7 @@ func TestDORALeadTimeIgnoresCommitsAfterTheDeploy(t *testing.T) {
 // next release days later; a failure nothing has restored yet is counted
 // as unrestored rather than left out in silence.
 func TestDORACountsWhatReachedTheEnvironment(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -319,6 +321,7 @@ func TestDORACountsWhatReachedTheEnvironment(t *testing.T) {
 // previous releases, last failures), and looked whole. Only environments
 // the caller may read can make a window partial.
 func TestDORASaysRetentionMadeTheWindowPartial(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		tokens := []auth.TokenConfig{{Name: "stg", SHA256: auth.HashToken("stg-token")}}
 		rules := []auth.RBACRule{{Subjects: []string{"token:stg"}, Permissions: []string{"deployment.read"},
@@ -375,6 +378,7 @@ func TestDORASaysRetentionMadeTheWindowPartial(t *testing.T) {
 // ago — because the next success left in the history is gone too. The
 // restore is recorded on the failure when the success finishes.
 func TestDORARestoreSurvivesRetention(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		ts := newTestServer(t, db, nil, nil)
 		ctx := context.Background()

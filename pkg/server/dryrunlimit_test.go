@@ -24,6 +24,7 @@ import (
 // is a 429 with Retry-After, before anything is asked; another identity is
 // not affected.
 func TestDryRunIsRateLimited(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	targets := filepath.Join(t.TempDir(), "targets")
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -39,6 +39,7 @@ func configStep(t *testing.T, d *manent.Deployment) map[string]any {
 // under its descriptor policy; refusals come all at once; validate shows the
 // effective deploy; the config step records the files' revision.
 func TestEnvironmentFilesProvider(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	targets := filepath.Join(dir, "targets")
 	env := fmt.Sprintf(`target: {plugin: local, with: {dir: %q}}
@@ -110,6 +111,7 @@ descriptor_policy: {parameters: [replicas]}
 // and the config step checks it once the provider answers, recording its
 // revision (the ETag).
 func TestEnvironmentProviderDownAtSubmission(t *testing.T) {
+	t.Parallel()
 	var up atomic.Bool
 	var calls atomic.Int64
 	targets := filepath.Join(t.TempDir(), "targets")

@@ -106,6 +106,7 @@ func deployLog(t *testing.T, c *api.Client, id string) (manent.State, string) {
 // target's command is refused at submission and in the dry run, with the
 // path and what the operator can do.
 func TestEnvironmentCredentialsNotUnderSubmittersCommand(t *testing.T) {
+	t.Parallel()
 	ci, _, _ := credsServer(t, map[string]string{"staging.yaml": scriptEnv})
 	ctx := context.Background()
 	desc := stealing("staging", artifactFile(t))
@@ -149,6 +150,7 @@ func TestEnvironmentCredentialsNotUnderSubmittersCommand(t *testing.T) {
 // refused when the environment gives some by the time the deploy starts,
 // before its command runs.
 func TestEnvironmentCredentialsAddedBeforeConfigStep(t *testing.T) {
+	t.Parallel()
 	const plain = "target: {plugin: script, with: {command: [sh, -c, 'echo migrating']}}\n"
 	ci, _, envDir := credsServer(t, map[string]string{"staging.yaml": plain})
 	ctx := context.Background()
@@ -196,6 +198,7 @@ func TestEnvironmentCredentialsAddedBeforeConfigStep(t *testing.T) {
 // and the dry run, the submission and the config step's log say what runs
 // with the credentials.
 func TestEnvironmentCredentialsExplicitlyAllowed(t *testing.T) {
+	t.Parallel()
 	const warn = "target credentials (target.with.env.DB_PASSWORD) run under this descriptor's target.with.command: its descriptor policy allows it (allow_target_override: true)"
 	cases := []struct {
 		name string
@@ -243,6 +246,7 @@ func TestEnvironmentCredentialsExplicitlyAllowed(t *testing.T) {
 // the environment gives none, and one that adds to a target whose `with`
 // holds no credentials.
 func TestEnvironmentCredentialsOrdinaryDeploys(t *testing.T) {
+	t.Parallel()
 	ci, _, _ := credsServer(t, map[string]string{
 		"staging.yaml": scriptEnv,
 		"qa.yaml":      "target: {plugin: script, with: {command: [sh, -c, 'echo migrating']}}\n",

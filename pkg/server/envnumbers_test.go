@@ -16,6 +16,7 @@ import (
 // deploy went through JSON and the durable workflow's input: a build
 // number stays 12345678, not 1.2345678e+07.
 func TestEnvNumbersReachTheStepAsWritten(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 // and the environment routes: ?application=Billing answered an empty list,
 // as if nothing had ever been deployed there.
 func TestFilterThatIsNoNameIsRefused(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	for _, path := range []string{
 		"/api/v1/deployments?application=Billing",

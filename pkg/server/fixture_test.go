@@ -36,6 +36,20 @@ type testServer struct {
 	API     *server.Server
 }
 
+// A test that starts a server (newTestServer, servertest.Start, newFlow,
+// newAgentServer, loggedServer) mostly waits on DBOS polls and HTTP, so it
+// calls t.Parallel() when it touches no process-wide state: no
+// server.SetStreamTiming or SetStreamRecheck, no servertest.SetReadFault,
+// no t.Setenv, no reading of a process-wide count (StreamsCut,
+// StreamRechecks, manent_sse_streams and manent_sse_cut_total of
+// /metrics) or of the process's memory. Each fixture has its own temp dir
+// and its own database (enginetest.SQLite, enginetest.Postgres: a random
+// database per call) and a loopback port of its own. Parallel tests run
+// once the serial ones are done, so a serial test's hook never reaches
+// them. Tests with a narrow wall-clock window (TestSlowBodyIs408's 300 ms
+// read timeout, TestMetricsWorkers' heartbeats) stay serial, and so do the
+// unit tests that start nothing (they take no time).
+//
 // newTestServer starts a server on db with the given static tokens and RBAC
 // rules; the token "admin-token" is the bootstrap admin. It is built by
 // pkg/node from a configuration, as the binary builds it; opts change that

@@ -65,6 +65,7 @@ func simple(art, env, version string, extra string) []byte {
 // A freeze refuses a deploy with its name and when it reopens; an allowed
 // identity breaks the glass, with an audit entry.
 func TestFreezeRefusesWithNameAndReopening(t *testing.T) {
+	t.Parallel()
 	now := time.Now().UTC()
 	rules := fmt.Sprintf(`freezes:
   - {name: year-end, environments: [prod], from: %s, to: %s, allow: ["token:alice"]}
@@ -96,6 +97,7 @@ func TestFreezeRefusesWithNameAndReopening(t *testing.T) {
 
 // Promotion: prod requires the same version to have succeeded in staging.
 func TestPromotionRequires(t *testing.T) {
+	t.Parallel()
 	_, client := govServer(t, "promotion:\n  - {environment: prod, requires: [staging]}\n")
 	art := artifactFile(t)
 	ci := client("ci-token")
@@ -158,6 +160,7 @@ func prodApprovals(t *testing.T) (alice, bob *api.Client, art string) {
 // second approval by one identity does not count, another approver's makes
 // it ENQUEUED with the same id; a rejection is REJECTED.
 func TestApprovalsOverHTTP(t *testing.T) {
+	t.Parallel()
 	_, client := govServer(t, `approvals:
   - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
 `)
@@ -228,6 +231,7 @@ func TestApprovalsOverHTTP(t *testing.T) {
 // release back over the current one, unasked. It can be rejected; a deploy
 // submitted after the current one is approved as usual.
 func TestStaleApprovalRefused(t *testing.T) {
+	t.Parallel()
 	alice, bob, art := prodApprovals(t)
 	ctx := context.Background()
 	older, err := alice.Submit(ctx, simple(art, "prod", "1.0", ""), false)
@@ -270,6 +274,7 @@ func TestStaleApprovalRefused(t *testing.T) {
 // then, the approved one ends ERROR at its config step instead of putting
 // its older release back over the newer one.
 func TestApprovedDeployOvertakenDoesNotRun(t *testing.T) {
+	t.Parallel()
 	alice, bob, art := prodApprovals(t)
 	ctx := context.Background()
 	older, err := alice.Submit(ctx, simple(art, "prod", "1.0", ""), false)
@@ -334,6 +339,7 @@ func TestApprovedDeployOvertakenDoesNotRun(t *testing.T) {
 // and new versions; a wrong state while schedule.at is still ahead is a
 // failure at once.
 func TestScheduleAtAndAfter(t *testing.T) {
+	t.Parallel()
 	_, client := govServer(t, "")
 	art := artifactFile(t)
 	ctx := context.Background()
@@ -383,6 +389,7 @@ func errFields(err error) []manent.FieldError {
 // deployed to staging again, and a rollback *to* a release is a success of
 // that release.
 func TestPromotionRefusesAReleaseRolledBackUpstream(t *testing.T) {
+	t.Parallel()
 	_, client := govServer(t, "promotion:\n  - {environment: prod, requires: [staging]}\n")
 	art := artifactFile(t)
 	ci := client("ci-token")
@@ -422,6 +429,7 @@ func TestPromotionRefusesAReleaseRolledBackUpstream(t *testing.T) {
 // was never deployed there, failed there, or still waits there, and which
 // version staging runs.
 func TestPromotionRefusalSaysWhatStagingHas(t *testing.T) {
+	t.Parallel()
 	_, client := govServer(t, "promotion:\n  - {environment: prod, requires: [staging]}\n")
 	art := artifactFile(t)
 	ci := client("ci-token")
@@ -519,6 +527,7 @@ func (p *lostAnswer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // counted. The same identity's same verdict is answered with what was
 // recorded; another verdict by it is still a 409.
 func TestVerdictRecordedThenLostIsAnsweredAgain(t *testing.T) {
+	t.Parallel()
 	srv, client := govServer(t, `approvals:
   - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
 `)
@@ -584,6 +593,7 @@ func TestVerdictRecordedThenLostIsAnsweredAgain(t *testing.T) {
 // not approve the wave. Unpinned, it went to whatever the deploy waited
 // for by then: the wave, approved by no one's decision.
 func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
+	t.Parallel()
 	srv, client := govServer(t, `approvals:
   - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
 `)
@@ -625,6 +635,7 @@ func TestRetriedApprovalDoesNotApproveTheWaveReachedMeanwhile(t *testing.T) {
 // decided on something else in the deploy must now name the wave (409);
 // pinned to it, its verdict counts.
 func TestUnpinnedRetryDoesNotApproveTheNextWave(t *testing.T) {
+	t.Parallel()
 	srv, client := govServer(t, `approvals:
   - {environments: [prod], applications: ["*"], count: 1, approvers: ["group:sre"], expires: 1h}
 `)
@@ -679,6 +690,7 @@ func TestUnpinnedRetryDoesNotApproveTheNextWave(t *testing.T) {
 // that pins the verdict is refused it, and the verdict goes unpinned, as
 // before the pinning.
 func TestApproveOnlyTokenStillDecides(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "governance.yaml")
 	if err := os.WriteFile(path, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"token:approver\"], expires: 1h}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -795,6 +807,7 @@ func TestVerdictWhileTheDatabaseIsAwayIs503(t *testing.T) {
 // told only that the version has not succeeded there: not that
 // environment's deploy ids or release (which deployment.read guards).
 func TestPromotionRefusalKeepsWhatTheSubmitterMayNotRead(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "governance.yaml")
 	if err := os.WriteFile(path, []byte("promotion:\n  - {environment: prod, requires: [staging]}\n"), 0o644); err != nil {
 		t.Fatal(err)

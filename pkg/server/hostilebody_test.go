@@ -51,6 +51,7 @@ func sendBody(t *testing.T, method, url string, body []byte, headers ...string) 
 // never inflates one, so no zip bomb, and it was read as the compressed
 // bytes ("not UTF-8 text: invalid byte 0x8b").
 func TestHostileBodies(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	rollback := ts.URL + "/api/v1/environments/billing/prod/rollback"
 	report := ts.URL + "/api/v1/agent/reports"

@@ -27,6 +27,7 @@ import (
 // cancels or rolls back anything; the audit entries of the refusals echo
 // no huge or control-character input.
 func TestHostileVerdicts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "governance.yaml")
 	if err := os.WriteFile(path, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"group:sre\"], expires: 1h}\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ func postWithKey[T any](t *testing.T, url, token, key, body string) (int, T, htt
 // nothing; another body with the key is a 422; another identity's key is
 // its own; racing retries create one deploy.
 func TestIdempotentSubmission(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		tokens := []auth.TokenConfig{{Name: "other", SHA256: auth.HashToken("other-token")}}
 		rules := []auth.RBACRule{{Subjects: []string{"token:other"}, Permissions: []string{"deployment.submit", "deployment.read"}}}
@@ -114,6 +115,7 @@ func TestIdempotentSubmission(t *testing.T) {
 // A locked database is a 503 with Retry-After, never a 500 (SPEC §11.1), and
 // /readyz fails while the database cannot be written.
 func TestLockedDatabaseIs503(t *testing.T) {
+	t.Parallel()
 	dbURL := enginetest.SQLite(t)
 	srv := newTestServer(t, dbURL+"?busy_timeout=200ms", nil, nil)
 	path := strings.TrimPrefix(dbURL, "sqlite:")
@@ -167,6 +169,7 @@ func rollbackWithKey(t *testing.T, url, app, env, key, body string) (int, api.Ro
 // the body, so the same key for another environment, another --to or a
 // submission is a 422; racing repeats create one deploy.
 func TestIdempotentRollback(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		admin := api.NewClient(srv.URL, "admin-token", nil)
@@ -240,6 +243,7 @@ func TestIdempotentRollback(t *testing.T) {
 // deploy per copy), and a creation whose client went away between the two
 // left a schedule that a retry with the key created again.
 func TestIdempotentScheduleRace(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		body := string(simple(artifactFile(t), "nightly", "1", "schedule: {cron: \"0 3 * * *\"}\n"))

@@ -20,6 +20,7 @@ import (
 // a 422 at /target/with/kubeconfig before anything runs (SPEC §11.1). The
 // kubeconfig here would write a marker file if its exec entry ever ran.
 func TestKubeconfigAllowList(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "exec-ran")
 	planted := filepath.Join(dir, "planted.yaml")

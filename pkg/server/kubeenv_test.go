@@ -46,6 +46,7 @@ func kubeEnvServer(t *testing.T, files map[string]string) (ci *api.Client, prod,
 // at submission and in the dry run, naming the environments the file is
 // for and no other file. Before, any listed file was any environment's.
 func TestKubeconfigKeptToItsEnvironments(t *testing.T) {
+	t.Parallel()
 	_, prod, dev, run, _ := kubeEnvServer(t, nil)
 	for _, dry := range []bool{true, false} {
 		_, err := run("dev", fmt.Sprintf("{kubeconfig: %q}", prod), dry)
@@ -96,6 +97,7 @@ func TestKubeconfigKeptToItsEnvironments(t *testing.T) {
 // named prod's file is refused when it no longer does, before any manifest
 // is applied.
 func TestKubeconfigOperatorsChoiceCheckedAgainAtConfigStep(t *testing.T) {
+	t.Parallel()
 	ci, prod, _, run, envDir := kubeEnvServer(t, nil)
 	writeEnvFile(t, envDir, "staging.yaml", fmt.Sprintf("target: {plugin: kubernetes, with: {kubeconfig: %q}}\n", prod))
 	// The first deploy holds staging's queue until its gate opens; its

@@ -24,6 +24,7 @@ import (
 // refused. prod still deploys there. An environment file added while the
 // server runs counts too.
 func TestConfiguredDirectoryIsItsEnvironments(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	prod, dev := filepath.Join(root, "prod"), filepath.Join(root, "dev")
 	ci, _, envDir := credsServer(t, map[string]string{
@@ -90,6 +91,7 @@ func TestConfiguredDirectoryIsItsEnvironments(t *testing.T) {
 // directory to another environment is refused at its config step, before
 // anything is written there.
 func TestConfiguredDirectoryCheckedAgainAtConfigStep(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	ci, _, envDir := credsServer(t, map[string]string{
 		"dev.yaml": fmt.Sprintf("target: {plugin: local, with: {dir: %q}}\n", filepath.Join(root, "dev")),

@@ -20,6 +20,7 @@ import (
 // on, so a long log costs a bounded answer; paging through it gives every
 // line once, in order.
 func TestLogsArePaged(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -116,6 +117,7 @@ func TestLogsArePaged(t *testing.T) {
 // GET …/logs answers logs_removed_from, so that an empty or partial log
 // never reads as the deploy's whole log.
 func TestLogsSayRetentionRemovedThem(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()

@@ -190,6 +190,7 @@ steps:
 // the right one masked, a loop over a weak password's candidates would
 // find it. The target, which is given it, has it masked.
 func TestMaskingIsNoOracle(t *testing.T) {
+	t.Parallel()
 	const pin = "4711-0815"
 	envDir := t.TempDir()
 	env := fmt.Sprintf(`target:
@@ -246,6 +247,7 @@ steps:
 // config step reads the configuration again, and the steps after it mask
 // with what it read, not with what the submission read.
 func TestCredentialChangedBeforeConfigStepIsMasked(t *testing.T) {
+	t.Parallel()
 	const before, after = "queued-pw-0a1b2c", "rotated-pw-3d4e5f"
 	envFile := func(pw string) string {
 		return fmt.Sprintf("target:\n  plugin: script\n  with:\n    command: [sh, -c, 'echo \"db password: $DB_PASSWORD\"']\n    env: {DB_PASSWORD: %s}\n", pw)

@@ -152,6 +152,7 @@ func TestMetricsFamilies(t *testing.T) {
 // word: a scrape said nothing was queued, and an alert on the queue stayed
 // quiet through the outage.
 func TestMetricsSayWhenTheDatabaseCannotBeRead(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	if got := scrape(t, srv.URL); got[`manent_deployments{state="SUCCESS"}`] != 0 || got[`manent_queue_depth{state="ENQUEUED"}`] != 0 {
 		t.Fatalf("before: %v", got)

@@ -18,6 +18,7 @@ import (
 // not, and a partition longer than pollSlack lost those deploys' first
 // events.
 func TestFailedPollKeepsTheWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(ctx, enginetest.SQLite(t))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 // Without trusted_proxies every client behind the proxy was one address:
 // one sending wrong tokens shut the API to all of them.
 func TestTrustedProxiesNameTheClient(t *testing.T) {
+	t.Parallel()
 	url, logs := loggedServer(t, func(c *node.Config) {
 		c.Limits.BearerFailuresPerMinute = 2
 		c.TrustedProxies = []string{"127.0.0.1/32", "127.0.0.3"}
@@ -62,6 +63,7 @@ func TestTrustedProxiesNameTheClient(t *testing.T) {
 // Without trusted_proxies X-Forwarded-For is read for nothing, and the log
 // says once that requests come through a proxy it does not trust.
 func TestUntrustedForwardedForIsIgnored(t *testing.T) {
+	t.Parallel()
 	url, logs := loggedServer(t, func(c *node.Config) { c.Limits.BearerFailuresPerMinute = 2 })
 	route := url + "/api/v1/deployments"
 	proxy := clientFrom("127.0.0.1")

@@ -22,6 +22,7 @@ import (
 // state=B read A only), saying to give it once. What the CLI, the web
 // page and the agent send is still read.
 func TestListRoutesRefuseUnknownAndRepeatedParameters(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	cases := []struct {
 		path, query, want string
@@ -97,6 +98,7 @@ func TestListRoutesRefuseUnknownAndRepeatedParameters(t *testing.T) {
 // ?follw=1 on the log answered a page as if the log had ended. The
 // submission is refused before anything is enqueued.
 func TestStreamsLogsAndSubmissionRefuseUnknownParameters(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	art := artifactFile(t)
 	gate := filepath.Join(t.TempDir(), "gate")

@@ -21,6 +21,7 @@ import (
 // deploys and one that never existed are refused with the same words.
 // What the token may read somewhere is answered, cut to what it may read.
 func TestReadFiltersNameWhatTheTokenMayRead(t *testing.T) {
+	t.Parallel()
 	tokens := []auth.TokenConfig{{Name: "stg", SHA256: auth.HashToken("stg-token")}}
 	rules := []auth.RBACRule{{Subjects: []string{"token:stg"}, Permissions: []string{"deployment.read"},
 		Applications: []string{"billing"}, Environments: []string{"staging"}}}
@@ -86,6 +87,7 @@ func TestReadFiltersNameWhatTheTokenMayRead(t *testing.T) {
 // Anything else is refused before anything is cancelled
 // (TestHostileVerdicts).
 func TestCancelBodyIsNothingOrEmptyObject(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	admin := api.NewClient(srv.URL, "admin-token", nil)
 	id, gate := startGated(t, admin, gatedStaging)

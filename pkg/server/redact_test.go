@@ -29,6 +29,7 @@ import (
 // the deploy sees them: not in the config step's output, the steps, the
 // event stream, a dry run or GET …/current.
 func TestEnvironmentCredentialsAreNotShownToReaders(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const pw, tok = "s3cr3t-pw-9f1", "tok-77c2e"
 	want := filepath.Join(t.TempDir(), "password")

@@ -18,6 +18,7 @@ import (
 // terminal of whoever reads it, and bytes that are not UTF-8, which
 // PostgreSQL refuses, so the audited submission failed with a 500.
 func TestRequestIDIsVisibleASCII(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		art := artifactFile(t)

@@ -17,6 +17,7 @@ import (
 // parameter) and every such request was a 500; a malformed pair
 // (?application=%zz) was dropped, and the list answered unfiltered.
 func TestRequestTargetNotText(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		ts := newTestServer(t, db, nil, nil)
 		for _, tt := range []struct {
@@ -59,6 +60,7 @@ func TestRequestTargetNotText(t *testing.T) {
 // An id that is not found is quoted clipped: a 100 kB path is not answered
 // with a 100 kB problem.
 func TestLongIDClipped(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	long := strings.Repeat("a", 100_000)
 	for _, tt := range []struct{ method, path string }{

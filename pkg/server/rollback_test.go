@@ -25,6 +25,7 @@ import (
 // governance (here: an approval for prod). It records rollback_of, shown by
 // status, history and the inventory. On SQLite and PostgreSQL.
 func TestRollbackGoesThroughAdmission(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		rules := filepath.Join(t.TempDir(), "governance.yaml")
 		if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n"), 0o644); err != nil {
@@ -122,6 +123,7 @@ func TestRollbackGoesThroughAdmission(t *testing.T) {
 // GET /api/v1/version answers the server's build to any authenticated
 // caller, 401 without a token.
 func TestVersionRoute(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, nil)
 	if code, body, h := do(t, http.MethodGet, srv.URL+"/api/v1/version", "", ""); code != http.StatusUnauthorized || h.Get("Content-Type") != api.ProblemContentType {
 		t.Fatalf("anonymous: %d %s", code, body)
@@ -138,6 +140,7 @@ func TestVersionRoute(t *testing.T) {
 // asked to replace. The refusal names the deploy and what to do; once it
 // has ended, the rollback goes back from the new current release.
 func TestRollbackRefusedWhileADeployRuns(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -179,6 +182,7 @@ func TestRollbackRefusedWhileADeployRuns(t *testing.T) {
 // refused naming it — not queued behind it to roll back once more (the
 // in-flight check runs again in the transaction that queues the rollback).
 func TestRacingRollbacksQueueOne(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil)
 		admin := api.NewClient(srv.URL, "admin-token", nil)
@@ -243,6 +247,7 @@ func TestRacingRollbacksQueueOne(t *testing.T) {
 // rollback, pinned to the digest that deploy recorded, fails at the
 // artifacts step instead of deploying other bytes under the old version.
 func TestRollbackPinsTheRecordedArtifact(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -280,6 +285,7 @@ func TestRollbackPinsTheRecordedArtifact(t *testing.T) {
 // the lead time look as if the rollback took days. It still counts as a
 // deploy (frequency) and restores (time to restore).
 func TestRollbackIsNoLeadTimeSample(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -310,6 +316,7 @@ func TestRollbackIsNoLeadTimeSample(t *testing.T) {
 // naming the rule, not an empty history (a typo's "Billing" looked like an
 // environment that never deployed).
 func TestEnvironmentRoutesCheckNames(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	for _, path := range []string{"/api/v1/environments/Billing/prod/history", "/api/v1/environments/billing/my%20env/current"} {
 		code, body, h := do(t, http.MethodGet, srv.URL+path, "ci-token", "")
@@ -331,6 +338,7 @@ func TestEnvironmentRoutesCheckNames(t *testing.T) {
 // not a 409 echoing it whole — escape sequences and all — in the answer
 // and in the audit log, where it stays.
 func TestRollbackToMustBeAVersion(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -367,6 +375,7 @@ func TestRollbackToMustBeAVersion(t *testing.T) {
 // failed redeploy of the same version. A healthy current release is still
 // refused, and a version that never succeeded still is too.
 func TestRollbackToTheVersionOfAFailedCurrentRelease(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -416,6 +425,7 @@ func TestRollbackToTheVersionOfAFailedCurrentRelease(t *testing.T) {
 // approval is refused (409 naming both), and one approved before that
 // ends ERROR at its config step, before it deploys anything.
 func TestRollbackOutdatedByANewRelease(t *testing.T) {
+	t.Parallel()
 	srv, client := govServer(t, "approvals:\n  - {environments: [staging], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n")
 	ci, alice := client("ci-token"), client("alice-token")
 	ctx := context.Background()
@@ -501,6 +511,7 @@ func TestRollbackOutdatedByANewRelease(t *testing.T) {
 // sets), the 422 says which deploy's descriptor was refused and what to do,
 // not only "the deploy was refused" of a descriptor the caller never sent.
 func TestRollbackRefusalNamesTheReusedDescriptor(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	targets := filepath.Join(dir, "targets")
 	policy := func(allowed string) {
@@ -550,6 +561,7 @@ func TestRollbackRefusalNamesTheReusedDescriptor(t *testing.T) {
 // whose release (version, descriptor) it deployed again — the audit log
 // and the 202 knew it, the history did not.
 func TestHistorySaysWhatARollbackRestored(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()
@@ -585,6 +597,7 @@ func TestHistorySaysWhatARollbackRestored(t *testing.T) {
 // which the second approved was refused as outdated. Rollbacks sent at
 // the same instant queue one. On SQLite and PostgreSQL.
 func TestRollbackWaitingForApprovalQueuesOne(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		rules := filepath.Join(t.TempDir(), "governance.yaml")
 		if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 1, approvers: [\"group:sre\"]}\n"), 0o644); err != nil {
@@ -654,6 +667,7 @@ func TestRollbackWaitingForApprovalQueuesOne(t *testing.T) {
 // nothing and rolled back to a release nobody named. A body without "to"
 // ({} or none) still goes back to the release before the current one.
 func TestRollbackToEmptyIsRefused(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), govTokens, govRules)
 	ci := api.NewClient(srv.URL, "ci-token", nil)
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 // submission and a dry run alike; the same rollout on the http target told
 // the share ({percent} in its URL) is accepted.
 func TestPercentRolloutRefusedForIncapableTarget(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(c *node.Config) {
 		c.Plugins.HTTPAllow = []string{"https://platform.example/**"}
 	})

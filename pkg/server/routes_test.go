@@ -62,6 +62,7 @@ func sendRoute(t *testing.T, method, url, token, ct, body string) (int, api.Prob
 // them, so a route added later is covered; the few that take no credential
 // first say why.
 func TestEveryRouteAuthenticatesFirst(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	routes := srv.API.Routes()
 	if len(routes) < 30 {
@@ -87,6 +88,7 @@ func TestEveryRouteAuthenticatesFirst(t *testing.T) {
 // others ignored ?dry_run=true or a typo and acted. Walked as registered:
 // a new route refuses them unless it says why it reads the query itself.
 func TestEveryRouteRefusesParametersItDoesNotRead(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	for _, rt := range srv.API.Routes() {
 		if rt.AnyParams != "" {

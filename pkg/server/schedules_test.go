@@ -19,6 +19,7 @@ import (
 // schedule.cron → 201 with a schedule id, SCHEDULED; each tick creates
 // <schedule>@<UTC time> through the same checks; DELETE stops it.
 func TestRecurringSchedule(t *testing.T) {
+	t.Parallel()
 	// Ticks every 2 s: below the default schedules.min_interval.
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil, func(cfg *node.Config) { cfg.Schedules.MinInterval = time.Second })
 	c := api.NewClient(srv.URL, "admin-token", nil)
@@ -84,6 +85,7 @@ func TestRecurringSchedule(t *testing.T) {
 // deleted schedule frees its place. The store's insert enforces it in the
 // same statement that counts, on both databases.
 func TestSchedulesPerEnvironmentBounded(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		srv := newTestServer(t, db, nil, nil, func(cfg *node.Config) { cfg.Schedules.MaxPerEnvironment = 2 })
 		c := api.NewClient(srv.URL, "admin-token", nil)
@@ -142,6 +144,7 @@ func TestSchedulesPerEnvironmentBounded(t *testing.T) {
 // may not read that application/environment gets the unknown id's 404; one
 // who may read it gets the 403.
 func TestDeleteScheduleOfOthers(t *testing.T) {
+	t.Parallel()
 	tokens := []auth.TokenConfig{
 		{Name: "stranger", SHA256: auth.HashToken("stranger-token")},
 		{Name: "reader", SHA256: auth.HashToken("reader-token")},

@@ -336,6 +336,7 @@ func eventsURL(srv *servertest.Server, id string) string {
 // Last-Event-ID: the two connections together carry the whole history,
 // once, in order — history first, then live events.
 func TestEventsResumeAfterDrop(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFlow(t, servertest.WithDatabase(db))
 		g1, g2 := f.gate("g1"), f.gate("g2")
@@ -489,6 +490,7 @@ func TestEventsFromAnotherProcess(t *testing.T) {
 }
 
 func TestLogsFollow(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t)
 	gate := f.gate("gate")
 	id := f.submit(f.descriptor("billing", "prod", gatedScript+"\necho one; echo two; echo three", map[string]string{"GATE": gate}))
@@ -553,6 +555,7 @@ func TestHeartbeat(t *testing.T) {
 // The global stream starts with the current state of what runs or waits,
 // then carries state, step and done events of every deploy — no log lines.
 func TestGlobalEvents(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t)
 	gate := f.gate("gate")
 	waiting := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
@@ -596,6 +599,7 @@ func TestGlobalEvents(t *testing.T) {
 // Every stream route authenticates and checks the deploy exists; errors
 // are problem+json.
 func TestStreamRoutesRefuse(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t)
 	id := f.submit(f.descriptor("billing", "prod", "", nil))
 	f.waitFinal(id, 30*time.Second)
@@ -647,6 +651,7 @@ func TestStreamRoutesRefuse(t *testing.T) {
 // Activity shows what runs and what waits, grouped by environment, with the
 // queue position and the deploy ahead; status gives the same reason.
 func TestActivity(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFlow(t, servertest.WithDatabase(db))
 		ctx := context.Background()
@@ -720,6 +725,7 @@ func TestActivity(t *testing.T) {
 // number of 0 or more is a 422 naming the parameter, not silently the
 // whole log.
 func TestLogsAfter(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t)
 	gate := f.gate("gate")
 	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))
@@ -748,6 +754,7 @@ func TestLogsAfter(t *testing.T) {
 // to that many from ?from= (counted from 0, in the activity's order), and
 // total says how many there are; a bad value is a 422 naming it.
 func TestActivityPaged(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t)
 	ctx := context.Background()
 	gate := f.gate("gate")

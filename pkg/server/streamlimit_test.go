@@ -43,6 +43,7 @@ func openLimitedStream(t *testing.T, url, token string) *http.Response {
 // names the limit, other identities keep theirs, and a closed stream gives
 // its place back.
 func TestEventStreamsAreBounded(t *testing.T) {
+	t.Parallel()
 	tokens := []auth.TokenConfig{
 		{Name: "reader", SHA256: auth.HashToken("reader-token")},
 		{Name: "other", SHA256: auth.HashToken("other-token")},

@@ -89,6 +89,7 @@ func TestStreamReplayHoldsABoundedPage(t *testing.T) {
 // that (and the 500 lines it read at once, 48 MB) for every client that
 // asked, for as long as the client took to read it.
 func TestLogsPageOfControlCharactersIsBounded(t *testing.T) {
+	t.Parallel()
 	f := newFlow(t)
 	gate := f.gate("gate")
 	id := f.submit(f.descriptor("billing", "prod", gatedScript, map[string]string{"GATE": gate}))

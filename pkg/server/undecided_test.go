@@ -22,6 +22,7 @@ import (
 // the descriptor was wrong, and it did not retry. The dry run answers the
 // same.
 func TestUndecidedValidateIs503(t *testing.T) {
+	t.Parallel()
 	pluginDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(pluginDir, "manent-plugin-crashy"), []byte("#!/bin/sh\ncat >/dev/null\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)

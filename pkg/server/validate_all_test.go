@@ -17,6 +17,7 @@ import (
 // allowed to ask. One that is not (no token, or no permission) gets the
 // descriptor's own problems, as before it authenticates (SPEC §3 order).
 func TestValidateReportsDescriptorAndPluginProblemsAtOnce(t *testing.T) {
+	t.Parallel()
 	tokens := []auth.TokenConfig{{Name: "reader", SHA256: auth.HashToken("reader-token")}}
 	rules := []auth.RBACRule{{Subjects: []string{"token:reader"}, Permissions: []string{"deployment.read"},
 		Applications: []string{"*"}, Environments: []string{"*"}}}

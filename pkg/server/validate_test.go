@@ -19,6 +19,7 @@ import (
 // target of the dry run are those the config step records; an unknown
 // target plugin is a 422 at validate time, not a failure in config.
 func TestValidateMatchesTheRun(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -77,6 +78,7 @@ func TestValidateMatchesTheRun(t *testing.T) {
 // do, for a dry run and a submit alike; a path the text does not hold
 // keeps no position.
 func TestRefusalsCarryPositions(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -143,6 +145,7 @@ func TestRefusalsCarryPositions(t *testing.T) {
 // activity say what the deploy still waits for and that it then ends
 // CANCELLED, instead of a PENDING that gives no sign of the request.
 func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -186,6 +189,7 @@ func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 // does, not CANCELLED, and once it has ended SUCCESS its log says why the
 // cancel did not apply.
 func TestCancelDuringTheLastStep(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()
@@ -217,6 +221,7 @@ func TestCancelDuringTheLastStep(t *testing.T) {
 // refuses an http target at submission, saying why, rather than admitting a
 // deploy whose every call would be refused at its deploy step.
 func TestHTTPTargetRefusedWhenNothingIsAllowed(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	_, err := c.Submit(context.Background(), simple(artifactFile(t), "staging", "1", "target:\n  plugin: http\n  with: {deploy_url: \"https://platform.example/deploys\"}\n"), false)
@@ -232,6 +237,7 @@ func TestHTTPTargetRefusedWhenNothingIsAllowed(t *testing.T) {
 // would ignore (leaving the 10-minute default) are each refused at their
 // own place, the misspelling with the setting it resembles.
 func TestValidateRefusesStepSettingsTheRunWouldMisread(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	desc := simple(artifactFile(t), "staging", "1", `steps:

@@ -21,6 +21,7 @@ import (
 // and encodes back to the same JSON: pkg/api is the one wire contract, and
 // the server writes nothing the client types do not hold.
 func TestWireRoundTrip(t *testing.T) {
+	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
 	c := api.NewClient(srv.URL, "admin-token", nil)
 	ctx := context.Background()

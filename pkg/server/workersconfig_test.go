@@ -20,6 +20,7 @@ import (
 // differs, and GET /api/v1/workers says of each worker whether its
 // configuration is the others'.
 func TestWorkersConfigurationsDiffer(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	rules := filepath.Join(t.TempDir(), "governance.yaml")
 	if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], count: 1, approvers: [\"group:sre\"]}\n"), 0o600); err != nil {
