@@ -52,8 +52,10 @@ const (
 	StateDeploying = "DEPLOYING"
 	// StateDrifted: the declared deploy is final (manent.State.Final) and
 	// the workload runs another version, which will not converge by
-	// itself: it was changed outside manent (kubectl set image, a Helm
-	// release of its own) or by a deploy that did not label it.
+	// itself: it was changed outside manent (a Helm release of its own
+	// that set another manent.io/version label; without the label, another
+	// image tag) or by a deploy that did not label it. The label, when
+	// there is one, is the version: `kubectl set image` alone is not seen.
 	StateDrifted = "DRIFTED"
 	// StateFailed: kstatus Failed, or a pod of the workload has a failure reason.
 	StateFailed = "FAILED"
