@@ -536,10 +536,16 @@ func approvalsReason(n int, rule plan.ApprovalRule, deadline time.Time, lapsed [
 	if !deadline.IsZero() {
 		reason += expiresAt + deadline.Format(time.RFC3339)
 	}
-	if len(lapsed) > 0 {
-		reason += "; approvals that no longer count: " + strings.Join(lapsed, "; ")
+	return reason + lapsedSuffix(lapsed)
+}
+
+// lapsedSuffix ends the reason of a deploy or a wave waiting for
+// approvals with those that no longer count (countApprovals' lapsed).
+func lapsedSuffix(lapsed []string) string {
+	if len(lapsed) == 0 {
+		return ""
 	}
-	return reason
+	return "; approvals that no longer count: " + strings.Join(lapsed, "; ")
 }
 
 const expiresAt = ", expires at "
@@ -601,6 +607,8 @@ func rejection(as []manent.Approval) string {
 // them — a static token revoked, or no longer an approver by the rule or
 // by RBAC since a restart with a new configuration, lapses
 // (admit.LapsedApprover). lapsed says, for each that does not count, why.
+// A rollout wave's decisions carry no plan digest: they are counted with
+// digest "" (countWaveApprovals), by the same approvers and the same rule.
 func (e *Engine) countApprovals(in plan.Input, as []manent.Approval, digest string) (n int, lapsed []string) {
 	var approvers []string
 	if in.Waits.Approvals != nil {

@@ -463,18 +463,12 @@ func (r *run) countWaveApprovals(sctx context.Context, w *plan.Wave, name string
 	if err != nil {
 		return waveApprovalStatus{}, err
 	}
-	n := 0
-	for _, a := range as {
-		if a.Verdict == "reject" {
-			msg := "wave " + w.Name + " rejected by " + a.Identity
-			if a.Comment != "" {
-				msg += ": " + a.Comment
-			}
-			_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-			return waveApprovalStatus{Rejected: msg}, err
-		}
-		n++
+	if msg := rejection(as); msg != "" {
+		msg = "wave " + w.Name + " " + msg
+		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
+		return waveApprovalStatus{Rejected: msg}, err
 	}
+	n, lapsed := r.e.countApprovals(r.in, as, "")
 	if n >= rule.Count {
 		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
 		if err == nil {
@@ -488,10 +482,22 @@ func (r *run) countWaveApprovals(sctx context.Context, w *plan.Wave, name string
 		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
 		return waveApprovalStatus{Rejected: msg}, err
 	}
-	reason := fmt.Sprintf("wave %s awaits approval %d/%d, expires at %s", w.Name, n, rule.Count, deadline.Format(time.RFC3339))
+	reason := waveApprovalsReason(w.Name, n, rule, deadline, lapsed)
 	r.waveEvent(sctx, w, WaveApproval, reason)
 	_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, reason)
 	return waveApprovalStatus{Remaining: remaining}, err
+}
+
+// waveApprovalsPrefix begins every reason waveApprovalsReason writes for
+// wave.
+func waveApprovalsPrefix(wave string) string { return "wave " + wave + " awaits approval " }
+
+// waveApprovalsReason is the reason of a deploy whose wave waits for its
+// approvals: n of the rule's count, the deadline, and the approvals that
+// no longer count (countApprovals), as approvalsReason says them for the
+// deploy's own.
+func waveApprovalsReason(wave string, n int, rule plan.ApprovalRule, deadline time.Time, lapsed []string) string {
+	return fmt.Sprintf(waveApprovalsPrefix(wave)+"%d/%d"+expiresAt+"%s", n, rule.Count, deadline.Format(time.RFC3339)) + lapsedSuffix(lapsed)
 }
 
 // errWaveCancelled is what waitWaveApproval answers for a cancelled deploy.
