@@ -99,6 +99,11 @@ func (e *Engine) GateSteps(id string) ([]dbos.StepInfo, error) {
 	return dbos.GetWorkflowSteps(e.dbos, gateID(id), dbos.WithStepsLoadOutput(true))
 }
 
+// RunSteps returns the DBOS steps of deploy id's run, with their outputs.
+func (e *Engine) RunSteps(id string) ([]dbos.StepInfo, error) {
+	return dbos.GetWorkflowSteps(e.dbos, id, dbos.WithStepsLoadOutput(true))
+}
+
 // RunningWorkflowIDs returns the IDs of every DBOS workflow that runs or
 // waits, read without an ID filter (the tests of busyDeploys check its
 // answer against this).

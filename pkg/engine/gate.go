@@ -1223,7 +1223,7 @@ func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Inp
 	if a.Time.IsZero() {
 		a.Time = time.Now().UTC()
 	}
-	if err := e.st.AddWaveApproval(ctx, rec.ID, wave, a); errors.Is(err, store.ErrAlreadyDecided) {
+	if err := e.st.AddWaveApproval(ctx, rec.ID, wave, a, e.recountWaveApprovals(ctx, in, wave)); errors.Is(err, store.ErrAlreadyDecided) {
 		return nil, manent.Errorf(manent.EConflict, "%s already decided on wave %s of deploy %s: an identity counts once", a.Identity, wave, rec.ID)
 	} else if err != nil {
 		return nil, err
@@ -1232,6 +1232,34 @@ func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Inp
 		e.log.Warn("wake a deploy waiting for a wave approval", "deploy", rec.ID, "error", err)
 	}
 	return e.Refresh(ctx, rec.ID)
+}
+
+// recountWaveApprovals is AddWaveApproval's recount for wave of deploy
+// in, as recountApprovals is AddApproval's: under the row lock, right
+// after a decision is recorded, the reason the run would write now (and
+// the wave's row with it) — when the run already wrote one of
+// waveApprovalsReason for this wave (its deadline is read there) and the
+// wave still waits for more approvals. A rejection, or the count reached,
+// is left to the run: it decides, and the reason stays until it does.
+func (e *Engine) recountWaveApprovals(ctx context.Context, in plan.Input, wave string) func(tx *sql.Tx, reason string) (string, error) {
+	return func(tx *sql.Tx, reason string) (string, error) {
+		i := slices.IndexFunc(in.Waves, func(w plan.Wave) bool { return w.Name == wave })
+		deadline := reasonDeadline(reason)
+		if i < 0 || !strings.HasPrefix(reason, waveApprovalsPrefix(wave)) || deadline.IsZero() {
+			return "", nil // the run has not counted yet: it will, under the lock
+		}
+		as, err := e.st.WaveApprovalsTx(ctx, tx, in.ID, wave)
+		if err != nil {
+			return "", err
+		}
+		rule := waveRule(in)
+		n, lapsed := e.countApprovals(in, as, "")
+		if rejection(as) != "" || n >= rule.Count {
+			return "", nil
+		}
+		now := waveApprovalsReason(wave, n, rule, deadline, lapsed)
+		return now, e.st.AppendRolloutTx(ctx, tx, in.ID, waveState(&in.Waves[i], WaveApproval, now))
+	}
 }
 
 // Decided returns where identity already recorded verdict in deploy id:

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,7 +218,7 @@ func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, ga
 	if w == nil {
 		return
 	}
-	ws := manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent, State: state, Message: msg}
+	ws := waveState(w, state, msg)
 	if len(gate) > 0 {
 		ws.Gate = gate[0]
 	}
@@ -225,6 +226,11 @@ func (r *run) waveEvent(ctx context.Context, w *plan.Wave, state, msg string, ga
 		// The wave's state shows late (at its next change); the deploy goes on.
 		r.e.log.Warn("record a wave's state", "deploy", r.in.ID, "wave", w.Name, "state", state, "error", err)
 	}
+}
+
+// waveState is the `rollout` event of wave w in state, with msg.
+func waveState(w *plan.Wave, state, msg string) manent.WaveStatus {
+	return manent.WaveStatus{Name: w.Name, Targets: w.Targets, Percent: w.Percent, State: state, Message: msg}
 }
 
 // settleWaves gives a final state to the waves a deploy that did not
@@ -451,41 +457,58 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 
 // countWaveApprovals is one check of a wave awaiting approval (step name,
 // until deadline): the deploy cancelled, the wave rejected, approved or
-// expired — each recorded on the step — or still waiting.
+// expired — each recorded on the step — or still waiting. It counts under
+// the deploy's row lock, in the transaction that writes the reason and the
+// wave's row, as AddWaveApproval recounts (recountWaveApprovals): a
+// decision recorded between a count and its write cannot be overwritten by
+// a reason that counts fewer. What it decides is recorded after.
 func (r *run) countWaveApprovals(sctx context.Context, w *plan.Wave, name string, rule plan.ApprovalRule, deadline time.Time) (waveApprovalStatus, error) {
-	if c, err := r.e.st.CancelRequested(sctx, r.in.ID); err != nil || c {
-		if c {
-			_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+	var out waveApprovalStatus
+	var as []manent.Approval
+	err := r.e.st.Tx(sctx, func(tx *sql.Tx) error {
+		out = waveApprovalStatus{}
+		_, cancel, err := r.e.st.LockDeploymentTx(sctx, tx, r.in.ID)
+		if err != nil || cancel {
+			out.Cancelled = cancel
+			return err
 		}
-		return waveApprovalStatus{Cancelled: c}, err
-	}
-	as, err := r.e.st.WaveApprovals(sctx, r.in.ID, w.Name)
-	if err != nil {
+		if as, err = r.e.st.WaveApprovalsTx(sctx, tx, r.in.ID, w.Name); err != nil {
+			return err
+		}
+		if msg := rejection(as); msg != "" {
+			out.Rejected = "wave " + w.Name + " " + msg
+			return nil
+		}
+		n, lapsed := r.e.countApprovals(r.in, as, "")
+		if n >= rule.Count {
+			out.Approved = true
+			return nil
+		}
+		if out.Remaining = time.Until(deadline); out.Remaining <= 0 {
+			out.Rejected = fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
+			return nil
+		}
+		reason := waveApprovalsReason(w.Name, n, rule, deadline, lapsed)
+		if err := r.e.st.AppendRolloutTx(sctx, tx, r.in.ID, waveState(w, WaveApproval, reason)); err != nil {
+			return err
+		}
+		_, err = r.e.st.SetStateTx(sctx, tx, r.in.ID, manent.StatePending, reason)
+		return err
+	})
+	switch {
+	case err != nil:
 		return waveApprovalStatus{}, err
-	}
-	if msg := rejection(as); msg != "" {
-		msg = "wave " + w.Name + " " + msg
-		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-		return waveApprovalStatus{Rejected: msg}, err
-	}
-	n, lapsed := r.e.countApprovals(r.in, as, "")
-	if n >= rule.Count {
-		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
+	case out.Cancelled:
+		_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
+	case out.Rejected != "":
+		_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: out.Rejected, Counted: true})
+	case out.Approved:
+		_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
 		if err == nil {
 			_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, "")
 		}
-		return waveApprovalStatus{Approved: true}, err
 	}
-	remaining := time.Until(deadline)
-	if remaining <= 0 {
-		msg := fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
-		_, err := r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: msg, Counted: true})
-		return waveApprovalStatus{Rejected: msg}, err
-	}
-	reason := waveApprovalsReason(w.Name, n, rule, deadline, lapsed)
-	r.waveEvent(sctx, w, WaveApproval, reason)
-	_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, reason)
-	return waveApprovalStatus{Remaining: remaining}, err
+	return out, err
 }
 
 // waveApprovalsPrefix begins every reason waveApprovalsReason writes for

@@ -2,10 +2,16 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
 	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
@@ -16,14 +22,13 @@ import (
 // restWave is a rollout whose second wave, rest, waits for its approval.
 const restWave = "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"
 
-// submitWaitingWave submits a deploy of application app whose approval
-// rule asks for count approvals by group:sre, has alice and bob approve
-// the deploy (count 2: the gate passes), and waits until its wave rest
-// awaits its approvals.
-func submitWaitingWave(f *fixture, app string, count int, approvers ...string) string {
+// submitWaitingWave submits a deploy of application app with the approval
+// rule (the deploy's and its waves'), has approvers approve the deploy
+// (as many as the rule asks: the gate passes), and waits until its wave
+// rest awaits its approvals.
+func submitWaitingWave(f *fixture, app string, rule *plan.ApprovalRule, approvers ...string) string {
 	f.t.Helper()
 	url, _ := f.artifact("v1", "x")
-	rule := &plan.ApprovalRule{Count: count, Approvers: []string{"group:sre"}, Expires: time.Hour}
 	id := f.submit(descriptorYAML(app, "prod", "1", url, "", restWave), waits(plan.Waits{Approvals: rule}))
 	f.waitState(id, manent.StateAwaitingApproval)
 	for _, who := range approvers {
@@ -50,7 +55,8 @@ func sre(who string) manent.Identity {
 func TestWaveApprovalOfARevokedApproverLapses(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, enginetest.SQLite(t), 1)
-	id := submitWaitingWave(f, "shop", 2, "alice", "bob")
+	rule := &plan.ApprovalRule{Count: 2, Approvers: []string{"group:sre"}, Expires: time.Hour}
+	id := submitWaitingWave(f, "shop", rule, "alice", "bob")
 	ctx := context.Background()
 	if _, err := f.eng.ApproveFor(ctx, id, sre("alice"), manent.Approval{Verdict: "approve"}, "rest"); err != nil {
 		t.Fatal(err)
@@ -77,4 +83,111 @@ func TestWaveApprovalOfARevokedApproverLapses(t *testing.T) {
 	if w, err := f.eng.WaitingWave(ctx, id); err != nil || w != "rest" {
 		t.Fatalf("the wave that waits: %q %v, want rest", w, err)
 	}
+}
+
+// Approvals of a wave arriving while the run counts never leave a reason
+// that counts fewer than the approvals recorded: each one writes the
+// recounted reason under the deploy's row lock, and the run counts under
+// that lock too, in the transaction that writes its reason. QA: right
+// after `manent approve --wave`, status still said "awaits approval 0/2"
+// for about half a second.
+func TestWaveApprovalCountNeverGoesBack(t *testing.T) {
+	t.Parallel()
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		ctx := context.Background()
+		// The wave asks for one approval more than the four given: it waits.
+		approvers := []string{"alice", "bob", "ops", "lead"}
+		rule := &plan.ApprovalRule{Count: len(approvers) + 1, Approvers: []string{"*"}, Expires: time.Hour}
+		for round := range 2 {
+			id := submitWaitingWave(f, fmt.Sprintf("count%d", round), rule, append(slices.Clone(approvers), "dev")...)
+			// recorded counts the approvals whose call returned; the
+			// watcher reads it before the reason.
+			var recorded atomic.Int64
+			var wrong atomic.Pointer[string]
+			stop := make(chan struct{})
+			var watcher sync.WaitGroup
+			watcher.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					want := recorded.Load()
+					rec, err := f.st.Deployment(ctx, id)
+					if err != nil {
+						msg := err.Error()
+						wrong.Store(&msg)
+						return
+					}
+					if n := waveApprovalCount(rec.Reason); n < want {
+						msg := fmt.Sprintf("reason %q counts %d after %d approvals of wave rest were recorded", rec.Reason, n, want)
+						wrong.Store(&msg)
+						return
+					}
+				}
+			})
+			var approving sync.WaitGroup
+			errs := make(chan error, len(approvers))
+			for _, who := range approvers {
+				approving.Go(func() {
+					_, err := f.eng.ApproveFor(ctx, id, manent.Identity{Subject: "token:" + who}, manent.Approval{Verdict: "approve"}, "rest")
+					if err == nil {
+						recorded.Add(1)
+					}
+					errs <- err
+				})
+			}
+			approving.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The run, woken by each approval, counts again for a moment:
+			// the watcher goes on reading until it has.
+			enginetest.Eventually(t, 30*time.Second, func() bool {
+				steps, err := f.eng.RunSteps(id)
+				return wrong.Load() != nil || (err == nil && waveCountSteps(steps) > len(approvers))
+			}, "the run to count after every wake")
+			close(stop)
+			watcher.Wait()
+			if msg := wrong.Load(); msg != nil {
+				t.Fatalf("round %d: %s", round, *msg)
+			}
+			if r := f.state(id).Reason; waveApprovalCount(r) != int64(len(approvers)) {
+				t.Fatalf("round %d: reason %q, want wave rest awaits approval %d/%d", round, r, len(approvers), rule.Count)
+			}
+		}
+	})
+}
+
+// waveCountSteps is how many times a run counted wave rest's approvals.
+func waveCountSteps(steps []dbos.StepInfo) int {
+	n := 0
+	for _, s := range steps {
+		if rest, ok := strings.CutPrefix(s.StepName, "approval[rest]-"); ok {
+			if _, err := strconv.Atoi(rest); err == nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// waveApprovalCount is the count "wave rest awaits approval n/m …" says,
+// -1 for another reason.
+func waveApprovalCount(reason string) int64 {
+	s, ok := strings.CutPrefix(reason, "wave rest awaits approval ")
+	if !ok {
+		return -1
+	}
+	n, _, _ := strings.Cut(s, "/")
+	v, err := strconv.ParseInt(n, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }

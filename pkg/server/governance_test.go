@@ -874,3 +874,48 @@ func TestApprovalCountsInTheReasonAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A wave's approval counts in the deploy's reason as soon as the call
+// returns, as the deploy's own does: status read at once says "wave rest
+// awaits approval 1/2", and so does the wave's row, not the "0/2" the run
+// wrote before it woke and counted again.
+func TestWaveApprovalCountsInTheReasonAtOnce(t *testing.T) {
+	_, client := govServer(t, `approvals:
+  - {environments: [prod], applications: ["*"], count: 2, approvers: ["group:sre"], expires: 1h}
+`)
+	ctx := context.Background()
+	ci, alice, bob := client("ci-token"), client("alice-token"), client("bob-token")
+	res, err := ci.Submit(ctx, simple(artifactFile(t), "prod", "1", "rollout:\n  waves:\n    - {name: canary, targets: [eu-1]}\n    - {name: rest, targets: [eu-2], approval: true}\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*api.Client{alice, bob} {
+		if _, err := c.Approve(ctx, res.ID, "", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var d *manent.Deployment
+	enginetest.Eventually(t, 60*time.Second, func() bool {
+		d, err = ci.Deployment(ctx, res.ID)
+		return err == nil && strings.HasPrefix(d.Reason, "wave rest awaits approval 0/2, expires at ")
+	}, "wave rest to wait for its approvals")
+	answer, err := bob.ApproveWave(ctx, res.ID, "rest", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := ci.Deployment(ctx, res.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(d.Reason, "0/2", "1/2", 1)
+	for what, got := range map[string]string{"the approval's answer": answer.Reason, "status read at once": now.Reason} {
+		if got != want {
+			t.Errorf("%s: reason %q, want %q", what, got, want)
+		}
+	}
+	for _, w := range now.Rollout {
+		if w.Name == "rest" && (w.State != manent.WaveAwaitingApproval || w.Message != want) {
+			t.Errorf("wave rest read at once: %s %q, want %s %q", w.State, w.Message, manent.WaveAwaitingApproval, want)
+		}
+	}
+}

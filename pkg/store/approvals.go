@@ -127,9 +127,25 @@ func (s *Store) SetReason(ctx context.Context, id, reason string) error {
 }
 
 // AddWaveApproval records one identity's decision on a rollout wave, once
-// per identity and wave, with an `approval` event.
-func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.Approval) error {
+// per identity and wave, with an `approval` event, under the deploy's row
+// lock (LockDeploymentTx), as the run counts the wave's approvals.
+//
+// recount, when given, runs under that lock after the decision is
+// recorded, as AddApproval's does, with the deploy's reason: a reason it
+// returns ("" keeps the one there) is written with a state event (the
+// deploy's state unchanged), as the run writes its own — status counts the
+// decision as soon as the call returns, and a count the run takes under
+// the same lock cannot overwrite it with fewer.
+func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.Approval, recount func(tx *sql.Tx, reason string) (string, error)) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error {
+		state, _, err := s.LockDeploymentTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		var reason string
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT reason FROM manent_deployments WHERE id = ?`), id).Scan(&reason); err != nil {
+			return err
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx, s.q(`SELECT COUNT(*) FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? AND identity = ?`), id, wave, a.Identity).Scan(&n); err != nil {
 			return err
@@ -141,7 +157,14 @@ func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.A
 			id, wave, a.Identity, a.Verdict, a.Comment, fmtTime(a.Time)); err != nil {
 			return fmt.Errorf("record wave approval: %w", err)
 		}
-		_, err := s.appendEvent(ctx, tx, id, EventApproval, a.Time, map[string]any{"wave": wave, "identity": a.Identity, "verdict": a.Verdict, "comment": a.Comment})
+		if _, err := s.appendEvent(ctx, tx, id, EventApproval, a.Time, map[string]any{"wave": wave, "identity": a.Identity, "verdict": a.Verdict, "comment": a.Comment}); err != nil || recount == nil {
+			return err
+		}
+		now, err := recount(tx, reason)
+		if err != nil || now == "" {
+			return err
+		}
+		_, err = s.SetStateTx(ctx, tx, id, state, now)
 		return err
 	})
 }
@@ -171,7 +194,17 @@ func (s *Store) AllWaveApprovals(ctx context.Context, id string) (map[string][]m
 
 // WaveApprovals returns the decisions on one wave, oldest first.
 func (s *Store) WaveApprovals(ctx context.Context, id, wave string) ([]manent.Approval, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? ORDER BY time`), id, wave)
+	return s.waveApprovals(ctx, s.rdb, id, wave)
+}
+
+// WaveApprovalsTx is WaveApprovals in tx (after LockDeploymentTx: the
+// decisions no other writer can add to before tx ends).
+func (s *Store) WaveApprovalsTx(ctx context.Context, tx *sql.Tx, id, wave string) ([]manent.Approval, error) {
+	return s.waveApprovals(ctx, tx, id, wave)
+}
+
+func (s *Store) waveApprovals(ctx context.Context, q querier, id, wave string) ([]manent.Approval, error) {
+	rows, err := q.QueryContext(ctx, s.q(`SELECT identity, verdict, comment, time FROM manent_wave_approvals WHERE deployment_id = ? AND wave = ? ORDER BY time`), id, wave)
 	if err != nil {
 		return nil, err
 	}

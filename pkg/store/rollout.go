@@ -16,9 +16,18 @@ func (s *Store) AppendRollout(ctx context.Context, id string, w manent.WaveStatu
 		w.Time = &now
 	}
 	return s.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := s.appendEvent(ctx, tx, id, EventRollout, *w.Time, w)
-		return err
+		return s.AppendRolloutTx(ctx, tx, id, w)
 	})
+}
+
+// AppendRolloutTx is AppendRollout in tx.
+func (s *Store) AppendRolloutTx(ctx context.Context, tx *sql.Tx, id string, w manent.WaveStatus) error {
+	if w.Time == nil {
+		now := time.Now().UTC()
+		w.Time = &now
+	}
+	_, err := s.appendEvent(ctx, tx, id, EventRollout, *w.Time, w)
+	return err
 }
 
 // Rollout returns the last recorded state of each wave, in the order the
