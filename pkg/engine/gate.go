@@ -838,16 +838,21 @@ func (e *Engine) sendWake(id, from string) error {
 }
 
 // wakeGates wakes the gate of every deploy that waits in one (DELAYED,
-// WAITING_DEPENDENCY, AWAITING_APPROVAL), when this worker starts: a
+// WAITING_DEPENDENCY, AWAITING_APPROVAL), and every running deploy that
+// waits for a rollout wave's approval (PENDING, its step
+// approval[<wave>] running: WaitingWave), when this worker starts: a
 // restart with a new configuration (a token revoked, an approver moved out
 // of a group, another approvals rule) would otherwise leave a reason that
-// counts lapsed approvals until the gate's next wake, up to gatePoll. A
-// gate recounts (or reads the time, its dependencies, its change) and
+// counts lapsed approvals until the next wake, up to gatePoll. A gate (or
+// a run) recounts (or reads the time, its dependencies, its change) and
 // waits again: a wake more is harmless, and every worker starting wakes
 // them all, wherever they run (the message waits in the database for the
-// gate's next receive, on any worker, also for a gate not dequeued yet).
-// A deploy whose gate has no workflow (ended meanwhile: DBOS refuses a
-// message to a workflow it does not know, and sends none) is skipped.
+// next receive, on any worker, also for a gate not dequeued yet). A run
+// that waits for nothing on waveApprovalTopic gets no message: it would
+// wait there until the run's next wave wait, and wake it once for
+// nothing. A deploy whose gate has no workflow (ended meanwhile: DBOS
+// refuses a message to a workflow it does not know, and sends none) is
+// skipped.
 func (e *Engine) wakeGates(ctx context.Context) {
 	recs, err := e.st.UnfinishedBrief(ctx)
 	if err != nil {
@@ -857,6 +862,9 @@ func (e *Engine) wakeGates(ctx context.Context) {
 	for _, r := range recs {
 		switch r.State {
 		case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
+		case manent.StatePending:
+			e.wakeWave(ctx, r.ID)
+			continue
 		default:
 			continue
 		}
@@ -866,6 +874,30 @@ func (e *Engine) wakeGates(ctx context.Context) {
 			e.log.Warn("wake the gate of a waiting deploy", "deploy", r.ID, "error", err)
 		}
 	}
+}
+
+// wakeWave wakes running deploy id when it waits for a wave's approval
+// (wakeGates).
+func (e *Engine) wakeWave(ctx context.Context, id string) {
+	wave, err := e.WaitingWave(ctx, id)
+	if err != nil {
+		e.log.Warn("wake a deploy waiting for a wave's approval: read its steps", "deploy", id, "error", err)
+		return
+	}
+	if wave == "" {
+		return
+	}
+	if err := e.sendWaveWake(id, "start"); errors.Is(err, dbos.ErrNonExistentWorkflow) {
+		e.log.Debug("wake a deploy waiting for a wave's approval: it has no workflow", "deploy", id)
+	} else if err != nil {
+		e.log.Warn("wake a deploy waiting for a wave's approval", "deploy", id, "wave", wave, "error", err)
+	}
+}
+
+// sendWaveWake wakes run id where it waits on waveApprovalTopic (a wave's
+// approval, a freeze of its regions, an observation).
+func (e *Engine) sendWaveWake(id, from string) error {
+	return dbos.Send(e.dbos, id, gateMsg{Kind: "wake", From: from}, waveApprovalTopic)
 }
 
 // wakeDependents wakes the gates of deploys waiting on id.
@@ -1228,7 +1260,7 @@ func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Inp
 	} else if err != nil {
 		return nil, err
 	}
-	if err := dbos.Send(e.dbos, rec.ID, gateMsg{Kind: "wake", From: "approval"}, waveApprovalTopic); err != nil {
+	if err := e.sendWaveWake(rec.ID, "approval"); err != nil {
 		e.log.Warn("wake a deploy waiting for a wave approval", "deploy", rec.ID, "error", err)
 	}
 	return e.Refresh(ctx, rec.ID)

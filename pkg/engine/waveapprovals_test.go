@@ -191,3 +191,41 @@ func waveApprovalCount(reason string) int64 {
 	}
 	return v
 }
+
+// A restart with a new configuration wakes the deploys that wait for a
+// wave's approval, as it wakes the gates of waiting deploys: the run
+// counts again at once, and the reason no longer counts an approval that
+// lapsed — without an approval, a cancel or the 5-minute poll to wake it.
+func TestRestartRecountsWaitingWaveApprovals(t *testing.T) {
+	t.Parallel()
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		rule := &plan.ApprovalRule{Count: 2, Approvers: []string{"group:sre"}, Expires: time.Hour}
+		id := submitWaitingWave(f, "shop", rule, "alice", "bob")
+		if _, err := f.eng.ApproveFor(context.Background(), id, sre("alice"), manent.Approval{Verdict: "approve"}, "rest"); err != nil {
+			t.Fatal(err)
+		}
+		// The run counted alice's approval after its wake (its second
+		// count runs after its first receive): no message waits for it,
+		// only its poll would wake it.
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			steps, err := f.eng.RunSteps(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(steps, func(s dbos.StepInfo) bool { return s.StepName == "approval[rest]-1" }) &&
+				strings.HasPrefix(f.state(id).Reason, "wave rest awaits approval 1/2, ")
+		}, "the run to count alice's approval of wave rest after its wake; the reason is %q", stateOfReason{f, id})
+		// A restart revokes alice's token.
+		f.node.Close(5 * time.Second)
+		f.cfg.Auth.Tokens = slices.DeleteFunc(f.cfg.Auth.Tokens, func(c auth.TokenConfig) bool { return c.Name == "alice" })
+		f.open()
+		enginetest.Eventually(t, 30*time.Second, func() bool {
+			r := f.state(id).Reason
+			return strings.HasPrefix(r, "wave rest awaits approval 0/2, ") && strings.Contains(r, "token:alice is no longer a token of this server")
+		}, "the restart to wake the run, and the reason to name alice's approval of wave rest as lapsed; it is %q", stateOfReason{f, id})
+		if d := f.state(id); d.State != manent.StatePending {
+			t.Fatalf("with no approval of wave rest that counts: %s, want PENDING", stateOf{&d})
+		}
+	})
+}
