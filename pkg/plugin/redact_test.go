@@ -46,10 +46,10 @@ func TestRedactSettings(t *testing.T) {
 func TestRedactQuery(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://fn.example/api/hook?code=abc123&region=eu": "https://fn.example/api/hook?code=xxxxx&region=xxxxx",
-		"https://bot:pw@chat.example/h?k=1":                  "https://bot:xxxxx@chat.example/h?k=xxxxx",
-		"https://ci.example/hook":                            "https://ci.example/hook",
-		"https://ci.example/hook?%zz":                        "https://ci.example/hook?xxxxx",
-		"not a url":                                          "not a url",
+		"https://bot:pw@chat.example/h?k=1":                 "https://bot:xxxxx@chat.example/h?k=xxxxx",
+		"https://ci.example/hook":                           "https://ci.example/hook",
+		"https://ci.example/hook?%zz":                       "https://ci.example/hook?xxxxx",
+		"not a url":                                         "not a url",
 	} {
 		if got := plugin.RedactQuery(in); got != want {
 			t.Errorf("RedactQuery(%q) = %q, want %q", in, got, want)
