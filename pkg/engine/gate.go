@@ -1255,8 +1255,12 @@ func (e *Engine) approveWave(ctx context.Context, rec *store.Record, in plan.Inp
 	if a.Time.IsZero() {
 		a.Time = time.Now().UTC()
 	}
-	if err := e.st.AddWaveApproval(ctx, rec.ID, wave, a, e.recountWaveApprovals(ctx, in, wave)); errors.Is(err, store.ErrAlreadyDecided) {
+	if err := e.st.AddWaveApproval(ctx, rec.ID, wave, WaveApprovalPrefix+"["+wave+"]", a, e.recountWaveApprovals(ctx, in, wave)); errors.Is(err, store.ErrAlreadyDecided) {
 		return nil, manent.Errorf(manent.EConflict, "%s already decided on wave %s of deploy %s: an identity counts once", a.Identity, wave, rec.ID)
+	} else if errors.Is(err, store.ErrNotAwaitingApproval) {
+		// Decided (approved, rejected, expired) or cancelled between the
+		// check of the waiting wave and this verdict: it would not count.
+		return nil, manent.Errorf(manent.EConflict, "wave %s of deploy %s no longer waits for approval (decided or cancelled a moment ago): nothing was recorded; see 'manent status %s'", wave, rec.ID, rec.ID)
 	} else if err != nil {
 		return nil, err
 	}

@@ -461,54 +461,65 @@ func (r *run) waitWaveApproval(ctx dbos.Context, w *plan.Wave) (string, error) {
 // the deploy's row lock, in the transaction that writes the reason and the
 // wave's row, as AddWaveApproval recounts (recountWaveApprovals): a
 // decision recorded between a count and its write cannot be overwritten by
-// a reason that counts fewer. What it decides is recorded after.
+// a reason that counts fewer. What it decides ends the step in that
+// transaction too: AddWaveApproval refuses a decision on a wave whose
+// step no longer runs.
 func (r *run) countWaveApprovals(sctx context.Context, w *plan.Wave, name string, rule plan.ApprovalRule, deadline time.Time) (waveApprovalStatus, error) {
 	var out waveApprovalStatus
-	var as []manent.Approval
 	err := r.e.st.Tx(sctx, func(tx *sql.Tx) error {
 		out = waveApprovalStatus{}
 		_, cancel, err := r.e.st.LockDeploymentTx(sctx, tx, r.in.ID)
-		if err != nil || cancel {
-			out.Cancelled = cancel
+		if err != nil {
 			return err
 		}
-		if as, err = r.e.st.WaveApprovalsTx(sctx, tx, r.in.ID, w.Name); err != nil {
-			return err
-		}
-		if msg := rejection(as); msg != "" {
-			out.Rejected = "wave " + w.Name + " " + msg
-			return nil
+		var as []manent.Approval
+		if !cancel {
+			if as, err = r.e.st.WaveApprovalsTx(sctx, tx, r.in.ID, w.Name); err != nil {
+				return err
+			}
 		}
 		n, lapsed := r.e.countApprovals(r.in, as, "")
-		if n >= rule.Count {
+		var end store.StepEnd
+		switch {
+		case cancel:
+			out.Cancelled = true
+			end = store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true}
+		case rejection(as) != "":
+			out.Rejected = "wave " + w.Name + " " + rejection(as)
+			end = store.StepEnd{State: manent.StepError, Error: out.Rejected, Counted: true}
+		case n >= rule.Count:
 			out.Approved = true
-			return nil
-		}
-		if out.Remaining = time.Until(deadline); out.Remaining <= 0 {
-			out.Rejected = fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
-			return nil
-		}
-		reason := waveApprovalsReason(w.Name, n, rule, deadline, lapsed)
-		if err := r.e.st.AppendRolloutTx(sctx, tx, r.in.ID, waveState(w, WaveApproval, reason)); err != nil {
+			end = store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true}
+		default:
+			if out.Remaining = time.Until(deadline); out.Remaining <= 0 {
+				out.Rejected = fmt.Sprintf("the approval of wave %s expired at %s", w.Name, deadline.Format(time.RFC3339))
+				end = store.StepEnd{State: manent.StepError, Error: out.Rejected, Counted: true}
+				break
+			}
+			reason := waveApprovalsReason(w.Name, n, rule, deadline, lapsed)
+			if err := r.e.st.AppendRolloutTx(sctx, tx, r.in.ID, waveState(w, WaveApproval, reason)); err != nil {
+				return err
+			}
+			_, err = r.e.st.SetStateTx(sctx, tx, r.in.ID, manent.StatePending, reason)
 			return err
 		}
-		_, err = r.e.st.SetStateTx(sctx, tx, r.in.ID, manent.StatePending, reason)
+		// Decided: the step ends in this transaction, under the lock, so
+		// a decision recorded after finds the wave no longer waiting
+		// (store.ErrNotAwaitingApproval) rather than being answered 200
+		// and left uncounted — a rejection after the count was reached
+		// would otherwise have been accepted while the wave went on.
+		if _, err := r.e.st.StepFinishedTx(sctx, tx, r.in.ID, name, end); err != nil {
+			return err
+		}
+		if out.Approved {
+			_, err = r.e.st.SetStateTx(sctx, tx, r.in.ID, manent.StatePending, "")
+		}
 		return err
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return waveApprovalStatus{}, err
-	case out.Cancelled:
-		_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSkipped, Error: "cancelled", Counted: true})
-	case out.Rejected != "":
-		_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepError, Error: out.Rejected, Counted: true})
-	case out.Approved:
-		_, err = r.e.st.StepFinished(sctx, r.in.ID, name, store.StepEnd{State: manent.StepSuccess, Output: as, Counted: true})
-		if err == nil {
-			_, err = r.e.st.SetState(sctx, r.in.ID, manent.StatePending, "")
-		}
 	}
-	return out, err
+	return out, nil
 }
 
 // waveApprovalsPrefix begins every reason waveApprovalsReason writes for

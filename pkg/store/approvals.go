@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -136,9 +137,22 @@ func (s *Store) SetReason(ctx context.Context, id, reason string) error {
 // deploy's state unchanged), as the run writes its own — status counts the
 // decision as soon as the call returns, and a count the run takes under
 // the same lock cannot overwrite it with fewer.
-func (s *Store) AddWaveApproval(ctx context.Context, id, wave string, a manent.Approval, recount func(tx *sql.Tx, reason string) (string, error)) error {
+//
+// The wave waits while its step (step: approval[<wave>]) runs; the run
+// ends that step under the same lock when it decides, so a decision
+// recorded after is refused (ErrNotAwaitingApproval) rather than accepted
+// and never counted.
+func (s *Store) AddWaveApproval(ctx context.Context, id, wave, step string, a manent.Approval, recount func(tx *sql.Tx, reason string) (string, error)) error {
 	return s.Tx(ctx, func(tx *sql.Tx) error {
 		state, _, err := s.LockDeploymentTx(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		var stepState string
+		err = tx.QueryRowContext(ctx, s.q(`SELECT state FROM manent_steps WHERE deployment_id = ? AND name = ?`), id, step).Scan(&stepState)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && manent.StepState(stepState) != manent.StepRunning) {
+			return fmt.Errorf("%w: wave %s of deploy %s (its step %s is %s)", ErrNotAwaitingApproval, wave, id, step, cmp.Or(stepState, "not started"))
+		}
 		if err != nil {
 			return err
 		}

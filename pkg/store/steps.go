@@ -105,60 +105,70 @@ type StepEnd struct {
 // last in that transaction.
 func (s *Store) StepFinished(ctx context.Context, id, name string, end StepEnd) (manent.Step, error) {
 	var st manent.Step
-	err := s.Tx(ctx, func(tx *sql.Tx) error {
-		if end.Pending {
-			if _, err := s.SetStateTx(ctx, tx, id, manent.StatePending, ""); err != nil {
-				return err
-			}
-		}
-		now := time.Now()
-		var out any
-		if end.Output != nil {
-			b, err := json.Marshal(end.Output)
-			if err != nil {
-				return err
-			}
-			out = string(b)
-		}
-		add := 0
-		if !end.Counted && !end.StartedAt.IsZero() {
-			add = 1
-		}
-		// A step between attempts has no end yet.
-		finished := fmtTimePtr(&now)
-		if end.NextAttemptAt != nil {
-			finished = nil
-		}
-		var err error
-		st, err = scanStep(tx.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ?,
-			attempts = attempts + ?, started_at = COALESCE(started_at, ?), next_attempt_at = ?,
-			max_attempts = CASE WHEN ? > 0 THEN ? ELSE max_attempts END WHERE deployment_id = ? AND name = ? RETURNING `+stepColumns),
-			string(end.State), finished, out, end.Error, add, fmtTimePtr(&end.StartedAt), fmtTimePtr(end.NextAttemptAt),
-			end.MaxAttempts, end.MaxAttempts, id, name))
-		if errors.Is(err, sql.ErrNoRows) {
-			st, err = scanStep(tx.QueryRowContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error, next_attempt_at, max_attempts)
-				SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?
-				RETURNING `+stepColumns),
-				id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), finished, out, end.Error, fmtTimePtr(end.NextAttemptAt), end.MaxAttempts, id))
-		}
-		if err != nil {
-			return err
-		}
-		// The log lines, then the step event: one sequence bump, one INSERT.
-		evs := append(logEvents(name, end.Logs), newEvent{typ: EventStep, at: now, data: st})
-		cancel, err := s.appendEventsCancel(ctx, tx, id, evs)
-		if err != nil {
-			return err
-		}
-		if end.CancelRequested != nil {
-			*end.CancelRequested = cancel
-		}
-		if end.Also != nil {
-			return end.Also(tx, st)
-		}
-		return nil
+	err := s.Tx(ctx, func(tx *sql.Tx) (err error) {
+		st, err = s.StepFinishedTx(ctx, tx, id, name, end)
+		return err
 	})
 	return st, err
+}
+
+// StepFinishedTx is StepFinished in tx: a caller that decides a step's end
+// under the deploy's row lock (a wave's approval) records it in the same
+// transaction, so no decision recorded after can find the step still
+// waiting.
+func (s *Store) StepFinishedTx(ctx context.Context, tx *sql.Tx, id, name string, end StepEnd) (manent.Step, error) {
+	var st manent.Step
+	if end.Pending {
+		if _, err := s.SetStateTx(ctx, tx, id, manent.StatePending, ""); err != nil {
+			return st, err
+		}
+	}
+	now := time.Now()
+	var out any
+	if end.Output != nil {
+		b, err := json.Marshal(end.Output)
+		if err != nil {
+			return st, err
+		}
+		out = string(b)
+	}
+	add := 0
+	if !end.Counted && !end.StartedAt.IsZero() {
+		add = 1
+	}
+	// A step between attempts has no end yet.
+	finished := fmtTimePtr(&now)
+	if end.NextAttemptAt != nil {
+		finished = nil
+	}
+	var err error
+	st, err = scanStep(tx.QueryRowContext(ctx, s.q(`UPDATE manent_steps SET state = ?, finished_at = ?, output = ?, error = ?,
+		attempts = attempts + ?, started_at = COALESCE(started_at, ?), next_attempt_at = ?,
+		max_attempts = CASE WHEN ? > 0 THEN ? ELSE max_attempts END WHERE deployment_id = ? AND name = ? RETURNING `+stepColumns),
+		string(end.State), finished, out, end.Error, add, fmtTimePtr(&end.StartedAt), fmtTimePtr(end.NextAttemptAt),
+		end.MaxAttempts, end.MaxAttempts, id, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		st, err = scanStep(tx.QueryRowContext(ctx, s.q(`INSERT INTO manent_steps (deployment_id, position, name, state, attempts, started_at, finished_at, output, error, next_attempt_at, max_attempts)
+			SELECT ?, COALESCE(MAX(CASE WHEN state <> 'PENDING' THEN position END), 0) + 1, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM manent_steps WHERE deployment_id = ?
+			RETURNING `+stepColumns),
+			id, name, string(end.State), add, fmtTimePtr(&end.StartedAt), finished, out, end.Error, fmtTimePtr(end.NextAttemptAt), end.MaxAttempts, id))
+	}
+	if err != nil {
+		return st, err
+	}
+	// The log lines, then the step event: one sequence bump, one INSERT.
+	evs := append(logEvents(name, end.Logs), newEvent{typ: EventStep, at: now, data: st})
+	cancel, err := s.appendEventsCancel(ctx, tx, id, evs)
+	if err != nil {
+		return st, err
+	}
+	if end.CancelRequested != nil {
+		*end.CancelRequested = cancel
+	}
+	if end.Also != nil {
+		return st, end.Also(tx, st)
+	}
+	return st, nil
 }
 
 // closeSteps is what a deploy's ending does to its step table: the steps
