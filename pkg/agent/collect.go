@@ -95,7 +95,14 @@ func Collect(ctx context.Context, kube kubernetes.Interface, namespace, cluster 
 // listError says which list failed; when the API server forbids it, also
 // what to grant: the agent's identity lacking a permission is a setup
 // mistake the API server's words do not explain.
+//
+// A refusal of the credentials themselves (401) says the same: the API
+// server's own word is a bare "Unauthorized".
 func listError(resource, namespace string, err error) error {
+	if apierrors.IsUnauthorized(err) {
+		return fmt.Errorf("the Kubernetes API server does not accept the agent's credentials (401): the kubeconfig's token or client certificate "+
+			"is wrong, expired or revoked (in a pod: its ServiceAccount token; with --kubeconfig: that file's user) — list %s: %w", resource, err)
+	}
 	if !apierrors.IsForbidden(err) {
 		return fmt.Errorf("list %s: %w", resource, err)
 	}

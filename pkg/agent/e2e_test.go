@@ -489,3 +489,38 @@ func TestE2EForbiddenSaysWhatToGrant(t *testing.T) {
 		}
 	}
 }
+
+// TestE2EUnauthorizedSaysWhichCredentials: an agent whose kubeconfig holds a
+// token the API server does not know fails every cycle, posts nothing, and
+// its error says that the credentials are refused and where they come from,
+// not only the API server's bare "Unauthorized".
+func TestE2EUnauthorizedSaysWhichCredentials(t *testing.T) {
+	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
+	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, "not-a-token-the-api-server-knows"), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rec := &recorder{}
+	a, err := agent.New(agent.Config{Cluster: "c1", Kube: kube, Server: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Once(ctx)
+	if err == nil {
+		t.Fatal("the cycle succeeded with a token the API server does not know")
+	}
+	for _, want := range []string{"does not accept the agent's credentials (401)", "token or client certificate", "ServiceAccount token", "--kubeconfig", "list pods"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if calls, _, _ := rec.state(); calls != 0 {
+		t.Error("a snapshot was posted")
+	}
+}

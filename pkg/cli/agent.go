@@ -50,7 +50,10 @@ inside a cluster (KUBERNETES_SERVICE_HOST set) the agent uses its
 ServiceAccount, and elsewhere $KUBECONFIG or ~/.kube/config.
 
 A failed read or post is logged and tried again next cycle; the agent keeps
-going while the cluster's API server or manent-server is down. SIGTERM or
+going while the cluster's API server or manent-server is down. Credentials
+the API server refuses (401: a wrong or expired token or certificate in the
+kubeconfig) and a missing permission (403) are logged with what to fix.
+SIGTERM or
 SIGINT stop it cleanly (exit 0). Logs are JSON on stderr.
 
 The agent is a separate binary, manent-agent, shipped beside manent (the
