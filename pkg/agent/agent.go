@@ -12,9 +12,11 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,11 +153,32 @@ func (a *Agent) Once(ctx context.Context) error {
 	start := time.Now()
 	res, err := a.cfg.Server.Report(pctx, snap)
 	if err != nil {
+		if na := (*api.NotAPIAnswerError)(nil); errors.As(err, &na) && na.Status == http.StatusRequestEntityTooLarge {
+			return proxyTooLarge(snap, err)
+		}
 		return fmt.Errorf("post the snapshot (%d pods, %d workloads): %w", len(snap.Pods), len(snap.Workloads), err)
 	}
 	a.log.Debug("reported", "pods", res.Pods, "workloads", res.Workloads, "inserted", res.Inserted,
 		"updated", res.Updated, "deleted", res.Deleted, "duration", time.Since(start))
 	return nil
+}
+
+// proxyTooLarge is the error of a snapshot that something between the
+// agent and manent-server (a reverse proxy, an ingress) refused as too
+// large: its 413 is no manent answer, and manent-server, which takes up to
+// clusterstate.MaxBytes, never saw the snapshot. Its own words ("413
+// Request Entity Too Large" in HTML) say neither how large the snapshot
+// was nor what to change.
+func proxyTooLarge(snap *clusterstate.Snapshot, err error) error {
+	size := "?"
+	if b, merr := json.Marshal(snap); merr == nil {
+		size = mib(len(b))
+	}
+	return fmt.Errorf("post the snapshot (%d pods, %d workloads, %s): refused as too large (413) by a proxy in front of manent-server, "+
+		"not by manent-server, which takes up to %s; nothing was sent, the server keeps the last report: raise that proxy's body limit "+
+		"for /api/v1/agent/reports to %s (nginx: client_max_body_size 16m; ingress-nginx: the annotation "+
+		"nginx.ingress.kubernetes.io/proxy-body-size: 16m): %w",
+		len(snap.Pods), len(snap.Workloads), size, mib(clusterstate.MaxBytes), mib(clusterstate.MaxBytes), err)
 }
 
 func nsLabel(ns string) string {

@@ -3,10 +3,14 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +326,43 @@ func TestRepeatedFailureLoggedOnce(t *testing.T) {
 	}
 	if strings.Contains(out, "interval=5000000") {
 		t.Errorf("the interval is logged in nanoseconds:\n%s", out)
+	}
+}
+
+// TestProxyTooLargeSaysWhatToRaise: a reverse proxy in front of
+// manent-server (nginx's default body limit is 1 MiB) refuses the snapshot
+// with its own HTML 413. The agent's error says how large the snapshot was,
+// that a proxy refused it (manent-server takes up to 16 MiB), and what to
+// raise; the proxy is an httptest server answering as nginx does.
+func TestProxyTooLargeSaysWhatToRaise(t *testing.T) {
+	var posts atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = io.WriteString(w, "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity Too Large</h1></center><hr><center>nginx</center></body></html>\n")
+	}))
+	defer proxy.Close()
+	kube := fake.NewClientset(
+		testPod("shop", "billing-1", labels("dpl_2", "1.2.0"), corev1.PodRunning, true),
+		testPod("shop", "billing-2", labels("dpl_2", "1.2.0"), corev1.PodRunning, true),
+	)
+	a, err := agent.New(agent.Config{Cluster: "c1", Kube: kube, Server: api.NewClient(proxy.URL, "agent-token", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = a.Once(context.Background())
+	if err == nil {
+		t.Fatal("the cycle succeeded though the proxy refused the snapshot")
+	}
+	if posts.Load() == 0 {
+		t.Fatal("the snapshot never reached the proxy")
+	}
+	for _, want := range []string{"2 pods, 0 workloads, 0.0 MiB", "refused as too large (413) by a proxy in front of manent-server",
+		"takes up to 16.0 MiB", "the server keeps the last report", "client_max_body_size 16m", "proxy-body-size", "nginx"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -52,7 +52,9 @@ ServiceAccount, and elsewhere $KUBECONFIG or ~/.kube/config.
 A failed read or post is logged and tried again next cycle; the agent keeps
 going while the cluster's API server or manent-server is down. Credentials
 the API server refuses (401: a wrong or expired token or certificate in the
-kubeconfig) and a missing permission (403) are logged with what to fix.
+kubeconfig) and a missing permission (403) are logged with what to fix,
+and so is a proxy in front of manent-server that refuses the snapshot as
+too large (413; manent-server takes up to 16 MiB).
 SIGTERM or
 SIGINT stop it cleanly (exit 0). Logs are JSON on stderr.
 
