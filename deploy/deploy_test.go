@@ -180,13 +180,18 @@ func TestHelmChart(t *testing.T) {
 		}},
 		{"postgres", []string{"database.type=postgres", "replicas=3", "database.postgres.existingSecret=manent-db",
 			"agent.enabled=true", "agent.cluster=prod-eu-1", "agent.tokenSecret=agent-token",
-			"ingress.enabled=true", "config.workers.dead_after=45s", "config.retention.logs=720h"},
+			"ingress.enabled=true", `ingress.annotations.nginx\.ingress\.kubernetes\.io/proxy-body-size=16m`,
+			"config.workers.dead_after=45s", "config.retention.logs=720h"},
 			func(t *testing.T, k map[string]*unstructured.Unstructured) {
 				if k["PersistentVolumeClaim"] != nil {
 					t.Error("postgres: a PersistentVolumeClaim")
 				}
 				if k["ClusterRole"] == nil || k["Ingress"] == nil {
-					t.Errorf("postgres: kinds %v, want a ClusterRole and an Ingress", k)
+					t.Fatalf("postgres: kinds %v, want a ClusterRole and an Ingress", k)
+				}
+				// An agent's large report gets past ingress-nginx's 1 MiB default.
+				if a := k["Ingress"].GetAnnotations(); a["nginx.ingress.kubernetes.io/proxy-body-size"] != "16m" {
+					t.Errorf("Ingress annotations %v, want the proxy-body-size given", a)
 				}
 			}},
 		{"agent-namespaced", []string{"agent.enabled=true", "agent.cluster=c1", "agent.tokenSecret=t", "agent.namespace=shop"},
