@@ -63,6 +63,7 @@ import (
 // scripts/chaos.sh runs the long one (200 deploys, 20 kills) and prints
 // the figures. MANENT_CHAOS_SEED replays a run.
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	// The default run is the short one (30 deploys, 5 kills, ~40 s);
 	// scripts/chaos.sh runs the long one (200 deploys, 20 kills).
 	if testing.Short() {

@@ -25,6 +25,7 @@ import (
 // writes — to SUCCESS. Without the bound, the connections took every
 // descriptor and the step could not start.
 func TestConnectionFloodLeavesDeploysRunning(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("needs sh to lower the server's open-file limit")
 	}

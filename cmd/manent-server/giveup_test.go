@@ -27,6 +27,7 @@ import (
 // the `finished` callback is sent once; the deploy waiting on it is woken
 // at once (DEPENDENCY_FAILED) and announced too.
 func TestGivenUpDeployIsConcluded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	db := enginetest.SQLite(t)

@@ -49,6 +49,7 @@ echo "end $$" >> $m/attempts
 // deploys run nowhere and would otherwise hold their environment's queue
 // forever.
 func TestSIGKILLOrphansStoppedBeforeRerun(t *testing.T) {
+	t.Parallel()
 	t.Run("the lifeline stops them", func(t *testing.T) { orphansStoppedBeforeRerun(t, "crash-worker", false) })
 	t.Run("lifeline killed too, same executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "crash-worker", true) })
 	t.Run("lifeline killed too, another executor id", func(t *testing.T) { orphansStoppedBeforeRerun(t, "alpha", true) })
@@ -208,6 +209,7 @@ steps:
 // servers of other executor ids that left it — killed, or stopped with
 // SIGTERM — are listed dead, not alive forever.
 func TestSQLiteOtherExecutorsListedDead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := enginetest.SQLite(t)
 	data := filepath.Join(dir, "data")

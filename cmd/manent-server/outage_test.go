@@ -255,6 +255,7 @@ func followDone(t *testing.T, addr, id string) <-chan bool {
 // server goes on serving — the queue runner, the heartbeat and the event
 // poller reconnect — without a restart.
 func TestOutageConnectionsTerminated(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.txt"), []byte("release"), 0o644); err != nil {

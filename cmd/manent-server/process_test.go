@@ -65,6 +65,25 @@ func (p *proc) waitErr() error { return p.child.Err() }
 
 var listening = regexp.MustCompile(`listening on (http://\S+)`)
 
+// A test that starts servers (start, startWith, startArgs, startAs,
+// launch, launchEnv, startWorkers) mostly waits on its servers, so it calls
+// t.Parallel() when it touches no process-wide state: no t.Setenv, no
+// os.Chdir, no package-level variable it sets, no scan of every process
+// on the machine (lifelineOf looks only at its own server's children), and
+// no narrow wall-clock window. Each such test has its own temp dir (data
+// dirs, markers, SQLite file), its own database (enginetest.Postgres and
+// ProxiedPostgres: a random database name per call) and loopback ports of
+// its own. Parallel tests run once the serial ones are done. Kept serial:
+// the outage tests whose requests or retries must fall inside a 5 s outage
+// (TestOutageShortKeepsTheStep, TestOutageBetweenAttempts) or whose worker
+// must stop within dead_after (TestOutageLongerThanDeadAfter), the SIGTERM
+// tests timed against shutdown_delay or a 10 s bound
+// (TestSIGTERMWithShutdownDelayIsNotReadyFirst, TestSIGTERMEndsOpenStreams),
+// TestScheduleSurvivesRestart (2 s ticks around a 5 s outage),
+// TestServerDiesWithTheTestBinary, TestChaosGuard and
+// TestUpgradeFromOldRelease. Subtests keep their parent's fixture and stay
+// sequential.
+
 // start runs manent-server on a random loopback port and waits until it listens.
 func start(t *testing.T, dataDir, db string) *proc {
 	t.Helper()
@@ -229,6 +248,7 @@ func stepByName(d *manent.Deployment, name string) manent.Step {
 // the same executor id resumes the deploy: completed steps do not run
 // again, the interrupted one does.
 func TestSIGKILLMidStepResumes(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		dir := t.TempDir()
 		data := filepath.Join(dir, "data")
@@ -277,6 +297,7 @@ func TestSIGKILLMidStepResumes(t *testing.T) {
 // SIGTERM stops the server cleanly (exit 0) even with a step running; the
 // deploy is finished after a restart.
 func TestSIGTERMGracefulThenResume(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	db := enginetest.SQLite(t)
@@ -317,6 +338,7 @@ func startAs(t *testing.T, dataDir, db, executor string, env ...string) *proc {
 // hands its deploy to a live worker, which finishes it (PostgreSQL: several
 // workers share one database).
 func TestAdminRecoverHandsDeadWorkersDeploys(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
@@ -360,6 +382,7 @@ func TestAdminRecoverHandsDeadWorkersDeploys(t *testing.T) {
 // A deploy resumed more often than workers.max_recovery_attempts ends
 // MAX_RECOVERY_ATTEMPTS_EXCEEDED, and that is the state users see.
 func TestMaxRecoveryAttemptsExceeded(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	db := enginetest.SQLite(t)
@@ -395,6 +418,7 @@ func TestMaxRecoveryAttemptsExceeded(t *testing.T) {
 // SIGKILL in the middle of a compensation: after a restart the rollback
 // completes, and the deploy is ERROR with rollback completed.
 func TestSIGKILLDuringRollbackCompletes(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		dir := t.TempDir()
 		data := filepath.Join(dir, "data")

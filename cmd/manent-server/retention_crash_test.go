@@ -24,6 +24,7 @@ import (
 // while its row stays, nor the reverse — with the audit chain verifying,
 // and after a restart the next pass removes the rest.
 func TestSIGKILLDuringRetention(t *testing.T) {
+	t.Parallel()
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		const n = 3000 // more than one run removes (20 batches of 100)
 		ctx := context.Background()

@@ -27,6 +27,7 @@ import (
 // use only plugins.steps, and the local target writes only under
 // plugins.local.root.
 func TestStepSandbox(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	dbFile := filepath.Join(dir, "manent.db")

@@ -39,6 +39,7 @@ import (
 //   - one `finished` callback (one webhook-id) per deploy, with its
 //     final state.
 func TestUndoPathsSurviveSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts and kills the server (about 25 s)")
 	}

@@ -121,6 +121,7 @@ func waitFile(t *testing.T, path, what string) time.Time {
 // Three workers start at once on an empty database: each migrates or waits
 // for the one migrating, and all three come up alive.
 func TestWorkersStartTogetherOnEmptyDatabase(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	ps := startWorkers(t, t.TempDir(), db, "w1", "w2", "w3")
 	c := ps["w2"].client()
@@ -134,6 +135,7 @@ func TestWorkersStartTogetherOnEmptyDatabase(t *testing.T) {
 // over within dead_after + 15 s and finishes it; completed steps do not run
 // again; the next deploy of the environment does not start before it ends.
 func TestWorkersTakeOverKilledWorker(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
@@ -244,6 +246,7 @@ func pauseRunner(t *testing.T, ps map[string]*proc, yml, dir, started string) (*
 }
 
 func TestWorkersPausedWorkerIsFenced(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
@@ -300,6 +303,7 @@ func TestWorkersPausedWorkerIsFenced(t *testing.T) {
 // shorter than the lifeline's cut-off: QA saw both attempts run 5.6 s
 // together with the defaults.)
 func TestWorkersAdminRecoverOfAPausedWorker(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, _, started, release := crashDescriptor(t, dir)
@@ -417,6 +421,7 @@ func (b *blackhole) via(t *testing.T, db string) string {
 // processes and exits before the others may declare it dead, so the step
 // taken over elsewhere never runs beside its first attempt.
 func TestWorkersCutOffWorkerStopsItsSteps(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
@@ -479,6 +484,7 @@ func TestWorkersCutOffWorkerStopsItsSteps(t *testing.T) {
 // leaves; another worker takes the deploy over at once (no dead_after
 // wait) and runs the remaining steps; nothing runs twice.
 func TestWorkersSIGTERMHandsOver(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
@@ -526,6 +532,7 @@ func TestWorkersSIGTERMHandsOver(t *testing.T) {
 // touches nothing: the step runs on, once. w1 killed and started again on
 // its data_dir resumes its deploy at once, without waiting for dead_after.
 func TestWorkersExecutorIDInUse(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, effects, started, release := crashDescriptor(t, dir)
@@ -602,6 +609,7 @@ func TestWorkersExecutorIDInUse(t *testing.T) {
 // hard link (the file itself is locked too: two names would each have
 // their own -wal file).
 func TestSQLiteSecondServerRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real")
 	if err := os.MkdirAll(real, 0o755); err != nil {
@@ -663,6 +671,7 @@ func TestSQLiteSecondServerRefused(t *testing.T) {
 // deploys in 10 environments run: every deploy ends SUCCESS and every
 // deploy's step ran exactly once.
 func TestWorkersRollingRestart(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	art := filepath.Join(dir, "app.txt")
@@ -739,6 +748,7 @@ func (l lazyTail) String() string {
 // environment and has one slot), status and activity say it waits for one
 // — it was shown running its interrupted step, which ran nowhere.
 func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, _, started, release := crashDescriptor(t, dir)
@@ -849,6 +859,7 @@ func TestWorkersTakenOverDeployWaitsForASlot(t *testing.T) {
 // (DELAYED "schedule.at …" after that time passed; AWAITING_APPROVAL
 // "approvals 0/1" after an approval). Only a running deploy said so.
 func TestWorkersWaitingDeployOnADeadWorker(t *testing.T) {
+	t.Parallel()
 	db := enginetest.Postgres(t)
 	dir := t.TempDir()
 	yml, _, _, release := crashDescriptor(t, dir)
