@@ -87,6 +87,7 @@ func gatedDescriptor(t *testing.T, version, gate string) string {
 // connecting, names the deploys that run). Cancelling (Ctrl-C) ends it
 // with exit 0.
 func TestActivityWatch(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	out, errOut, stop := watching(t, srv, "--interval", "1m")
@@ -118,6 +119,7 @@ func TestActivityWatch(t *testing.T) {
 // With --jq the watch prints one filtered activity item per line: the
 // deploys active at the start (here one running), then each change.
 func TestActivityWatchJQ(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	gate := filepath.Join(t.TempDir(), "gate")

@@ -62,6 +62,7 @@ func submitForApproval(t *testing.T, env func(string) map[string]string) string 
 // "deploy … approved", exit 0, as if it had let the deploy go on. It
 // says now that the deploy has ended, and in which state.
 func TestApproveOfAnEndedDeploySaysSo(t *testing.T) {
+	t.Parallel()
 	srv, env := approvalServer(t)
 	id := submitForApproval(t, env)
 	if code, out, errOut := runCLI(t, env("alice-token"), "approve", id); code != 0 || strings.Contains(out, "ended") {
@@ -89,6 +90,7 @@ func TestApproveOfAnEndedDeploySaysSo(t *testing.T) {
 // help. Each now says what can: another approver, or the rule. An RBAC
 // refusal keeps its hint. Exit 2 (a 403) throughout.
 func TestApproveRefusalHints(t *testing.T) {
+	t.Parallel()
 	_, env := approvalServer(t)
 	id := submitForApproval(t, env)
 	const rbacHint = "the rbac: rules"
@@ -125,6 +127,7 @@ func TestApproveRefusalHints(t *testing.T) {
 // has not ended, steps says, on stderr, what it waits for; stdout stays
 // the table.
 func TestStepsOfAWaitingDeploySayWhy(t *testing.T) {
+	t.Parallel()
 	srv, env := approvalServer(t)
 	id := submitForApproval(t, env)
 	deadline := time.Now().Add(30 * time.Second)

@@ -17,6 +17,7 @@ import (
 // Without the flag a verdict went to whatever the deploy waited for by
 // then — the deploy's own approval or the next wave's.
 func TestApproveWaveIsPinned(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	desc := writeDescriptor(t, "1.0.0")

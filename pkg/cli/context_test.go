@@ -249,6 +249,7 @@ func TestLoopbackKeys(t *testing.T) {
 // refused token writes nothing; a good one is stored and selected. The
 // prompt names the server and never echoes the token.
 func TestLoginPrompt(t *testing.T) {
+	t.Parallel()
 	srv, err := servertest.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 // the next invocation once the database is back creates one deploy, not
 // two.
 func TestDeployDuringDatabaseOutage(t *testing.T) {
+	t.Parallel()
 	db, px := enginetest.ProxiedPostgres(t)
 	// The worker's cut-off (dead_after) far past the outages: the server
 	// serves on.

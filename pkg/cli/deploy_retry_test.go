@@ -39,6 +39,20 @@ func writeDescriptor(t *testing.T, version string) string {
 	return p
 }
 
+// A test that runs the CLI in-process (runCLI, startCLI, cli.Run) against a
+// server of its own (servertest.Start or New: its own temp dir and SQLite
+// file, or enginetest.Postgres/ProxiedPostgres: a random database per
+// call; a loopback port of its own) mostly waits on that server, so it
+// calls t.Parallel() when it touches no process-wide state: no t.Setenv
+// (the CLI's environment is the Invocation's Getenv map), no os.Chdir, no
+// package-level variable it sets, no signal handler, and no narrow
+// wall-clock window. Parallel tests run once the serial ones are done.
+// Kept serial: tests that start a server again on the same port
+// (startRestartable: TestFollowAcrossServerRestart and restore_test.go —
+// another test's listener could take the port meanwhile), t.Setenv tests
+// (trial_test.go), TestLogsFollowResumesSilentStream's 300 ms idle bound,
+// TestScripts (parallel inside already) and the quick unit tests. Subtests
+// keep their parent's fixture and stay sequential.
 func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -68,6 +82,7 @@ func deployIDs(t *testing.T, srv *servertest.Server) []string {
 // the server committed: the CLI retries with one Idempotency-Key, prints
 // the one deploy it created, follows it to SUCCESS and exits 0.
 func TestDeployRetriesWithOneIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	proxy := &servertest.SubmitFaults{Target: srv.URL, Busy: 2, Drops: 1}
 	ps := httptest.NewServer(proxy)
@@ -112,6 +127,7 @@ func TestDeployRetriesWithOneIdempotencyKey(t *testing.T) {
 // --idempotency-key given twice (a re-run CI job): the second run prints
 // the first run's deploy and says so; no new deploy.
 func TestDeployIdempotencyKeyFlag(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	file := writeDescriptor(t, "2.0.0")
@@ -143,6 +159,7 @@ func TestDeployIdempotencyKeyFlag(t *testing.T) {
 // and the server answers the retry with the first rollback's deploy, so
 // one rollback deploy exists and the CLI follows it to SUCCESS.
 func TestRollbackRetriesWithOneIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	direct := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	for _, v := range []string{"1.0.0", "2.0.0"} {

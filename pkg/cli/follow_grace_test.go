@@ -43,6 +43,7 @@ func startCLIWith(server string, grace time.Duration, extra map[string]string, a
 // and shorter than the user's grace ends with the deploy's result, not exit
 // 4. The grace was fixed at 30 s.
 func TestFollowGraceIsTheUsers(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	proxy := &cutProxy{target: srv.URL}
 	front := httptest.NewServer(proxy)
@@ -130,6 +131,7 @@ func TestFollowGraceRefused(t *testing.T) {
 // follow grace, as the commands following one deploy do, and says so once
 // on stderr; it then goes on. It asked again silently for a fixed 30 s.
 func TestActivityWatchSaysTheServerIsAway(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	proxy := &cutProxy{target: srv.URL}
 	front := httptest.NewServer(proxy)

@@ -140,6 +140,7 @@ steps:
 // deploy ends SUCCESS once the network is back. It exited 4 after its own
 // retries of the first poll (about 3 s), the deploy running on.
 func TestDeployWaitRidesOutACutRightAfterTheSubmission(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	proxy := &cutProxy{target: srv.URL, cutAfterSubmit: true}
 	front := httptest.NewServer(proxy)
@@ -180,6 +181,7 @@ wait:
 // is not re-run to submit the deploy a second time. They said only
 // "server … unreachable" and "check --server".
 func TestFollowingSaysTheDeployGoesOnWhenTheServerStaysAway(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	proxy := &cutProxy{target: srv.URL}
 	front := httptest.NewServer(proxy)
@@ -225,6 +227,7 @@ func (p *holdAfterSubmit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // one deploy. It exited 130 without a word, and a re-run job submitted the
 // deploy again.
 func TestDeployInterruptedWhileSubmittingNamesItsKey(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	proxy := &holdAfterSubmit{target: srv.URL, committed: make(chan struct{})}
 	front := httptest.NewServer(proxy)
@@ -268,6 +271,7 @@ func TestDeployInterruptedWhileSubmittingNamesItsKey(t *testing.T) {
 // how to stop it. Both exited 130 without a word, and a user who meant to
 // stop the deploy left it to run at its scheduled time.
 func TestFollowInterruptedSaysTheDeployGoesOn(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	desc := writeDescriptor(t, "1.0.0")

@@ -85,6 +85,7 @@ func (p *droppingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // `manent logs -f` through connections that drop: it reconnects with
 // Last-Event-ID and prints every line once, in order, then exits 0.
 func TestLogsFollowReconnects(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	dir := t.TempDir()
 	art := writeArtifact(t, dir, "hello\n")
@@ -144,6 +145,7 @@ steps:
 // logs -f on a deploy whose log retention removed says so on stderr, as
 // `manent logs` does: an empty stream read as a deploy that logged nothing.
 func TestLogsFollowSaysRetentionRemovedTheLog(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	dir := t.TempDir()
 	art := writeArtifact(t, dir, "hello\n")

@@ -34,6 +34,7 @@ func runCLIAt(t *testing.T, srv *servertest.Server, now time.Time, args ...strin
 // schedules are relative to the CLI's clock (the Factory's Now), so these
 // are exact; -o json keeps the server's RFC 3339 time.
 func TestTablesShowRelativeTimes(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t)
 	env := map[string]string{"MANENT_SERVER": srv.URL, "MANENT_TOKEN": srv.Token}
 	if code, _, stderr := runCLI(t, env, "deploy", "-f", writeDescriptor(t, "1.0.0"), "--wait"); code != 0 {

@@ -24,6 +24,7 @@ import (
 // "ERROR", then nothing more of the step, and the deploy ended SUCCESS),
 // and the step's log says so.
 func TestARetriedStepIsNotShownFailed(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t, servertest.WithConfig(func(c *node.Config) {
 		c.Workers.RetryBase, c.Workers.RetryMax = time.Second, time.Second
 	}))

@@ -21,6 +21,7 @@ import (
 // as the server allows (limits.streams_per_identity, 429): it tries again,
 // and follows the log once a stream is free, instead of failing at once.
 func TestLogsFollowWaitsForAFreeStream(t *testing.T) {
+	t.Parallel()
 	srv := servertest.Start(t, servertest.WithConfig(func(c *node.Config) { c.Limits.StreamsPerIdentity = 1 }))
 	dir := t.TempDir()
 	art := writeArtifact(t, dir, "hello\n")

@@ -15,6 +15,7 @@ import (
 // saying "superseded by <id>", and `manent status` shows it; a plain
 // cancel still says "cancelled".
 func TestWaitSuperseded(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
 	deploys := map[string]manent.Deployment{
 		"sch_1@2026-12-04T02:00:00Z": {ID: "sch_1@2026-12-04T02:00:00Z", Application: "web", Environment: "prod", Version: "1",

@@ -20,6 +20,7 @@ import (
 // effective deploy only, and the deploy then waited for approvals nobody
 // had been told of.
 func TestValidateSaysWhatTheDeployWaitsFor(t *testing.T) {
+	t.Parallel()
 	rules := filepath.Join(t.TempDir(), "governance.yaml")
 	if err := os.WriteFile(rules, []byte("approvals:\n  - {environments: [prod], applications: [\"*\"], count: 2, approvers: [\"group:sre\"], expires: 24h}\n"), 0o644); err != nil {
 		t.Fatal(err)
