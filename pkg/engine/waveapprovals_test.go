@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,61 +99,17 @@ func TestWaveApprovalCountNeverGoesBack(t *testing.T) {
 		rule := &plan.ApprovalRule{Count: len(approvers) + 1, Approvers: []string{"*"}, Expires: time.Hour}
 		for round := range 2 {
 			id := submitWaitingWave(f, fmt.Sprintf("count%d", round), rule, append(slices.Clone(approvers), "dev")...)
-			// recorded counts the approvals whose call returned; the
-			// watcher reads it before the reason.
-			var recorded atomic.Int64
-			var wrong atomic.Pointer[string]
-			stop := make(chan struct{})
-			var watcher sync.WaitGroup
-			watcher.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					want := recorded.Load()
-					rec, err := f.st.Deployment(ctx, id)
-					if err != nil {
-						msg := err.Error()
-						wrong.Store(&msg)
-						return
-					}
-					if n := waveApprovalCount(rec.Reason); n < want {
-						msg := fmt.Sprintf("reason %q counts %d after %d approvals of wave rest were recorded", rec.Reason, n, want)
-						wrong.Store(&msg)
-						return
-					}
-				}
-			})
-			var approving sync.WaitGroup
-			errs := make(chan error, len(approvers))
-			for _, who := range approvers {
-				approving.Go(func() {
-					_, err := f.eng.ApproveFor(ctx, id, manent.Identity{Subject: "token:" + who}, manent.Approval{Verdict: "approve"}, "rest")
-					if err == nil {
-						recorded.Add(1)
-					}
-					errs <- err
-				})
-			}
-			approving.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The run, woken by each approval, counts again for a moment:
-			// the watcher goes on reading until it has.
-			enginetest.Eventually(t, 30*time.Second, func() bool {
+			wrong := approveWhileWatching(t, f, id, approvers, func(who string) error {
+				_, err := f.eng.ApproveFor(ctx, id, manent.Identity{Subject: "token:" + who}, manent.Approval{Verdict: "approve"}, "rest")
+				return err
+			}, waveApprovalCount, func() bool {
+				// The run, woken by each approval, counts again for a
+				// moment: the watcher goes on reading until it has.
 				steps, err := f.eng.RunSteps(id)
-				return wrong.Load() != nil || (err == nil && waveCountSteps(steps) > len(approvers))
-			}, "the run to count after every wake")
-			close(stop)
-			watcher.Wait()
-			if msg := wrong.Load(); msg != nil {
-				t.Fatalf("round %d: %s", round, *msg)
+				return err == nil && waveCountSteps(steps) > len(approvers)
+			})
+			if wrong != "" {
+				t.Fatalf("round %d: %s", round, wrong)
 			}
 			if r := f.state(id).Reason; waveApprovalCount(r) != int64(len(approvers)) {
 				t.Fatalf("round %d: reason %q, want wave rest awaits approval %d/%d", round, r, len(approvers), rule.Count)
@@ -180,16 +134,7 @@ func waveCountSteps(steps []dbos.StepInfo) int {
 // waveApprovalCount is the count "wave rest awaits approval n/m …" says,
 // -1 for another reason.
 func waveApprovalCount(reason string) int64 {
-	s, ok := strings.CutPrefix(reason, "wave rest awaits approval ")
-	if !ok {
-		return -1
-	}
-	n, _, _ := strings.Cut(s, "/")
-	v, err := strconv.ParseInt(n, 10, 64)
-	if err != nil {
-		return -1
-	}
-	return v
+	return countAfter(reason, "wave rest awaits approval ")
 }
 
 // A restart with a new configuration wakes the deploys that wait for a
