@@ -837,8 +837,8 @@ func (e *Engine) sendWake(id, from string) error {
 	return dbos.Send(e.dbos, gateID(id), gateMsg{Kind: "wake", From: from}, gateTopic)
 }
 
-// wakeGates wakes the gate of every deploy that waits in one (DELAYED,
-// WAITING_DEPENDENCY, AWAITING_APPROVAL), and every running deploy that
+// wakeGates wakes the gate of every deploy that waits in one
+// (WAITING_DEPENDENCY, AWAITING_APPROVAL), and every running deploy that
 // waits for a rollout wave's approval (PENDING, its step
 // approval[<wave>] running: WaitingWave), when this worker starts: a
 // restart with a new configuration (a token revoked, an approver moved out
@@ -850,9 +850,12 @@ func (e *Engine) sendWake(id, from string) error {
 // next receive, on any worker, also for a gate not dequeued yet). A run
 // that waits for nothing on waveApprovalTopic gets no message: it would
 // wait there until the run's next wave wait, and wake it once for
-// nothing. A deploy whose gate has no workflow (ended meanwhile: DBOS
-// refuses a message to a workflow it does not know, and sends none) is
-// skipped.
+// nothing. A DELAYED gate is not woken: its wait until schedule.at depends
+// on no configuration (what comes after it counts afresh), and a wake
+// would only make it read the time and wait again — a long delay stays one
+// wait (TestLongDelayIsOneWait). A deploy whose gate has no workflow
+// (ended meanwhile: DBOS refuses a message to a workflow it does not know,
+// and sends none) is skipped.
 func (e *Engine) wakeGates(ctx context.Context) {
 	recs, err := e.st.UnfinishedBrief(ctx)
 	if err != nil {
@@ -861,7 +864,7 @@ func (e *Engine) wakeGates(ctx context.Context) {
 	}
 	for _, r := range recs {
 		switch r.State {
-		case manent.StateDelayed, manent.StateWaitingDependency, manent.StateAwaitingApproval:
+		case manent.StateWaitingDependency, manent.StateAwaitingApproval:
 		case manent.StatePending:
 			e.wakeWave(ctx, r.ID)
 			continue
