@@ -86,30 +86,18 @@ func redactValue(v any, hide bool) any {
 // whatever its name: for a URL whose query is often its credential under a
 // name that says nothing (a callback's `?code=`, `?key=`). The names stay,
 // so a reader still sees which parameters it has.
-func RedactQuery(s string) string {
-	s = RedactURL(s)
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.RawQuery == "" || u.RawQuery == redactedInURL {
-		return s // no query, or one RedactURL hid whole (it does not parse)
-	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil {
-		u.RawQuery = redactedInURL
-		return u.String()
-	}
-	for k := range q {
-		q[k] = []string{redactedInURL}
-	}
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func RedactQuery(s string) string { return redactURL(s, true) }
 
 // RedactURL hides the credentials a URL may carry — the password of its
 // user information and the values of query parameters named like
 // credentials (a signed URL's `X-Amz-Signature`, `sig`, `token`) — with
 // "xxxxx", and
 // returns any other string unchanged.
-func RedactURL(s string) string {
+func RedactURL(s string) string { return redactURL(s, false) }
+
+// redactURL is RedactURL; with allValues it hides every query value, not
+// only those named like credentials.
+func redactURL(s string, allValues bool) string {
 	if !strings.Contains(s, "://") {
 		return s
 	}
@@ -130,7 +118,7 @@ func RedactURL(s string) string {
 		} else {
 			hidden := false
 			for k := range q {
-				if SensitiveKey(k) {
+				if allValues || SensitiveKey(k) {
 					q[k] = []string{redactedInURL}
 					hidden = true
 				}
