@@ -871,11 +871,19 @@ func (e *Engine) wakeGates(ctx context.Context) {
 		default:
 			continue
 		}
-		if err := e.sendWake(r.ID, "start"); errors.Is(err, dbos.ErrNonExistentWorkflow) {
-			e.log.Debug("wake the gate of a waiting deploy: it has no workflow", "deploy", r.ID)
-		} else if err != nil {
-			e.log.Warn("wake the gate of a waiting deploy", "deploy", r.ID, "error", err)
-		}
+		e.logStartWake(e.sendWake(r.ID, "start"), "wake the gate of a waiting deploy", r.ID)
+	}
+}
+
+// logStartWake logs what a start-up wake of deploy id's workflow met
+// (wakeGates): a deploy without a workflow (its gate not started yet, or
+// ended) is no fault.
+func (e *Engine) logStartWake(err error, what, id string, attrs ...any) {
+	switch {
+	case errors.Is(err, dbos.ErrNonExistentWorkflow):
+		e.log.Debug(what+": it has no workflow", "deploy", id)
+	case err != nil:
+		e.log.Warn(what, append(append([]any{"deploy", id}, attrs...), "error", err)...)
 	}
 }
 
@@ -890,11 +898,7 @@ func (e *Engine) wakeWave(ctx context.Context, id string) {
 	if wave == "" {
 		return
 	}
-	if err := e.sendWaveWake(id, "start"); errors.Is(err, dbos.ErrNonExistentWorkflow) {
-		e.log.Debug("wake a deploy waiting for a wave's approval: it has no workflow", "deploy", id)
-	} else if err != nil {
-		e.log.Warn("wake a deploy waiting for a wave's approval", "deploy", id, "wave", wave, "error", err)
-	}
+	e.logStartWake(e.sendWaveWake(id, "start"), "wake a deploy waiting for a wave's approval", id, "wave", wave)
 }
 
 // sendWaveWake wakes run id where it waits on waveApprovalTopic (a wave's
