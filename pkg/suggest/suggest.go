@@ -5,15 +5,24 @@
 // It imports only the standard library.
 package suggest
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Closest returns the candidate closest to s when it is close enough to be
 // a likely typo, or "".
 func Closest(s string, candidates []string) string {
+	// A name longer than editDistance reads is no typo of any candidate;
+	// said first, a hostile 1 MiB name costs nothing more.
+	if len(s) > maxRunes*utf8.UTFMax {
+		return ""
+	}
 	// Allow about one edit per three characters, at most three.
 	best, bestDist := "", min(len(s)/3+1, 3)
+	s = strings.ToLower(s)
 	for _, c := range candidates {
-		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d <= bestDist && (best == "" || d < bestDist) {
+		if d := editDistance(s, strings.ToLower(c)); d <= bestDist && (best == "" || d < bestDist) {
 			best, bestDist = c, d
 		}
 	}
@@ -24,11 +33,11 @@ func Closest(s string, candidates []string) string {
 // callers pass names of fields, keys and steps).
 func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 64 || len(rb) > 64 {
+	if len(ra) > maxRunes || len(rb) > maxRunes {
 		if a == b {
 			return 0
 		}
-		return 64
+		return maxRunes
 	}
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
@@ -48,3 +57,7 @@ func editDistance(a, b string) int {
 	}
 	return prev[len(rb)]
 }
+
+// maxRunes is the longest string editDistance compares: past it, two
+// strings are equal or far apart.
+const maxRunes = 64

@@ -19,6 +19,7 @@ func TestClosest(t *testing.T) {
 		{"x", ""},
 		{"completely-different", ""},
 		{strings.Repeat("a", 100), ""},
+		{strings.Repeat("timeout", 1<<17), ""}, // a hostile 1 MiB name: refused before any distance
 	} {
 		if got := suggest.Closest(tt.in, keys); got != tt.want {
 			t.Errorf("Closest(%q) = %q, want %q", tt.in, got, tt.want)
