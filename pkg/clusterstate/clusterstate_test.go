@@ -279,6 +279,14 @@ func TestValidate(t *testing.T) {
 			s.Pods[0].Application = strings.Repeat("a", 64)
 			s.Workloads[0].Version = strings.Repeat("1", 64)
 		}, []string{"/pods/0/application", "/workloads/0/version"}},
+		// No cluster holds such label values: a terminal escape, a
+		// right-to-left override, a space, a leading dot.
+		{"label values no cluster holds", func(s *clusterstate.Snapshot) {
+			s.Pods[0].DeployID = "d1\x1b[2J"
+			s.Pods[1].Environment = "prod\u202egpj.exe"
+			s.Workloads[0].Application = "shop front"
+			s.Workloads[0].Version = ".1"
+		}, []string{"/pods/0/deploy_id", "/pods/1/environment", "/workloads/0/application", "/workloads/0/version"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

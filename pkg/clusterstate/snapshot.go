@@ -2,6 +2,7 @@ package clusterstate
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -260,11 +261,21 @@ func checkLabels(add func(path, format string, args ...any), at, deployID, appli
 	for _, l := range []struct{ field, v string }{
 		{"deploy_id", deployID}, {"application", application}, {"environment", environment}, {"version", version},
 	} {
-		if len(l.v) > maxLabel {
+		switch {
+		case len(l.v) > maxLabel:
 			add(at+"/"+l.field, "is %d bytes, longer than a label value may be (%d)", len(l.v), maxLabel)
+		case !labelValue.MatchString(l.v):
+			// A cluster holds no other (the API server refuses it): such
+			// a value, a terminal escape or a right-to-left override
+			// meant for a reader's screen, comes from no agent.
+			add(at+"/"+l.field, "%s is not a label value (letters, digits, '-', '_' and '.', beginning and ending with a letter or digit)", echo(l.v))
 		}
 	}
 }
+
+// labelValue is the syntax of a Kubernetes label value (empty, or at most
+// 63 such characters: the length is checked apart).
+var labelValue = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
 
 // Bound cuts the free texts of a snapshot's objects (owners, container
 // names, images, reasons, messages, kstatus messages) to maxText bytes,
