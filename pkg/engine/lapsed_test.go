@@ -104,18 +104,8 @@ func TestRestartRecountsWaitingApprovals(t *testing.T) {
 		// The gate counted both and took both wakes (its third count runs
 		// after its second receive): no message waits for it, only its
 		// poll would wake it.
-		enginetest.Eventually(t, 30*time.Second, func() bool {
-			steps, err := f.eng.GateSteps(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return slices.ContainsFunc(steps, func(s dbos.StepInfo) bool { return s.StepName == "gate:approvals-2" }) &&
-				strings.HasPrefix(f.state(id).Reason, "approvals 2/3 ")
-		}, "the gate to count alice's and bob's approvals after both wakes; the reason is %q", stateOfReason{f, id})
-		// A restart revokes alice's token.
-		f.node.Close(5 * time.Second)
-		f.cfg.Auth.Tokens = slices.DeleteFunc(f.cfg.Auth.Tokens, func(c auth.TokenConfig) bool { return c.Name == "alice" })
-		f.open()
+		waitCounted(t, f, id, f.eng.GateSteps, "gate:approvals-2", "approvals 2/3 ", "the gate to count alice's and bob's approvals after both wakes")
+		f.restartRevoking("alice")
 		enginetest.Eventually(t, 30*time.Second, func() bool {
 			r := f.state(id).Reason
 			return strings.HasPrefix(r, "approvals 1/3 ") && strings.Contains(r, "token:alice") && strings.Contains(r, "no longer a token of this server")
@@ -124,4 +114,27 @@ func TestRestartRecountsWaitingApprovals(t *testing.T) {
 			t.Fatalf("with one approval that counts: %s, want AWAITING_APPROVAL", stateOf{&d})
 		}
 	})
+}
+
+// waitCounted waits until deploy id's workflow (its steps read by steps)
+// has run the count named step and its reason begins with prefix: what
+// came before was counted, and no wake waits for the workflow.
+func waitCounted(t *testing.T, f *fixture, id string, steps func(string) ([]dbos.StepInfo, error), step, prefix, what string) {
+	t.Helper()
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		ran, err := steps(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(ran, func(s dbos.StepInfo) bool { return s.StepName == step }) &&
+			strings.HasPrefix(f.state(id).Reason, prefix)
+	}, what+"; the reason is %q", stateOfReason{f, id})
+}
+
+// restartRevoking restarts f's node with token name removed from its
+// configuration.
+func (f *fixture) restartRevoking(name string) {
+	f.node.Close(5 * time.Second)
+	f.cfg.Auth.Tokens = slices.DeleteFunc(f.cfg.Auth.Tokens, func(c auth.TokenConfig) bool { return c.Name == name })
+	f.open()
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
-	"github.com/manent-io/manent/pkg/auth"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/plan"
@@ -62,10 +61,7 @@ func TestWaveApprovalOfARevokedApproverLapses(t *testing.T) {
 	enginetest.Eventually(t, 30*time.Second, func() bool {
 		return strings.HasPrefix(f.state(id).Reason, "wave rest awaits approval 1/2")
 	}, "alice's approval of wave rest to count; the reason is %q", stateOfReason{f, id})
-	// A restart revokes alice's token.
-	f.node.Close(5 * time.Second)
-	f.cfg.Auth.Tokens = slices.DeleteFunc(f.cfg.Auth.Tokens, func(c auth.TokenConfig) bool { return c.Name == "alice" })
-	f.open()
+	f.restartRevoking("alice")
 	// Bob's approval wakes the run: it counts his alone.
 	if _, err := f.eng.ApproveFor(ctx, id, sre("bob"), manent.Approval{Verdict: "approve"}, "rest"); err != nil {
 		t.Fatal(err)
@@ -153,18 +149,8 @@ func TestRestartRecountsWaitingWaveApprovals(t *testing.T) {
 		// The run counted alice's approval after its wake (its second
 		// count runs after its first receive): no message waits for it,
 		// only its poll would wake it.
-		enginetest.Eventually(t, 30*time.Second, func() bool {
-			steps, err := f.eng.RunSteps(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return slices.ContainsFunc(steps, func(s dbos.StepInfo) bool { return s.StepName == "approval[rest]-1" }) &&
-				strings.HasPrefix(f.state(id).Reason, "wave rest awaits approval 1/2, ")
-		}, "the run to count alice's approval of wave rest after its wake; the reason is %q", stateOfReason{f, id})
-		// A restart revokes alice's token.
-		f.node.Close(5 * time.Second)
-		f.cfg.Auth.Tokens = slices.DeleteFunc(f.cfg.Auth.Tokens, func(c auth.TokenConfig) bool { return c.Name == "alice" })
-		f.open()
+		waitCounted(t, f, id, f.eng.RunSteps, "approval[rest]-1", "wave rest awaits approval 1/2, ", "the run to count alice's approval of wave rest after its wake")
+		f.restartRevoking("alice")
 		enginetest.Eventually(t, 30*time.Second, func() bool {
 			r := f.state(id).Reason
 			return strings.HasPrefix(r, "wave rest awaits approval 0/2, ") && strings.Contains(r, "token:alice is no longer a token of this server")
