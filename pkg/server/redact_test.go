@@ -81,12 +81,7 @@ parameters: {replicas: 2, api_token: %s}
 		t.Errorf("config output %v: the settings that are no credentials should stay visible", out)
 	}
 
-	get := func(path string) string { return shownTo(t, srv.URL, "reader-token", path) }
-	shown["status"] = get("/api/v1/deployments/" + res.ID)
-	shown["steps"] = get("/api/v1/deployments/" + res.ID + "/steps")
-	shown["events"] = get("/api/v1/deployments/" + res.ID + "/events")
-	shown["current"] = get("/api/v1/environments/billing/staging/current")
-	shown["effective"] = get("/api/v1/deployments/" + res.ID + "/effective")
+	readerViews(t, srv.URL, "reader-token", res.ID, "billing/staging", shown)
 	if !strings.Contains(shown["events"], `"name":"config"`) {
 		t.Fatalf("the event stream has no config step: %s", shown["events"])
 	}
@@ -99,6 +94,22 @@ parameters: {replicas: 2, api_token: %s}
 	}
 	if !strings.Contains(shown["current"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["effective"], `"DB_PASSWORD":"[redacted]"`) || !strings.Contains(shown["steps"], `"UPSTREAM_AUTHORIZATION":"[redacted]"`) {
 		t.Errorf("the redacted settings should keep their names:\ncurrent %s\nsteps %s", shown["current"], shown["steps"])
+	}
+}
+
+// readerViews adds to shown what token reads of deploy id and of its
+// environment env ("app/env"): its status, steps, event stream, the
+// environment's current release and the deploy's effective descriptor.
+func readerViews(t *testing.T, base, token, id, env string, shown map[string]string) {
+	t.Helper()
+	for name, path := range map[string]string{
+		"status":    "/api/v1/deployments/" + id,
+		"steps":     "/api/v1/deployments/" + id + "/steps",
+		"events":    "/api/v1/deployments/" + id + "/events",
+		"current":   "/api/v1/environments/" + env + "/current",
+		"effective": "/api/v1/deployments/" + id + "/effective",
+	} {
+		shown[name] = shownTo(t, base, token, path)
 	}
 }
 
@@ -193,12 +204,7 @@ func TestCallbackURLQueryIsNotShownToReaders(t *testing.T) {
 	case <-wctx.Done():
 		t.Fatal("no callback came")
 	}
-	get := func(path string) string { return shownTo(t, srv.URL, "reader-token", path) }
-	shown["status"] = get("/api/v1/deployments/" + res.ID)
-	shown["steps"] = get("/api/v1/deployments/" + res.ID + "/steps")
-	shown["events"] = get("/api/v1/deployments/" + res.ID + "/events")
-	shown["current"] = get("/api/v1/environments/billing/staging/current")
-	shown["effective"] = get("/api/v1/deployments/" + res.ID + "/effective")
+	readerViews(t, srv.URL, "reader-token", res.ID, "billing/staging", shown)
 	for where, body := range shown {
 		for _, secret := range []string{code, key} {
 			if strings.Contains(body, secret) {
