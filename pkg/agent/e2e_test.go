@@ -86,14 +86,7 @@ func manentServer(t *testing.T, token string) (*api.Client, string) {
 // `manent agent` — exits 0 when stopped.
 func TestE2ERealAPIServer(t *testing.T) {
 	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
-	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, kubeAPI.Token), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := kubeClient(t, kubeAPI, kubeAPI.Token)
 	// The shipped manifests, applied as an operator would; the agent then
 	// reads the cluster with its ServiceAccount's token, so the API server
 	// (RBAC mode) checks that the ClusterRole's read-only rules suffice.
@@ -344,14 +337,7 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // holds the bulk, instead of the server's bare 413 every cycle.
 func TestE2EOddObjectsDoNotBlindTheCluster(t *testing.T) {
 	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
-	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, kubeAPI.Token), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := kubeClient(t, kubeAPI, kubeAPI.Token)
 	const token = "e2e-manent-token"
 	client, _ := manentServer(t, token)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -428,14 +414,7 @@ func TestE2EOddObjectsDoNotBlindTheCluster(t *testing.T) {
 // cycle; its error says what to grant, not only the API server's refusal.
 func TestE2EForbiddenSaysWhatToGrant(t *testing.T) {
 	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
-	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, kubeAPI.Token), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kube := kubeClient(t, kubeAPI, kubeAPI.Token)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	must := func(err error) {
@@ -444,7 +423,7 @@ func TestE2EForbiddenSaysWhatToGrant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
+	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
 	must(err)
 	_, err = kube.CoreV1().ServiceAccounts("shop").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "agent"}}, metav1.CreateOptions{})
 	must(err)
@@ -460,10 +439,7 @@ func TestE2EForbiddenSaysWhatToGrant(t *testing.T) {
 	tr, err := kube.CoreV1().ServiceAccounts("shop").CreateToken(ctx, "agent",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
 	must(err)
-	limited, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, tr.Status.Token), func(string) string { return "" })
-	must(err)
-	lkube, err := kubernetes.NewForConfig(limited)
-	must(err)
+	lkube := kubeClient(t, kubeAPI, tr.Status.Token)
 
 	for _, tc := range []struct {
 		namespace string
@@ -490,13 +466,11 @@ func TestE2EForbiddenSaysWhatToGrant(t *testing.T) {
 	}
 }
 
-// TestE2EUnauthorizedSaysWhichCredentials: an agent whose kubeconfig holds a
-// token the API server does not know fails every cycle, posts nothing, and
-// its error says that the credentials are refused and where they come from,
-// not only the API server's bare "Unauthorized".
-func TestE2EUnauthorizedSaysWhichCredentials(t *testing.T) {
-	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
-	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, "not-a-token-the-api-server-knows"), func(string) string { return "" })
+// kubeClient is a client of kubeAPI that presents token, built as the
+// agent builds its own from a kubeconfig.
+func kubeClient(t *testing.T, kubeAPI *kubetest.APIServer, token string) kubernetes.Interface {
+	t.Helper()
+	rc, err := agent.KubeConfig(kubeAPI.Kubeconfig(t, token), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,6 +478,16 @@ func TestE2EUnauthorizedSaysWhichCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return kube
+}
+
+// TestE2EUnauthorizedSaysWhichCredentials: an agent whose kubeconfig holds a
+// token the API server does not know fails every cycle, posts nothing, and
+// its error says that the credentials are refused and where they come from,
+// not only the API server's bare "Unauthorized".
+func TestE2EUnauthorizedSaysWhichCredentials(t *testing.T) {
+	kubeAPI := kubetest.Start(t, kubetest.BinDir(t))
+	kube := kubeClient(t, kubeAPI, "not-a-token-the-api-server-knows")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rec := &recorder{}
