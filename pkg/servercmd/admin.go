@@ -362,6 +362,9 @@ To restore: stop the server, remove manent.db-wal and manent.db-shm from
 its data directory, put the copy in place as manent.db, start the server.
 The deploys that were running at the time of the backup resume from their
 last step recorded in it: check what they would do again first. The
+command lists them as it writes the copy (keep its output with the file):
+each deploy not final in the copy, its state and the step it was running,
+which runs again from its start on the restored server. The
 inventory is the backup's too: a target deployed after the backup keeps
 that release live; deploy such an environment again to bring both into
 line.
@@ -384,7 +387,7 @@ schema, both needed) or continuous archiving.`,
 			}
 			defer st.Close()
 			start := time.Now()
-			size, err := st.Backup(cmd.Context(), to)
+			size, resumed, err := st.Backup(cmd.Context(), to)
 			if errors.Is(err, store.ErrBackupPostgres) {
 				return usageError{err}
 			}
@@ -396,12 +399,37 @@ schema, both needed) or continuous archiving.`,
 			}
 			fmt.Fprintf(stdout, "backed up %s to %s: %.1f MiB in %s\n", store.Where(cfg.Database), to,
 				float64(size)/(1<<20), time.Since(start).Round(time.Millisecond))
-			return nil
+			return printResumed(stdout, resumed)
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the new file to write the copy to (it must not exist)")
 	db.add(cmd.Flags())
 	return cmd
+}
+
+// printResumed lists the deploys a server started on a backup resumes:
+// what the restore procedure says to check before starting one, which
+// neither the API nor another task shows before a server runs on the copy.
+func printResumed(w io.Writer, resumed []store.Resumed) error {
+	if len(resumed) == 0 {
+		_, err := fmt.Fprintln(w, "the copy holds no deploy that is not final: a server started on it resumes none")
+		return err
+	}
+	fmt.Fprintf(w, "a server started on this copy resumes %s not final in it (keep this list with the copy):\n", manent.Plural(len(resumed), "deploy"))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tAPPLICATION\tENVIRONMENT\tSTATE\tSTEP RUNNING")
+	for _, r := range resumed {
+		step := r.Step
+		if step == "" {
+			step = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Application, r.Environment, r.State, step)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "a step running in the copy runs again from its start: what it did after this backup is done again. A waiting deploy waits again; what was approved, cancelled or submitted after this backup is not in the copy.")
+	return err
 }
 
 func newWorkersCmd(stdout, stderr io.Writer, plugins node.Registrar) *cobra.Command {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/manent-io/manent/pkg/enginetest"
+	"github.com/manent-io/manent/pkg/manent"
 	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
@@ -104,7 +105,7 @@ func TestAdminOnAServersDatabase(t *testing.T) {
 		"verify-audit": regexp.MustCompile(`^audit log intact: (1 row|(0|[2-9]|\d\d+) rows)\n(anchor: \d+:[0-9a-f]{64} \(keep it outside the database; --anchor checks it later\)\n)?$`),
 		"workers":      regexp.MustCompile(`(?s).`),
 		"recover":      regexp.MustCompile(`^0 deploys of worker-1 handed back to the queue\n$`),
-		"backup":       regexp.MustCompile(`^backed up .*manent\.db to backup\.db: \d+\.\d MiB in \S+\n$`),
+		"backup":       regexp.MustCompile(`^backed up .*manent\.db to backup\.db: \d+\.\d MiB in \S+\nthe copy holds no deploy that is not final: a server started on it resumes none\n$`),
 	}
 	for _, task := range adminDBTasks {
 		var stdout, stderr bytes.Buffer
@@ -345,5 +346,77 @@ func TestVerifyAuditUncheckedIsNotTampered(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "hunter2-secret") {
 		t.Errorf("the password is in the error: %q", stderr.String())
+	}
+}
+
+// A restore resumes the deploys not final in the copy — a running step
+// from its start, whatever it did after the backup — and the docs said to
+// "check what they would do again before starting the workers", with
+// nothing to check with: before a server runs on the copy, neither the
+// API nor an admin task shows them, and the image has no sqlite3. backup
+// now lists them, with the step each was running, as it writes the copy;
+// a final deploy is not listed. A copy with none says so.
+func TestBackupListsWhatARestoreResumes(t *testing.T) {
+	t.Chdir(t.TempDir())
+	ctx := context.Background()
+	data, _, n := openNode(t)
+	at := time.Date(2026, 12, 7, 13, 0, 0, 0, time.UTC)
+	add := func(id, env string, state manent.State, running string) {
+		t.Helper()
+		err := n.Store.Tx(ctx, func(tx *sql.Tx) error {
+			if err := n.Store.InsertDeployment(ctx, tx, &store.Record{Deployment: manent.Deployment{ID: id, Application: "billing",
+				Environment: env, Version: "1", State: state, Requester: "token:ci", CreatedAt: at}, Input: []byte(`{}`)}); err != nil {
+				return err
+			}
+			at = at.Add(time.Second)
+			return n.Store.PlanSteps(ctx, tx, id, []string{"deploy", "smoke", "activation"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if running != "" {
+			if _, err := n.Store.StepStarted(ctx, id, running, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The empty database first.
+	var stdout, stderr bytes.Buffer
+	if code := Run(ctx, []string{"admin", "backup", "--data-dir", data, "--to", "empty.db"}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("backup: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "\nthe copy holds no deploy that is not final: a server started on it resumes none\n") {
+		t.Fatalf("backup of a database with no deploy printed %q", stdout.String())
+	}
+	add("dpl_done", "prod", manent.StateSuccess, "")
+	add("dpl_slow", "prod", manent.StatePending, "smoke")
+	add("dpl_gated", "staging", manent.StateAwaitingApproval, "")
+	n.Close(time.Second)
+
+	stdout.Reset()
+	if code := Run(ctx, []string{"admin", "backup", "--data-dir", data, "--to", "backup.db"}, &stdout, &stderr, nil); code != 0 {
+		t.Fatalf("backup: exit %d: %s", code, stderr.String())
+	}
+	out := stdout.String()
+	want := regexp.MustCompile(`(?s)^backed up .*manent\.db to backup\.db: \d+\.\d MiB in \S+\n` +
+		`a server started on this copy resumes 2 deploys not final in it \(keep this list with the copy\):\n` +
+		`ID +APPLICATION +ENVIRONMENT +STATE +STEP RUNNING\n` +
+		`dpl_slow +billing +prod +PENDING +smoke\n` +
+		`dpl_gated +billing +staging +AWAITING_APPROVAL +-\n` +
+		`a step running in the copy runs again from its start: what it did after this backup is done again\.`)
+	if !want.MatchString(out) || strings.Contains(out, "dpl_done") {
+		t.Fatalf("backup printed\n%s\nwant it to match %s, without dpl_done", out, want)
+	}
+	// The copy is read, not written: nothing beside it.
+	ents, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != "backup.db empty.db" {
+		t.Fatalf("the backups' directory holds %q, want the two copies alone", names)
 	}
 }

@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+
+	"github.com/manent-io/manent/pkg/manent"
 )
 
 // ErrBackupPostgres is returned by Backup on PostgreSQL, which has its own
@@ -19,11 +23,66 @@ var ErrBackupPostgres = errors.New("manent backs up SQLite databases only: back 
 // synced, then linked to path — path either does not exist or is the whole
 // copy, never half of one — with mode 0600 (it holds the audit log, the
 // deploys' inputs and the sessions' digests). An existing path is refused
-// (os.ErrExist), never overwritten. It returns the copy's size in bytes.
-func (s *Store) Backup(ctx context.Context, path string) (int64, error) {
+// (os.ErrExist), never overwritten. It returns the copy's size in bytes
+// and the deploys not final in it (Resumed): what a server started on the
+// copy resumes.
+func (s *Store) Backup(ctx context.Context, path string) (int64, []Resumed, error) {
 	if s.postgres {
-		return 0, ErrBackupPostgres
+		return 0, nil, ErrBackupPostgres
 	}
+	size, err := s.backup(ctx, path)
+	if err != nil {
+		return 0, nil, err
+	}
+	resumed, err := ResumedBy(ctx, path)
+	if err != nil {
+		return size, nil, fmt.Errorf("backup: written to %s, but its deploys could not be read: %w", path, err)
+	}
+	return size, resumed, nil
+}
+
+// Resumed is a deploy not final in a copy of the database: a server
+// started on the copy resumes it — a waiting one waits again, a running
+// one goes on from its last step recorded in the copy (Step, when one was
+// running: it runs again from its start, whatever it did after the copy).
+type Resumed struct {
+	ID, Application, Environment string
+	State                        manent.State
+	Step                         string // the step running in the copy, "" when none
+}
+
+// ResumedBy reads, from the SQLite database file at path, the deploys a
+// server started on it would resume, oldest first. The file is opened
+// read-only and immutable: nothing is written beside it, not even a WAL.
+func ResumedBy(ctx context.Context, path string) ([]Resumed, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", OmitHost: true, Path: abs, RawQuery: "mode=ro&immutable=1"}).String())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT d.id, d.application, d.environment, d.state,
+		COALESCE((SELECT s.name FROM manent_steps s WHERE s.deployment_id = d.id AND s.state = 'RUNNING' ORDER BY s.position LIMIT 1), '')
+		FROM manent_deployments d WHERE d.state IN (`+unfinishedStates()+`) ORDER BY d.created_at, d.id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Resumed
+	for rows.Next() {
+		var r Resumed
+		if err := rows.Scan(&r.ID, &r.Application, &r.Environment, &r.State, &r.Step); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) backup(ctx context.Context, path string) (int64, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return 0, existsError(path)
 	} else if !errors.Is(err, os.ErrNotExist) {

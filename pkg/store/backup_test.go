@@ -66,7 +66,7 @@ func TestBackupIsConsistentWhileWritten(t *testing.T) {
 	if err := os.Mkdir(filepath.Dir(out), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	size, err := st.Backup(ctx, out)
+	size, resumed, err := st.Backup(ctx, out)
 	close(stop)
 	<-done
 	if err != nil {
@@ -102,6 +102,11 @@ func TestBackupIsConsistentWhileWritten(t *testing.T) {
 	if deploys < 250 || deploys != audited || int64(audited) > n {
 		t.Fatalf("the copy holds %d deploys and %d of their audit entries (%d rows): not one instant", deploys, audited, n)
 	}
+	// Every deploy of the copy is ENQUEUED: a server started on it
+	// resumes each, and Backup says so, read from the copy itself.
+	if len(resumed) != deploys {
+		t.Fatalf("Backup lists %d deploys a restore resumes, the copy holds %d not final", len(resumed), deploys)
+	}
 	t.Logf("%d deploys written, %d in the copy", written.Load(), deploys)
 
 	// Never over an existing file, the database itself included. The
@@ -112,7 +117,7 @@ func TestBackupIsConsistentWhileWritten(t *testing.T) {
 	}
 	for _, p := range []string{out, filepath.Join(dir, "manent.db")} {
 		before, _ := os.ReadFile(p)
-		if _, err := st.Backup(ctx, p); !errors.Is(err, os.ErrExist) || !strings.Contains(err.Error(), "file already exists: name a new file") {
+		if _, _, err := st.Backup(ctx, p); !errors.Is(err, os.ErrExist) || !strings.Contains(err.Error(), "file already exists: name a new file") {
 			t.Fatalf("backup over %s: %v, want already exists", p, err)
 		}
 		if after, _ := os.ReadFile(p); string(after) != string(before) {
@@ -125,7 +130,7 @@ func TestBackupIsConsistentWhileWritten(t *testing.T) {
 func TestBackupPostgresSaysPgDump(t *testing.T) {
 	st := openStore(t, enginetest.Postgres(t))
 	out := filepath.Join(t.TempDir(), "b.db")
-	if _, err := st.Backup(context.Background(), out); !errors.Is(err, store.ErrBackupPostgres) || !strings.Contains(err.Error(), "pg_dump") {
+	if _, _, err := st.Backup(context.Background(), out); !errors.Is(err, store.ErrBackupPostgres) || !strings.Contains(err.Error(), "pg_dump") {
 		t.Fatalf("backup on PostgreSQL: %v", err)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
