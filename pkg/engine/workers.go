@@ -333,10 +333,14 @@ func (e *Engine) StartWorker(ctx context.Context) error {
 	if e.live.started {
 		return nil
 	}
-	sent := e.live.now()
+	// The first beat is the registration's write that lands, sent after
+	// any wait for another process's silence: a time taken before the wait
+	// read it as this worker's silence, past its cut-off after 16.7 s.
+	var sent time.Duration
 	err := e.st.RegisterWorker(ctx, store.WorkerStart{
 		ID: e.cfg.ExecutorID, Version: version.Version, AppVersion: WorkflowVersion,
 		Instance: e.live.instance, Seat: e.cfg.Seat, DeadAfter: e.cfg.DeadAfter, Config: e.cfg.Settings,
+		Sending: func() { sent = e.live.now() },
 		Waiting: func(ago time.Duration, seat string) {
 			e.log.Warn("another process ran with this executor id recently: waiting until it has been silent for workers.dead_after before taking its place (if it is still running, this one stops)",
 				"executor_id", e.cfg.ExecutorID, "last_heartbeat_ago", ago.Round(time.Millisecond).String(), "its_seat", seat, "dead_after", e.cfg.DeadAfter.String())

@@ -108,6 +108,10 @@ type WorkerStart struct {
 	// Waiting, when set, is told once that the start waits for the row's
 	// previous process to fall silent: how long ago it beat, and its seat.
 	Waiting func(beatAgo time.Duration, seat string)
+	// Sending, when set, is called before each attempt to write the row:
+	// the one that lands is the worker's first heartbeat, sent then — not
+	// when RegisterWorker was called, which waits as long as dead_after.
+	Sending func()
 }
 
 // ExecutorInUseError is what RegisterWorker returns when another live
@@ -165,6 +169,9 @@ func (s *Store) RegisterWorker(ctx context.Context, w WorkerStart) error {
 	wait := 50 * time.Millisecond
 	var seen *int64 // the previous process's last beat when first seen alive
 	for {
+		if w.Sending != nil {
+			w.Sending()
+		}
 		res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO manent_workers (id, state, last_seen_ms, started_at_ms, version, app_version, instance, seat, dead_after_ms, config_digest, config_parts)
 		VALUES (?, 'alive', `+s.nowMs()+`, `+s.nowMs()+`, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = 'alive', last_seen_ms = excluded.last_seen_ms,
