@@ -358,11 +358,13 @@ is private (mode 0600): it holds the audit log and the deploys' inputs.
 FILE must not exist (a backup never overwrites one), and its directory
 must. The server's image has no sqlite3: this is the way to back it up.
 
-To restore: stop the server, remove manent.db-wal, manent.db-shm and
-web-session.key from its data directory (a sign-out made after the backup
+To restore: stop the server; move manent.db, manent.db-wal and
+manent.db-shm out of its data directory (keep them until the restored
+server runs) and remove web-session.key (a sign-out made after the backup
 is not in the copy: with the old key, a cookie signed out since would open
-a session again; the server makes a new key, and every web session ends),
-put the copy in place as manent.db, start the server.
+a session again; the server makes a new key, and every web session ends);
+put the copy in place as manent.db; check it with "admin verify-audit"
+(a copy cut short on its way is refused, exit 2); start the server.
 The deploys that were running at the time of the backup resume from their
 last step recorded in it: check what they would do again first. The
 command lists them as it writes the copy (keep its output with the file):

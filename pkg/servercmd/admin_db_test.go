@@ -420,3 +420,109 @@ func TestBackupListsWhatARestoreResumes(t *testing.T) {
 		t.Fatalf("the backups' directory holds %q, want the two copies alone", names)
 	}
 }
+
+// The restore of docs/operations.md (Backups), step by step, on a data
+// directory whose server is stopped: the current files moved aside, the
+// copy put in place and checked with verify-audit before the server
+// starts. A copy truncated on its way is refused there (exit 2, the file
+// named and "malformed") and the files moved aside are whole, to be put
+// back. A whole copy verifies; an anchor printed after the backup then
+// reports the rows the restore took away, as the docs say it does.
+func TestRestoreProcedure(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	data, _, n := openNode(t)
+	audit := func(n *node.Node, what string) {
+		t.Helper()
+		if err := n.Store.AppendAudit(ctx, store.AuditEntry{Identity: "token:ci", Action: "deployment.submit", Target: what, Outcome: "accepted"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit(n, "before the backup")
+	n.Close(time.Second)
+	run := func(args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := Run(ctx, append([]string{"admin"}, args...), &stdout, &stderr, nil)
+		return code, stdout.String(), stderr.String()
+	}
+	if code, _, errOut := run("backup", "--data-dir", data, "--to", "backup.db"); code != 0 {
+		t.Fatalf("backup: exit %d: %s", code, errOut)
+	}
+	// Work goes on after the backup, and an anchor is kept.
+	var err error
+	if n, err = node.Open(ctx, mustConfig(t, data), node.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	audit(n, "after the backup")
+	n.Close(time.Second)
+	code, out, _ := run("verify-audit", "--data-dir", data)
+	m := regexp.MustCompile(`(?m)^anchor: (\d+:[0-9a-f]{64}) `).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("verify-audit before the restore: exit %d, %q", code, out)
+	}
+	anchor := m[1]
+
+	// Move the current files aside.
+	aside := filepath.Join(dir, "before-restore")
+	if err := os.Mkdir(aside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	moved := map[string][]byte{}
+	for _, f := range []string{"manent.db", "manent.db-wal", "manent.db-shm"} {
+		b, err := os.ReadFile(filepath.Join(data, f))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved[f] = b
+		if err := os.Rename(filepath.Join(data, f), filepath.Join(aside, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(data, node.WebKeyFile)); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile("backup.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A copy cut short on its way: refused, nothing lost.
+	if err := os.WriteFile(filepath.Join(data, "manent.db"), whole[:len(whole)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(data, "manent.db")
+	if code, _, errOut := run("verify-audit", "--data-dir", data); code != 2 || !strings.Contains(errOut, db) || !strings.Contains(errOut, "malformed") {
+		t.Fatalf("verify-audit of a truncated copy: exit %d, stderr %q; want 2 naming %s, malformed", code, errOut, db)
+	}
+	for f, b := range moved {
+		if got, err := os.ReadFile(filepath.Join(aside, f)); err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("%s moved aside changed (%v)", f, err)
+		}
+	}
+
+	// The whole copy: it verifies, and the anchor taken since reports the
+	// rows the restore took away.
+	if err := os.WriteFile(db, whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run("verify-audit", "--data-dir", data); code != 0 || !strings.Contains(out, "audit log intact") {
+		t.Fatalf("verify-audit of the restored copy: exit %d, %q %q", code, out, errOut)
+	}
+	if code, out, _ := run("verify-audit", "--data-dir", data, "--anchor", anchor); code != 1 || !strings.Contains(out, "rows at the end were deleted and the head moved back") {
+		t.Fatalf("verify-audit --anchor of a run after the backup: exit %d, %q; want 1, the head moved back", code, out)
+	}
+}
+
+// mustConfig is the configuration of a server on data.
+func mustConfig(t *testing.T, data string) *node.Config {
+	t.Helper()
+	cfg, err := loadConfig("", map[string]string{"data_dir": data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
