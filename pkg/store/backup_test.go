@@ -111,10 +111,16 @@ func TestBackupIsConsistentWhileWritten(t *testing.T) {
 
 	// Never over an existing file, the database itself included. The
 	// writers' last pages are copied into the database first: the
-	// checkpointer would copy them between the two reads below.
-	if _, err := st.DB().ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		t.Fatal(err)
-	}
+	// checkpointer would copy them between the two reads below. A
+	// checkpoint that meets the checkpointer's is busy (SQLite answers
+	// busy=1, no error) and copies nothing: asked again until done.
+	enginetest.Eventually(t, 30*time.Second, func() bool {
+		var busy, logged, copied int
+		if err := st.DB().QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &logged, &copied); err != nil {
+			t.Fatal(err)
+		}
+		return busy == 0 && logged == copied
+	}, "a whole checkpoint of the WAL")
 	for _, p := range []string{out, filepath.Join(dir, "manent.db")} {
 		before, _ := os.ReadFile(p)
 		if _, _, err := st.Backup(ctx, p); !errors.Is(err, os.ErrExist) || !strings.Contains(err.Error(), "file already exists: name a new file") {
