@@ -273,7 +273,8 @@ func newVerifyAuditCmd(stdout, stderr io.Writer) *cobra.Command {
 deleted or inserted row, or rows deleted at the end are each reported with
 the row where it shows, and the command exits 1. Exit 0 means the chain is
 intact; exit 2, that there is no manent database where it looked (it
-creates none) or the flags are wrong; exit 3, that the chain could not be
+creates none), that the SQLite file there is damaged (a copy cut short on
+its way: restore another), or that the flags are wrong; exit 3, that the chain could not be
 checked (the database could not be reached or read: try again), which a
 job must not take for a tampered log.
 
@@ -511,6 +512,8 @@ func (a *adminFlags) load(ctx context.Context, stderr io.Writer) (*node.Config, 
 	warnStrayVariables(newLogger(stderr, cfg.LogLevel), cfg)
 	if err := store.CheckExisting(ctx, cfg.Database); errors.Is(err, store.ErrNoDatabase) {
 		return nil, usageError{fmt.Errorf("%w (%s). Point at the server's database with --config <its manent-server.yaml>, --data-dir <its data directory> or --database <its URL>", err, a.origin())}
+	} else if errors.Is(err, store.ErrDamaged) {
+		return nil, usageError{fmt.Errorf("%w. Restore another copy (or put back the database files a restore moved aside)", err)}
 	} else if otherRelease(err) {
 		return nil, usageError{err}
 	} else if err != nil {

@@ -425,8 +425,8 @@ func TestBackupListsWhatARestoreResumes(t *testing.T) {
 // directory whose server is stopped: the current files moved aside, the
 // copy put in place and checked with verify-audit before the server
 // starts. A copy truncated on its way is refused there (exit 2, the file
-// named and "malformed") and the files moved aside are whole, to be put
-// back. A whole copy verifies; an anchor printed after the backup then
+// named, "malformed", damaged: another copy) and the files moved aside
+// are whole, to be put back. A whole copy verifies; an anchor printed after the backup then
 // reports the rows the restore took away, as the docs say it does.
 func TestRestoreProcedure(t *testing.T) {
 	ctx := context.Background()
@@ -495,8 +495,13 @@ func TestRestoreProcedure(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(data, "manent.db")
-	if code, _, errOut := run("verify-audit", "--data-dir", data); code != 2 || !strings.Contains(errOut, db) || !strings.Contains(errOut, "malformed") {
-		t.Fatalf("verify-audit of a truncated copy: exit %d, stderr %q; want 2 naming %s, malformed", code, errOut, db)
+	// It says that the file is damaged and to take another copy; it said
+	// "no manent database at …" and to point at the server's database
+	// with --config, --data-dir or --database, which was where it looked.
+	if code, _, errOut := run("verify-audit", "--data-dir", data); code != 2 || !strings.Contains(errOut, db) || !strings.Contains(errOut, "malformed") ||
+		!strings.Contains(errOut, "the SQLite database file is damaged or is no database (a copy cut short or corrupted on its way?)") ||
+		!strings.Contains(errOut, "Restore another copy") || strings.Contains(errOut, "Point at") {
+		t.Fatalf("verify-audit of a truncated copy: exit %d, stderr %q; want 2 naming %s, malformed, damaged, another copy", code, errOut, db)
 	}
 	for f, b := range moved {
 		if got, err := os.ReadFile(filepath.Join(aside, f)); err != nil || !bytes.Equal(got, b) {

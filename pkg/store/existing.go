@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrNoDatabase marks a database URL that names no manent database: a
@@ -18,6 +20,25 @@ import (
 // a task that reads one (manent-server admin …) must not make an empty one
 // and report on it.
 var ErrNoDatabase = errors.New("no manent database")
+
+// ErrDamaged marks a SQLite file that is there but is no readable
+// database: cut short or corrupted (a restored copy whose transfer broke
+// off), or not a database at all. Pointing elsewhere does not help, as it
+// does for ErrNoDatabase: another copy does.
+var ErrDamaged = errors.New("the SQLite database file is damaged or is no database (a copy cut short or corrupted on its way?)")
+
+// damaged reports SQLite's answer to a file that is no (whole) database.
+func damaged(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
+}
 
 // ErrSchemaOlder marks a database an older release left, not yet migrated
 // to this build's schema (CheckExisting): only a server migrates it.
@@ -97,6 +118,9 @@ func checkSchema(ctx context.Context, db *sql.DB, postgres bool, where string) e
 	}
 	var n int
 	if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+		if damaged(err) {
+			return fmt.Errorf("%w: %s: %w", ErrDamaged, where, err)
+		}
 		return fmt.Errorf("%w at %s: %w", ErrNoDatabase, where, err)
 	}
 	if n == 0 {
