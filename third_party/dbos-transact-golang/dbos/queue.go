@@ -678,9 +678,10 @@ type queueRunner struct {
 	// that finished and freed a slot. [manent patch: wake on local enqueue]
 	wakes sync.Map
 
-	// slotGates maps a queue name to its *slotGate. [manent patch: a
-	// waiting workflow leaves its worker slot]
-	slotGates sync.Map
+	// slotGates maps a queue name to its slot gate, under slotGatesMu.
+	// [manent patch: a waiting workflow leaves its worker slot]
+	slotGatesMu sync.Mutex
+	slotGates   map[string]*slotGate
 }
 
 // wakeChan is the wake channel of the queue named name.

@@ -34,9 +34,23 @@ type slotGate struct {
 }
 
 // slotGate is the slot gate of the queue named name.
+//
+// A mutex, not a sync.Map: the race detector reported the gate's first
+// use by one ending workflow racing with its creation by another (both
+// ending at once on a fresh queue runner, PostgreSQL tests); under a lock
+// the creation happens before every use, without a doubt.
 func (qr *queueRunner) slotGate(name string) *slotGate {
-	g, _ := qr.slotGates.LoadOrStore(name, &slotGate{freed: make(chan struct{})})
-	return g.(*slotGate)
+	qr.slotGatesMu.Lock()
+	defer qr.slotGatesMu.Unlock()
+	g := qr.slotGates[name]
+	if g == nil {
+		if qr.slotGates == nil {
+			qr.slotGates = map[string]*slotGate{}
+		}
+		g = &slotGate{freed: make(chan struct{})}
+		qr.slotGates[name] = g
+	}
+	return g
 }
 
 // signal wakes the executions waiting for a slot of the gate's queue.
