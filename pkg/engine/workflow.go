@@ -417,6 +417,17 @@ func storableError(err error) error {
 	return &storedError{msg: clean, err: err}
 }
 
+// withLastOutput returns err with the last lines its command printed
+// (plugin.OutputError) after its message, masked by m as the step's log
+// is: a step's error, and the deploy's, say why a script or an external
+// plugin failed without `logs`. errors.Is and errors.As see err as it was.
+func withLastOutput(m *plugin.Masker, err error) error {
+	if msg, ok := plugin.LastOutput(m, err); ok {
+		return &storedError{msg: msg, err: err}
+	}
+	return err
+}
+
 // maskError returns err with the secrets in its message masked
 // (plugin.Masker); errors.Is and errors.As see err as it was.
 func maskError(m *plugin.Masker, err error) error {
@@ -594,7 +605,7 @@ func (r *run) attempt(ctx context.Context, name string, fn action, first, eager 
 	if err == nil {
 		out, err = fn(ctx, log)
 	}
-	err = storableError(maskError(mask, err))
+	err = storableError(maskError(mask, withLastOutput(mask, err)))
 	if timer == nil || !timer.Stop() {
 		<-recorded
 	}

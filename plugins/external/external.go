@@ -396,7 +396,7 @@ func (p *Plugin) exchange(ctx context.Context, action string, pc plugin.Context,
 		return nil, false, fmt.Errorf("plugin %s: %s: %w", p.Name, action, runErr)
 	}
 	if ctx.Err() == context.DeadlineExceeded {
-		return nil, false, fmt.Errorf("plugin %s: %s timed out after %s", p.Name, action, timeout)
+		return nil, false, plugin.WithOutput(fmt.Errorf("plugin %s: %s timed out after %s", p.Name, action, timeout), logw.LastLines())
 	}
 	if parseErr == nil {
 		if resp.OK {
@@ -432,9 +432,10 @@ func (p *Plugin) exchange(ctx context.Context, action string, pc plugin.Context,
 	var ee *exec.ExitError
 	switch {
 	case errors.As(runErr, &ee) && ee.ExitCode() < 0:
-		return nil, false, fmt.Errorf("plugin %s: %s was killed (%s) without a response%s", p.Name, action, ee.ProcessState, printed)
+		return nil, false, plugin.WithOutput(fmt.Errorf("plugin %s: %s was killed (%s) without a response%s", p.Name, action, ee.ProcessState, printed), logw.LastLines())
 	case errors.As(runErr, &ee):
-		return nil, false, fmt.Errorf("plugin %s: %s exited with status %d without a response%s", p.Name, action, ee.ExitCode(), printed)
+		// The last lines of its stderr say why (a traceback's last line).
+		return nil, false, plugin.WithOutput(fmt.Errorf("plugin %s: %s exited with status %d without a response%s", p.Name, action, ee.ExitCode(), printed), logw.LastLines())
 	case runErr != nil && ctx.Err() != nil:
 		return nil, false, fmt.Errorf("plugin %s: %s: %w", p.Name, action, ctx.Err())
 	case runErr != nil:

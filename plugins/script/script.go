@@ -2,7 +2,8 @@
 // deploy's work directory, in its own process group (plugin.Procs), with
 // the environment of plugin.StepEnv (SPEC §11.1) and the full context as
 // JSON on stdin; its output goes to the deploy log and an exit code other
-// than 0 fails the step.
+// than 0 fails the step, whose error then ends with the last lines the
+// command printed (plugin.WithOutput).
 //
 // As a custom step it runs `with.command`; as a target, `with.command` runs
 // for every action with MANENT_STEP telling which (deploy, activation,
@@ -115,17 +116,20 @@ func (p *Plugin) Run(ctx context.Context, pc plugin.Context) (plugin.Result, err
 	err = p.o.Procs.Run(ctx, pc, cmd)
 	lw.Flush()
 	res := plugin.Result{"command": c.Command[0], "duration_ms": time.Since(start).Milliseconds()}
+	// A failure carries the last lines the command printed (stdout and
+	// stderr are one stream, in the order written): the step's error
+	// shows them masked (plugin.LastOutput).
 	if ctx.Err() == context.DeadlineExceeded {
-		return res, fmt.Errorf("script %s timed out after %s", c.Command[0], c.Timeout)
+		return res, plugin.WithOutput(fmt.Errorf("script %s timed out after %s", c.Command[0], c.Timeout), lw.LastLines())
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		res["exit_code"] = ee.ExitCode()
 		if ee.ExitCode() < 0 {
 			// Killed by a signal: say which, not "status -1".
-			return res, fmt.Errorf("script %s was killed (%s)", c.Command[0], ee.ProcessState)
+			return res, plugin.WithOutput(fmt.Errorf("script %s was killed (%s)", c.Command[0], ee.ProcessState), lw.LastLines())
 		}
-		return res, fmt.Errorf("script %s exited with status %d", c.Command[0], ee.ExitCode())
+		return res, plugin.WithOutput(fmt.Errorf("script %s exited with status %d", c.Command[0], ee.ExitCode()), lw.LastLines())
 	}
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) || os.IsNotExist(err) {
