@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/manent-io/manent/pkg/engine"
 	"github.com/manent-io/manent/pkg/enginetest"
 	"github.com/manent-io/manent/pkg/manent"
+	"github.com/manent-io/manent/pkg/node"
 	"github.com/manent-io/manent/pkg/store"
 )
 
@@ -67,6 +69,62 @@ func TestRolloutSecondWaveFailsHealthGate(t *testing.T) {
 			t.Error("no rollout event for wave two's observation time")
 		}
 	})
+}
+
+// A wave whose health gate fails says why on its status line, as the
+// step's error does: with the last lines the gate's command printed,
+// masked — the target's with.env credential it printed never shows.
+func TestFailedGateSaysWhy(t *testing.T) {
+	t.Parallel()
+	const secret = "gate-tok-51c0e7"
+	f := newFixture(t, enginetest.SQLite(t), 2)
+	url, _ := f.artifact("v1", "one")
+	cmd := `case "$MANENT_STEP" in health-gate\[two\]) echo "error rate 12% > 5% (checked with token=$API_TOKEN)" >&2; exit 1;; esac`
+	b, _ := json.Marshal(map[string]any{"plugin": "script", "with": map[string]any{"command": []string{"sh", "-c", cmd}, "env": map[string]any{"API_TOKEN": secret}}})
+	id := f.submit(descriptorYAML("api", "prod", "1", url, "", `rollout:
+  waves:
+    - {name: one, targets: [eu-1]}
+    - {name: two, targets: [eu-2]}
+`) + withRollback + "target: " + string(b) + "\n")
+	rec := f.wait(id, 60*time.Second)
+	if rec.State != manent.StateError {
+		t.Fatalf("state %s (%s), want ERROR at the second gate", rec.State, rec.Error)
+	}
+	full := f.rolloutIs(id, "one=rolled-back,two=rolled-back")
+	const why = "script sh exited with status 1; last output: error rate 12% > 5% (checked with token=***)"
+	if msg := full.Rollout[1].Message; !strings.Contains(msg, why) || strings.Contains(msg, secret) {
+		t.Errorf("wave two's message %q, want %q", msg, why)
+	}
+	if !strings.Contains(rec.Error, why) || strings.Contains(rec.Error, secret) {
+		t.Errorf("the deploy's error %q, want %q", rec.Error, why)
+	}
+
+	// An external target's own answer is masked on the wave's line too.
+	bin := t.TempDir()
+	plugin := `#!/bin/sh
+cat >/dev/null
+case "$MANENT_STEP" in
+health-gate\[two\]) printf '{"ok": false, "error": "gate refused: token %s lacks scope metrics:read"}\n' "$API_TOKEN";;
+*) echo '{"ok": true}';;
+esac
+`
+	if err := os.WriteFile(filepath.Join(bin, "manent-plugin-gated"), []byte(plugin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	g := newFixture(t, enginetest.SQLite(t), 2, func(c *node.Config) { c.Plugins.Path = []string{bin} })
+	url, _ = g.artifact("v1", "one")
+	id = g.submit(descriptorYAML("api", "prod", "1", url, "", `rollout:
+  waves:
+    - {name: one, targets: [eu-1]}
+    - {name: two, targets: [eu-2]}
+`) + withRollback + `target: {plugin: gated, with: {env: {API_TOKEN: "` + secret + `"}}}` + "\n")
+	if rec := g.wait(id, 60*time.Second); rec.State != manent.StateError {
+		t.Fatalf("state %s (%s), want ERROR at the second gate", rec.State, rec.Error)
+	}
+	full = g.rolloutIs(id, "one=rolled-back,two=rolled-back")
+	if msg := full.Rollout[1].Message; !strings.Contains(msg, "gate refused: token *** lacks scope") || strings.Contains(msg, secret) {
+		t.Errorf("the external gate's wave message %q, want its refusal masked", msg)
+	}
 }
 
 // The local plugin deploys each wave's targets into <dir>/<target>.

@@ -850,7 +850,9 @@ func (r *run) healthGate(ctx context.Context, log *logWriter) (any, error) {
 	w := r.waves[log.step]
 	out, err := r.gateCheck(ctx, log)
 	if err != nil {
-		r.waveEvent(ctx, w, WaveFailed, err.Error(), GateFailed)
+		// The wave's message is the step's error as attempt records it:
+		// with the last lines its command printed, masked.
+		r.waveEvent(ctx, w, WaveFailed, storableError(maskError(log.mask, withLastOutput(log.mask, err))).Error(), GateFailed)
 		return out, err
 	}
 	r.waveEvent(ctx, w, WaveHealthy, "", GatePassed)
