@@ -91,6 +91,16 @@ func TestPrintError(t *testing.T) {
 			"Error: step \"deploy\" failed: exit status 1\nrollback: failed\n",
 		},
 		{
+			"rollback failed names the undo that failed",
+			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateError, Error: `step "post-test" failed: exit status 3`, Rollback: "failed",
+				Steps: []manent.Step{
+					{Name: "post-test", State: manent.StepError, Error: "exit status 3"},
+					{Name: "rollback:activation", State: manent.StepSuccess},
+					{Name: "rollback:deploy", State: manent.StepError, Error: "script sh exited with status 12; last output: rsync: connection unexpectedly closed"},
+				}}},
+			"Error: step \"post-test\" failed: exit status 3\nrollback: failed\nstep \"rollback:deploy\" failed: script sh exited with status 12; last output: rsync: connection unexpectedly closed\n",
+		},
+		{
 			"cancelled",
 			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateCancelled}},
 			"Error: cancelled\n",

@@ -86,7 +86,8 @@ func truncate(s string, n int) string {
 
 // failureReason explains why a final deploy is not SUCCESS, one line per
 // fact: the server's error (already `step "<name>" failed: <error>`), the
-// rollback outcome, "cancelled" for CANCELLED ("superseded by <id>" for a
+// rollback outcome (of a failed one, each undo step that failed, with its
+// error, in the same form), "cancelled" for CANCELLED ("superseded by <id>" for a
 // schedule tick a later tick replaced before it started), otherwise the
 // state name. It
 // returns nil for SUCCESS.
@@ -116,6 +117,14 @@ func failureReason(d *manent.Deployment) []string {
 	}
 	if d.Rollback != "" {
 		lines = append(lines, "rollback: "+d.Rollback)
+	}
+	if d.Rollback == "failed" {
+		// Which undo failed and why: what the failure left on the target.
+		for _, st := range d.Steps {
+			if strings.HasPrefix(st.Name, "rollback:") && st.State == manent.StepError {
+				lines = append(lines, "step "+strconv.Quote(st.Name)+" failed: "+st.Error)
+			}
+		}
 	}
 	return lines
 }
