@@ -123,14 +123,20 @@ func LastOutput(m *Masker, err error) (string, bool) {
 }
 
 // showLine is one line as an error shows it: masked (before and after its
-// escape sequences are taken out, so that none hides a secret), its
-// control characters escaped, clipped to LastOutputLineBytes.
+// escape sequences are taken out, so that none hides a secret), of a line
+// rewritten with carriage returns the last text, its control characters
+// escaped, clipped to LastOutputLineBytes.
 func showLine(m *Masker, l OutputLine) string {
 	mask := m.Mask
 	if l.Cut {
 		mask = m.MaskCut
 	}
-	s := strings.TrimSpace(escapeControls(mask(stripEscapes(mask(strings.ToValidUTF8(l.Text, "\uFFFD"))))))
+	s := mask(stripEscapes(mask(strings.ToValidUTF8(l.Text, "\uFFFD"))))
+	if i := strings.LastIndexByte(s, '\r'); i >= 0 && meaningful([]byte(s[i+1:])) {
+		// A line a progress meter rewrote: what a terminal shows of it.
+		s = s[i+1:]
+	}
+	s = strings.TrimSpace(escapeControls(s))
 	if len(s) > LastOutputLineBytes || l.Cut {
 		cut := s[:min(len(s), LastOutputLineBytes)]
 		for len(cut) > 0 {

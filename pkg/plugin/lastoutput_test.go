@@ -52,6 +52,12 @@ func TestLastOutput(t *testing.T) {
 			t.Errorf("got  %q\nwant %q", got, want)
 		}
 	})
+	t.Run("a progress meter", func(t *testing.T) {
+		got := run(t, "  0%\r 45%\r100%\rcurl: (22) The requested URL returned error: 403\n")
+		if got != "wrapped: script sh exited with status 1; last output: curl: (22) The requested URL returned error: 403" {
+			t.Errorf("got %q", got)
+		}
+	})
 	t.Run("a colour code inside the secret", func(t *testing.T) {
 		got := run(t, "token="+secret[:5]+"\x1b[1m"+secret[5:]+"\n")
 		if got != "wrapped: script sh exited with status 1; last output: token=***" {
