@@ -32,7 +32,8 @@ which writes no target, is cut within a second) and ends CANCELLED; when
 rollback is enabled, what it had already changed on the target (a rollout's
 first waves, say) is rolled back first. A cancel
 that arrives during the deploy's last step has nothing left to stop: the
-deploy ends as that step does, and its log says so. Use 'manent wait' to
+deploy ends as that step does, and its log says so. The deploy's error
+names who cancelled it ("cancelled by token:ci"). Use 'manent wait' to
 see it end. The answer says "cancelled" for a deploy that ended at once,
 "cancel requested (state PENDING)" for a running one. A cancel the server
 refuses without acting, saying when to come back (429 past

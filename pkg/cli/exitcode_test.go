@@ -106,6 +106,17 @@ func TestPrintError(t *testing.T) {
 			"Error: cancelled\n",
 		},
 		{
+			"cancelled by",
+			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateCancelled, Error: "cancelled by token:bob"}},
+			"Error: cancelled by token:bob\n",
+		},
+		{
+			"cancelled with rollback disabled",
+			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateCancelled,
+				Error: "cancelled by token:bob; the release stays live on the waves activated before the cancel (rollback is disabled)"}},
+			"Error: cancelled by token:bob; the release stays live on the waves activated before the cancel (rollback is disabled)\n",
+		},
+		{
 			"superseded",
 			&DeployFailedError{Deployment: &manent.Deployment{State: manent.StateCancelled, Error: "superseded by sch_1@2026-01-01T02:00:00Z"}},
 			"Error: superseded by sch_1@2026-01-01T02:00:00Z\n",

@@ -87,8 +87,9 @@ func truncate(s string, n int) string {
 // failureReason explains why a final deploy is not SUCCESS, one line per
 // fact: the server's error (already `step "<name>" failed: <error>`), the
 // rollback outcome (of a failed one, each undo step that failed, with its
-// error, in the same form), "cancelled" for CANCELLED ("superseded by <id>" for a
-// schedule tick a later tick replaced before it started), otherwise the
+// error, in the same form), for CANCELLED its error ("cancelled by
+// <identity>", "superseded by <id>" for a schedule tick a later tick
+// replaced before it started; "cancelled" when it has none), otherwise the
 // state name. It
 // returns nil for SUCCESS.
 func failureReason(d *manent.Deployment) []string {
@@ -97,8 +98,11 @@ func failureReason(d *manent.Deployment) []string {
 	case manent.StateSuccess:
 		return nil
 	case manent.StateCancelled:
-		if strings.HasPrefix(d.Error, "superseded by ") {
-			lines = append(lines, d.Error) // a later tick of its schedule
+		// Who cancelled it (`cancelled by token:ci`), or the later tick of
+		// its schedule (`superseded by …`), and what the cancel left live
+		// when rollback is disabled.
+		if d.Error != "" {
+			lines = append(lines, d.Error)
 		} else {
 			lines = append(lines, "cancelled")
 		}

@@ -35,7 +35,7 @@ func NewCmdWait(f *Factory, runF func(*WaitOptions) error) *cobra.Command {
 
 Exit status: 0 the deploy ended SUCCESS; 1 it ended in another final state
 (the reason is printed on stderr: the failed step and its error, the
-rollback outcome, "cancelled", "superseded by <id>" for a schedule tick a
+rollback outcome, "cancelled by <identity>", "superseded by <id>" for a schedule tick a
 later tick replaced before it started, or the state); 3 --timeout elapsed
 first; 4 the server is unreachable or answers with a server error. A server
 that stops answering after it has answered once (a restart, a network cut)

@@ -533,7 +533,18 @@ func (e *Engine) Refresh(ctx context.Context, id string) (*store.Record, error) 
 // Cancel cancels a deploy (SPEC §5): a queued one at once, a running one at
 // the start of its next step (the running step completes).
 func (e *Engine) Cancel(ctx context.Context, id string) (*store.Record, error) {
-	rec, _, err := e.cancel(ctx, id, store.CancelRequest{Reason: "cancelled"})
+	return e.CancelBy(ctx, id, "")
+}
+
+// CancelBy is Cancel asked by who (an identity, "": not said): the
+// deploy's error says who cancelled it, `cancelled by token:ci`, as a
+// rejection's says who rejected it.
+func (e *Engine) CancelBy(ctx context.Context, id, who string) (*store.Record, error) {
+	why := "cancelled"
+	if who != "" {
+		why += " by " + who
+	}
+	rec, _, err := e.cancel(ctx, id, store.CancelRequest{Reason: why})
 	return rec, err
 }
 

@@ -493,7 +493,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	after, err := s.eng.Cancel(r.Context(), rec.ID)
+	after, err := s.eng.CancelBy(r.Context(), rec.ID, p.Subject)
 	if err != nil {
 		s.auditRefused(r, p, "deployment.cancel", rec.ID, err)
 		writeError(w, r, s.log, err)

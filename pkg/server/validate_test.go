@@ -143,7 +143,8 @@ func TestRefusalsCarryPositions(t *testing.T) {
 
 // A cancel lets the running step end (SPEC §5): until it does, status and
 // activity say what the deploy still waits for and that it then ends
-// CANCELLED, instead of a PENDING that gives no sign of the request.
+// CANCELLED, instead of a PENDING that gives no sign of the request; then
+// its error names who cancelled it.
 func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 	t.Parallel()
 	srv := newTestServer(t, enginetest.SQLite(t), nil, nil)
@@ -179,8 +180,9 @@ func TestCancelRequestedSaysWhatItWaitsFor(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if d := waitFor(t, c, id, manent.StateCancelled); d.Reason != "" {
-		t.Errorf("once CANCELLED the reason is %q, want none", d.Reason)
+	// Its error says who cancelled it, as a rejection's says who rejected.
+	if d := waitFor(t, c, id, manent.StateCancelled); d.Reason != "" || d.Error != "cancelled by token:admin" {
+		t.Errorf("once CANCELLED the reason is %q and the error %q, want none and %q", d.Reason, d.Error, "cancelled by token:admin")
 	}
 }
 
