@@ -146,9 +146,13 @@ func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.Healt
 		}
 		p := HealthRetry
 		p.Initial, p.Attempts = base, c.Retries+1
+		// The start of the last unexpected answer's body, for the error.
+		var body []byte
+		var truncated bool
 		err := p.Do(ctx, func(n int) error {
 			res.Attempts = n
-			status, err := probe(ctx, hc, c.URL, timeout)
+			status, b, more, err := probe(ctx, hc, c.URL, timeout)
+			body, truncated = b, more
 			res.Status = status
 			if err == nil && status == expect {
 				last = nil
@@ -179,19 +183,28 @@ func CheckHealth(ctx context.Context, hc *http.Client, checks []descriptor.Healt
 		out = append(out, res)
 		if last != nil {
 			// The endpoint had its retries: retrying the whole step would only
-			// repeat them.
-			return out, plugin.Permanent(last)
+			// repeat them. The error ends with the start of what it last
+			// answered (`; response: …`), the URL's credentials masked in it
+			// as they are redacted in the URL.
+			urlMask := plugin.NewMasker(plugin.SettingSecrets("health", map[string]any{"url": c.URL}))
+			return out, plugin.Permanent(plugin.WithResponse(last, urlMask, body, truncated))
 		}
 	}
 	return out, nil
 }
 
-func probe(ctx context.Context, hc *http.Client, url string, timeout time.Duration) (int, error) {
+// healthBodyShown is how much of an unexpected answer's body a failed
+// health check keeps for its error.
+const healthBodyShown = 1 << 10
+
+// probe asks url once: the status, and the start of the body (more: it
+// went on).
+func probe(ctx context.Context, hc *http.Client, url string, timeout time.Duration) (status int, body []byte, more bool, _ error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, false, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -199,11 +212,12 @@ func probe(ctx context.Context, hc *http.Client, url string, timeout time.Durati
 		if errors.As(err, &ue) {
 			ue.URL = plugin.RedactURL(ue.URL)
 		}
-		return 0, err
+		return 0, nil, false, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	body, _ = io.ReadAll(io.LimitReader(resp.Body, healthBodyShown))
+	n, _ := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	return resp.StatusCode, nil
+	return resp.StatusCode, body, n > 0, nil
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

@@ -77,6 +77,8 @@ func meaningful(line []byte) bool {
 type OutputError struct {
 	Err   error
 	Lines []OutputLine
+	// What names the lines in the message ("": "last output").
+	What string
 }
 
 func (e *OutputError) Error() string { return e.Err.Error() }
@@ -119,7 +121,42 @@ func LastOutput(m *Masker, err error) (string, bool) {
 	for i, j := 0, len(shown)-1; i < j; i, j = i+1, j-1 {
 		shown[i], shown[j] = shown[j], shown[i]
 	}
-	return fmt.Sprintf("%s; last output: %s", err.Error(), strings.Join(shown, " | ")), true
+	what := oe.What
+	if what == "" {
+		what = "last output"
+	}
+	return fmt.Sprintf("%s; %s: %s", err.Error(), what, strings.Join(shown, " | ")), true
+}
+
+// WithResponse returns err with the start of an HTTP response's body (the
+// first bytes read of it; truncated: more followed) as its lines, named
+// "response": `…: got 503, want 200; response: database is down`. m masks
+// the lines first (the credentials of the URL asked, which the step's
+// masker does not know).
+func WithResponse(err error, m *Masker, body []byte, truncated bool) error {
+	if err == nil || len(body) == 0 {
+		return err
+	}
+	lw := NewLineWriter(nil)
+	if i := strings.LastIndexByte(string(body), '\n'); truncated && i >= 0 {
+		body = body[:i] // whole lines only
+		truncated = false
+	}
+	_, _ = lw.Write(body)
+	lw.Flush()
+	lines := lw.LastLines()
+	for i := range lines {
+		lines[i].Cut = lines[i].Cut || (truncated && i == len(lines)-1)
+		if lines[i].Cut {
+			lines[i].Text = m.MaskCut(lines[i].Text)
+		} else {
+			lines[i].Text = m.Mask(lines[i].Text)
+		}
+	}
+	if len(lines) == 0 {
+		return err
+	}
+	return &OutputError{Err: err, Lines: lines, What: "response"}
 }
 
 // showLine is one line as an error shows it: masked (before and after its
