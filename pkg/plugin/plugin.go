@@ -3,7 +3,9 @@
 // once instead of retrying. For plugins that run commands (script,
 // external) it holds the step environment built from nothing (StepEnv,
 // SPEC §11.1) and Procs, which runs each command in its own recorded
-// process group (SPEC §11.2).
+// process group (SPEC §11.2), and the last lines a failed command printed
+// (WithOutput; WithResponse for an HTTP answer), which the engine shows
+// after the step's error, masked as its log (LastOutput).
 //
 // It imports only pkg/suggest of manent (the "did you mean" of a mistyped
 // setting, the rule of every such error). Built-in plugins live under plugins/ and are
