@@ -409,7 +409,10 @@ func (s *Store) RequestCancel(ctx context.Context, id string, req CancelRequest)
 			}
 			set = true
 			text := "cancel requested"
-			if req.Reason != "" && req.Reason != "cancelled" {
+			switch {
+			case strings.HasPrefix(req.Reason, "cancelled by "):
+				text += strings.TrimPrefix(req.Reason, "cancelled") // " by token:ci"
+			case req.Reason != "" && req.Reason != "cancelled":
 				text += " (" + req.Reason + ")"
 			}
 			if _, err := s.appendEvent(ctx, tx, id, EventLog, time.Now(), LogData{Text: text}); err != nil {
