@@ -3,7 +3,8 @@
 // day-of-month month day-of-week; 0 or 7 is Sunday, as in Vixie cron), an
 // optional CRON_TZ=<zone> prefix (or TZ=<zone>, as robfig/cron reads it), and
 // the @hourly, @daily (@midnight), @weekly, @monthly, @yearly (@annually)
-// and @every <duration> forms. A schedule without a zone runs in UTC.
+// and @every <duration> forms (whole seconds, from 1s to MaxEvery, a
+// year). A schedule without a zone runs in UTC.
 //
 // It answers when a schedule fires next, how often it can fire at most
 // (MinInterval, for schedules.min_interval) and the form the DBOS scheduler
@@ -27,6 +28,10 @@ import (
 
 // MaxLength is the longest expression accepted.
 const MaxLength = 256
+
+// MaxEvery is the longest interval of an @every schedule: a year, as the
+// longest a schedule.at deploy may wait.
+const MaxEvery = 8760 * time.Hour
 
 // Spec is a parsed schedule.
 type Spec struct {
@@ -72,6 +77,16 @@ func Parse(expr string) (s *Spec, err error) {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
 		if err != nil || d < time.Second {
 			return nil, fmt.Errorf("@every takes a duration of at least 1s, such as \"@every 6h\", got %q", strings.TrimSpace(rest))
+		}
+		if d > MaxEvery {
+			// "@every 100000h" fires first in 11 years: a typo, not a
+			// schedule; the longest period of the other forms is @yearly.
+			return nil, fmt.Errorf("@every takes at most %s (a year), got %q: use @yearly or a cron expression for a yearly deploy, schedule.at for one deploy", strings.TrimSuffix(MaxEvery.String(), "0m0s"), strings.TrimSpace(rest))
+		}
+		if d%time.Second != 0 {
+			// The scheduler counts whole seconds: "@every 1m0.5s" would
+			// fire every minute.
+			return nil, fmt.Errorf("@every takes whole seconds, got %q: the scheduler would drop the fraction", strings.TrimSpace(rest))
 		}
 	}
 	body = sundaySeven(body)

@@ -31,6 +31,7 @@ func TestParseNext(t *testing.T) {
 		{"@monthly", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"@yearly", time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{"@every 90m", now.Add(90 * time.Minute)},
+		{"@every 8760h", now.Add(8760 * time.Hour)}, // the longest accepted
 		{"0 0 29 2 *", time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC)},
 		// 7 is Sunday, as in standard cron.
 		{"0 3 * * 7", time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC)},
@@ -72,6 +73,11 @@ func TestParseErrors(t *testing.T) {
 		{"@every -1m", "at least 1s"},
 		{"@every 500ms", "at least 1s"},
 		{"@every soon", "@every takes a duration"},
+		{"@every 100000h", "at most 8760h"},
+		{"@every 2562047h", "at most 8760h"},
+		{"@every 8760h1s", "at most 8760h"},
+		{"@every 1m0.5s", "whole seconds"},
+		{"@every 1.5s", "whole seconds"},
 		{"CRON_TZ=Mars/Olympus 0 3 * * *", "unknown time zone"},
 		{"CRON_TZ=Local 0 3 * * *", "IANA time zone"},
 		{"CRON_TZ=", "IANA time zone"},
