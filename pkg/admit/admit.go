@@ -2,6 +2,7 @@ package admit
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -534,7 +535,47 @@ func (a *Admitter) checkSchedule(ctx context.Context, d *descriptor.Descriptor) 
 	if n >= a.cfg.SchedulesPerEnvironment {
 		return []manent.FieldError{a.scheduleLimitProblem(d.Application, d.Environment)}, nil
 	}
+	same, err := a.SameSchedule(ctx, nil, d.Application, d.Environment, d.Schedule.Cron, "")
+	if err != nil || same == nil {
+		return nil, err
+	}
+	return []manent.FieldError{*same}, nil
+}
+
+// SameSchedule refuses a schedule of app/env whose expression fires at
+// the times of one of their live schedules other than except
+// (cronspec.SameTimes): both would deploy at each tick, twice the same
+// descriptor when it was submitted twice (a CI job run again). It returns
+// the problem, naming that schedule, or nil. Admission asks (a dry run
+// says it too), and again the transaction that records the schedule, tx
+// (store.ActiveSchedulesOf): two submissions at once.
+func (a *Admitter) SameSchedule(ctx context.Context, tx *sql.Tx, app, env, expr, except string) (*manent.FieldError, error) {
+	spec, err := cronspec.Parse(expr)
+	if err != nil {
+		return nil, nil // refused as it is by checkSchedule
+	}
+	live, err := a.cfg.Store.ActiveSchedulesOf(ctx, tx, app, env)
+	if err != nil {
+		return nil, fmt.Errorf("read the recurring schedules of %s/%s: %w", app, env, err)
+	}
+	for _, sc := range live {
+		if sc.ID == except {
+			continue
+		}
+		if other, err := cronspec.Parse(sc.Cron); err != nil || !spec.SameTimes(other) {
+			continue
+		}
+		return &manent.FieldError{Path: "/schedule/cron", Message: fmt.Sprintf(
+			"%s/%s has schedule %s firing at the same times (%q, created by %s): each tick would deploy twice; delete it first to replace it (manent schedules delete %s)",
+			app, env, sc.ID, sc.Cron, sc.Requester, sc.ID)}, nil
+	}
 	return nil, nil
+}
+
+// SameScheduleError is the refusal of SameSchedule's problem, as any
+// other of admission's.
+func (a *Admitter) SameScheduleError(fe manent.FieldError) error {
+	return refused([]manent.FieldError{fe})
 }
 
 // short writes a duration without its zero minutes and seconds: 1m, 24h.

@@ -33,7 +33,9 @@ schedule.cron takes standard 5-field cron ("0 3 * * 1-5"), optionally after
 CRON_TZ=<zone> or TZ=<zone> ("CRON_TZ=Europe/Paris 0 3 * * *"; UTC
 otherwise), or @hourly, @daily, @weekly, @monthly, @every <duration> (whole
 seconds, from 1s to 8760h). The server refuses a schedule that fires more
-often than its schedules.min_interval (default 1m).`,
+often than its schedules.min_interval (default 1m), and one that fires at the
+same times as a schedule its application/environment already has (each tick
+would deploy twice): to change a schedule, delete it and submit it again.`,
 		Example: `  manent schedules            # the same as 'manent schedules list'
   manent schedules delete sch_4f1c2a9e0b7d3c11`,
 		Args: groupArgs,

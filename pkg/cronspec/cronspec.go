@@ -316,6 +316,32 @@ func (s *Spec) MinInterval() time.Duration {
 	return shortest
 }
 
+// SameTimes says whether s and o fire at the same times, however they are
+// written ("0 3 * * 7" and "CRON_TZ=UTC 0 3 * * 0", "@daily" and
+// "0 0 * * *"): the same minutes, hours, days and months in the same zone;
+// for @every, the same interval (each counts it from its own start, so
+// both fire once a period). Two schedules of one environment that fire at
+// the same times deploy twice each tick.
+func (s *Spec) SameTimes(o *Spec) bool {
+	if a, b := s.Every(), o.Every(); a > 0 || b > 0 {
+		return a == b
+	}
+	x, ok := s.sched.(*cron.SpecSchedule)
+	y, ok2 := o.sched.(*cron.SpecSchedule)
+	if !ok || !ok2 {
+		return false
+	}
+	// robfig/cron marks a field written "*" (or "?") with its top bit:
+	// the days match when both day fields do if either is "*", when either
+	// does otherwise (as in Vixie cron). The same days are the same bits
+	// read the same way.
+	const star = 1 << 63
+	and := func(c *cron.SpecSchedule) bool { return c.Dom&star != 0 || c.Dow&star != 0 }
+	return x.Second&^star == y.Second&^star && x.Minute&^star == y.Minute&^star && x.Hour&^star == y.Hour&^star &&
+		x.Dom&^star == y.Dom&^star && x.Month&^star == y.Month&^star && x.Dow&^star == y.Dow&^star &&
+		and(x) == and(y) && s.zone.String() == o.zone.String()
+}
+
 // civilDays numbers the calendar day of t (in its own zone).
 func civilDays(t time.Time) int {
 	y, m, d := t.Date()

@@ -253,3 +253,36 @@ func TestTZPrefixIsQuotedAsWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestSameTimes(t *testing.T) {
+	tests := []struct {
+		a, b string
+		same bool
+	}{
+		{"0 3 * * *", "0 3 * * *", true},
+		{"0 3 * * *", "0  3 * * *", true},
+		{"0 3 * * *", "CRON_TZ=UTC 0 3 * * *", true},
+		{"0 3 * * 7", "0 3 * * 0", true},
+		{"0 3 * * 1-5", "0 3 * * MON-FRI", true},
+		{"@daily", "0 0 * * *", true},
+		{"@every 1h", "@every 60m", true},
+		{"0 3 * * *", "0 4 * * *", false},
+		{"0 3 * * *", "CRON_TZ=Europe/Paris 0 3 * * *", false},
+		{"0 3 1 * *", "0 3 1 * 0-6", false}, // the 1st, or every day (Vixie's OR of two day fields)
+		{"@every 1h", "@hourly", false},
+		{"@every 1h", "@every 2h", false},
+	}
+	for _, tt := range tests {
+		a, err := Parse(tt.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := Parse(tt.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.SameTimes(b); got != tt.same || b.SameTimes(a) != tt.same {
+			t.Errorf("SameTimes(%q, %q) = %t, want %t", tt.a, tt.b, got, tt.same)
+		}
+	}
+}

@@ -60,9 +60,23 @@ func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule, also ..
 		return manent.Errorf(manent.EInvalid, "schedule.cron %q: %v", sc.Cron, err)
 	}
 	register := func(tx *sql.Tx) error { return e.register(tx, sc.ID, spec) }
-	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment(), append(also[:len(also):len(also)], register)...); err != nil {
+	// Admission refused one firing at the times of a live schedule of
+	// the environment; a schedule created meanwhile (two submissions at
+	// once) is refused here.
+	var same *manent.FieldError
+	unique := func(tx *sql.Tx) error {
+		fe, err := e.cfg.Admitter.SameSchedule(ctx, tx, sc.Application, sc.Environment, sc.Cron, sc.ID)
+		if err == nil && fe != nil {
+			same, err = fe, errSameSchedule
+		}
+		return err
+	}
+	if err := e.st.InsertSchedule(ctx, sc, e.cfg.Admitter.SchedulesPerEnvironment(), append(also[:len(also):len(also)], unique, register)...); err != nil {
 		if errors.Is(err, store.ErrScheduleLimit) {
 			return e.cfg.Admitter.ScheduleLimitError(sc.Application, sc.Environment)
+		}
+		if errors.Is(err, errSameSchedule) {
+			return e.cfg.Admitter.SameScheduleError(*same)
 		}
 		return fmt.Errorf("create schedule: %w", err)
 	}
@@ -71,6 +85,10 @@ func (e *Engine) CreateSchedule(ctx context.Context, sc *store.Schedule, also ..
 	}
 	return nil
 }
+
+// errSameSchedule rolls back CreateSchedule's transaction: the schedule
+// fires at the times of a live one of its environment.
+var errSameSchedule = errors.New("a schedule fires at the same times")
 
 // register registers schedule id of spec with the DBOS scheduler in tx.
 func (e *Engine) register(tx *sql.Tx, id string, spec *cronspec.Spec) error {

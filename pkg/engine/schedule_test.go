@@ -358,8 +358,15 @@ func TestRefusedTickNamesNoDeploy(t *testing.T) {
 // request's Idempotency-Key (token:test, key) recorded in its transaction.
 func (f *fixture) createSchedule(id, key string) error {
 	f.t.Helper()
+	return f.createScheduleAt(id, key, "@hourly")
+}
+
+// createScheduleAt is createSchedule firing at cron: two schedules of one
+// environment at the same times are refused (admit.SameSchedule).
+func (f *fixture) createScheduleAt(id, key, cron string) error {
+	f.t.Helper()
 	url, _ := f.artifact("app", "x")
-	sc := &store.Schedule{ID: id, Application: "web", Environment: "prod", Cron: "@hourly",
+	sc := &store.Schedule{ID: id, Application: "web", Environment: "prod", Cron: cron,
 		Descriptor: []byte(descriptorYAML("web", "prod", "1", url, "", "")), Requester: "token:test", CreatedAt: time.Now()}
 	return f.eng.CreateSchedule(context.Background(), sc, func(tx *sql.Tx) error {
 		return f.st.RecordIdempotency(context.Background(), tx, store.Idempotency{Identity: "token:test", Key: key,
@@ -544,8 +551,8 @@ func TestScheduleSplitStateRepairedAtStart(t *testing.T) {
 			schema = "dbos."
 		}
 		unregistered, deleted, unknown, kept := engine.NewScheduleID(), engine.NewScheduleID(), engine.NewScheduleID(), engine.NewScheduleID()
-		for _, id := range []string{unregistered, deleted, kept} {
-			if err := f.createSchedule(id, "k-"+id); err != nil {
+		for i, id := range []string{unregistered, deleted, kept} {
+			if err := f.createScheduleAt(id, "k-"+id, fmt.Sprintf("%d * * * *", i)); err != nil {
 				t.Fatal(err)
 			}
 		}

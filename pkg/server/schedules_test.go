@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,13 @@ func TestSchedulesPerEnvironmentBounded(t *testing.T) {
 		c := api.NewClient(srv.URL, "admin-token", nil)
 		ctx := context.Background()
 		art := artifactFile(t)
-		nightly := func(env string) []byte { return simple(art, env, "1", "schedule: {cron: \"0 3 * * *\"}\n") }
+		// Each at another hour: the same times twice would be refused
+		// (TestSameScheduleTwiceRefused).
+		hour := 0
+		nightly := func(env string) []byte {
+			hour++
+			return simple(art, env, "1", fmt.Sprintf("schedule: {cron: \"0 %d * * *\"}\n", hour))
+		}
 		var ids []string
 		for i := 0; i < 2; i++ {
 			res, err := c.Submit(ctx, nightly("nightly"), false)
@@ -134,6 +141,64 @@ func TestSchedulesPerEnvironmentBounded(t *testing.T) {
 		}
 		if err := srv.Store.InsertSchedule(ctx, sc, 3); err != nil {
 			t.Fatalf("insert within the limit: %v", err)
+		}
+	})
+}
+
+// QA: the same descriptor with schedule.cron submitted twice (a CI job
+// run again, a pipeline per commit) made two schedules of one
+// application/environment firing at the same times, and each tick
+// deployed twice. A schedule firing at the times of a live one of its
+// application/environment is refused with 422 at /schedule/cron naming
+// it (a dry run says so too), whatever the spelling of the expression;
+// another time, another environment, or after the delete, it is created.
+// The creating transaction checks again, whatever admission saw (two
+// submissions at once), on both databases.
+func TestSameScheduleTwiceRefused(t *testing.T) {
+	t.Parallel()
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		srv := newTestServer(t, db, nil, nil)
+		c := api.NewClient(srv.URL, "admin-token", nil)
+		ctx := context.Background()
+		art := artifactFile(t)
+		cron := func(env, expr string) []byte {
+			return simple(art, env, "1", fmt.Sprintf("schedule: {cron: %q}\n", expr))
+		}
+		first, err := c.Submit(ctx, cron("nightly", "0 3 * * *"), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "billing/nightly has schedule " + first.Schedule + " firing at the same times (\"0 3 * * *\", created by token:admin): each tick would deploy twice"
+		for _, expr := range []string{"0 3 * * *", "CRON_TZ=UTC 0 3 * * 0-6", "0  3 * * *"} {
+			for _, dry := range []bool{true, false} {
+				_, err := c.Submit(ctx, cron("nightly", expr), dry)
+				var me *manent.Error
+				if !errorsAs(err, &me) || len(me.Fields) != 1 || me.Fields[0].Path != "/schedule/cron" || !strings.Contains(me.Fields[0].Message, want) {
+					t.Fatalf("%q again (dry run %t): %v %+v, want 422 at /schedule/cron: %s", expr, dry, err, me, want)
+				}
+			}
+		}
+		if n, err := srv.Store.ActiveSchedules(ctx, "billing", "nightly"); err != nil || n != 1 {
+			t.Fatalf("active schedules %d, %v; want 1", n, err)
+		}
+		for _, ok := range [][2]string{{"nightly", "0 4 * * *"}, {"nightly", "CRON_TZ=Europe/Paris 0 3 * * *"}, {"weekly", "0 3 * * *"}} {
+			if _, err := c.Submit(ctx, cron(ok[0], ok[1]), false); err != nil {
+				t.Fatalf("%s %q: %v", ok[0], ok[1], err)
+			}
+		}
+		// The transaction that records it refuses it too.
+		sc := &store.Schedule{ID: "sch_race", Application: "billing", Environment: "nightly", Cron: "0 3 * * *",
+			Descriptor: cron("nightly", "0 3 * * *"), Requester: "token:admin", CreatedAt: time.Now()}
+		err = srv.Engine.CreateSchedule(ctx, sc)
+		var me *manent.Error
+		if !errorsAs(err, &me) || len(me.Fields) != 1 || !strings.Contains(me.Fields[0].Message, want) {
+			t.Fatalf("CreateSchedule of the same times: %v, want the refusal: %s", err, want)
+		}
+		if status, body, _ := do(t, "DELETE", srv.URL+"/api/v1/schedules/"+first.Schedule, "admin-token", ""); status != 204 {
+			t.Fatalf("delete: %d %s", status, body)
+		}
+		if _, err := c.Submit(ctx, cron("nightly", "0 3 * * *"), false); err != nil {
+			t.Fatalf("after the delete: %v", err)
 		}
 	})
 }

@@ -137,6 +137,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if d.Schedule != nil && d.Schedule.Cron != "" && !dryRun {
 		// A recurring deploy: checks 3, 4 and the plan now, the rest at each tick.
 		if _, err := s.admit.AdmitSchedule(r.Context(), req); err != nil {
+			if key != "" && manent.ErrorCode(err) == manent.EInvalid && s.replay(w, r, p, key, body) {
+				// A retry with this key created it meanwhile, and its
+				// schedule now refuses this one as firing at the same
+				// times: the retry's answer is the first one's.
+				return
+			}
 			withPositions(body, err)
 			writeError(w, r, s.log, err)
 			return

@@ -105,6 +105,35 @@ func (s *Store) ActiveSchedules(ctx context.Context, app, env string) (int, erro
 	return n, err
 }
 
+// ActiveSchedulesOf returns the schedules of an application/environment
+// that are not deleted, oldest first: read by tx when it is not nil (in
+// the transaction that records a schedule), else by the read pool.
+func (s *Store) ActiveSchedulesOf(ctx context.Context, tx *sql.Tx, app, env string) ([]Schedule, error) {
+	query := s.q(`SELECT ` + scheduleColumns + ` FROM manent_schedules WHERE application = ? AND environment = ? AND deleted_at IS NULL ORDER BY created_at, id`)
+	var (
+		rows *sql.Rows
+		err  error
+	)
+	if tx != nil {
+		rows, err = tx.QueryContext(ctx, query, app, env)
+	} else {
+		rows, err = s.rdb.QueryContext(ctx, query, app, env)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Schedule{}
+	for rows.Next() {
+		sc, err := scanSchedule(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *sc)
+	}
+	return out, rows.Err()
+}
+
 // GetSchedule returns one schedule.
 func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
 	return scanSchedule(s.rdb.QueryRowContext(ctx, s.q(`SELECT `+scheduleColumns+` FROM manent_schedules WHERE id = ?`), id))
