@@ -443,11 +443,13 @@ func TestTickRunAgainWaitsForTheDatabase(t *testing.T) {
 	})
 }
 
-// A tick whose deploy was submitted but whose outcome was not recorded on
-// the schedule (the database away at that write, or a crash between the
-// two) records it when run again. The run again found the deploy and only
-// superseded the earlier ticks: the schedule kept showing the tick before
-// as its LAST TICK and LAST DEPLOY.
+// A tick whose outcome could not be recorded on the schedule (the
+// database away at that write) records it when run again. The run again
+// found the deploy and only superseded the earlier ticks: the schedule
+// kept showing the tick before as its LAST TICK and LAST DEPLOY. The
+// outcome is now written in the submit's transaction, which the fault
+// rolls back: the tick run again creates the deploy once, with its
+// outcome.
 func TestTickRunAgainRecordsItsOutcome(t *testing.T) {
 	enginetest.Databases(t, func(t *testing.T, db string) {
 		f := newFixture(t, db, 2)

@@ -310,9 +310,14 @@ func (e *Engine) tickOnce(c context.Context, schedule string, at time.Time) (str
 			"schedule", sc.ID, "tick", at, "later", later)
 		return "", nil
 	}
-	terr, fault := e.tick(c, sc, id)
+	terr, fault := e.tick(c, sc, id, at)
 	if fault != nil {
 		return "", fault
+	}
+	if errors.Is(terr, store.ErrScheduleDeleted) {
+		// Deleted after this tick read it: its deploy rolled back.
+		e.log.Info("schedule tick dropped: the schedule was deleted while its tick ran", "schedule", sc.ID, "tick", at)
+		return "", nil
 	}
 	msg := ""
 	if terr != nil {
@@ -330,9 +335,7 @@ func (e *Engine) tickOnce(c context.Context, schedule string, at time.Time) (str
 		// and the earlier ticks stay — nothing newer is there to run.
 		return "", e.tickOutcome(c, sc.ID, at, "", msg)
 	}
-	if err := e.tickOutcome(c, sc.ID, at, id, msg); err != nil {
-		return "", err
-	}
+	// The outcome committed with the deploy (tick).
 	return id, e.supersede(c, sc.ID, id, at)
 }
 
@@ -420,7 +423,14 @@ func (e *Engine) supersede(ctx context.Context, schedule, id string, at time.Tim
 // admission, its reads of the store (*store.Fault; a provider or an
 // issuer that cannot be reached refuses), of the submit, any (it is the
 // database's alone).
-func (e *Engine) tick(ctx context.Context, sc *store.Schedule, id string) (refused, fault error) {
+//
+// The deploy and the tick's outcome on the schedule commit together, and
+// only while the schedule is live (store.ScheduleTickedTx): a crash
+// between the two left the schedule showing the tick before until the
+// tick ran again, and a schedule deleted after the tick read it still
+// deployed, after its DELETE was answered. A deleted schedule's tick is
+// refused with store.ErrScheduleDeleted.
+func (e *Engine) tick(ctx context.Context, sc *store.Schedule, id string, at time.Time) (refused, fault error) {
 	adm, err := e.cfg.Admitter.Tick(ctx, sc, id)
 	if ierr := injectedFault("tick admission"); ierr != nil {
 		err = ierr
@@ -431,7 +441,13 @@ func (e *Engine) tick(ctx context.Context, sc *store.Schedule, id string) (refus
 		}
 		return err, nil
 	}
-	if _, err := e.Submit(ctx, adm.Input, adm.Decision); err != nil {
+	ticked := func(tx *sql.Tx, _ *store.Record) error {
+		if err := injectedFault("tick outcome"); err != nil {
+			return err
+		}
+		return e.st.ScheduleTickedTx(ctx, tx, sc.ID, at, id)
+	}
+	if _, err := e.Submit(ctx, adm.Input, adm.Decision, ticked); err != nil {
 		if f := store.AsFault(err); f != nil && manent.ErrorCode(err) == manent.EInternal {
 			return nil, err
 		}

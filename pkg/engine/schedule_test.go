@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -776,4 +777,46 @@ func TestEveryTicksOfOnePeriodAreOne(t *testing.T) {
 	if recs, err := f.st.UnfinishedWithPrefix(ctx, sc.ID+"@"); err != nil || len(recs) > 1 {
 		t.Fatalf("deploys of one period: %d %v, want one", len(recs), err)
 	}
+}
+
+// QA: a schedule deleted while one of its ticks was being admitted (after
+// the tick read it live, before its submit) still deployed: the DELETE
+// answered 204, and a deploy of the deleted schedule was created and ran
+// after it. The submit now commits only while the schedule is live (the
+// tick's outcome is written in its transaction, holding the schedule's
+// row), so the tick creates nothing and records nothing.
+func TestScheduleDeletedMidTickDeploysNothing(t *testing.T) {
+	enginetest.Databases(t, func(t *testing.T, db string) {
+		f := newFixture(t, db, 1)
+		url, _ := f.artifact("app", "x")
+		sch := f.schedule(descriptorYAML("web", "prod", "1", url, "", ""))
+		var deleted atomic.Bool
+		engine.SetReadFault(func(op string) error {
+			if op == "tick admission" && !deleted.Swap(true) {
+				if err := f.eng.DeleteSchedule(context.Background(), sch); err != nil {
+					t.Errorf("delete the schedule mid-tick: %v", err)
+				}
+			}
+			return nil
+		})
+		t.Cleanup(func() { engine.SetReadFault(nil) })
+		at := time.Date(2026, 1, 1, 3, 0, 0, 0, time.UTC)
+		id, err := f.eng.Tick(context.Background(), sch, at)
+		if err != nil || id != "" {
+			t.Fatalf("tick of a schedule deleted mid-tick: %q, %v; want no deploy, no error", id, err)
+		}
+		if !deleted.Load() {
+			t.Fatal("the schedule was not deleted mid-tick")
+		}
+		if _, err := f.st.Deployment(context.Background(), engine.TickDeployID(sch, at)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("the deploy of the deleted schedule's tick: %v, want none", err)
+		}
+		sc, err := f.st.GetSchedule(context.Background(), sch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sc.DeletedAt == nil || sc.LastDeploy != "" || sc.LastError != "" {
+			t.Errorf("schedule: deleted %v, last deploy %q, last error %q; want deleted, nothing recorded", sc.DeletedAt, sc.LastDeploy, sc.LastError)
+		}
+	})
 }

@@ -211,6 +211,30 @@ func (s *Store) WhileScheduleLive(ctx context.Context, id string, fn func(*sql.T
 	return err == nil, err
 }
 
+// ErrScheduleDeleted: the schedule was deleted (ScheduleTickedTx).
+var ErrScheduleDeleted = errors.New("the schedule was deleted")
+
+// ScheduleTickedTx records in tx, the transaction that submits it, the
+// deploy of schedule id's tick at, as ScheduleTicked does, while the
+// schedule is live: it holds the schedule's row until tx ends, so a
+// deletion commits before (then ErrScheduleDeleted, nothing written: the
+// submit rolls back) or after the tick's deploy, never in between.
+func (s *Store) ScheduleTickedTx(ctx context.Context, tx *sql.Tx, id string, at time.Time, deploy string) error {
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE manent_schedules SET id = id WHERE id = ? AND deleted_at IS NULL`), id)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return ErrScheduleDeleted
+	}
+	t := fmtTime(at)
+	_, err = tx.ExecContext(ctx, s.q(`UPDATE manent_schedules SET last_tick = ?, last_deploy = ?, last_error = ''
+		WHERE id = ? AND COALESCE(last_tick, '') <= ?`), t, deploy, id, t)
+	return err
+}
+
 // ScheduleTicked records a tick's outcome, unless a later tick's is
 // recorded already: the outcome of a tick recorded late (by a slower
 // worker, or a tick run again) never moves the schedule's last tick back.
