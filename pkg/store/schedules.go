@@ -119,6 +119,11 @@ func (s *Store) ActiveSchedulesOf(ctx context.Context, tx *sql.Tx, app, env stri
 	} else {
 		rows, err = s.rdb.QueryContext(ctx, query, app, env)
 	}
+	return scanSchedules(rows, err)
+}
+
+// scanSchedules reads the schedules of a query's rows (err: the query's).
+func scanSchedules(rows *sql.Rows, err error) ([]Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -142,19 +147,7 @@ func (s *Store) GetSchedule(ctx context.Context, id string) (*Schedule, error) {
 // Schedules returns the schedules not deleted, newest first.
 func (s *Store) Schedules(ctx context.Context) ([]Schedule, error) {
 	rows, err := s.rdb.QueryContext(ctx, `SELECT `+scheduleColumns+` FROM manent_schedules WHERE deleted_at IS NULL ORDER BY created_at DESC, id DESC`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []Schedule{}
-	for rows.Next() {
-		sc, err := scanSchedule(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *sc)
-	}
-	return out, rows.Err()
+	return scanSchedules(rows, err)
 }
 
 // DeleteSchedule marks a schedule deleted, and runs also in its
